@@ -1,0 +1,36 @@
+# Everything a fresh machine needs: `make run` starts Sparkwire, `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+DATA_DIR ?= ./data
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

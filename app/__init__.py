@@ -1,0 +1,1 @@
+"""FastAPI server: WebSocket protocol, subscriptions and fan-out, ingest, health, configuration, CLI."""

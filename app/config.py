@@ -1,0 +1,25 @@
+"""Configuration: every option is a `sparkwire serve` flag and a SPARKWIRE_<OPTION> variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPARKWIRE_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8000, description="port to listen on")
+    data_dir: Path = Field(Path("./data"), description="where the embedded log and Spark checkpoints live")
+    spark_master: str = Field("local[2]", description="Spark master URL (local[N] or spark://host:port)")
+    trigger_ms: int = Field(100, ge=10, description="micro-batch trigger interval, milliseconds")
+    shutdown_grace: float = Field(10.0, ge=0, description="seconds updates keep flowing after SIGTERM")
+    ping_interval: float = Field(20.0, gt=0, description="seconds of silence before the server pings")
+    ping_timeout: float = Field(20.0, gt=0, description="seconds to wait for a pong before closing")
+    max_window_seconds: float = Field(86400.0, gt=0, description="largest windowWidth accepted")
+    max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
+    max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
+    log_level: str = Field("INFO", description="Python log level")

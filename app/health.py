@@ -1,0 +1,34 @@
+"""Liveness, readiness and the persistent-compute "enabled" probe."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    state = request.app.state.sparkwire
+    if state.ready:
+        return JSONResponse({"status": "ready"})
+    if state.draining:
+        reason = "shutting down"
+    elif state.startup_error:
+        reason = f"startup failed: {state.startup_error}"
+    elif not state.ready_event.is_set():
+        reason = "starting: Spark session warming up"
+    else:
+        reason = "streaming query not running"
+    return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
+
+
+@router.get("/persistent-compute/enabled")
+async def enabled(request: Request) -> JSONResponse:
+    return JSONResponse({}, status_code=200 if request.app.state.sparkwire.ready else 503)

@@ -1,0 +1,75 @@
+"""The FastAPI application and its lifespan: the log opens at once, Spark warms up in the background
+(/readyz says 503 until it runs), and everything stops in order on the way out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import threading
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from app import health
+from app.config import Settings
+from app.hub import Hub
+from app.ingest import write_points
+from app.state import ServerState
+from app.ws import websocket_endpoint
+from compute.log import DurableLog
+
+log = logging.getLogger(__name__)
+
+
+def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
+    """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
+    from compute.engine import Engine
+    from compute.session import build_session
+
+    try:
+        settings = state.settings
+        spark = build_session(settings.spark_master)
+        checkpoints = settings.data_dir / "checkpoints"
+        # The stream starts at the log's end on every start (history reaches computations by
+        # back-fill), so an old checkpoint holds nothing worth resuming.
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        engine = Engine(spark, state.log, checkpoints / "stream", settings.trigger_ms, state.hub.on_changes)
+        state.hub.engine = engine
+        state.engine = engine
+        engine.warm_up()
+        engine.start()
+        log.info("ready: streaming query running")
+        loop.call_soon_threadsafe(state.ready_event.set)
+    except Exception as exc:
+        log.exception("Spark failed to start")
+        state.startup_error = str(exc)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        durable = DurableLog(settings.data_dir / "log.db")
+        state = ServerState(settings, durable)
+        state.hub = Hub(None, loop)
+        app.state.sparkwire = state
+        starter = threading.Thread(target=_start_spark, args=(state, loop), name="spark-start", daemon=True)
+        starter.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(starter.join)
+            if state.engine is not None:
+                await asyncio.to_thread(state.engine.stop)
+                await asyncio.to_thread(state.engine.spark.stop)
+            durable.close()
+            log.info("stopped")
+
+    app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
+    app.include_router(health.router)
+    app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
+    app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
+    return app

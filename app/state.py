@@ -1,0 +1,36 @@
+"""What the running server shares across requests: settings, the log, the engine, connections."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from app.config import Settings
+from compute.log import DurableLog
+
+if TYPE_CHECKING:
+    from app.connection import Connection
+    from app.hub import Hub
+    from compute.engine import Engine
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    log: DurableLog
+    engine: Engine | None = None
+    hub: Hub = field(init=False)
+    connections: set[Connection] = field(default_factory=set)
+    ready_event: asyncio.Event = field(default_factory=asyncio.Event)
+    draining: bool = False
+    startup_error: str | None = None
+    points_ingested: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return (self.ready_event.is_set() and not self.draining and self.engine is not None
+                and self.engine.running)
+
+    async def wait_ready(self, timeout: float = 120.0) -> None:
+        await asyncio.wait_for(self.ready_event.wait(), timeout)

@@ -1,0 +1,223 @@
+"""A live computation: the windows of the series it reads, its current output per group, and what
+changed with each update. Shared by every subscriber with the same node, window and context."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compute.compiler import Plan
+from compute.errors import ComputeError
+from compute.nodes import EvalEnv
+from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints, Output
+from compute.series import SeriesInfo, SeriesKind
+from compute.window import SeriesWindow
+
+DEFAULT_LATENESS_NS = 100_000_000  # Nominal's default: 100 ms behind the newest point of the series
+
+GroupKey = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Rows:
+    """One series' points from a micro-batch or back-fill, in write (seq) order."""
+
+    seq: np.ndarray
+    ts: np.ndarray
+    values: np.ndarray  # float64, or object (str) for enum series
+
+
+@dataclass(frozen=True)
+class Change:
+    start: int  # ns: the append reaches back to here
+    end: int
+    full: bool  # the result's type changed (or a group appeared): a FullResult is due
+
+
+@dataclass
+class _Route:
+    input_index: int
+    group: GroupKey
+    kind: SeriesKind
+
+
+@dataclass
+class _Group:
+    windows: dict[int, SeriesWindow] = field(default_factory=dict)
+
+
+class Computation:
+    def __init__(self, key: str, plan: Plan, allowed_lateness_ns: int | None) -> None:
+        self.key = key
+        self.plan = plan
+        self.allowed_lateness_ns = allowed_lateness_ns
+        self.lock = threading.Lock()
+        self.routes: dict[int, list[_Route]] = {}  # series id -> where its points go
+        self.groups: dict[GroupKey, _Group] = {}
+        self.outputs: dict[GroupKey, Output] = {}
+        self.categories: list[str] = []  # enum categories, stable across appends
+        self._category_index: dict[str, int] = {}
+        self.newest_seen: dict[int, int] = {}  # series id -> newest timestamp accepted
+        self.backfill_seq = 0  # stream rows at or below this seq are already in the back-fill
+        self.ready = False
+        self._buffered: list[tuple[dict[int, Rows], int]] = []
+        self.end = 0  # the newest `end` announced; never goes backwards
+        self.error: ComputeError | None = None
+        self.late_dropped = 0
+
+    # -- wiring ------------------------------------------------------------------------------------
+    def route(self, info: SeriesInfo) -> bool:
+        """Start reading a series if one of the plan's channels selects it."""
+        routes = [
+            _Route(i, sel.group_of(info.key), info.kind)
+            for i, sel in enumerate(self.plan.selectors)
+            if sel.matches(info.key)
+        ]
+        if routes:
+            self.routes[info.id] = routes
+        return bool(routes)
+
+    # -- updates -----------------------------------------------------------------------------------
+    def load_backfill(self, rows: dict[int, Rows], now: int) -> None:
+        """Install history (seq <= backfill_seq), then the stream rows that arrived meanwhile."""
+        with self.lock:
+            self._apply(rows, now, live=False)
+            for buffered, at in self._buffered:
+                self._apply(buffered, at, live=True)
+            self._buffered.clear()
+            self.ready = True
+            self.end = max(self.end, now)
+            self._evaluate(now)
+
+    def apply_batch(self, rows: dict[int, Rows], now: int) -> Change | None:
+        """Apply one micro-batch's rows for this computation's series; return what changed."""
+        with self.lock:
+            rows = {sid: r for sid, r in ((sid, _after(r, self.backfill_seq)) for sid, r in rows.items()) if r}
+            if not self.ready:
+                if rows:
+                    self._buffered.append((rows, now))
+                return None
+            if not rows or self.error is not None:
+                return None
+            before = dict(self.outputs)
+            accepted_from = self._apply(rows, now, live=True)
+            if accepted_from is None:
+                return None
+            self._evaluate(now)
+            return self._diff(before, now)
+
+    def _apply(self, rows: dict[int, Rows], now: int, live: bool) -> int | None:
+        """Merge rows into the windows; return the oldest accepted timestamp (None if nothing)."""
+        oldest: int | None = None
+        for sid, r in rows.items():
+            ts = r.ts
+            if live:
+                keep = self._accepted(sid, ts, now)
+                if not keep.all():
+                    self.late_dropped += int((~keep).sum())
+                    ts, values = ts[keep], r.values[keep]
+                else:
+                    values = r.values
+            else:
+                values = r.values
+            if not len(ts):
+                continue
+            self.newest_seen[sid] = max(self.newest_seen.get(sid, ts[0]), int(ts.max()))
+            oldest = int(ts.min()) if oldest is None else min(oldest, int(ts.min()))
+            for route in self.routes.get(sid, ()):
+                group = self.groups.setdefault(route.group, _Group())
+                if route.kind is SeriesKind.ENUM:
+                    window = group.windows.setdefault(route.input_index, SeriesWindow(np.int32))
+                    window.insert(ts, self._codes(values))
+                else:
+                    window = group.windows.setdefault(route.input_index, SeriesWindow(np.float64))
+                    window.insert(ts, values.astype(np.float64, copy=False))
+        return oldest
+
+    def _accepted(self, sid: int, ts: np.ndarray, now: int) -> np.ndarray:
+        if self.allowed_lateness_ns is not None:
+            return ts + self.allowed_lateness_ns >= now
+        prior = self.newest_seen.get(sid)
+        running = np.maximum.accumulate(ts)
+        newest_before = np.r_[prior if prior is not None else ts[0], running[:-1]]
+        if prior is not None:
+            newest_before = np.maximum(newest_before, prior)
+        return ts >= newest_before - DEFAULT_LATENESS_NS
+
+    def _codes(self, values: np.ndarray) -> np.ndarray:
+        codes = np.empty(len(values), np.int32)
+        for i, v in enumerate(values.tolist()):
+            code = self._category_index.get(v)
+            if code is None:
+                code = self._category_index[v] = len(self.categories)
+                self.categories.append(v)
+            codes[i] = code
+        return codes
+
+    def _evaluate(self, now: int) -> None:
+        window_start = now - self.plan.window_ns
+        keep_from = window_start - self.plan.lookback_ns
+        outputs: dict[GroupKey, Output] = {}
+        try:
+            for key, group in self.groups.items():
+                inputs: dict[int, NumericPoints | EnumPoints] = {}
+                for index, window in group.windows.items():
+                    window.trim_before(keep_from)
+                    if window.values.dtype == np.int32:
+                        inputs[index] = EnumPoints(window.ts, window.values, self.categories)
+                    else:
+                        inputs[index] = NumericPoints(window.ts, window.values)
+                env = EvalEnv(inputs, window_start, now, self.categories)
+                outputs[key] = self.plan.root.evaluate(env)
+        except ComputeError as exc:
+            self.error = exc
+            raise
+        if not self.plan.grouped and not outputs:
+            outputs[()] = self.plan.root.evaluate(EvalEnv({}, window_start, now, self.categories))
+        self.outputs = outputs
+
+    def _diff(self, before: dict[GroupKey, Output], now: int) -> Change | None:
+        window_start = now - self.plan.window_ns
+        starts: list[int] = []
+        full = False
+        for key, out in self.outputs.items():
+            old = before.get(key)
+            if old is None or type(old) is not type(out):
+                full = True
+                continue
+            start = _settled(out, window_start).first_change(_settled(old, window_start))
+            if start is not None:
+                starts.append(start)
+        if not starts and not full:
+            return None
+        newest = max((int(o.ts[-1]) for o in self.outputs.values() if isinstance(o, NumericPoints | EnumPoints)
+                      and len(o)), default=now)
+        self.end = max(self.end, now, newest)
+        return Change(start=min(starts, default=window_start), end=self.end, full=full)
+
+    # -- reading (the event loop builds frames from these) -----------------------------------------
+    def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
+        """Current outputs, cut to the part from `since` on (None: the whole window)."""
+        with self.lock:
+            if since is None:
+                return dict(self.outputs)
+            return {k: v.since(since) for k, v in self.outputs.items()}
+
+
+def _settled(out: Output, window_start: int) -> Output:
+    """The part of an output that only new points can change: a bucket cut by the window's start
+    changes as time passes, and clients trim it themselves, so it is not announced as a change."""
+    if isinstance(out, NumericBuckets | EnumBuckets):
+        return out.since(window_start + out.width - 1)
+    return out.since(window_start)
+
+
+def _after(r: Rows, seq: int) -> Rows | None:
+    if not len(r.seq) or r.seq[0] > seq:
+        return r if len(r.seq) else None
+    keep = r.seq > seq
+    if not keep.any():
+        return None
+    return Rows(r.seq[keep], r.ts[keep], r.values[keep])

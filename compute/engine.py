@@ -1,0 +1,233 @@
+"""The streaming engine: ONE Structured Streaming query over the log, ONE narrow Spark job per
+micro-batch (the batch joined to a broadcast table of the series in use, collected once through
+Arrow), then every live computation updated on the driver. New computations are back-filled by one
+Spark batch job over the log before they join the stream."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from compute import log as durable_log
+from compute.computation import Change, Computation, Rows
+from compute.errors import ComputeError
+from compute.log import DurableLog
+from compute.series import SeriesInfo
+from compute.source import SOURCE_NAME, LogDataSource
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[list[tuple[Computation, Change | ComputeError]]], None]
+
+
+@dataclass
+class BatchStats:
+    batch_id: int
+    rows: int
+    seconds: float
+
+
+class Engine:
+    def __init__(self, spark: SparkSession, durable: DurableLog, checkpoint_dir: Path, trigger_ms: int,
+                 on_changes: ChangeListener) -> None:
+        self.spark = spark
+        self.log = durable
+        self.checkpoint_dir = checkpoint_dir
+        self.trigger_ms = trigger_ms
+        self.on_changes = on_changes
+        self._lock = threading.Lock()  # guards the routing tables below
+        self._computations: dict[str, Computation] = {}
+        self._readers: dict[int, set[Computation]] = {}  # series id -> computations reading it
+        self._series_df: DataFrame | None = None
+        self._series_dirty = True
+        self._query: StreamingQuery | None = None
+        self._reader_conn = durable_log.connect_reader(durable.path)
+        self.last_batch: BatchStats | None = None
+        spark.dataSource.register(LogDataSource)
+        durable.on_new_series = self._on_new_series
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the query at the log's current end: history reaches computations by back-fill."""
+        start_seq = durable_log.max_seq(self._reader_conn)
+        stream = (
+            self.spark.readStream.format(SOURCE_NAME)
+            .option("path", str(self.log.path))
+            .option("start_seq", str(start_seq))
+            .load()
+        )
+        self._query = (
+            stream.writeStream.foreachBatch(self._on_batch)
+            .trigger(processingTime=f"{self.trigger_ms} milliseconds")
+            .option("checkpointLocation", str(self.checkpoint_dir))
+            .queryName("sparkwire")
+            .start()
+        )
+        log.info("streaming query started at seq %d", start_seq)
+
+    @property
+    def running(self) -> bool:
+        return self._query is not None and self._query.isActive
+
+    def stop(self) -> None:
+        if self._query is not None:
+            try:
+                self._query.stop()
+            except Exception:  # stopping may race with a dying JVM; nothing left to save
+                log.warning("stopping the streaming query failed", exc_info=True)
+            self._query = None
+
+    def warm_up(self) -> None:
+        """Run one tiny job so the first subscriber does not pay the JVM's start-up."""
+        self.spark.range(1).toArrow()
+
+    # -- computations ------------------------------------------------------------------------------
+    def find(self, key: str) -> Computation | None:
+        with self._lock:
+            return self._computations.get(key)
+
+    def add(self, computation: Computation) -> Computation:
+        """Register a computation (or return the live one with its key), then back-fill it.
+
+        Blocking (a Spark job): call it off the event loop.
+        """
+        with self._lock:
+            existing = self._computations.get(computation.key)
+            if existing is not None:
+                return existing
+            for info in self.log.series():
+                if computation.route(info):
+                    self._readers.setdefault(info.id, set()).add(computation)
+                    self._series_dirty = True
+            # Under the lock: a batch that planned before this point ends at or below this seq.
+            computation.backfill_seq = durable_log.max_seq(self._reader_conn)
+            self._computations[computation.key] = computation
+        try:
+            self._backfill(computation)
+        except Exception:
+            self.remove(computation)
+            raise
+        return computation
+
+    def remove(self, computation: Computation) -> None:
+        with self._lock:
+            if self._computations.get(computation.key) is computation:
+                del self._computations[computation.key]
+            for sid in list(computation.routes):
+                readers = self._readers.get(sid)
+                if readers is not None:
+                    readers.discard(computation)
+                    if not readers:
+                        del self._readers[sid]
+                        self._series_dirty = True
+
+    def computations(self) -> list[Computation]:
+        with self._lock:
+            return list(self._computations.values())
+
+    def _on_new_series(self, info: SeriesInfo) -> None:
+        """Called by the log writer before the series' first points commit."""
+        with self._lock:
+            for computation in self._computations.values():
+                if computation.route(info):
+                    self._readers.setdefault(info.id, set()).add(computation)
+                    self._series_dirty = True
+
+    def _backfill(self, computation: Computation) -> None:
+        now = time.time_ns()
+        series_ids = sorted(computation.routes)
+        rows: dict[int, Rows] = {}
+        if series_ids:
+            from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
+            table = (
+                self.spark.read.format(SOURCE_NAME)
+                .option("path", str(self.log.path))
+                .option("series_ids", ",".join(map(str, series_ids)))
+                .option("from_ts", str(from_ts))
+                .option("upto_seq", str(computation.backfill_seq))
+                .load()
+                .toArrow()
+            )
+            rows = split_by_series(table)
+        computation.load_backfill(rows, now)
+
+    # -- the micro-batch ---------------------------------------------------------------------------
+    def _series_table(self) -> DataFrame | None:
+        with self._lock:
+            if self._series_dirty:
+                ids = sorted(self._readers)
+                self._series_df = (
+                    F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
+                    if ids else None
+                )
+                self._series_dirty = False
+            return self._series_df
+
+    def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        series_df = self._series_table()
+        if series_df is None:
+            return
+        table = batch.join(series_df, "series_id").select("seq", "series_id", "ts", "value", "str").toArrow()
+        now = time.time_ns()
+        by_series = split_by_series(table)
+        with self._lock:
+            targets: dict[Computation, dict[int, Rows]] = {}
+            for sid, rows in by_series.items():
+                for computation in self._readers.get(sid, ()):
+                    targets.setdefault(computation, {})[sid] = rows
+        changes: list[tuple[Computation, Change | ComputeError]] = []
+        for computation, rows in targets.items():
+            try:
+                change = computation.apply_batch(rows, now)
+            except ComputeError as exc:  # one computation failing leaves the others running
+                changes.append((computation, exc))
+                continue
+            except Exception as exc:
+                log.exception("computation failed")
+                changes.append((computation, ComputeError("ComputeFailed", str(exc), status_code=500)))
+                continue
+            if change is not None:
+                changes.append((computation, change))
+        if changes:
+            self.on_changes(changes)
+        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started)
+
+
+def split_by_series(table: pa.Table) -> dict[int, Rows]:
+    """Arrow rows (seq, series_id, ts, value, str) -> per-series columns in seq order."""
+    if table.num_rows == 0:
+        return {}
+    seq = table.column("seq").to_numpy()
+    sid = table.column("series_id").to_numpy()
+    ts = table.column("ts").to_numpy()
+    value_col = table.column("value")
+    str_col = table.column("str")
+    order = np.lexsort((seq, sid))
+    sid_sorted = sid[order]
+    bounds = np.flatnonzero(np.r_[True, sid_sorted[1:] != sid_sorted[:-1], True])
+    numeric = value_col.null_count < table.num_rows
+    values_all = (
+        value_col.to_numpy(zero_copy_only=False) if numeric else np.asarray(str_col.to_pylist(), dtype=object)
+    )
+    has_str = str_col.null_count < table.num_rows
+    str_all = np.asarray(str_col.to_pylist(), dtype=object) if has_str else None
+    out: dict[int, Rows] = {}
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        idx = order[a:b]
+        s = int(sid_sorted[a])
+        if str_all is not None and str_all[idx[0]] is not None:
+            out[s] = Rows(seq[idx], ts[idx], str_all[idx])
+        else:
+            out[s] = Rows(seq[idx], ts[idx], values_all[idx])
+    return out

@@ -1,0 +1,261 @@
+"""The embedded durable log: SQLite in WAL mode, one row per point, int64 nanosecond timestamps.
+
+`seq` (the rowid) is the stream offset. A single writer thread group-commits concurrent requests:
+one transaction and one fsync for everything queued, and only then are the requests acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from compute.series import SeriesInfo, SeriesKey, SeriesKind
+
+log = logging.getLogger(__name__)
+
+POINT_SCHEMA = pa.schema(
+    [("seq", pa.int64()), ("series_id", pa.int64()), ("ts", pa.int64()), ("value", pa.float64()),
+     ("str", pa.string())]
+)
+POINT_SCHEMA_DDL = "seq long, series_id long, ts long, value double, str string"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS series (
+    id INTEGER PRIMARY KEY,
+    data_source_rid TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    UNIQUE (data_source_rid, channel, tags)
+);
+CREATE TABLE IF NOT EXISTS points (
+    seq INTEGER PRIMARY KEY,
+    series_id INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    value REAL,
+    str TEXT
+);
+CREATE INDEX IF NOT EXISTS points_by_series_time ON points (series_id, ts);
+"""
+
+
+class WriteRejected(ValueError):
+    """A request the log refuses as a whole (e.g. string points on a double series)."""
+
+
+@dataclass
+class SeriesWrite:
+    key: SeriesKey
+    kind: SeriesKind
+    ts: list[int]
+    values: list[float] | list[str]
+
+
+@dataclass
+class _Pending:
+    writes: list[SeriesWrite]
+    future: Future[int] = field(default_factory=Future)
+
+
+def connect_writer(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")  # the commit's fsync is what makes a 200 durable
+    conn.executescript(_DDL)
+    return conn
+
+
+def connect_reader(path: str | Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    conn.execute("PRAGMA query_only=1")
+    return conn
+
+
+class DurableLog:
+    """Owns the writer connection and thread; readers open their own connections (other processes)."""
+
+    def __init__(self, path: Path, on_new_series: Callable[[SeriesInfo], None] | None = None) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = connect_writer(path)
+        self._series: dict[SeriesKey, SeriesInfo] = {}
+        for info in self._load_series(self._conn):
+            self._series[info.key] = info
+        self.on_new_series = on_new_series
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="sparkwire-log-writer", daemon=True)
+        self._thread.start()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def submit(self, writes: list[SeriesWrite]) -> Future[int]:
+        """Queue one request's points; the future resolves to the point count once they are durable."""
+        pending = _Pending(writes)
+        self._queue.put(pending)
+        return pending.future
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+        self._conn.close()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            stop = False
+            while True:  # drain whatever queued meanwhile: one commit for all of it
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                group.append(nxt)
+            self._commit_group(group)
+            if stop:
+                return
+
+    def _commit_group(self, group: list[_Pending]) -> None:
+        conn = self._conn
+        outcomes: list[tuple[_Pending, int | BaseException]] = []
+        new_series: list[SeriesInfo] = []
+        try:
+            conn.execute("BEGIN")
+            for pending in group:
+                conn.execute("SAVEPOINT request")
+                created: list[SeriesInfo] = []
+                try:
+                    count = self._insert(pending.writes, created)
+                except BaseException as exc:  # one bad request must not sink the others
+                    conn.execute("ROLLBACK TO request")
+                    conn.execute("RELEASE request")
+                    for info in created:
+                        self._series.pop(info.key, None)
+                    outcomes.append((pending, exc))
+                    continue
+                conn.execute("RELEASE request")
+                new_series.extend(created)
+                outcomes.append((pending, count))
+            # New series are announced before the commit, so no stream batch can hold their
+            # points before the engine knows which computations read them.
+            if self.on_new_series is not None:
+                for info in new_series:
+                    self.on_new_series(info)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            log.exception("log commit failed")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for info in new_series:
+                self._series.pop(info.key, None)
+            for pending, _ in outcomes:
+                pending.future.set_exception(exc)
+            return
+        for pending, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                pending.future.set_exception(outcome)
+            else:
+                pending.future.set_result(outcome)
+
+    def _insert(self, writes: list[SeriesWrite], created: list[SeriesInfo]) -> int:
+        conn = self._conn
+        count = 0
+        for write in writes:
+            info = self._series.get(write.key)
+            if info is None:
+                cur = conn.execute(
+                    "INSERT INTO series (data_source_rid, channel, tags, kind) VALUES (?, ?, ?, ?)",
+                    (write.key.data_source_rid, write.key.channel, write.key.tags_json(), write.kind.value),
+                )
+                assert cur.lastrowid is not None
+                info = SeriesInfo(cur.lastrowid, write.key, write.kind)
+                self._series[write.key] = info
+                created.append(info)
+            elif info.kind is not write.kind:
+                raise WriteRejected(
+                    f"channel '{write.key.channel}' with tags {dict(write.key.tags)} holds "
+                    f"{info.kind.value} points; this request writes {write.kind.value} points"
+                )
+            sid = info.id
+            if write.kind is SeriesKind.NUMERIC:
+                rows = [(sid, t, v) for t, v in zip(write.ts, write.values, strict=True)]
+                conn.executemany("INSERT INTO points (series_id, ts, value) VALUES (?, ?, ?)", rows)
+            else:
+                rows = [(sid, t, v) for t, v in zip(write.ts, write.values, strict=True)]
+                conn.executemany("INSERT INTO points (series_id, ts, str) VALUES (?, ?, ?)", rows)
+            count += len(rows)
+        return count
+
+    # -- reading (driver side) -------------------------------------------------------------------
+    def series(self) -> list[SeriesInfo]:
+        return list(self._series.values())
+
+    @staticmethod
+    def _load_series(conn: sqlite3.Connection) -> list[SeriesInfo]:
+        return [
+            SeriesInfo(sid, SeriesKey.of(ds, ch, _tags(tags)), SeriesKind(kind))
+            for sid, ds, ch, tags, kind in conn.execute(
+                "SELECT id, data_source_rid, channel, tags, kind FROM series"
+            )
+        ]
+
+
+def _tags(tags_json: str) -> dict[str, str]:
+    return dict(json.loads(tags_json))
+
+
+# -- reading (any process: the Spark data source runs these in Python workers) -------------------
+def max_seq(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT MAX(seq) FROM points").fetchone()
+    return int(row[0] or 0)
+
+
+def _to_batch(rows: list[tuple[int, int, int, float | None, str | None]]) -> pa.RecordBatch:
+    if not rows:
+        return pa.RecordBatch.from_pylist([], schema=POINT_SCHEMA)
+    cols = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(cols, POINT_SCHEMA, strict=True)], schema=POINT_SCHEMA
+    )
+
+
+def read_seq_range(conn: sqlite3.Connection, after: int, upto: int, chunk: int = 65536) -> list[pa.RecordBatch]:
+    """Points with after < seq <= upto, in seq order, as Arrow batches of at most `chunk` rows."""
+    cur = conn.execute(
+        "SELECT seq, series_id, ts, value, str FROM points WHERE seq > ? AND seq <= ? ORDER BY seq",
+        (after, upto),
+    )
+    batches = []
+    while rows := cur.fetchmany(chunk):
+        batches.append(_to_batch(rows))
+    return batches
+
+
+def read_series_since(
+    conn: sqlite3.Connection, series_ids: Sequence[int], from_ts: int, upto_seq: int
+) -> list[pa.RecordBatch]:
+    """Back-fill: points of these series with ts >= from_ts and seq <= upto_seq."""
+    if not series_ids:
+        return []
+    marks = ",".join("?" * len(series_ids))
+    cur = conn.execute(
+        f"SELECT seq, series_id, ts, value, str FROM points "
+        f"WHERE series_id IN ({marks}) AND ts >= ? AND seq <= ?",
+        (*series_ids, from_ts, upto_seq),
+    )
+    batches = []
+    while rows := cur.fetchmany(65536):
+        batches.append(_to_batch(rows))
+    return batches

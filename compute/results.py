@@ -1,0 +1,154 @@
+"""What a computation outputs, as numpy columns, and how two outputs differ (the append's start).
+
+Each output knows the earliest timestamp from which it differs from an older output of the same kind,
+and how to cut the part from a timestamp on: that is all an AppendResult needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def _first_diff(a: np.ndarray, b: np.ndarray) -> int | None:
+    """Index of the first position where a and b differ (NaN equals NaN), None if identical."""
+    n = min(len(a), len(b))
+    if n:
+        neq = ~((a[:n] == b[:n]) | (np.isnan(a[:n]) & np.isnan(b[:n]))) if a.dtype.kind == "f" else a[:n] != b[:n]
+        idx = np.flatnonzero(neq)
+        if len(idx):
+            return int(idx[0])
+    return None if len(a) == len(b) else n
+
+
+@dataclass
+class NumericPoints:
+    ts: np.ndarray  # int64 ns, ascending
+    values: np.ndarray  # float64
+    kind = "numeric"
+
+    def first_change(self, old: NumericPoints) -> int | None:
+        i = _first_diff(self.ts, old.ts)
+        j = _first_diff(self.values, old.values)
+        k = min(x for x in (i, j, INT64_MAX) if x is not None)
+        if k == INT64_MAX:
+            return None
+        # A point that vanished (trimmed) is not a change; the client trims too.
+        candidates = [t[k] for t in (self.ts, old.ts) if k < len(t)]
+        return int(min(candidates))
+
+    def since(self, start: int) -> NumericPoints:
+        i = int(np.searchsorted(self.ts, start, side="left"))
+        return NumericPoints(self.ts[i:], self.values[i:])
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class NumericBuckets:
+    width: int  # ns
+    end: np.ndarray  # int64 exclusive bucket end, ascending
+    min: np.ndarray
+    max: np.ndarray
+    mean: np.ndarray
+    count: np.ndarray  # int64
+    variance: np.ndarray
+    first_ts: np.ndarray
+    first_value: np.ndarray
+    last_ts: np.ndarray
+    last_value: np.ndarray
+    kind = "bucketedNumeric"
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        return (self.end, self.min, self.max, self.mean, self.count, self.variance, self.first_ts,
+                self.last_ts, self.first_value, self.last_value)
+
+    def first_change(self, old: NumericBuckets) -> int | None:
+        if old.width != self.width:
+            return int(self.end[0] - self.width) if len(self.end) else 0
+        ks = [k for k in (_first_diff(a, b) for a, b in zip(self._columns(), old._columns(), strict=True))
+              if k is not None]
+        if not ks:
+            return None
+        k = min(ks)
+        ends = [e[k] for e in (self.end, old.end) if k < len(e)]
+        return int(min(ends)) - self.width
+
+    def since(self, start: int) -> NumericBuckets:
+        # every bucket whose span reaches `start` or later (its end is after start)
+        i = int(np.searchsorted(self.end, start, side="right"))
+        return NumericBuckets(self.width, *(c[i:] for c in (
+            self.end, self.min, self.max, self.mean, self.count, self.variance, self.first_ts,
+            self.first_value, self.last_ts, self.last_value)))
+
+    def __len__(self) -> int:
+        return len(self.end)
+
+
+@dataclass
+class EnumPoints:
+    ts: np.ndarray
+    codes: np.ndarray  # int32 index into categories
+    categories: list[str]
+    kind = "enum"
+
+    def first_change(self, old: EnumPoints) -> int | None:
+        i = _first_diff(self.ts, old.ts)
+        j = _first_diff(self.codes, old.codes)
+        ks = [k for k in (i, j) if k is not None]
+        if not ks:
+            return None
+        k = min(ks)
+        return int(min(t[k] for t in (self.ts, old.ts) if k < len(t)))
+
+    def since(self, start: int) -> EnumPoints:
+        i = int(np.searchsorted(self.ts, start, side="left"))
+        return EnumPoints(self.ts[i:], self.codes[i:], self.categories)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class EnumBuckets:
+    width: int
+    end: np.ndarray
+    histograms: list[dict[int, int]]
+    first_ts: np.ndarray
+    first_code: np.ndarray
+    last_ts: np.ndarray
+    last_code: np.ndarray
+    count: np.ndarray
+    categories: list[str]
+    kind = "bucketedEnum"
+
+    def first_change(self, old: EnumBuckets) -> int | None:
+        if old.width != self.width:
+            return int(self.end[0] - self.width) if len(self.end) else 0
+        cols = (self.end, self.first_ts, self.first_code, self.last_ts, self.last_code, self.count)
+        old_cols = (old.end, old.first_ts, old.first_code, old.last_ts, old.last_code, old.count)
+        ks = [k for k in (_first_diff(a, b) for a, b in zip(cols, old_cols, strict=True)) if k is not None]
+        n = min(len(self.histograms), len(old.histograms))
+        hk = next((i for i in range(n) if self.histograms[i] != old.histograms[i]), None)
+        if hk is not None:
+            ks.append(hk)
+        if not ks:
+            return None
+        k = min(ks)
+        return int(min(e[k] for e in (self.end, old.end) if k < len(e))) - self.width
+
+    def since(self, start: int) -> EnumBuckets:
+        i = int(np.searchsorted(self.end, start, side="right"))
+        return EnumBuckets(self.width, self.end[i:], self.histograms[i:], self.first_ts[i:],
+                           self.first_code[i:], self.last_ts[i:], self.last_code[i:], self.count[i:],
+                           self.categories)
+
+    def __len__(self) -> int:
+        return len(self.end)
+
+
+Output = NumericPoints | NumericBuckets | EnumPoints | EnumBuckets

@@ -1,0 +1,100 @@
+"""Decimation of a series for `SummarizeSeries`: raw points while the window holds at most B of them,
+epoch-aligned buckets (timestamp = exclusive end) beyond, per PROTOCOL.md."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compute.errors import ComputeError
+from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints
+
+MS = 1_000_000
+DEFAULT_BUCKETS = 1000
+
+
+@dataclass(frozen=True)
+class Decimation:
+    max_points: int  # B
+    bucket_width: int  # w, ns, a whole number of milliseconds
+
+    @classmethod
+    def of(cls, window_ns: int, buckets: int | None, resolution_ns: int | None) -> Decimation:
+        if buckets is not None and buckets <= 0:
+            raise ComputeError("InvalidComputation", f"buckets must be positive, got {buckets}",
+                               {"invalidTypes": "buckets"})
+        if resolution_ns is not None and resolution_ns <= 0:
+            raise ComputeError("UnsupportedGranularity", f"resolution must be positive, got {resolution_ns}")
+        if buckets is not None:
+            b = buckets
+        elif resolution_ns is not None:
+            b = max(1, window_ns // resolution_ns)
+        else:
+            b = DEFAULT_BUCKETS
+        raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
+        if raw_width < MS and resolution_ns is not None:
+            raise ComputeError("UnsupportedGranularity",
+                               f"bucket width {raw_width} ns is below 1 ms", {"resolution": str(raw_width)})
+        width = max(MS, math.ceil(raw_width / MS) * MS)
+        return cls(int(b), int(width))
+
+
+def _bucket_index(ts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bucket end per bucket, start offset of each bucket in ts, counts) for sorted ts."""
+    ids = ts // width  # floor division: aligned to multiples of width since the epoch
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.empty(0, np.int64)
+    counts = np.diff(np.r_[starts, len(ids)])
+    return (ids[starts] + 1) * width, starts, counts
+
+
+def numeric_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets:
+    end, starts, counts = _bucket_index(ts, width)
+    if len(starts) == 0:
+        empty_f = np.empty(0, np.float64)
+        empty_i = np.empty(0, np.int64)
+        return NumericBuckets(width, empty_i, empty_f, empty_f, empty_f, empty_i, empty_f, empty_i, empty_f,
+                              empty_i, empty_f)
+    sums = np.add.reduceat(values, starts)
+    mean = sums / counts
+    # population variance, two-pass for accuracy: mean of squared deviations from the bucket mean
+    dev = values - np.repeat(mean, counts)
+    variance = np.add.reduceat(dev * dev, starts) / counts
+    last = starts + counts - 1
+    return NumericBuckets(
+        width=width,
+        end=end.astype(np.int64),
+        min=np.minimum.reduceat(values, starts),
+        max=np.maximum.reduceat(values, starts),
+        mean=mean,
+        count=counts.astype(np.int64),
+        variance=variance,
+        first_ts=ts[starts],
+        first_value=values[starts],
+        last_ts=ts[last],
+        last_value=values[last],
+    )
+
+
+def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width: int) -> EnumBuckets:
+    end, starts, counts = _bucket_index(ts, width)
+    histograms: list[dict[int, int]] = []
+    for s, c in zip(starts.tolist(), counts.tolist(), strict=True):
+        vals, n = np.unique(codes[s : s + c], return_counts=True)
+        histograms.append(dict(zip(vals.tolist(), n.tolist(), strict=True)))
+    last = starts + counts - 1
+    return EnumBuckets(width, end.astype(np.int64), histograms, ts[starts], codes[starts], ts[last], codes[last],
+                       counts.astype(np.int64), categories)
+
+
+def summarize_numeric(points: NumericPoints, dec: Decimation) -> NumericPoints | NumericBuckets:
+    if len(points) <= dec.max_points:
+        return points
+    return numeric_buckets(points.ts, points.values, dec.bucket_width)
+
+
+def summarize_enum(points: EnumPoints, dec: Decimation) -> EnumPoints | EnumBuckets:
+    if len(points) <= dec.max_points:
+        return points
+    return enum_buckets(points.ts, points.codes, points.categories, dec.bucket_width)

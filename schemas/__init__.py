@@ -1,0 +1,1 @@
+"""Pydantic models of Sparkwire's wire protocol (Nominal persistent-compute, Conjure JSON). No I/O."""

@@ -1,0 +1,102 @@
+"""ClientMessage: what a client sends on `WS /persistent-compute/ws`."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+from schemas.conjure import ConjureModel, ConjureUnion, Duration
+
+SubscriptionId = uuid.UUID
+
+
+class Context(ConjureModel):
+    variables: dict[str, ConjureUnion] = Field(default_factory=dict)
+    dataset_references: dict[str, JsonValue] = Field(default_factory=dict)
+    function_variables: dict[str, JsonValue] | None = None
+
+
+class StreamingComputeNodeRequest(ConjureModel):
+    node: ConjureUnion
+    window_width: Duration
+    context: Context = Field(default_factory=Context)
+    source_rid: str | None = None
+
+
+class AppendOnlyConfig(ConjureModel):
+    decimate_results: bool
+
+
+class ResultConfiguration(ConjureModel):
+    type: Literal["appendOnly"]
+    append_only: AppendOnlyConfig
+
+
+class SubscriptionOptions(ConjureModel):
+    min_delay: int = Field(ge=0)
+    allow_appends: bool | None = None
+    result_configuration: ResultConfiguration | None = None
+    use_flink: bool | None = None
+    allowed_lateness: Duration | None = None
+
+
+class StreamingComputeNodeSubscription(ConjureModel):
+    compute_request: StreamingComputeNodeRequest
+    subscription_options: SubscriptionOptions
+
+
+class Ping(ConjureModel):
+    sent_at: datetime.datetime
+
+
+class Pong(ConjureModel):
+    ping_originally_sent_at: datetime.datetime
+    sent_at: datetime.datetime
+
+
+class UpdateToken(ConjureModel):
+    """Sparkwire extension (as YDB's read sessions refresh auth): a fresh bearer token."""
+
+    token: str
+
+
+_Strict = ConfigDict(extra="forbid", frozen=True)
+
+
+class Subscribe(BaseModel):
+    model_config = _Strict
+    type: Literal["subscribe"]
+    subscribe: dict[SubscriptionId, StreamingComputeNodeSubscription]
+
+
+class Unsubscribe(BaseModel):
+    model_config = _Strict
+    type: Literal["unsubscribe"]
+    unsubscribe: list[SubscriptionId]
+
+
+class ClientPing(BaseModel):
+    model_config = _Strict
+    type: Literal["ping"]
+    ping: Ping
+
+
+class ClientPong(BaseModel):
+    model_config = _Strict
+    type: Literal["pong"]
+    pong: Pong
+
+
+class ClientUpdateToken(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    type: Literal["updateToken"]
+    update_token: UpdateToken = Field(alias="updateToken")
+
+
+ClientMessage = Annotated[
+    Subscribe | Unsubscribe | ClientPing | ClientPong | ClientUpdateToken, Field(discriminator="type")
+]
+client_message_adapter: TypeAdapter[Any] = TypeAdapter(ClientMessage)

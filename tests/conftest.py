@@ -1,0 +1,85 @@
+"""One real Sparkwire server process (real Spark, real SQLite log) shared by the whole test run:
+Spark takes ~10 s to start, so tests share it and isolate themselves by data source rid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[bytes]
+    port: int
+    data_dir: Path
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/persistent-compute/ws"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(10)
+
+
+def start_server(data_dir: Path, log_path: Path, env: dict[str, str] | None = None,
+                 ready_timeout: float = 180) -> ServerProcess:
+    port = free_port()
+    full_env = {**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "2", **(env or {})}
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+        cwd=ROOT, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+    )
+    server = ServerProcess(process, port, data_dir, log_path)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.log_text()[-3000:]}")
+        try:
+            if httpx.get(f"{server.base_url}/readyz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    server.stop(signal.SIGKILL)
+    raise RuntimeError(f"server not ready in {ready_timeout}s:\n{server.log_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("sparkwire")
+    proc = start_server(base / "data", base / "server.log")
+    yield proc
+    proc.stop()
