@@ -54,18 +54,28 @@ class DrainingServer(uvicorn.Server):
 def _find_app(app: object) -> object:
     """The FastAPI app under uvicorn's middleware wrappers (for its state)."""
     while not hasattr(app, "state") and hasattr(app, "app"):
-        app = app.app  # type: ignore[attr-defined]
+        app = app.app
     return app
 
 
 def serve(settings: Settings) -> None:
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                            ws_max_size=settings.max_message_bytes, ws_ping_interval=None, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        ws_max_size=settings.max_message_bytes,
+        ws_ping_interval=None,
+        lifespan="on",
+    )
     server = DrainingServer(config)
     server.run()
 
@@ -76,8 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     serve_p = sub.add_parser("serve", help="run the Sparkwire server")
     for name, field in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        serve_p.add_argument(flag, dest=name, default=None, help=f"{field.description} "
-                             f"(env SPARKWIRE_{name.upper()}, default {field.default})")
+        serve_p.add_argument(
+            flag,
+            dest=name,
+            default=None,
+            help=f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})",
+        )
     args = parser.parse_args(argv)
     overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
     if "data_dir" in overrides:

@@ -6,6 +6,13 @@ import uuid
 from typing import Any
 
 
-def serializable_error(name: str, message: str, status: int, params: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"name": name, "message": message, "errorInstanceId": str(uuid.uuid4()), "statusCode": status,
-            "params": params or {}}
+def serializable_error(
+    name: str, message: str, status: int, params: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "message": message,
+        "errorInstanceId": str(uuid.uuid4()),
+        "statusCode": status,
+        "params": params or {},
+    }

@@ -5,8 +5,8 @@ subscriber's envelope."""
 from __future__ import annotations
 
 import datetime
-import uuid
 import math
+import uuid
 from typing import Any
 
 import numpy as np
@@ -38,19 +38,35 @@ def _double(x: float) -> float | str:
 
 def doubles(values: np.ndarray) -> list[float | str]:
     """Conjure DOUBLE: JSON numbers, or "NaN"/"Infinity"/"-Infinity" (JSON has no such numbers)."""
-    out: list[float | str] = values.tolist()
-    if not np.isfinite(values).all():
-        out = [_double(v) for v in out]
-    return out
+    floats: list[float] = values.tolist()
+    if np.isfinite(values).all():
+        return list(floats)
+    return [_double(v) for v in floats]
 
 
 def _numeric_buckets(b: NumericBuckets) -> Json:
     buckets = []
-    cols = zip(b.min.tolist(), b.max.tolist(), b.mean.tolist(), b.count.tolist(), b.variance.tolist(),
-               b.first_ts.tolist(), b.first_value.tolist(), b.last_ts.tolist(), b.last_value.tolist(), strict=True)
+    cols = zip(
+        b.min.tolist(),
+        b.max.tolist(),
+        b.mean.tolist(),
+        b.count.tolist(),
+        b.variance.tolist(),
+        b.first_ts.tolist(),
+        b.first_value.tolist(),
+        b.last_ts.tolist(),
+        b.last_value.tolist(),
+        strict=True,
+    )
     for mn, mx, mean, count, var, fts, fv, lts, lv in cols:
-        bucket: dict[str, Json] = {"min": _double(mn), "max": _double(mx), "mean": _double(mean), "count": count,
-                                   "variance": _double(var), "aggregations": {}}
+        bucket: dict[str, Json] = {
+            "min": _double(mn),
+            "max": _double(mx),
+            "mean": _double(mean),
+            "count": count,
+            "variance": _double(var),
+            "aggregations": {},
+        }
         if count > 1:
             bucket["firstPoint"] = {"timestamp": timestamp(fts), "value": _double(fv)}
             bucket["lastPoint"] = {"timestamp": timestamp(lts), "value": _double(lv)}
@@ -60,9 +76,15 @@ def _numeric_buckets(b: NumericBuckets) -> Json:
 
 def _enum_buckets(b: EnumBuckets) -> Json:
     buckets = []
-    for hist, fts, fc, lts, lc, count in zip(b.histograms, b.first_ts.tolist(), b.first_code.tolist(),
-                                             b.last_ts.tolist(), b.last_code.tolist(), b.count.tolist(),
-                                             strict=True):
+    for hist, fts, fc, lts, lc, count in zip(
+        b.histograms,
+        b.first_ts.tolist(),
+        b.first_code.tolist(),
+        b.last_ts.tolist(),
+        b.last_code.tolist(),
+        b.count.tolist(),
+        strict=True,
+    ):
         bucket: dict[str, Json] = {
             "histogram": {str(k): v for k, v in hist.items()},
             "firstPoint": {"timestamp": timestamp(fts), "value": fc},
@@ -80,8 +102,11 @@ def output_body(out: Output) -> tuple[str, Json]:
     if isinstance(out, NumericBuckets):
         return "bucketedNumeric", _numeric_buckets(out)
     if isinstance(out, EnumPoints):
-        return "enum", {"timestamps": timestamps(out.ts), "values": out.codes.tolist(),
-                        "categories": list(out.categories)}
+        return "enum", {
+            "timestamps": timestamps(out.ts),
+            "values": out.codes.tolist(),
+            "categories": list(out.categories),
+        }
     if isinstance(out, EnumBuckets):
         return "bucketedEnum", _enum_buckets(out)
     raise TypeError(f"no wire form for {type(out).__name__}")
@@ -94,8 +119,12 @@ def response(outputs: dict[GroupKey, Output], grouped: bool) -> Json:
     responses = []
     for key, out in sorted(outputs.items()):
         kind, body = output_body(out)
-        responses.append({"grouping": {"type": "tagsWithValues", "tagsWithValues": dict(key)},
-                          "response": {"type": kind, kind: body}})
+        responses.append(
+            {
+                "grouping": {"type": "tagsWithValues", "tagsWithValues": dict(key)},
+                "response": {"type": kind, kind: body},
+            }
+        )
     return {"type": "grouped", "grouped": {"responses": responses}}
 
 
@@ -104,13 +133,26 @@ def full_update(outputs: dict[GroupKey, Output], grouped: bool) -> bytes:
 
 
 def append_update(outputs: dict[GroupKey, Output], grouped: bool, start: int, end: int) -> bytes:
-    return orjson.dumps({"type": "append", "append": {"start": timestamp(start), "end": timestamp(end),
-                                                       "result": response(outputs, grouped)}})
+    return orjson.dumps(
+        {
+            "type": "append",
+            "append": {
+                "start": timestamp(start),
+                "end": timestamp(end),
+                "result": response(outputs, grouped),
+            },
+        }
+    )
 
 
 def error_json(err: ComputeError) -> Json:
-    return {"name": f"PersistentCompute:{err.name}", "message": err.message,
-            "errorInstanceId": str(uuid.uuid4()), "statusCode": err.status_code, "params": err.params}
+    return {
+        "name": f"PersistentCompute:{err.name}",
+        "message": err.message,
+        "errorInstanceId": str(uuid.uuid4()),
+        "statusCode": err.status_code,
+        "params": err.params,
+    }
 
 
 def error_update(err: ComputeError) -> bytes:
@@ -119,23 +161,40 @@ def error_update(err: ComputeError) -> bytes:
 
 def subscription_update(subscription_id: str, update: bytes) -> str:
     """Splice one encoded update (shared by all subscribers of a computation) into an envelope."""
-    return (b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"'
-            + subscription_id.encode() + b'","update":' + update + b"}}").decode()
+    return (
+        b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"'
+        + subscription_id.encode()
+        + b'","update":'
+        + update
+        + b"}}"
+    ).decode()
 
 
 _NO_UNIT = {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": []}}
 
 
 def creation_success(subscription_id: str) -> str:
-    return orjson.dumps({"type": "subscriptionCreation", "subscriptionCreation": {
-        "subscriptionId": subscription_id,
-        "creation": {"type": "success", "success": {"unitResult": _NO_UNIT}}}}).decode()
+    return orjson.dumps(
+        {
+            "type": "subscriptionCreation",
+            "subscriptionCreation": {
+                "subscriptionId": subscription_id,
+                "creation": {"type": "success", "success": {"unitResult": _NO_UNIT}},
+            },
+        }
+    ).decode()
 
 
 def creation_error(subscription_id: str, err: ComputeError) -> str:
-    return orjson.dumps({"type": "subscriptionCreation", "subscriptionCreation": {
-        "subscriptionId": subscription_id,
-        "creation": {"type": "error", "error": {"serializableError": error_json(err)}}}}).decode()
+    return orjson.dumps(
+        {
+            "type": "subscriptionCreation",
+            "subscriptionCreation": {
+                "subscriptionId": subscription_id,
+                "creation": {"type": "error", "error": {"serializableError": error_json(err)}},
+            },
+        }
+    ).decode()
 
 
 def _health(kind: str, value: Json) -> str:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from app import frames
 from app.connection import Connection
-from compute.compiler import Plan
 from compute.computation import Change, Computation
 from compute.engine import Engine
 from compute.errors import ComputeError
@@ -103,8 +102,14 @@ class Hub:
         self.loop.call_soon_threadsafe(self._fan_out, changes)
 
     # -- on the loop -------------------------------------------------------------------------------
-    async def subscribe(self, connection: Connection, subscription_id: str, key: str,
-                        make: Callable[[], Computation], options: DeliveryOptions) -> Subscriber:
+    async def subscribe(
+        self,
+        connection: Connection,
+        subscription_id: str,
+        key: str,
+        make: Callable[[], Computation],
+        options: DeliveryOptions,
+    ) -> Subscriber:
         if key in self._creating:
             computation = await self._create(key, make)
         else:
@@ -112,7 +117,9 @@ class Hub:
         subscriber = Subscriber(connection, subscription_id, computation, options)
         self._subscribers.setdefault(computation, set()).add(subscriber)
         if computation.error is not None:
-            connection.send(frames.subscription_update(subscription_id, frames.error_update(computation.error)))
+            connection.send(
+                frames.subscription_update(subscription_id, frames.error_update(computation.error))
+            )
         else:
             self._send(subscriber, FrameCache(), None)
         return subscriber

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import orjson
 from fastapi import Request
@@ -30,19 +31,20 @@ def to_writes(request: WriteBatchesRequest) -> list[SeriesWrite]:
     for i, batch in enumerate(request["batches"]):
         points = batch["points"]
         key = SeriesKey.of(rid, batch["channel"], batch.get("tags", {}))
+        plist: list[Any]
         if points["type"] == "double":
-            plist = points["double"]
-            kind = SeriesKind.NUMERIC
+            plist, kind = list(points["double"]), SeriesKind.NUMERIC
         else:
-            plist = points["string"]  # type: ignore[typeddict-item]
-            kind = SeriesKind.ENUM
+            plist, kind = list(points["string"]), SeriesKind.ENUM
         ts: list[int] = []
-        values: list = []
+        values: list[Any] = []
         for j, p in enumerate(plist):
             t = p["timestamp"]
             if not 0 <= t["seconds"] <= MAX_SECONDS:
-                raise InvalidWrite(f"batches.{i}.points.{points['type']}.{j}.timestamp.seconds: "
-                                   f"{t['seconds']} is outside 0..{MAX_SECONDS}")
+                raise InvalidWrite(
+                    f"batches.{i}.points.{points['type']}.{j}.timestamp.seconds: "
+                    f"{t['seconds']} is outside 0..{MAX_SECONDS}"
+                )
             ts.append(t["seconds"] * 1_000_000_000 + t["nanos"])
             values.append(p["value"])
         writes.append(SeriesWrite(key, kind, ts, values))

@@ -17,10 +17,15 @@ SERVICE_RESTART = 1012
 async def drain(state: ServerState) -> None:
     state.draining = True
     connections = list(state.connections)
-    log.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections),
-             state.settings.shutdown_grace)
+    log.info(
+        "draining: shutdownNotice to %d connection(s), grace %.1fs",
+        len(connections),
+        state.settings.shutdown_grace,
+    )
     for connection in connections:
         connection.send(frames.shutdown_notice())
     await asyncio.sleep(state.settings.shutdown_grace)
-    await asyncio.gather(*(c.close(SERVICE_RESTART, "server shutting down") for c in list(state.connections)),
-                         return_exceptions=True)
+    await asyncio.gather(
+        *(c.close(SERVICE_RESTART, "server shutting down") for c in list(state.connections)),
+        return_exceptions=True,
+    )

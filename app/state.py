@@ -29,8 +29,12 @@ class ServerState:
 
     @property
     def ready(self) -> bool:
-        return (self.ready_event.is_set() and not self.draining and self.engine is not None
-                and self.engine.running)
+        return (
+            self.ready_event.is_set()
+            and not self.draining
+            and self.engine is not None
+            and self.engine.running
+        )
 
     async def wait_ready(self, timeout: float = 120.0) -> None:
         await asyncio.wait_for(self.ready_event.wait(), timeout)

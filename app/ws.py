@@ -95,22 +95,25 @@ class Session:
         settings = self.state.settings
         limits = Limits(int(settings.max_window_seconds * 1e9), settings.max_points)
         compiled: list[tuple[str, StreamingComputeNodeSubscription, Any]] = []
-        for sub_id, sub in message.subscribe.items():
+        for uuid_id, sub in message.subscribe.items():
+            sub_id = str(uuid_id)
             request = sub.compute_request
             options = sub.subscription_options
             rc = options.result_configuration
-            result_options = ResultOptions(append_only=rc is not None,
-                                           decimate=rc.append_only.decimate_results if rc else True)
+            result_options = ResultOptions(
+                append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True
+            )
             context = {k: v.as_json() for k, v in request.context.variables.items()}
             try:
-                outcome: Any = compile_plan(request.node.as_json(), request.window_width.to_nanos(), context,
-                                            limits, result_options)
+                outcome: Any = compile_plan(
+                    request.node.as_json(), request.window_width.to_nanos(), context, limits, result_options
+                )
             except MalformedNode as exc:  # one malformed subscription: the whole message is refused
                 self.connection.send(frames.client_message_error(f"subscription {sub_id}: {exc}"))
                 return
             except ComputeError as exc:
                 outcome = exc
-            compiled.append((str(sub_id), sub, outcome))
+            compiled.append((sub_id, sub, outcome))
         for sub_id, sub, outcome in compiled:
             self._drop(sub_id)  # re-using a live id replaces that subscription
             if isinstance(outcome, ComputeError):

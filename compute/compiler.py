@@ -73,8 +73,11 @@ class _Builder:
         if not isinstance(name, str):
             raise MalformedNode("a variable name must be a string")
         if name not in self.context:
-            raise ComputeError("InvalidComputation", f"unknown variable '{name}'",
-                               {"invalidTypes": "variable", "variable": name})
+            raise ComputeError(
+                "InvalidComputation",
+                f"unknown variable '{name}'",
+                {"invalidTypes": "variable", "variable": name},
+            )
         return self.variant("VariableValue", self.context[name])
 
     def string_constant(self, value: Json) -> str:
@@ -85,8 +88,9 @@ class _Builder:
             return inner
         vkind, vvalue = self.variable(inner)
         if vkind != "string" or not isinstance(vvalue, str):
-            raise ComputeError("InvalidComputation", f"variable '{inner}' is not a string",
-                               {"invalidTypes": vkind})
+            raise ComputeError(
+                "InvalidComputation", f"variable '{inner}' is not a string", {"invalidTypes": vkind}
+            )
         return vvalue
 
     @staticmethod
@@ -101,8 +105,11 @@ class _Builder:
             raise MalformedNode("a Reference needs a 'name'")
         kind, value = self.variable(reference["name"])
         if kind != "channel":
-            raise ComputeError("InvalidComputation", f"variable '{reference['name']}' is a {kind}, not a channel",
-                               {"invalidTypes": kind})
+            raise ComputeError(
+                "InvalidComputation",
+                f"variable '{reference['name']}' is a {kind}, not a channel",
+                {"invalidTypes": kind},
+            )
         ckind, source = self.variant("ChannelSeries", value)
         if ckind != "dataSource":
             raise self.unsupported("ChannelSeries", ckind)
@@ -180,36 +187,46 @@ ENUM_BUILDERS: dict[str, SeriesBuilder] = {
 }
 
 
-def _summarize_series(b: _Builder, value: Json, window_ns: int, limits: Limits,
-                      options: ResultOptions) -> nodes.OutputNode:
+def _summarize_series(
+    b: _Builder, value: Json, window_ns: int, limits: Limits, options: ResultOptions
+) -> nodes.OutputNode:
     if not isinstance(value, dict):
         raise MalformedNode("SummarizeSeries must be an object")
     strategy = value.get("summarizationStrategy")
     if strategy is not None:
         skind, _ = b.variant_of(strategy, ("decimate", "largestTriangleThreeBuckets", "page", "truncate"))
         if skind in STRATEGY_POLLING_ONLY:
-            raise polling_only(f"summarization strategy '{skind}' supports polling only",
-                               STRATEGY_POLLING_ONLY[skind])
+            raise polling_only(
+                f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
+            )
     buckets, resolution = value.get("buckets"), value.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
             raise MalformedNode(f"SummarizeSeries.{name} must be an integer")
     decimation = Decimation.of(window_ns, buckets, resolution)
     if decimation.max_points > limits.max_points:
-        raise ComputeError("TooManyPoints", f"{decimation.max_points} buckets exceed the limit",
-                           {"limit": str(limits.max_points)})
-    return nodes.SummarizeSeries(b.series(value.get("input")), decimation, decimate=options.decimate,
-                                 max_points=decimation.max_points)
+        raise ComputeError(
+            "TooManyPoints",
+            f"{decimation.max_points} buckets exceed the limit",
+            {"limit": str(limits.max_points)},
+        )
+    return nodes.SummarizeSeries(
+        b.series(value.get("input")), decimation, decimate=options.decimate, max_points=decimation.max_points
+    )
 
 
-def compile_plan(node: Json, window_ns: int, context: Mapping[str, Json], limits: Limits,
-                 options: ResultOptions) -> Plan:
+def compile_plan(
+    node: Json, window_ns: int, context: Mapping[str, Json], limits: Limits, options: ResultOptions
+) -> Plan:
     """Raises ComputeError for a valid request Sparkwire refuses, MalformedNode for a broken one."""
     if window_ns < 0:
         raise ComputeError("WindowNegative", f"windowWidth is negative ({window_ns} ns)")
     if window_ns > limits.max_window_ns:
-        raise ComputeError("WindowTooLarge", f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
-                           {"maxWindowNanos": str(limits.max_window_ns)})
+        raise ComputeError(
+            "WindowTooLarge",
+            f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
+            {"maxWindowNanos": str(limits.max_window_ns)},
+        )
     b = _Builder(context)
     kind, value = b.variant("ComputableNode", node)
     if kind == "series":

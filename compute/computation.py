@@ -94,7 +94,9 @@ class Computation:
     def apply_batch(self, rows: dict[int, Rows], now: int) -> Change | None:
         """Apply one micro-batch's rows for this computation's series; return what changed."""
         with self.lock:
-            rows = {sid: r for sid, r in ((sid, _after(r, self.backfill_seq)) for sid, r in rows.items()) if r}
+            rows = {
+                sid: r for sid, r in ((sid, _after(r, self.backfill_seq)) for sid, r in rows.items()) if r
+            }
             if not self.ready:
                 if rows:
                     self._buffered.append((rows, now))
@@ -187,13 +189,19 @@ class Computation:
             if old is None or type(old) is not type(out):
                 full = True
                 continue
-            start = _settled(out, window_start).first_change(_settled(old, window_start))
+            start = _settled(out, window_start).first_change(_settled(old, window_start))  # type: ignore[arg-type]
             if start is not None:
                 starts.append(start)
         if not starts and not full:
             return None
-        newest = max((int(o.ts[-1]) for o in self.outputs.values() if isinstance(o, NumericPoints | EnumPoints)
-                      and len(o)), default=now)
+        newest = max(
+            (
+                int(o.ts[-1])
+                for o in self.outputs.values()
+                if isinstance(o, NumericPoints | EnumPoints) and len(o)
+            ),
+            default=now,
+        )
         self.end = max(self.end, now, newest)
         return Change(start=min(starts, default=window_start), end=self.end, full=full)
 

@@ -38,8 +38,14 @@ class BatchStats:
 
 
 class Engine:
-    def __init__(self, spark: SparkSession, durable: DurableLog, checkpoint_dir: Path, trigger_ms: int,
-                 on_changes: ChangeListener) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        durable: DurableLog,
+        checkpoint_dir: Path,
+        trigger_ms: int,
+        on_changes: ChangeListener,
+    ) -> None:
         self.spark = spark
         self.log = durable
         self.checkpoint_dir = checkpoint_dir
@@ -168,7 +174,8 @@ class Engine:
                 ids = sorted(self._readers)
                 self._series_df = (
                     F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
-                    if ids else None
+                    if ids
+                    else None
                 )
                 self._series_dirty = False
             return self._series_df
@@ -183,9 +190,9 @@ class Engine:
         by_series = split_by_series(table)
         with self._lock:
             targets: dict[Computation, dict[int, Rows]] = {}
-            for sid, rows in by_series.items():
+            for sid, series_rows in by_series.items():
                 for computation in self._readers.get(sid, ()):
-                    targets.setdefault(computation, {})[sid] = rows
+                    targets.setdefault(computation, {})[sid] = series_rows
         changes: list[tuple[Computation, Change | ComputeError]] = []
         for computation, rows in targets.items():
             try:

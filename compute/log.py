@@ -23,8 +23,13 @@ from compute.series import SeriesInfo, SeriesKey, SeriesKind
 log = logging.getLogger(__name__)
 
 POINT_SCHEMA = pa.schema(
-    [("seq", pa.int64()), ("series_id", pa.int64()), ("ts", pa.int64()), ("value", pa.float64()),
-     ("str", pa.string())]
+    [
+        ("seq", pa.int64()),
+        ("series_id", pa.int64()),
+        ("ts", pa.int64()),
+        ("value", pa.float64()),
+        ("str", pa.string()),
+    ]
 )
 POINT_SCHEMA_DDL = "seq long, series_id long, ts long, value double, str string"
 
@@ -231,7 +236,9 @@ def _to_batch(rows: list[tuple[int, int, int, float | None, str | None]]) -> pa.
     )
 
 
-def read_seq_range(conn: sqlite3.Connection, after: int, upto: int, chunk: int = 65536) -> list[pa.RecordBatch]:
+def read_seq_range(
+    conn: sqlite3.Connection, after: int, upto: int, chunk: int = 65536
+) -> list[pa.RecordBatch]:
     """Points with after < seq <= upto, in seq order, as Arrow batches of at most `chunk` rows."""
     cur = conn.execute(
         "SELECT seq, series_id, ts, value, str FROM points WHERE seq > ? AND seq <= ? ORDER BY seq",

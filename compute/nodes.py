@@ -54,11 +54,13 @@ class ChannelInput(SeriesNode):
                 return EnumPoints(np.empty(0, np.int64), np.empty(0, np.int32), env.categories)
             return NumericPoints(np.empty(0, np.int64), np.empty(0, np.float64))
         if self.expect == "numeric" and isinstance(series, EnumPoints):
-            raise ComputeError("InvalidComputation", "a numeric node reads a string channel",
-                               {"invalidTypes": "numeric"})
+            raise ComputeError(
+                "InvalidComputation", "a numeric node reads a string channel", {"invalidTypes": "numeric"}
+            )
         if self.expect == "enum" and isinstance(series, NumericPoints):
-            raise ComputeError("InvalidComputation", "an enum node reads a double channel",
-                               {"invalidTypes": "enum"})
+            raise ComputeError(
+                "InvalidComputation", "an enum node reads a double channel", {"invalidTypes": "enum"}
+            )
         return series
 
 

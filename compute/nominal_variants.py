@@ -8,45 +8,203 @@ from __future__ import annotations
 
 VARIANTS: dict[str, frozenset[str]] = {
     "ComputableNode": frozenset(
-        "ranges series value cartesian cartesian3d frequency frequencyV2 spectrogram histogram curveV2 curve "
-        "multivariate".split()
+        [
+            "ranges",
+            "series",
+            "value",
+            "cartesian",
+            "cartesian3d",
+            "frequency",
+            "frequencyV2",
+            "spectrogram",
+            "histogram",
+            "curveV2",
+            "curve",
+            "multivariate",
+        ]
     ),
-    "Series": frozenset("raw enum numeric log array struct video".split()),
+    "Series": frozenset(["raw", "enum", "numeric", "log", "array", "struct", "video"]),
     "NumericSeries": frozenset(
-        "abs negate cos sin tan acos asin ln log10 sqrt add subtract multiply divide floorDivide power modulo "
-        "atan2 max mean min sum union product constant selectNewestPoints selectNumeric selectNumericProperty "
-        "selectOldestPoints bitAnd bitOr bitXor bitShiftRight bitShiftLeft bitTest ifElse numericAggregation "
-        "countDuplicate cumulativeSum derivative integral zScore raw derived resample resampleV2 "
-        "nthPointDownsample largestTriangleThreeBuckets signalFilter timeDifference absoluteTimestamp "
-        "timeRangeFilter timeShift timeShiftV2 unitConversion unitOverride valueDifference filterTransformation "
-        "filterWhere thresholdFilter approximateFilter dropNan select1dArrayIndex aggregateUnderRanges "
-        "rangeDuration groupWithinRangesV2 filterByExpression scalarUdf enumToNumeric contains refprop "
-        "refpropV2 extractFromStruct tagByIntervals filterByTag selectTags toStartOfInterval phaseUnwrap "
-        "aggregate rollingOperation bitOperation channel offset scale arithmetic unaryArithmetic "
-        "binaryArithmetic".split()
+        [
+            "abs",
+            "negate",
+            "cos",
+            "sin",
+            "tan",
+            "acos",
+            "asin",
+            "ln",
+            "log10",
+            "sqrt",
+            "add",
+            "subtract",
+            "multiply",
+            "divide",
+            "floorDivide",
+            "power",
+            "modulo",
+            "atan2",
+            "max",
+            "mean",
+            "min",
+            "sum",
+            "union",
+            "product",
+            "constant",
+            "selectNewestPoints",
+            "selectNumeric",
+            "selectNumericProperty",
+            "selectOldestPoints",
+            "bitAnd",
+            "bitOr",
+            "bitXor",
+            "bitShiftRight",
+            "bitShiftLeft",
+            "bitTest",
+            "ifElse",
+            "numericAggregation",
+            "countDuplicate",
+            "cumulativeSum",
+            "derivative",
+            "integral",
+            "zScore",
+            "raw",
+            "derived",
+            "resample",
+            "resampleV2",
+            "nthPointDownsample",
+            "largestTriangleThreeBuckets",
+            "signalFilter",
+            "timeDifference",
+            "absoluteTimestamp",
+            "timeRangeFilter",
+            "timeShift",
+            "timeShiftV2",
+            "unitConversion",
+            "unitOverride",
+            "valueDifference",
+            "filterTransformation",
+            "filterWhere",
+            "thresholdFilter",
+            "approximateFilter",
+            "dropNan",
+            "select1dArrayIndex",
+            "aggregateUnderRanges",
+            "rangeDuration",
+            "groupWithinRangesV2",
+            "filterByExpression",
+            "scalarUdf",
+            "enumToNumeric",
+            "contains",
+            "refprop",
+            "refpropV2",
+            "extractFromStruct",
+            "tagByIntervals",
+            "filterByTag",
+            "selectTags",
+            "toStartOfInterval",
+            "phaseUnwrap",
+            "aggregate",
+            "rollingOperation",
+            "bitOperation",
+            "channel",
+            "offset",
+            "scale",
+            "arithmetic",
+            "unaryArithmetic",
+            "binaryArithmetic",
+        ]
     ),
     "EnumSeries": frozenset(
-        "aggregate raw channel derived resample resampleV2 nthPointDownsample timeRangeFilter timeShift "
-        "timeShiftV2 union filterTransformation valueMap select1dArrayIndex extractFromStruct eventAggregation "
-        "enumAggregation selectEnum selectCategoricalProperty filterByTag selectTags scalarUdf "
-        "toStartOfInterval".split()
+        [
+            "aggregate",
+            "raw",
+            "channel",
+            "derived",
+            "resample",
+            "resampleV2",
+            "nthPointDownsample",
+            "timeRangeFilter",
+            "timeShift",
+            "timeShiftV2",
+            "union",
+            "filterTransformation",
+            "valueMap",
+            "select1dArrayIndex",
+            "extractFromStruct",
+            "eventAggregation",
+            "enumAggregation",
+            "selectEnum",
+            "selectCategoricalProperty",
+            "filterByTag",
+            "selectTags",
+            "scalarUdf",
+            "toStartOfInterval",
+        ]
     ),
     "RangeSeries": frozenset(
-        "approximateThreshold booleanRanges thresholdRangesV2 durationFilter durationFilterV2 enumFilter "
-        "categoryFilterRangesV2 categoricalOnChangeRangesV2 categoricalStaleRangesV2 "
-        "categoricalEqualityRangesV2 enumSeriesEqualityRangesNode eventsSearch intersectRange literalRanges "
-        "minMaxThreshold not onChange peak extremaRangesV2 rangeNumericAggregation raw derived "
-        "seriesCrossoverRangesNode seriesEqualityRangesNode numericEqualityRangesV2 stabilityDetection "
-        "stabilityDetectionV2 staleRange numericStaleRangesV2 threshold unionRange paddedRanges "
-        "paddedRangesV2".split()
+        [
+            "approximateThreshold",
+            "booleanRanges",
+            "thresholdRangesV2",
+            "durationFilter",
+            "durationFilterV2",
+            "enumFilter",
+            "categoryFilterRangesV2",
+            "categoricalOnChangeRangesV2",
+            "categoricalStaleRangesV2",
+            "categoricalEqualityRangesV2",
+            "enumSeriesEqualityRangesNode",
+            "eventsSearch",
+            "intersectRange",
+            "literalRanges",
+            "minMaxThreshold",
+            "not",
+            "onChange",
+            "peak",
+            "extremaRangesV2",
+            "rangeNumericAggregation",
+            "raw",
+            "derived",
+            "seriesCrossoverRangesNode",
+            "seriesEqualityRangesNode",
+            "numericEqualityRangesV2",
+            "stabilityDetection",
+            "stabilityDetectionV2",
+            "staleRange",
+            "numericStaleRangesV2",
+            "threshold",
+            "unionRange",
+            "paddedRanges",
+            "paddedRangesV2",
+        ]
     ),
     "SelectValue": frozenset(
-        "firstPoint firstValuePoint firstRange lastPoint lastValuePoint lastRange nthRange".split()
+        [
+            "firstPoint",
+            "firstValuePoint",
+            "firstRange",
+            "lastPoint",
+            "lastValuePoint",
+            "lastRange",
+            "nthRange",
+        ]
     ),
     "VariableValue": frozenset(
-        "double computeNode duration integer channel derived series string stringSet timestamp".split()
+        [
+            "double",
+            "computeNode",
+            "duration",
+            "integer",
+            "channel",
+            "derived",
+            "series",
+            "string",
+            "stringSet",
+            "timestamp",
+        ]
     ),
-    "ChannelSeries": frozenset("dataSource asset run".split()),
+    "ChannelSeries": frozenset(["dataSource", "asset", "run"]),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.

@@ -17,7 +17,11 @@ def _first_diff(a: np.ndarray, b: np.ndarray) -> int | None:
     """Index of the first position where a and b differ (NaN equals NaN), None if identical."""
     n = min(len(a), len(b))
     if n:
-        neq = ~((a[:n] == b[:n]) | (np.isnan(a[:n]) & np.isnan(b[:n]))) if a.dtype.kind == "f" else a[:n] != b[:n]
+        neq = (
+            ~((a[:n] == b[:n]) | (np.isnan(a[:n]) & np.isnan(b[:n])))
+            if a.dtype.kind == "f"
+            else a[:n] != b[:n]
+        )
         idx = np.flatnonzero(neq)
         if len(idx):
             return int(idx[0])
@@ -64,14 +68,27 @@ class NumericBuckets:
     kind = "bucketedNumeric"
 
     def _columns(self) -> tuple[np.ndarray, ...]:
-        return (self.end, self.min, self.max, self.mean, self.count, self.variance, self.first_ts,
-                self.last_ts, self.first_value, self.last_value)
+        return (
+            self.end,
+            self.min,
+            self.max,
+            self.mean,
+            self.count,
+            self.variance,
+            self.first_ts,
+            self.last_ts,
+            self.first_value,
+            self.last_value,
+        )
 
     def first_change(self, old: NumericBuckets) -> int | None:
         if old.width != self.width:
             return int(self.end[0] - self.width) if len(self.end) else 0
-        ks = [k for k in (_first_diff(a, b) for a, b in zip(self._columns(), old._columns(), strict=True))
-              if k is not None]
+        ks = [
+            k
+            for k in (_first_diff(a, b) for a, b in zip(self._columns(), old._columns(), strict=True))
+            if k is not None
+        ]
         if not ks:
             return None
         k = min(ks)
@@ -81,9 +98,24 @@ class NumericBuckets:
     def since(self, start: int) -> NumericBuckets:
         # every bucket whose span reaches `start` or later (its end is after start)
         i = int(np.searchsorted(self.end, start, side="right"))
-        return NumericBuckets(self.width, *(c[i:] for c in (
-            self.end, self.min, self.max, self.mean, self.count, self.variance, self.first_ts,
-            self.first_value, self.last_ts, self.last_value)))
+        return NumericBuckets(
+            self.width,
+            *(
+                c[i:]
+                for c in (
+                    self.end,
+                    self.min,
+                    self.max,
+                    self.mean,
+                    self.count,
+                    self.variance,
+                    self.first_ts,
+                    self.first_value,
+                    self.last_ts,
+                    self.last_value,
+                )
+            ),
+        )
 
     def __len__(self) -> int:
         return len(self.end)
@@ -143,9 +175,17 @@ class EnumBuckets:
 
     def since(self, start: int) -> EnumBuckets:
         i = int(np.searchsorted(self.end, start, side="right"))
-        return EnumBuckets(self.width, self.end[i:], self.histograms[i:], self.first_ts[i:],
-                           self.first_code[i:], self.last_ts[i:], self.last_code[i:], self.count[i:],
-                           self.categories)
+        return EnumBuckets(
+            self.width,
+            self.end[i:],
+            self.histograms[i:],
+            self.first_ts[i:],
+            self.first_code[i:],
+            self.last_ts[i:],
+            self.last_code[i:],
+            self.count[i:],
+            self.categories,
+        )
 
     def __len__(self) -> int:
         return len(self.end)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class SeriesKind(str, Enum):
+class SeriesKind(StrEnum):
     NUMERIC = "double"
     ENUM = "string"
 

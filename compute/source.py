@@ -75,8 +75,7 @@ class LogStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         after, upto = int(start["seq"]), int(end["seq"])
         return [
-            SeqRange(lo, min(lo + ROWS_PER_PARTITION, upto))
-            for lo in range(after, upto, ROWS_PER_PARTITION)
+            SeqRange(lo, min(lo + ROWS_PER_PARTITION, upto)) for lo in range(after, upto, ROWS_PER_PARTITION)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

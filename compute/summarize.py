@@ -23,8 +23,9 @@ class Decimation:
     @classmethod
     def of(cls, window_ns: int, buckets: int | None, resolution_ns: int | None) -> Decimation:
         if buckets is not None and buckets <= 0:
-            raise ComputeError("InvalidComputation", f"buckets must be positive, got {buckets}",
-                               {"invalidTypes": "buckets"})
+            raise ComputeError(
+                "InvalidComputation", f"buckets must be positive, got {buckets}", {"invalidTypes": "buckets"}
+            )
         if resolution_ns is not None and resolution_ns <= 0:
             raise ComputeError("UnsupportedGranularity", f"resolution must be positive, got {resolution_ns}")
         if buckets is not None:
@@ -35,8 +36,11 @@ class Decimation:
             b = DEFAULT_BUCKETS
         raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
         if raw_width < MS and resolution_ns is not None:
-            raise ComputeError("UnsupportedGranularity",
-                               f"bucket width {raw_width} ns is below 1 ms", {"resolution": str(raw_width)})
+            raise ComputeError(
+                "UnsupportedGranularity",
+                f"bucket width {raw_width} ns is below 1 ms",
+                {"resolution": str(raw_width)},
+            )
         width = max(MS, math.ceil(raw_width / MS) * MS)
         return cls(int(b), int(width))
 
@@ -54,8 +58,9 @@ def numeric_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> NumericBu
     if len(starts) == 0:
         empty_f = np.empty(0, np.float64)
         empty_i = np.empty(0, np.int64)
-        return NumericBuckets(width, empty_i, empty_f, empty_f, empty_f, empty_i, empty_f, empty_i, empty_f,
-                              empty_i, empty_f)
+        return NumericBuckets(
+            width, empty_i, empty_f, empty_f, empty_f, empty_i, empty_f, empty_i, empty_f, empty_i, empty_f
+        )
     sums = np.add.reduceat(values, starts)
     mean = sums / counts
     # population variance, two-pass for accuracy: mean of squared deviations from the bucket mean
@@ -84,8 +89,17 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
         vals, n = np.unique(codes[s : s + c], return_counts=True)
         histograms.append(dict(zip(vals.tolist(), n.tolist(), strict=True)))
     last = starts + counts - 1
-    return EnumBuckets(width, end.astype(np.int64), histograms, ts[starts], codes[starts], ts[last], codes[last],
-                       counts.astype(np.int64), categories)
+    return EnumBuckets(
+        width,
+        end.astype(np.int64),
+        histograms,
+        ts[starts],
+        codes[starts],
+        ts[last],
+        codes[last],
+        counts.astype(np.int64),
+        categories,
+    )
 
 
 def summarize_numeric(points: NumericPoints, dec: Decimation) -> NumericPoints | NumericBuckets:

@@ -10,8 +10,8 @@ class SeriesWindow:
     __slots__ = ("ts", "values")
 
     def __init__(self, dtype: type = np.float64) -> None:
-        self.ts = np.empty(0, np.int64)
-        self.values = np.empty(0, dtype)
+        self.ts: np.ndarray = np.empty(0, np.int64)
+        self.values: np.ndarray = np.empty(0, dtype)
 
     def insert(self, ts: np.ndarray, values: np.ndarray) -> None:
         """Merge points given in write order (later rows win on equal timestamps)."""

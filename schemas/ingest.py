@@ -5,10 +5,10 @@ TypedDicts, not models: pydantic-core validates them without building an object 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NotRequired
 
 from pydantic import Field, TypeAdapter
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 
 class WireTimestamp(TypedDict):

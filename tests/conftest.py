@@ -53,14 +53,18 @@ class ServerProcess:
             return self.process.wait(10)
 
 
-def start_server(data_dir: Path, log_path: Path, env: dict[str, str] | None = None,
-                 ready_timeout: float = 180) -> ServerProcess:
+def start_server(
+    data_dir: Path, log_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 180
+) -> ServerProcess:
     port = free_port()
     full_env = {**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "2", **(env or {})}
     log_file = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
-        cwd=ROOT, env=full_env, stdout=log_file, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=full_env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
     )
     server = ServerProcess(process, port, data_dir, log_path)
     deadline = time.monotonic() + ready_timeout

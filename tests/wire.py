@@ -26,36 +26,56 @@ def ns_of(t: dict[str, int]) -> int:
     return t["seconds"] * NANOS + t["nanos"]
 
 
-def channel_variable(rid: str, channel: str, tags: dict[str, str] | None = None,
-                     group_by: list[str] | None = None) -> dict[str, Any]:
-    return {"type": "channel", "channel": {"type": "dataSource", "dataSource": {
-        "dataSourceRid": {"type": "literal", "literal": rid},
-        "channel": {"type": "literal", "literal": channel},
-        "tags": {k: {"type": "literal", "literal": v} for k, v in (tags or {}).items()},
-        "tagsToGroupBy": [],
-        "groupByTags": [{"type": "literal", "literal": g} for g in (group_by or [])],
-    }}}
+def channel_variable(
+    rid: str, channel: str, tags: dict[str, str] | None = None, group_by: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "channel",
+        "channel": {
+            "type": "dataSource",
+            "dataSource": {
+                "dataSourceRid": {"type": "literal", "literal": rid},
+                "channel": {"type": "literal", "literal": channel},
+                "tags": {k: {"type": "literal", "literal": v} for k, v in (tags or {}).items()},
+                "tagsToGroupBy": [],
+                "groupByTags": [{"type": "literal", "literal": g} for g in (group_by or [])],
+            },
+        },
+    }
 
 
 def series_node(variable: str = "x", kind: str = "numeric", buckets: int | None = None) -> dict[str, Any]:
-    summarize: dict[str, Any] = {"input": {"type": kind, kind: {"type": "raw", "raw": {"name": variable}}},
-                                 "numericAggregations": {}}
+    summarize: dict[str, Any] = {
+        "input": {"type": kind, kind: {"type": "raw", "raw": {"name": variable}}},
+        "numericAggregations": {},
+    }
     if buckets is not None:
         summarize["buckets"] = buckets
     return {"type": "series", "series": summarize}
 
 
-def subscription(node: dict[str, Any], variables: dict[str, Any], window_s: float, *, min_delay_ms: int = 0,
-                 allow_appends: bool = True, lateness_s: float | None = None) -> dict[str, Any]:
+def subscription(
+    node: dict[str, Any],
+    variables: dict[str, Any],
+    window_s: float,
+    *,
+    min_delay_ms: int = 0,
+    allow_appends: bool = True,
+    lateness_s: float | None = None,
+) -> dict[str, Any]:
     window_ns = int(window_s * NANOS)
     options: dict[str, Any] = {"minDelay": min_delay_ms, "allowAppends": allow_appends}
     if lateness_s is not None:
         late = int(lateness_s * NANOS)
         options["allowedLateness"] = {"seconds": late // NANOS, "nanos": late % NANOS}
-    return {"computeRequest": {"node": node, "windowWidth": {"seconds": window_ns // NANOS,
-                                                             "nanos": window_ns % NANOS},
-                               "context": {"variables": variables, "datasetReferences": {}}},
-            "subscriptionOptions": options}
+    return {
+        "computeRequest": {
+            "node": node,
+            "windowWidth": {"seconds": window_ns // NANOS, "nanos": window_ns % NANOS},
+            "context": {"variables": variables, "datasetReferences": {}},
+        },
+        "subscriptionOptions": options,
+    }
 
 
 def subscribe_message(subs: dict[str, dict[str, Any]]) -> str:
@@ -69,11 +89,25 @@ def decode_server_message(text: str) -> pc.ServerMessage:
     return DECODER.read_from_string(text, pc.ServerMessage)
 
 
-async def write_points(base_url: str, rid: str, channel: str, points: list[tuple[int, Any]],
-                       tags: dict[str, str] | None = None, client: httpx.AsyncClient | None = None) -> None:
+async def write_points(
+    base_url: str,
+    rid: str,
+    channel: str,
+    points: list[tuple[int, Any]],
+    tags: dict[str, str] | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> None:
     kind = "string" if points and isinstance(points[0][1], str) else "double"
-    body = {"dataSourceRid": rid, "batches": [{"channel": channel, "tags": tags or {}, "points": {
-        "type": kind, kind: [{"timestamp": ts(t), "value": v} for t, v in points]}}]}
+    body = {
+        "dataSourceRid": rid,
+        "batches": [
+            {
+                "channel": channel,
+                "tags": tags or {},
+                "points": {"type": kind, kind: [{"timestamp": ts(t), "value": v} for t, v in points]},
+            }
+        ],
+    }
     async with httpx.AsyncClient(base_url=base_url) if client is None else _same(client) as c:
         r = await c.post("/storage/writer/v1", json=body)
         assert r.status_code == 200, r.text
@@ -117,7 +151,9 @@ class Client:
                 self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
             elif kind == "subscriptionCreation":
                 body = frame["subscriptionCreation"]
-                self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["creation"])
+                self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(
+                    body["creation"]
+                )
             else:
                 self.health.put_nowait(frame["health"])
 
@@ -132,7 +168,9 @@ class Client:
         q = self.updates.setdefault(sub_id, asyncio.Queue())
         return await asyncio.wait_for(q.get(), timeout)
 
-    async def updates_until_quiet(self, sub_id: str, quiet: float = 1.5, limit: float = 30) -> list[dict[str, Any]]:
+    async def updates_until_quiet(
+        self, sub_id: str, quiet: float = 1.5, limit: float = 30
+    ) -> list[dict[str, Any]]:
         out = []
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
