@@ -13,6 +13,7 @@ from types import FrameType
 import uvicorn
 
 from app.config import Settings
+from app.limits import http_protocol_with_header_deadline
 from app.server import create_app
 from app.shutdown import drain
 
@@ -75,6 +76,7 @@ def serve(settings: Settings) -> None:
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
+        http=http_protocol_with_header_deadline(settings.handshake_timeout),
     )
     server = DrainingServer(config)
     server.run()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,3 +23,17 @@ class Settings(BaseSettings):
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     log_level: str = Field("INFO", description="Python log level")
+    # -- security (app/auth.py, app/origin.py): authentication is off unless a secret or file is set
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret: accept bearer JWTs (with exp)")
+    tokens_file: Path | None = Field(None, description="JSON file of static bearer tokens and their claims")
+    allowed_origins: str = Field("", description="comma-separated browser Origins allowed besides our own")
+    # -- limits (app/limits.py, app/connection.py)
+    max_connections: int = Field(1000, gt=0, description="WebSocket connections; more are closed with 1013")
+    max_subscriptions_per_connection: int = Field(128, gt=0, description="live subscriptions per connection")
+    max_messages_per_second: float = Field(100.0, gt=0, description="client messages/s per connection")
+    handshake_timeout: float = Field(10.0, gt=0, description="seconds for request headers, then 1st message")
+    send_queue_limit: int = Field(1000, gt=0, description="frames queued for a client before close 4008")
+    slow_consumer_timeout: float = Field(30.0, gt=0, description="seconds a client may lag before close 4008")
+    # -- recovery (compute/supervisor.py)
+    stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
+    stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")

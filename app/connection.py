@@ -1,5 +1,16 @@
-"""One WebSocket connection: an outbound queue drained by its own task, so a slow client never
-blocks the event loop's fan-out, and liveness by ping/pong."""
+"""One WebSocket connection: what is owed to the client, sent by the connection's own task so a slow
+client never blocks the event loop's fan-out, and liveness by ping/pong.
+
+Slow consumers. What a connection owes is bounded, whatever the client does:
+- subscription updates are not queued as frames. A subscription with something new is *offered*
+  once; its frame is built only when the socket can take it, from the computation's state at
+  that moment, so any number of changes while the client lags coalesce into one frame
+  (app/hub.py: newer state replaces older, appends merge, or become one FullResult);
+- other frames (creations, pongs, errors, notices) queue, at most `send_queue_limit` of them;
+- a client whose oldest owed item has waited `slow_consumer_timeout` seconds, or that lets the
+  queue overflow, cannot keep up even so: it is closed with 4008 (and dropped outright if the
+  close frame cannot get through either).
+"""
 
 from __future__ import annotations
 
@@ -7,46 +18,175 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
+from typing import Protocol
 
 from starlette.websockets import WebSocket, WebSocketState
 
 log = logging.getLogger(__name__)
 
+SLOW_CONSUMER = 4008  # private-use close code: the client did not read fast enough
+CLOSE_TIMEOUT = 5.0  # seconds for flushing and the close frame before the socket is dropped
+
+
+class UpdateSource(Protocol):
+    """A subscription with an update to deliver; the frame is built when it can be sent."""
+
+    def take_frame(self) -> str | None: ...
+
 
 class Connection:
-    def __init__(self, websocket: WebSocket, conn_id: int) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        conn_id: int,
+        *,
+        queue_limit: int = 1000,
+        slow_consumer_timeout: float = 30.0,
+    ) -> None:
         self.websocket = websocket
         self.id = conn_id
-        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.queue_limit = queue_limit
+        self.slow_consumer_timeout = slow_consumer_timeout
+        self._queue: deque[tuple[float, str]] = deque()  # (queued at, frame)
+        self._offers: dict[UpdateSource, float] = {}  # insertion order = turn; value: offered at
+        self._in_flight_since: float | None = None
+        self._wake = asyncio.Event()
+        self._closing = False
         self.last_heard = time.monotonic()
         self.awaiting_pong_since: float | None = None
         self.closed = asyncio.Event()
+        self.close_code: int | None = None
         self._sender = asyncio.create_task(self._send_loop(), name=f"ws-send-{conn_id}")
+        self._watchdog = asyncio.create_task(self._watch(), name=f"ws-watch-{conn_id}")
 
+    # -- what the server owes the client ------------------------------------------------------------
     def send(self, text: str) -> None:
         """Queue a frame (never blocks)."""
-        if not self.closed.is_set():
-            self._outbox.put_nowait(text)
+        if self._closing or self.closed.is_set():
+            return
+        if len(self._queue) >= self.queue_limit:
+            self._give_up(f"{len(self._queue)} frames queued")
+            return
+        self._queue.append((time.monotonic(), text))
+        self._wake.set()
+
+    def offer(self, source: UpdateSource) -> None:
+        """A subscription has an update; asking again before it is taken changes nothing."""
+        if self._closing or self.closed.is_set():
+            return
+        self._offers.setdefault(source, time.monotonic())
+        self._wake.set()
+
+    def withdraw(self, source: UpdateSource) -> None:
+        self._offers.pop(source, None)
+
+    @property
+    def owed(self) -> int:
+        """Frames queued plus subscriptions waiting for their turn."""
+        return len(self._queue) + len(self._offers)
+
+    def backlog_age(self, now: float | None = None) -> float:
+        """How long the oldest thing owed to this client has waited (0 when caught up)."""
+        now = time.monotonic() if now is None else now
+        since = [t for t in (self._in_flight_since,) if t is not None]
+        if self._queue:
+            since.append(self._queue[0][0])
+        if self._offers:
+            since.append(min(self._offers.values()))
+        return now - min(since) if since else 0.0
+
+    def _next(self) -> str | None:
+        while self._queue or self._offers:
+            if self._queue:
+                return self._queue.popleft()[1]
+            source = next(iter(self._offers))
+            del self._offers[source]
+            frame = source.take_frame()
+            if frame is not None:
+                return frame
+        return None
 
     async def _send_loop(self) -> None:
         try:
-            while (text := await self._outbox.get()) is not None:
-                await self.websocket.send_text(text)
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while (text := self._next()) is not None:
+                    self._in_flight_since = time.monotonic()
+                    await self.websocket.send_text(text)
+                    self._in_flight_since = None
+                if self._closing:
+                    return
+        except asyncio.CancelledError:
+            raise
         except Exception:  # the peer went away; the receive loop notices and cleans up
             log.debug("connection %d: send failed", self.id, exc_info=True)
         finally:
+            self._in_flight_since = None
             self.closed.set()
 
+    # -- slow consumers -----------------------------------------------------------------------------
+    async def _watch(self) -> None:
+        period = min(1.0, self.slow_consumer_timeout / 4)
+        while not self.closed.is_set() and not self._closing:
+            await asyncio.sleep(period)
+            age = self.backlog_age()
+            if age > self.slow_consumer_timeout:
+                self._give_up(f"nothing delivered for {age:.1f}s")
+                return
+
+    def _give_up(self, why: str) -> None:
+        if self._closing:
+            return
+        log.warning("connection %d: slow consumer (%s), closing with %d", self.id, why, SLOW_CONSUMER)
+        self._closing = True
+        task = asyncio.get_running_loop().create_task(
+            self._close(SLOW_CONSUMER, "client cannot keep up", flush=False)
+        )
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    # -- closing ------------------------------------------------------------------------------------
     async def close(self, code: int, reason: str = "") -> None:
-        """Flush what is queued, then close with `code`."""
-        self._outbox.put_nowait(None)
-        with contextlib.suppress(asyncio.TimeoutError, Exception):
-            await asyncio.wait_for(asyncio.shield(self._sender), timeout=5)
+        """Deliver what is owed (bounded in time), then close with `code`."""
+        await self._close(code, reason, flush=True)
+
+    async def _close(self, code: int, reason: str, flush: bool) -> None:
+        if self.close_code is not None:
+            await self.closed.wait()
+            return
+        self.close_code = code
+        self._closing = True
+        self._watchdog.cancel()
+        if flush:
+            self._wake.set()
+            with contextlib.suppress(Exception):  # TimeoutError included
+                await asyncio.wait_for(asyncio.shield(self._sender), timeout=CLOSE_TIMEOUT)
+        self._sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._sender
+        self._queue.clear()
+        self._offers.clear()
         self.closed.set()
         if self.websocket.application_state is WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await self.websocket.close(code=code, reason=reason)
+            try:
+                await asyncio.wait_for(self.websocket.close(code=code, reason=reason), CLOSE_TIMEOUT)
+            except Exception:  # TimeoutError included
+                # The close frame cannot get through (the client stopped reading): drop the socket.
+                _abort(self.websocket)
 
     def heard(self) -> None:
         self.last_heard = time.monotonic()
         self.awaiting_pong_since = None
+
+
+def _abort(websocket: WebSocket) -> None:
+    """Drop the TCP connection under an ASGI WebSocket. ASGI has no way to say "abort", so this
+    reaches the server's protocol object through its bound `receive` (uvicorn's protocols keep the
+    transport there); without one, the socket waits for the peer or the server's own timeouts."""
+    protocol = getattr(getattr(websocket, "_receive", None), "__self__", None)
+    transport = getattr(protocol, "transport", None)
+    if transport is not None and hasattr(transport, "abort"):
+        transport.abort()
+    else:
+        log.warning("cannot abort the socket of a stalled WebSocket")

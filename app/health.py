@@ -24,6 +24,8 @@ async def readyz(request: Request) -> JSONResponse:
         reason = f"startup failed: {state.startup_error}"
     elif not state.ready_event.is_set():
         reason = "starting: Spark session warming up"
+    elif state.supervisor is not None and state.engine is not None and state.engine.degraded:
+        reason = state.supervisor.status
     else:
         reason = "streaming query not running"
     return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)

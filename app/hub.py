@@ -1,5 +1,11 @@
 """Subscriptions and fan-out, on the event loop: which subscriber reads which shared computation,
-each subscriber's own pace (minDelay) with pending changes coalesced, one encoding per frame."""
+each subscriber's own pace (minDelay) with pending changes coalesced, one encoding per frame.
+
+A subscriber is owed at most one thing at a time: a span of changes (merged with every newer
+change until it is sent; a span reaching past the window becomes a FullResult), a fresh window, or
+an error (which replaces whatever data was owed). Its connection builds the frame only when the
+socket can take it (app/connection.py), so a client that lags gets fewer, fuller frames instead of
+a growing queue."""
 
 from __future__ import annotations
 
@@ -27,46 +33,64 @@ class DeliveryOptions:
 
 @dataclass
 class _Pending:
+    """What a subscriber is owed, coalesced: a span of changes, or a fresh window (`first`)."""
+
     start: int
     end: int
     full: bool
+    first: bool = False
 
-    def merge(self, change: Change) -> None:
+    def merge(self, change: Change, window_ns: int) -> None:
         self.start = min(self.start, change.start)
         self.end = max(self.end, change.end)
-        self.full = self.full or change.full
+        # Appends that together reach back past the window are one FullResult's worth.
+        self.full = self.full or change.full or self.start <= self.end - window_ns
 
 
 @dataclass(eq=False)
 class Subscriber:
+    hub: Hub
     connection: Connection
     subscription_id: str
     computation: Computation
     options: DeliveryOptions
     last_sent: float = 0.0
     pending: _Pending | None = None
+    error: ComputeError | None = None  # an error owed replaces any data owed
     timer: asyncio.TimerHandle | None = None
     active: bool = True
     sent: int = field(default=0)
 
+    def take_frame(self) -> str | None:
+        """Called by the connection when the socket can take a frame (app/connection.py)."""
+        return self.hub.frame_for(self)
+
 
 class FrameCache:
-    """Within one fan-out, subscribers of a computation that owe the same span share one encoding."""
+    """Subscribers of a computation that owe the same span share one encoding, until the
+    computation changes again."""
 
     def __init__(self) -> None:
-        self._frames: dict[tuple[int, int | None, int, bool], bytes] = {}
+        self._frames: dict[Computation, dict[tuple[int | None, int, bool], bytes]] = {}
 
-    def get(self, computation: Computation, pending: _Pending | None, options: DeliveryOptions) -> bytes:
-        full = pending is None or pending.full or not (options.allow_appends or options.append_only)
-        if full and options.append_only and pending is None:
+    def invalidate(self, computation: Computation) -> None:
+        self._frames.pop(computation, None)
+
+    def clear(self) -> None:
+        self._frames.clear()
+
+    def get(self, computation: Computation, pending: _Pending, options: DeliveryOptions) -> bytes:
+        full = pending.first or pending.full or not (options.allow_appends or options.append_only)
+        if full and options.append_only and pending.first:
             full = False  # append-only subscribers get their first window as an append
-        start = None if full else (pending.start if pending else None)
-        end = pending.end if pending else computation.end
-        key = (id(computation), start, end, full)
-        frame = self._frames.get(key)
+        start = None if full or pending.first else pending.start
+        end = computation.end if pending.first else pending.end
+        key = (start, end, full)
+        frames_of = self._frames.setdefault(computation, {})
+        frame = frames_of.get(key)
         if frame is None:
             frame = _encode(computation, start, end, full)
-            self._frames[key] = frame
+            frames_of[key] = frame
         return frame
 
 
@@ -85,6 +109,7 @@ class Hub:
         self.loop = loop
         self._subscribers: dict[Computation, set[Subscriber]] = {}
         self._creating: dict[str, asyncio.Future[Computation]] = {}
+        self._cache = FrameCache()
         self.frames_sent = 0
 
     @property
@@ -97,9 +122,17 @@ class Hub:
     def engine(self, engine: Engine) -> None:
         self._engine = engine
 
-    # -- called from the Spark batch thread --------------------------------------------------------
+    # -- called from Spark threads -----------------------------------------------------------------
     def on_changes(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
         self.loop.call_soon_threadsafe(self._fan_out, changes)
+
+    def on_stream_failed(self, error: ComputeError) -> None:
+        """The streaming query died: every subscriber is told (compute/supervisor.py restarts it)."""
+        self.loop.call_soon_threadsafe(self._owe_everyone, error)
+
+    def on_stream_recovered(self) -> None:
+        """The query runs again and every computation was rebuilt from the log: fresh windows."""
+        self.loop.call_soon_threadsafe(self._owe_everyone, None)
 
     # -- on the loop -------------------------------------------------------------------------------
     async def subscribe(
@@ -114,14 +147,9 @@ class Hub:
             computation = await self._create(key, make)
         else:
             computation = self.engine.find(key) or await self._create(key, make)
-        subscriber = Subscriber(connection, subscription_id, computation, options)
+        subscriber = Subscriber(self, connection, subscription_id, computation, options)
         self._subscribers.setdefault(computation, set()).add(subscriber)
-        if computation.error is not None:
-            connection.send(
-                frames.subscription_update(subscription_id, frames.error_update(computation.error))
-            )
-        else:
-            self._send(subscriber, FrameCache(), None)
+        self._owe_fresh(subscriber)
         return subscriber
 
     async def _create(self, key: str, make: Callable[[], Computation]) -> Computation:
@@ -143,6 +171,8 @@ class Hub:
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
+        subscriber.pending = subscriber.error = None
+        subscriber.connection.withdraw(subscriber)
         if subscriber.timer is not None:
             subscriber.timer.cancel()
         peers = self._subscribers.get(subscriber.computation)
@@ -151,42 +181,70 @@ class Hub:
         peers.discard(subscriber)
         if not peers:
             del self._subscribers[subscriber.computation]
+            self._cache.invalidate(subscriber.computation)
             self.engine.remove(subscriber.computation)
 
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
     def _fan_out(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
-        cache = FrameCache()
         now = time.monotonic()
         for computation, change in changes:
-            for subscriber in list(self._subscribers.get(computation, ())):
+            self._cache.invalidate(computation)
+            window_ns = computation.plan.window_ns
+            for subscriber in self._subscribers.get(computation, ()):
                 if isinstance(change, ComputeError):
-                    update = frames.error_update(change)
-                    subscriber.connection.send(frames.subscription_update(subscriber.subscription_id, update))
+                    subscriber.pending, subscriber.error = None, change
+                    subscriber.connection.offer(subscriber)
                     continue
                 if subscriber.pending is None:
                     subscriber.pending = _Pending(change.start, change.end, change.full)
                 else:
-                    subscriber.pending.merge(change)
+                    subscriber.pending.merge(change, window_ns)
                 due = subscriber.last_sent + subscriber.options.min_delay_s
                 if now >= due:
-                    self._flush(subscriber, cache)
+                    subscriber.connection.offer(subscriber)
                 elif subscriber.timer is None:
-                    subscriber.timer = self.loop.call_at(
-                        self.loop.time() + (due - now), self._flush, subscriber, None
-                    )
+                    at = self.loop.time() + (due - now)
+                    subscriber.timer = self.loop.call_at(at, self._due, subscriber)
 
-    def _flush(self, subscriber: Subscriber, cache: FrameCache | None) -> None:
+    def _owe_everyone(self, error: ComputeError | None) -> None:
+        self._cache.clear()
+        for subscribers in self._subscribers.values():
+            for subscriber in subscribers:
+                if error is not None:
+                    subscriber.pending, subscriber.error = None, error
+                    subscriber.connection.offer(subscriber)
+                else:
+                    self._owe_fresh(subscriber)
+
+    def _owe_fresh(self, subscriber: Subscriber) -> None:
+        """A whole window (or the computation's own error), replacing whatever was owed."""
+        computation = subscriber.computation
+        if computation.error is not None:
+            subscriber.pending, subscriber.error = None, computation.error
+        else:
+            subscriber.pending = _Pending(computation.end, computation.end, full=True, first=True)
+            subscriber.error = None
+        subscriber.connection.offer(subscriber)
+
+    def _due(self, subscriber: Subscriber) -> None:
         subscriber.timer = None
-        if not subscriber.active or subscriber.pending is None:
-            return
-        pending, subscriber.pending = subscriber.pending, None
-        self._send(subscriber, cache or FrameCache(), pending)
+        if subscriber.active and (subscriber.pending is not None or subscriber.error is not None):
+            subscriber.connection.offer(subscriber)
 
-    def _send(self, subscriber: Subscriber, cache: FrameCache, pending: _Pending | None) -> None:
-        update = cache.get(subscriber.computation, pending, subscriber.options)
-        subscriber.connection.send(frames.subscription_update(subscriber.subscription_id, update))
+    def frame_for(self, subscriber: Subscriber) -> str | None:
+        """The frame a subscriber is owed, built now: whatever changed since it was offered is in it."""
+        if not subscriber.active:
+            return None
+        if subscriber.error is not None:
+            error, subscriber.error = subscriber.error, None
+            return frames.subscription_update(subscriber.subscription_id, frames.error_update(error))
+        pending, subscriber.pending = subscriber.pending, None
+        if pending is None:
+            return None
+        update = self._cache.get(subscriber.computation, pending, subscriber.options)
         subscriber.last_sent = time.monotonic()
         subscriber.sent += 1
         self.frames_sent += 1
+        return frames.subscription_update(subscriber.subscription_id, update)

@@ -1,4 +1,5 @@
-"""`POST /storage/writer/v1`: validate a whole request, then make it durable; 200 only after fsync."""
+"""`POST /storage/writer/v1`: check who asks (Origin, bearer token), validate the whole request,
+then make it durable; 200 only after fsync. A refused request stores nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
+from app.auth import ANONYMOUS, AuthError, Principal
 from app.errors import serializable_error
 from compute.log import SeriesWrite, WriteRejected
 from compute.series import SeriesKey, SeriesKind
@@ -53,6 +55,15 @@ def to_writes(request: WriteBatchesRequest) -> list[SeriesWrite]:
 
 async def write_points(request: Request) -> Response:
     state = request.app.state.sparkwire
+    if not state.origins.permits(request.headers):
+        return _refused(403, "Default:PermissionDenied", "this Origin may not write here")
+    principal = ANONYMOUS
+    if state.auth is not None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        try:
+            principal = state.auth.authenticate(token.strip() if scheme.lower() == "bearer" else None)
+        except AuthError as exc:
+            return _refused(401, "Default:Unauthorized", str(exc))
     body = await request.body()
     try:
         parsed = write_request_adapter.validate_python(orjson.loads(body))
@@ -63,12 +74,25 @@ async def write_points(request: Request) -> Response:
         return _bad(_describe(exc))
     except InvalidWrite as exc:
         return _bad(str(exc))
+    if denied := _denied(principal, parsed["dataSourceRid"]):
+        return denied
     try:
         count = await asyncio.wrap_future(state.log.submit(writes))
     except WriteRejected as exc:
         return _bad(str(exc))
     state.points_ingested += count
     return Response(status_code=200)
+
+
+def _denied(principal: Principal, rid: str) -> JSONResponse | None:
+    if principal.allows(rid):
+        return None
+    return _refused(403, "Default:PermissionDenied", f"the token does not reach data source {rid}")
+
+
+def _refused(status: int, name: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(serializable_error(name, message, status), status_code=status, headers=headers)
 
 
 def _bad(message: str) -> JSONResponse:

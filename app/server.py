@@ -27,6 +27,7 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
     """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
     from compute.engine import Engine
     from compute.session import build_session
+    from compute.supervisor import StreamSupervisor
 
     try:
         settings = state.settings
@@ -40,6 +41,14 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         state.engine = engine
         engine.warm_up()
         engine.start()
+        state.supervisor = StreamSupervisor(
+            engine,
+            state.hub.on_stream_failed,
+            state.hub.on_stream_recovered,
+            settings.stream_restart_delay,
+            settings.stream_restart_max_delay,
+        )
+        state.supervisor.start()
         log.info("ready: streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
@@ -62,6 +71,8 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await asyncio.to_thread(starter.join)
+            if state.supervisor is not None:
+                await asyncio.to_thread(state.supervisor.stop)
             if state.engine is not None:
                 await asyncio.to_thread(state.engine.stop)
                 await asyncio.to_thread(state.engine.spark.stop)

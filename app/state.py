@@ -6,13 +6,16 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from app.auth import Authenticator
 from app.config import Settings
+from app.origin import OriginPolicy
 from compute.log import DurableLog
 
 if TYPE_CHECKING:
     from app.connection import Connection
     from app.hub import Hub
     from compute.engine import Engine
+    from compute.supervisor import StreamSupervisor
 
 
 @dataclass
@@ -26,6 +29,13 @@ class ServerState:
     draining: bool = False
     startup_error: str | None = None
     points_ingested: int = 0
+    supervisor: StreamSupervisor | None = None
+    auth: Authenticator | None = field(init=False)  # None: authentication is off
+    origins: OriginPolicy = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.auth = Authenticator.from_settings(self.settings)
+        self.origins = OriginPolicy(self.settings.allowed_origins)
 
     @property
     def ready(self) -> bool:
@@ -37,4 +47,10 @@ class ServerState:
         )
 
     async def wait_ready(self, timeout: float = 120.0) -> None:
-        await asyncio.wait_for(self.ready_event.wait(), timeout)
+        """Until Spark runs and the streaming query is not being restarted."""
+        await asyncio.wait_for(self._until_streaming(), timeout)
+
+    async def _until_streaming(self) -> None:
+        await self.ready_event.wait()
+        while self.engine is not None and self.engine.degraded:
+            await asyncio.sleep(0.1)

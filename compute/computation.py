@@ -66,6 +66,7 @@ class Computation:
         self.end = 0  # the newest `end` announced; never goes backwards
         self.error: ComputeError | None = None
         self.late_dropped = 0
+        self.epoch = 0  # bumped by reset(): a back-fill started before it is stale
 
     # -- wiring ------------------------------------------------------------------------------------
     def route(self, info: SeriesInfo) -> bool:
@@ -80,9 +81,30 @@ class Computation:
         return bool(routes)
 
     # -- updates -----------------------------------------------------------------------------------
-    def load_backfill(self, rows: dict[int, Rows], now: int) -> None:
+    def reset(self, backfill_seq: int) -> None:
+        """Forget the window (the stream restarted); a back-fill up to `backfill_seq` rebuilds it.
+        The last outputs stay until then, so a frame built meanwhile is stale, never malformed."""
+        with self.lock:
+            self.epoch += 1
+            self.groups = {}
+            self.newest_seen = {}
+            self._buffered = []
+            self.error = None
+            self.ready = False
+            self.backfill_seq = backfill_seq
+
+    def fail(self, error: ComputeError) -> None:
+        """The computation cannot go on: it stops taking rows and its subscribers get `error`."""
+        with self.lock:
+            self.error = error
+            self._buffered = []
+            self.ready = True
+
+    def load_backfill(self, rows: dict[int, Rows], now: int, epoch: int | None = None) -> None:
         """Install history (seq <= backfill_seq), then the stream rows that arrived meanwhile."""
         with self.lock:
+            if epoch is not None and epoch != self.epoch:
+                return  # reset meanwhile: a newer back-fill is on its way
             self._apply(rows, now, live=False)
             for buffered, at in self._buffered:
                 self._apply(buffered, at, live=True)

@@ -6,6 +6,7 @@ Spark batch job over the log before they join the stream."""
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -59,13 +60,17 @@ class Engine:
         self._query: StreamingQuery | None = None
         self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
+        self.degraded = False  # the query failed and is being restarted (compute/supervisor.py)
         spark.dataSource.register(LogDataSource)
         durable.on_new_series = self._on_new_series
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start the query at the log's current end: history reaches computations by back-fill."""
-        start_seq = durable_log.max_seq(self._reader_conn)
+    def start(self, start_seq: int | None = None) -> None:
+        """Start the query at the log's current end: history reaches computations by back-fill.
+        So an old checkpoint holds nothing worth resuming (and may be what broke the last query)."""
+        if start_seq is None:
+            start_seq = durable_log.max_seq(self._reader_conn)
+        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
         stream = (
             self.spark.readStream.format(SOURCE_NAME)
             .option("path", str(self.log.path))
@@ -82,8 +87,12 @@ class Engine:
         log.info("streaming query started at seq %d", start_seq)
 
     @property
+    def query(self) -> StreamingQuery | None:
+        return self._query
+
+    @property
     def running(self) -> bool:
-        return self._query is not None and self._query.isActive
+        return self._query is not None and self._query.isActive and not self.degraded
 
     def stop(self) -> None:
         if self._query is not None:
@@ -92,6 +101,26 @@ class Engine:
             except Exception:  # stopping may race with a dying JVM; nothing left to save
                 log.warning("stopping the streaming query failed", exc_info=True)
             self._query = None
+
+    def recover(self) -> list[Computation]:
+        """Replace a failed query with a new one at the log's end and rebuild every computation
+        from the log (points written while the query was down included). Blocking: Spark jobs."""
+        self.stop()
+        with self._lock:  # no batch, add() or series announcement in between
+            start_seq = durable_log.max_seq(self._reader_conn)
+            computations = list(self._computations.values())
+            for computation in computations:
+                computation.reset(start_seq)
+            self.start(start_seq)
+        for computation in computations:
+            try:
+                self._backfill(computation)
+            except ComputeError as exc:
+                computation.fail(exc)
+            except Exception as exc:
+                log.exception("rebuilding a computation failed")
+                computation.fail(ComputeError("ComputeFailed", str(exc), status_code=500))
+        return computations
 
     def warm_up(self) -> None:
         """Run one tiny job so the first subscriber does not pay the JVM's start-up."""
@@ -150,6 +179,7 @@ class Engine:
                     self._series_dirty = True
 
     def _backfill(self, computation: Computation) -> None:
+        epoch = computation.epoch
         now = time.time_ns()
         series_ids = sorted(computation.routes)
         rows: dict[int, Rows] = {}
@@ -165,7 +195,7 @@ class Engine:
                 .toArrow()
             )
             rows = split_by_series(table)
-        computation.load_backfill(rows, now)
+        computation.load_backfill(rows, now, epoch)
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _series_table(self) -> DataFrame | None:

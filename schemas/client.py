@@ -6,7 +6,7 @@ import datetime
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, TypeAdapter
 
 from schemas.conjure import ConjureModel, ConjureUnion, Duration
 
@@ -48,13 +48,23 @@ class StreamingComputeNodeSubscription(ConjureModel):
     subscription_options: SubscriptionOptions
 
 
+def _iso_string(value: Any) -> Any:
+    # Conjure DATETIME is an ISO-8601 string; pydantic alone would also take a number (unix time).
+    if not isinstance(value, str | datetime.datetime):
+        raise ValueError("a Conjure datetime must be an ISO-8601 string")
+    return value
+
+
+DateTime = Annotated[datetime.datetime, BeforeValidator(_iso_string)]
+
+
 class Ping(ConjureModel):
-    sent_at: datetime.datetime
+    sent_at: DateTime
 
 
 class Pong(ConjureModel):
-    ping_originally_sent_at: datetime.datetime
-    sent_at: datetime.datetime
+    ping_originally_sent_at: DateTime
+    sent_at: DateTime
 
 
 class UpdateToken(ConjureModel):

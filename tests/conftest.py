@@ -3,6 +3,7 @@ Spark takes ~10 s to start, so tests share it and isolate themselves by data sou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -43,6 +44,13 @@ class ServerProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill_all(self) -> None:
+        """kill -9 the server and everything it started (the JVM, Python workers), as a machine
+        or container crash would. Needs `start_server(..., own_process_group=True)`."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -54,7 +62,13 @@ class ServerProcess:
 
 
 def start_server(
-    data_dir: Path, log_path: Path, env: dict[str, str] | None = None, ready_timeout: float = 180
+    data_dir: Path,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 180,
+    *,
+    ready_path: str = "/readyz",
+    own_process_group: bool = False,
 ) -> ServerProcess:
     port = free_port()
     full_env = {**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "2", **(env or {})}
@@ -65,6 +79,7 @@ def start_server(
         env=full_env,
         stdout=log_file,
         stderr=subprocess.STDOUT,
+        start_new_session=own_process_group,
     )
     server = ServerProcess(process, port, data_dir, log_path)
     deadline = time.monotonic() + ready_timeout
@@ -72,12 +87,15 @@ def start_server(
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.log_text()[-3000:]}")
         try:
-            if httpx.get(f"{server.base_url}/readyz", timeout=1).status_code == 200:
+            if httpx.get(f"{server.base_url}{ready_path}", timeout=1).status_code == 200:
                 return server
         except httpx.HTTPError:
             pass
         time.sleep(0.25)
-    server.stop(signal.SIGKILL)
+    if own_process_group:
+        server.kill_all()
+    else:
+        server.stop(signal.SIGKILL)
     raise RuntimeError(f"server not ready in {ready_timeout}s:\n{server.log_text()[-3000:]}")
 
 

@@ -1,0 +1,122 @@
+"""Keeps the streaming query alive. A query that fails (an exception in a micro-batch, a broken
+checkpoint, a lost worker) or stops without being asked to leaves every live computation frozen;
+the supervisor notices within a poll, tells the subscribers (`JobInvalidState`, Nominal's name for
+"the streaming compute job entered a terminal state unexpectedly"), restarts the query with
+exponential backoff (first retry after `first_delay` <= 5 s) and, once every computation has been
+rebuilt from the log, tells them again so each subscriber gets a fresh FullResult.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from compute.engine import Engine
+from compute.errors import ComputeError
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25
+
+
+class StreamSupervisor:
+    def __init__(
+        self,
+        engine: Engine,
+        on_failed: Callable[[ComputeError], None],
+        on_recovered: Callable[[], None],
+        first_delay: float = 1.0,
+        max_delay: float = 30.0,
+    ) -> None:
+        self.engine = engine
+        self.on_failed = on_failed
+        self.on_recovered = on_recovered
+        self.first_delay = first_delay
+        self.max_delay = max_delay
+        self.failures = 0  # queries lost since start-up
+        self.restarts = 0  # successful restarts
+        self.next_attempt_at: float | None = None  # unix time of the next restart while degraded
+        self.last_error: str | None = None
+        self._delay = first_delay
+        self._recovered_at = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stream-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Before the engine stops the query on purpose, so that is not taken for a failure."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    @property
+    def status(self) -> str:
+        if not self.engine.degraded:
+            return "running"
+        wait = None if self.next_attempt_at is None else max(0.0, self.next_attempt_at - time.time())
+        when = "" if wait is None else f" in {wait:.1f}s"
+        return f"streaming query failed ({self.last_error}); restart attempt{when}"
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            query = self.engine.query
+            if query is None or query.isActive:
+                continue
+            if self._stop.is_set():
+                return
+            self._recover(_describe(query))
+
+    def _recover(self, reason: str) -> None:
+        self.failures += 1
+        self.last_error = reason
+        log.error("streaming query terminated: %s", reason)
+        self.engine.degraded = True
+        self.on_failed(
+            ComputeError(
+                "JobInvalidState",
+                f"the streaming query stopped unexpectedly ({reason}); it is being restarted",
+                status_code=500,
+            )
+        )
+        # A query that dies again soon after a restart keeps backing off instead of starting over.
+        stayed_up = time.monotonic() - self._recovered_at > 2 * self.max_delay
+        delay = self.first_delay if stayed_up else min(self.max_delay, self._delay * 2)
+        attempt = 1
+        while True:
+            self.next_attempt_at = time.time() + delay
+            log.info("restarting the streaming query in %.1fs (attempt %d)", delay, attempt)
+            if self._stop.wait(delay):
+                return
+            try:
+                self.engine.recover()
+                query = self.engine.query
+                if query is None or not query.isActive:
+                    raise RuntimeError(_describe(query))
+            except Exception as exc:
+                self.last_error = f"restart failed: {exc}"
+                log.exception("restarting the streaming query failed")
+                delay = min(self.max_delay, delay * 2)
+                attempt += 1
+                continue
+            break
+        self._delay = delay
+        self._recovered_at = time.monotonic()
+        self.next_attempt_at = None
+        self.engine.degraded = False
+        self.restarts += 1
+        log.info("streaming query restarted after %d attempt(s)", attempt)
+        self.on_recovered()
+
+
+def _describe(query: object) -> str:
+    try:
+        exc = query.exception()  # type: ignore[attr-defined]
+    except Exception:  # the JVM side may be gone too
+        return "no reason available"
+    if exc is None:
+        return "stopped without an error"
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return first_line[:300]

@@ -1,0 +1,105 @@
+"""Helpers for the reliability and security tests: raw WebSocket clients that read frame by frame
+(so a test sees exactly what arrives and how the connection ends), tokens, log inspection."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import time
+import uuid
+from typing import Any
+
+import jwt
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from tests.wire import decode_server_message
+
+
+def iso_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def ping_message(sent_at: str | None = None) -> str:
+    return json.dumps({"type": "ping", "ping": {"sentAt": sent_at or iso_now()}})
+
+
+async def connect(url: str, **kwargs: Any) -> ClientConnection:
+    kwargs.setdefault("max_size", None)
+    return await websockets.connect(url, **kwargs)
+
+
+async def next_frame(ws: ClientConnection, timeout: float = 30) -> dict[str, Any]:
+    """The next server frame, checked by nominal-api's decoder (raises if the server closed)."""
+    text = await asyncio.wait_for(ws.recv(), timeout)
+    assert isinstance(text, str), "server frames are text"
+    decode_server_message(text)
+    frame: dict[str, Any] = json.loads(text)
+    return frame
+
+
+async def frames_until(
+    ws: ClientConnection, predicate: Any, timeout: float = 60
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read until a frame matches; returns it and every frame read before it."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        frame = await next_frame(ws, max(0.1, deadline - time.monotonic()))
+        if predicate(frame):
+            return frame, seen
+        seen.append(frame)
+
+
+def is_pong_to(sent_at: str) -> Any:
+    def check(frame: dict[str, Any]) -> bool:
+        health = frame.get("health", {})
+        return bool(
+            frame["type"] == "health"
+            and health.get("type") == "pong"
+            and health["pong"]["pingOriginallySentAt"] == sent_at
+        )
+
+    return check
+
+
+async def still_usable(ws: ClientConnection, timeout: float = 30) -> list[dict[str, Any]]:
+    """A ping gets its pong: the connection is open and the server answers. Returns the frames
+    that arrived before the pong."""
+    sent_at = iso_now()
+    await ws.send(ping_message(sent_at))
+    _, before = await frames_until(ws, is_pong_to(sent_at), timeout)
+    return before
+
+
+def client_message_errors(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        f["health"]["clientMessageError"]["error"]
+        for f in frames
+        if f["type"] == "health" and f["health"]["type"] == "clientMessageError"
+    ]
+
+
+async def close_code(ws: ClientConnection, timeout: float = 60) -> int | None:
+    """Read (and drop) frames until the server closes; the close code it sent (None: no close frame)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
+    except websockets.ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd is not None else None
+    raise AssertionError(f"the server did not close the connection within {timeout}s")
+
+
+def make_jwt(secret: str, rids: list[str] | None, expires_in: float | None, sub: str = "test") -> str:
+    claims: dict[str, Any] = {"sub": sub}
+    if rids is not None:
+        claims["dataSourceRids"] = rids
+    if expires_in is not None:
+        claims["exp"] = int(time.time() + expires_in)
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def unique_rid(name: str) -> str:
+    return f"ri.test.{name}.{uuid.uuid4().hex[:12]}"
