@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import struct
 import time
 from collections import deque
 from typing import Protocol
@@ -158,6 +160,8 @@ class Connection:
         self.close_code = code
         self._closing = True
         self._watchdog.cancel()
+        if code != 1000:
+            log.info("connection %d: closing with %d (%s)", self.id, code, reason)
         if flush:
             self._wake.set()
             with contextlib.suppress(Exception):  # TimeoutError included
@@ -181,12 +185,17 @@ class Connection:
 
 
 def _abort(websocket: WebSocket) -> None:
-    """Drop the TCP connection under an ASGI WebSocket. ASGI has no way to say "abort", so this
-    reaches the server's protocol object through its bound `receive` (uvicorn's protocols keep the
-    transport there); without one, the socket waits for the peer or the server's own timeouts."""
+    """Reset the TCP connection under an ASGI WebSocket, dropping what the kernel still holds for
+    it. ASGI has no way to say "abort", so this reaches the server's protocol object through its
+    bound `receive` (uvicorn's protocols keep the transport there); without one, the socket waits
+    for the peer or the server's own timeouts."""
     protocol = getattr(getattr(websocket, "_receive", None), "__self__", None)
     transport = getattr(protocol, "transport", None)
-    if transport is not None and hasattr(transport, "abort"):
-        transport.abort()
-    else:
+    if transport is None or not hasattr(transport, "abort"):
         log.warning("cannot abort the socket of a stalled WebSocket")
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:  # linger 0: close() resets instead of keeping unsent data for the peer
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
