@@ -25,6 +25,14 @@ def ping_message(sent_at: str | None = None) -> str:
     return json.dumps({"type": "ping", "ping": {"sentAt": sent_at or iso_now()}})
 
 
+def pong_message(ping_frame: dict[str, Any]) -> str | None:
+    """The answer a client owes a server ping (None if the frame is not one)."""
+    if ping_frame.get("type") != "health" or ping_frame["health"].get("type") != "ping":
+        return None
+    sent_at = ping_frame["health"]["ping"]["sentAt"]
+    return json.dumps({"type": "pong", "pong": {"pingOriginallySentAt": sent_at, "sentAt": iso_now()}})
+
+
 async def connect(url: str, **kwargs: Any) -> ClientConnection:
     kwargs.setdefault("max_size", None)
     return await websockets.connect(url, **kwargs)
