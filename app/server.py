@@ -40,7 +40,10 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         state.hub.engine = engine
         state.engine = engine
         engine.warm_up()
-        engine.start()
+        try:
+            engine.start()
+        except Exception:  # e.g. its source process did not connect back in time: retried below
+            log.exception("the streaming query failed to start; the supervisor restarts it")
         state.supervisor = StreamSupervisor(
             engine,
             state.hub.on_stream_failed,

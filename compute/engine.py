@@ -28,6 +28,9 @@ from compute.source import SOURCE_NAME, LogDataSource
 
 log = logging.getLogger(__name__)
 
+# StreamingQuery.status messages before the query's sources are open
+INITIALIZING = frozenset({"Initializing StreamExecution", "Initializing sources"})
+
 ChangeListener = Callable[[list[tuple[Computation, Change | ComputeError]]], None]
 
 
@@ -84,7 +87,24 @@ class Engine:
             .queryName("sparkwire")
             .start()
         )
+        self._await_sources()
         log.info("streaming query started at seq %d", start_seq)
+
+    def _await_sources(self, timeout: float = 180.0) -> None:
+        """`start()` returns before the query has opened its source, which runs in a Python process
+        that must connect back to the JVM within Spark's fixed 10 s (a busy machine can miss that,
+        and the query dies then). The query runs only once its sources are initialized."""
+        deadline = time.monotonic() + timeout
+        while True:
+            query = self._query
+            if query is None or not query.isActive:
+                reason = query.exception() if query is not None else None
+                raise RuntimeError(f"the streaming query stopped while starting: {reason}")
+            if query.status.get("message") not in INITIALIZING:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the streaming query did not initialize in {timeout:.0f}s")
+            time.sleep(0.1)
 
     @property
     def query(self) -> StreamingQuery | None:

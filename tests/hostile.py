@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import sqlite3
 import time
 import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import jwt
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from tests.wire import decode_server_message
+from tests.wire import decode_server_message, ts
 
 
 def iso_now() -> str:
@@ -39,11 +42,14 @@ async def connect(url: str, **kwargs: Any) -> ClientConnection:
 
 
 async def next_frame(ws: ClientConnection, timeout: float = 30) -> dict[str, Any]:
-    """The next server frame, checked by nominal-api's decoder (raises if the server closed)."""
+    """The next server frame, checked by nominal-api's decoder (raises if the server closed).
+    Server pings are answered on the way, as a client library would."""
     text = await asyncio.wait_for(ws.recv(), timeout)
     assert isinstance(text, str), "server frames are text"
     decode_server_message(text)
     frame: dict[str, Any] = json.loads(text)
+    if (pong := pong_message(frame)) is not None:
+        await ws.send(pong)
     return frame
 
 
@@ -111,3 +117,36 @@ def make_jwt(secret: str, rids: list[str] | None, expires_in: float | None, sub:
 
 def unique_rid(name: str) -> str:
     return f"ri.test.{name}.{uuid.uuid4().hex[:12]}"
+
+
+async def update_for(ws: ClientConnection, sub_id: str, timeout: float = 120) -> dict[str, Any]:
+    """The next subscriptionUpdate of one subscription (frames of others are read and dropped)."""
+
+    def mine(frame: dict[str, Any]) -> bool:
+        return bool(
+            frame["type"] == "subscriptionUpdate" and frame["subscriptionUpdate"]["subscriptionId"] == sub_id
+        )
+
+    frame, _ = await frames_until(ws, mine, timeout)
+    update: dict[str, Any] = frame["subscriptionUpdate"]["update"]
+    return update
+
+
+def write_body(rid: str, points: list[tuple[int, float]], channel: str = "p") -> dict[str, Any]:
+    doubles = [{"timestamp": ts(t), "value": v} for t, v in points]
+    batch = {"channel": channel, "points": {"type": "double", "double": doubles}}
+    return {"dataSourceRid": rid, "batches": [batch]}
+
+
+def stored_points(log_db: Path, rid: str) -> Counter[tuple[int, float]]:
+    """(ts, value) -> how many times the server's log file holds it, for one data source."""
+    conn = sqlite3.connect(f"file:{log_db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT ts, value FROM points JOIN series ON series.id = points.series_id "
+            "WHERE data_source_rid = ?",
+            (rid,),
+        ).fetchall()
+    finally:
+        conn.close()
+    return Counter(rows)
