@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import ServerProcess, start_server
 from tests.hostile import connect, stored_points, unique_rid, update_for, write_body
@@ -67,21 +68,28 @@ class Writers:
                 await asyncio.sleep(0.01)
 
 
+@pytest.mark.timeout(900)  # two Spark start-ups to readiness, five to their first seconds
 async def test_kill_9_five_times_loses_no_acknowledged_point(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     rng = random.Random(20251122)
     writers = Writers(unique_rid("kill9"))
     tasks = [asyncio.create_task(writers.run(w)) for w in range(WRITERS)]
     for kill in range(KILLS):
-        # HTTP is up within seconds; Spark keeps starting in the background while writes land.
+        # HTTP is up within seconds and takes writes while Spark starts in the background: most
+        # kills hit that start-up, the middle one a running stream with a live subscription.
+        streaming = kill == KILLS // 2
         proc = await asyncio.to_thread(
             start_server,
             data_dir,
             tmp_path / f"server{kill}.log",
-            ready_path="/healthz",
+            ready_path="/readyz" if streaming else "/healthz",
             own_process_group=True,
         )
         writers.base_url = proc.base_url
+        if streaming:
+            ws = await connect(proc.ws_url)
+            sub = subscription(series_node(), {"x": channel_variable(writers.rid, "w1")}, 60)
+            await ws.send(subscribe_message({new_id(): sub}))
         await asyncio.sleep(rng.uniform(1.0, 8.0))
         await asyncio.to_thread(proc.kill_all)
         writers.base_url = None
@@ -89,6 +97,7 @@ async def test_kill_9_five_times_loses_no_acknowledged_point(tmp_path: Path) -> 
     await asyncio.gather(*tasks)
     assert writers.refused == 0
     assert len(writers.acked) > 100, "too few writes were acknowledged for the test to mean anything"
+    print(f"\n{len(writers.acked)} points acknowledged, {len(writers.unanswered)} sent without an answer")
 
     server = await asyncio.to_thread(start_server, data_dir, tmp_path / "final.log")
     try:
@@ -135,9 +144,9 @@ async def check_the_stream_resumes_without_replay(server: ServerProcess, writers
     assert extra is None, f"an update without new data: {str(extra)[:300]}"
     fresh = [(time.time_ns(), -1.0)]
     async with httpx.AsyncClient(base_url=server.base_url) as http:
-        assert (
-            await http.post("/storage/writer/v1", json=write_body(writers.rid, fresh, "w0"))
-        ).status_code == 200
+        response = await http.post("/storage/writer/v1", json=write_body(writers.rid, fresh, "w0"))
+        assert response.status_code == 200
+    writers.acked += fresh
     append = await update_for(ws, sub_id)
     assert append["type"] == "append"
     body = append["append"]["result"]["numeric"]
