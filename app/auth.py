@@ -141,14 +141,14 @@ class Authenticator:
         raise AuthError("unknown token")
 
 
-def bearer_token(headers: Mapping[str, str], subprotocols: list[str]) -> tuple[str | None, bool]:
-    """(token, came as a subprotocol) from `Authorization: Bearer` or `Sec-WebSocket-Protocol`."""
-    authorization = headers.get("authorization", "")
-    scheme, _, credentials = authorization.partition(" ")
+def bearer_token(headers: Mapping[str, str], subprotocols: list[str] | None = None) -> str | None:
+    """The token from `Authorization: Bearer`, else from the `bearer, <token>` subprotocol pair."""
+    scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip(), False
-    if BEARER_SUBPROTOCOL in subprotocols:
-        i = subprotocols.index(BEARER_SUBPROTOCOL)
-        if i + 1 < len(subprotocols):
-            return subprotocols[i + 1], True
-    return None, False
+        return credentials.strip()
+    offered = subprotocols or []
+    if BEARER_SUBPROTOCOL in offered:
+        i = offered.index(BEARER_SUBPROTOCOL)
+        if i + 1 < len(offered):
+            return offered[i + 1]
+    return None

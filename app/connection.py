@@ -59,6 +59,7 @@ class Connection:
         self.awaiting_pong_since: float | None = None
         self.closed = asyncio.Event()
         self.close_code: int | None = None
+        self._closer: asyncio.Task[None] | None = None
         self._sender = asyncio.create_task(self._send_loop(), name=f"ws-send-{conn_id}")
         self._watchdog = asyncio.create_task(self._watch(), name=f"ws-watch-{conn_id}")
 
@@ -82,11 +83,6 @@ class Connection:
 
     def withdraw(self, source: UpdateSource) -> None:
         self._offers.pop(source, None)
-
-    @property
-    def owed(self) -> int:
-        """Frames queued plus subscriptions waiting for their turn."""
-        return len(self._queue) + len(self._offers)
 
     def backlog_age(self, now: float | None = None) -> float:
         """How long the oldest thing owed to this client has waited (0 when caught up)."""
@@ -143,12 +139,14 @@ class Connection:
             return
         log.warning("connection %d: slow consumer (%s), closing with %d", self.id, why, SLOW_CONSUMER)
         self._closing = True
-        task = asyncio.get_running_loop().create_task(
-            self._close(SLOW_CONSUMER, "client cannot keep up", flush=False)
-        )
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        self.close_soon(SLOW_CONSUMER, "client cannot keep up", flush=False)
 
     # -- closing ------------------------------------------------------------------------------------
+    def close_soon(self, code: int, reason: str = "", flush: bool = True) -> None:
+        """`close` from code that cannot wait for it (the task is kept until it is done)."""
+        if self._closer is None:
+            self._closer = asyncio.get_running_loop().create_task(self._close(code, reason, flush))
+
     async def close(self, code: int, reason: str = "") -> None:
         """Deliver what is owed (bounded in time), then close with `code`."""
         await self._close(code, reason, flush=True)

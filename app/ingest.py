@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from app.auth import ANONYMOUS, AuthError, Principal
+from app.auth import ANONYMOUS, AuthError, Principal, bearer_token
 from app.errors import serializable_error
 from compute.log import SeriesWrite, WriteRejected
 from compute.series import SeriesKey, SeriesKind
@@ -59,9 +59,8 @@ async def write_points(request: Request) -> Response:
         return _refused(403, "Default:PermissionDenied", "this Origin may not write here")
     principal = ANONYMOUS
     if state.auth is not None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
         try:
-            principal = state.auth.authenticate(token.strip() if scheme.lower() == "bearer" else None)
+            principal = state.auth.authenticate(bearer_token(request.headers))
         except AuthError as exc:
             return _refused(401, "Default:Unauthorized", str(exc))
     body = await request.body()

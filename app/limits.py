@@ -30,8 +30,9 @@ def json_depth(raw: bytes) -> int:
     """Deepest nesting of `[`/`{` outside strings (or, when that is at most MAX_JSON_DEPTH, an
     upper bound of it), without parsing: a recursive parser could be made to blow its stack.
     Vectorized, so a 1 MiB message does not cost a Python loop over its characters."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
-        return raw.count(b"[") + raw.count(b"{")  # an upper bound, and already small enough
+    openers = raw.count(b"[") + raw.count(b"{")
+    if openers <= MAX_JSON_DEPTH:
+        return openers  # an upper bound, and already small enough
     b = np.frombuffer(raw, np.uint8)
     # A quote delimits a string unless an odd run of backslashes precedes it.
     quotes = np.flatnonzero(b == 34)

@@ -97,7 +97,7 @@ class Session:
         for sub_id in self._live_ids():
             self._drop(sub_id)
             self.connection.send(frames.subscription_update(sub_id, frames.error_update(err)))
-        self._close_soon(POLICY_VIOLATION, "token expired")
+        self.connection.close_soon(POLICY_VIOLATION, "token expired")
 
     def _update_token(self, token: str) -> None:
         """`updateToken` (extension): a fresh token replaces the old one before it expires."""
@@ -107,7 +107,7 @@ class Session:
             principal = self.state.auth.authenticate(token)
         except AuthError as exc:
             log.info("connection %d: updateToken refused: %s", self.connection.id, exc)
-            self._close_soon(POLICY_VIOLATION, f"updateToken refused: {exc}"[:120])
+            self.connection.close_soon(POLICY_VIOLATION, f"updateToken refused: {exc}"[:120])
             return
         self.principal = principal
         self._arm_expiry()
@@ -117,10 +117,6 @@ class Session:
                 self._drop(sub_id)
                 update = frames.error_update(_permission_denied(denied))
                 self.connection.send(frames.subscription_update(sub_id, update))
-
-    def _close_soon(self, code: int, reason: str) -> None:
-        task = asyncio.get_running_loop().create_task(self.connection.close(code, reason))
-        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     # -- subscriptions -------------------------------------------------------------------------------
     def _live_ids(self) -> list[str]:
@@ -295,9 +291,8 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
     subprotocol = BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None
     if state.auth is None:
         return ANONYMOUS, subprotocol
-    token, _ = bearer_token(websocket.headers, offered)
     try:
-        return state.auth.authenticate(token), subprotocol
+        return state.auth.authenticate(bearer_token(websocket.headers, offered)), subprotocol
     except AuthError as exc:
         await _refuse(websocket, 401, "Default:Unauthorized", str(exc))
         return None

@@ -122,16 +122,18 @@ class Engine:
                 log.warning("stopping the streaming query failed", exc_info=True)
             self._query = None
 
-    def recover(self) -> list[Computation]:
+    def recover(self) -> None:
         """Replace a failed query with a new one at the log's end and rebuild every computation
         from the log (points written while the query was down included). Blocking: Spark jobs."""
         self.stop()
-        with self._lock:  # no batch, add() or series announcement in between
+        with self._lock:  # no add() in between: a computation added later has its own back-fill seq
             start_seq = durable_log.max_seq(self._reader_conn)
             computations = list(self._computations.values())
             for computation in computations:
                 computation.reset(start_seq)
-            self.start(start_seq)
+        # Not under the lock: opening the source can take seconds, and the log's writer thread
+        # takes the lock to announce new series.
+        self.start(start_seq)
         for computation in computations:
             try:
                 self._backfill(computation)
@@ -140,7 +142,6 @@ class Engine:
             except Exception as exc:
                 log.exception("rebuilding a computation failed")
                 computation.fail(ComputeError("ComputeFailed", str(exc), status_code=500))
-        return computations
 
     def warm_up(self) -> None:
         """Run one tiny job so the first subscriber does not pay the JVM's start-up."""

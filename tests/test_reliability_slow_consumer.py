@@ -14,8 +14,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection
 
 from tests.conftest import ServerProcess
-from tests.hostile import connect, pong_message, unique_rid
-from tests.wire import NANOS, channel_variable, new_id, series_node, subscribe_message, subscription, ts
+from tests.hostile import connect, pong_message, unique_rid, write_body
+from tests.wire import NANOS, channel_variable, new_id, series_node, subscribe_message, subscription
 
 READERS = 99
 HEAVY_POINTS = 8_000  # ~0.45 MB per FullResult
@@ -29,12 +29,6 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-def points_body(rid: str, points: list[tuple[int, float]]) -> dict[str, Any]:
-    doubles = [{"timestamp": ts(t), "value": v} for t, v in points]
-    batch = {"channel": "p", "points": {"type": "double", "double": doubles}}
-    return {"dataSourceRid": rid, "batches": [batch]}
 
 
 class Reader:
@@ -85,7 +79,7 @@ async def write_light(http: httpx.AsyncClient, rid: str, first: int, seconds: fl
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         sent[float(k)] = time.monotonic()
-        response = await http.post("/storage/writer/v1", json=points_body(rid, [(time.time_ns(), float(k))]))
+        response = await http.post("/storage/writer/v1", json=write_body(rid, [(time.time_ns(), float(k))]))
         assert response.status_code == 200
         k += 1
         await asyncio.sleep(0.5)
@@ -95,7 +89,7 @@ async def write_light(http: httpx.AsyncClient, rid: str, first: int, seconds: fl
 async def write_heavy(http: httpx.AsyncClient, rid: str, stop: asyncio.Event) -> None:
     i = 0
     while not stop.is_set():
-        body = points_body(rid, [(time.time_ns(), float(i))])
+        body = write_body(rid, [(time.time_ns(), float(i))])
         assert (await http.post("/storage/writer/v1", json=body)).status_code == 200
         i += 1
         await asyncio.sleep(1)
@@ -120,7 +114,7 @@ async def test_a_stalled_client_among_100_costs_no_memory_and_delays_no_one(serv
     heavy_sub["subscriptionOptions"]["allowAppends"] = False  # every update: the whole window
 
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-        assert (await http.post("/storage/writer/v1", json=points_body(heavy, history))).status_code == 200
+        assert (await http.post("/storage/writer/v1", json=write_body(heavy, history))).status_code == 200
         readers = []
         for _ in range(READERS):
             ws = await connect(server.ws_url)
