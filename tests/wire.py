@@ -133,6 +133,7 @@ class Client:
         self.updates: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.creations: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.health: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.arrivals: dict[str, list[float]] = {}  # monotonic receive time of each update
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -148,6 +149,7 @@ class Client:
             kind = frame["type"]
             if kind == "subscriptionUpdate":
                 body = frame["subscriptionUpdate"]
+                self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
                 self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
             elif kind == "subscriptionCreation":
                 body = frame["subscriptionCreation"]
