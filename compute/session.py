@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def build_session(master: str, shuffle_partitions: int | None = None) -> SparkSession:
@@ -28,7 +30,7 @@ def build_session(master: str, shuffle_partitions: int | None = None) -> SparkSe
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
