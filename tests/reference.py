@@ -429,13 +429,14 @@ def evaluate(
             for g, env in envs.items()
         }
         buckets = body.get("buckets") or DEFAULT_BUCKETS
+        declared_enum = body["input"]["type"] == "enum"  # an empty enum series is still an enum
         if any(len(p) > buckets for p in per_group.values()):
             width = bucket_width(window_ns, buckets)
             return {
                 g: ("bucketedEnum" if is_enum(p) else "bucketedNumeric", _buckets(p, width))
                 for g, p in per_group.items()
             }
-        return {g: ("enum" if is_enum(p) else "numeric", p) for g, p in per_group.items()}
+        return {g: ("enum" if declared_enum or is_enum(p) else "numeric", p) for g, p in per_group.items()}
     if kind == "ranges":
         clipped = {
             g: [(max(s, window_start), e) for s, e in ranges(env, body["input"]) if e > window_start]

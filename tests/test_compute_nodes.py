@@ -8,8 +8,6 @@ node checks its own result."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ import pytest
 from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference, same
 from tests.conftest import ServerProcess
+from tests.keepalive import keep_alive
 from tests.reference import Store, evaluate
 from tests.wire import NANOS, Client, new_id, subscription, write_points
 
@@ -222,25 +221,6 @@ class Outcome:
     cutoff: int
 
 
-async def answer_pings(client: Client) -> None:
-    """The server closes a connection that leaves its pings unanswered."""
-    while True:
-        health = await client.health.get()
-        if health["type"] == "ping":
-            await client.ws.send(
-                json.dumps(
-                    {
-                        "type": "pong",
-                        "pong": {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": iso_now()},
-                    }
-                )
-            )
-
-
-def iso_now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
-
-
 async def collect(client: Client, ids: dict[str, str], views: dict[str, ResultView]) -> None:
     """Apply every update that has arrived so far."""
     for name, sub_id in ids.items():
@@ -282,7 +262,7 @@ async def outcome(server: ServerProcess) -> Outcome:
     variables = context(rid)
     origin = time.time_ns()
     client = await Client.connect(server.ws_url)
-    keepalive = asyncio.create_task(answer_pings(client))
+    keepalive = keep_alive(client)
     # Subscribed before anything is written: every point reaches these computations live.
     ids = await subscribe_all(client, variables, lateness=True)
     views = await first_fulls(client, ids)
