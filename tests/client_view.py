@@ -9,6 +9,7 @@ absent start/end, a value as (t, value)."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from tests.wire import ns_of
@@ -165,8 +166,10 @@ class ResultView:
         self.latest_end = 0
         self.fulls = 0
         self.appends: list[tuple[int, int]] = []  # (start, end) of each AppendResult
+        self.applied_at = 0  # clock when the last update was applied: after the server computed it
 
     def apply(self, update: dict[str, Any]) -> None:
+        self.applied_at = time.time_ns()
         if update["type"] == "full":
             result = update["full"]["result"]
             self.grouped = result["type"] == "grouped"
@@ -194,11 +197,15 @@ class ResultView:
 
 
 def clip_ranges(snapshot: dict[GroupKey, tuple[str, Any]], cutoff: int) -> dict[GroupKey, tuple[str, Any]]:
-    """Ranges as seen from `cutoff` on: a range that began earlier starts at the cutoff."""
+    """Ranges as seen from `cutoff` on: a range that began earlier starts at the cutoff. (A range
+    true since before the window, e.g. from `not`, starts at the window's start, which moves with
+    the server's clock; any cutoff after the server computed the result makes them comparable.)"""
     out = {}
     for key, (kind, value) in snapshot.items():
         if kind == "range":
             value = [(max(s, cutoff), e) for s, e in value if e > cutoff]
+        elif kind == "rangesSummary":
+            value = [(max(s, cutoff), e, count) for s, e, count in value if e > cutoff]
         out[key] = (kind, value)
     return out
 

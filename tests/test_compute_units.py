@@ -85,7 +85,7 @@ def run_live(node: dict[str, Any], requests: list[Any], before: int) -> tuple[Re
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(node=computable, requests=writes(), before_share=st.floats(0, 1))
 def test_live_computation_merged_by_a_client_equals_the_reference(
