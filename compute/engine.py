@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from compute import log as durable_log
+from compute.backfill import BackfillQueue
 from compute.computation import Change, Computation, Rows
 from compute.errors import ComputeError
 from compute.log import DurableLog
@@ -59,6 +60,7 @@ class Engine:
         self._query: StreamingQuery | None = None
         self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
+        self._backfills = BackfillQueue(self._read_history)
         spark.dataSource.register(LogDataSource)
         durable.on_new_series = self._on_new_series
 
@@ -150,22 +152,20 @@ class Engine:
                     self._series_dirty = True
 
     def _backfill(self, computation: Computation) -> None:
-        now = time.time_ns()
-        series_ids = sorted(computation.routes)
-        rows: dict[int, Rows] = {}
-        if series_ids:
-            from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
-            table = (
-                self.spark.read.format(SOURCE_NAME)
-                .option("path", str(self.log.path))
-                .option("series_ids", ",".join(map(str, series_ids)))
-                .option("from_ts", str(from_ts))
-                .option("upto_seq", str(computation.backfill_seq))
-                .load()
-                .toArrow()
-            )
-            rows = split_by_series(table)
-        computation.load_backfill(rows, now)
+        self._backfills.run(computation)  # shares one Spark job with computations added meanwhile
+
+    def _read_history(self, series_ids: list[int], from_ts: int, upto_seq: int) -> dict[int, Rows]:
+        """One Spark batch job over the log: these series, ts >= from_ts, seq <= upto_seq."""
+        table = (
+            self.spark.read.format(SOURCE_NAME)
+            .option("path", str(self.log.path))
+            .option("series_ids", ",".join(map(str, series_ids)))
+            .option("from_ts", str(from_ts))
+            .option("upto_seq", str(upto_seq))
+            .load()
+            .toArrow()
+        )
+        return split_by_series(table)
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _series_table(self) -> DataFrame | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.errors import ComputeError
-from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints
+from compute.results import EnumBuckets, NumericBuckets
 
 MS = 1_000_000
 DEFAULT_BUCKETS = 1000
@@ -35,7 +35,9 @@ class Decimation:
         else:
             b = DEFAULT_BUCKETS
         raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
-        if raw_width < MS and resolution_ns is not None:
+        # An explicit request for buckets finer than 1 ms is refused; the default B is rounded up.
+        explicit = resolution_ns is not None or (buckets is not None and window_ns > 0)
+        if raw_width < MS and explicit:
             raise ComputeError(
                 "UnsupportedGranularity",
                 f"bucket width {raw_width} ns is below 1 ms",
@@ -100,15 +102,3 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
         counts.astype(np.int64),
         categories,
     )
-
-
-def summarize_numeric(points: NumericPoints, dec: Decimation) -> NumericPoints | NumericBuckets:
-    if len(points) <= dec.max_points:
-        return points
-    return numeric_buckets(points.ts, points.values, dec.bucket_width)
-
-
-def summarize_enum(points: EnumPoints, dec: Decimation) -> EnumPoints | EnumBuckets:
-    if len(points) <= dec.max_points:
-        return points
-    return enum_buckets(points.ts, points.codes, points.categories, dec.bucket_width)
