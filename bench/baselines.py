@@ -140,9 +140,12 @@ def run_phase(
     time.sleep(phase["duration_s"])
     usage = sampler.usage_since(mark)
     t_to = time.time_ns() - 2_000_000_000  # later writes may not have reached a callback yet
+    failed = [h.exception() for h in handles if not h.isActive]
     for h in handles:
         h.stop()
     sampler.stop()
+    if failed:
+        raise RuntimeError(f"{phase['name']}: a streaming query died: {failed[0]}")
     writes = np.array(writer.rows, dtype=np.int64)
     lat = np.concatenate(
         [_latencies(writes, callbacks[q], base / f"q{q}", t_from, t_to) for q in range(queries)]
