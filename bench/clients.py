@@ -159,7 +159,7 @@ async def stream(spec: Json) -> None:
             message[sub_id] = s["sub"]
             waits.append(client.expect(sub_id))
         await client.subscribe(message)
-    done, _ = await asyncio.wait(waits, timeout=spec.get("ready_timeout", 180))
+    done, _ = await asyncio.wait(waits, timeout=spec.get("ready_timeout", 600))
     failed = [c for client in clients for c in client.creations.values() if c["type"] != "success"]
     _say(
         {

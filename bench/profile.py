@@ -25,6 +25,32 @@ from bench.serverproc import start_server
 RID = "ri.bench.feed"
 
 
+# The hot paths the issue names, by a frame that identifies each (first match wins).
+AREAS = [
+    ("ingest (HTTP handler, parsing)", "write_points"),
+    ("log writer thread", "DurableLog._run"),
+    ("micro-batch callback (Spark job, evaluation)", "ForeachBatchFunction.call"),
+    ("result encoding", "app/frames.py"),
+    ("fan-out (hub, connection send, websockets)", "app/hub.py"),
+    ("fan-out (hub, connection send, websockets)", "app/connection.py"),
+    ("HTTP request plumbing (uvicorn, starlette)", "httptools_impl.py"),
+    ("WebSocket protocol (uvicorn, websockets)", "websockets"),
+]
+
+
+def areas(collapsed: Path) -> str:
+    sums: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count)
+        area = next((name for name, frame in AREAS if frame in stack), "other (event loop idle, py4j, ...)")
+        sums[area] += int(count)
+    return "\n".join(f"{c / max(1, total):6.1%}  {a}" for a, c in sums.most_common())
+
+
 def top(collapsed: Path, n: int = 40) -> str:
     self_c: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
@@ -87,7 +113,7 @@ def main() -> None:
              "--rate", "200", "--format", "raw", "--output", str(collapsed), "--nonblocking"],
             check=True, capture_output=True,
         )  # fmt: skip
-        report = top(collapsed)
+        report = "by hot path:\n" + areas(collapsed) + "\n\n" + top(collapsed)
         (work / "top.txt").write_text(report)
         print(report)
         print(f"\nraw stacks: {collapsed}", file=sys.stderr)

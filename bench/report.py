@@ -220,6 +220,11 @@ def render(r: Json) -> str:
         lines.append(
             _lat_row("2 the workload-1 subscription during fan-out", fan.get("latency_sub_during", {}))
         )
+        began, asked = r.get("started_subscriptions", {}).get("w2", [0, 0])
+        if began != asked:
+            lines.append(
+                f"| (only {began} of {asked} subscriptions got their FullResult in time) | | | | | | | |"
+            )
         if fan.get("unsupported_kinds"):
             lines.append(
                 "| (kinds the server refused, replaced by the others) | | | | | | | "

@@ -272,6 +272,12 @@ def max_seq(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
+def count_points(conn: sqlite3.Connection, after: int, upto: int) -> int:
+    """How many points the blocks with after < seq <= upto hold (offsets count blocks, not points)."""
+    row = conn.execute("SELECT SUM(n) FROM blocks WHERE seq > ? AND seq <= ?", (after, upto)).fetchone()
+    return int(row[0] or 0)
+
+
 BlockRow = tuple[int, int, int, bytes, bytes | None, str | None]  # seq, series_id, n, ts, value, str
 
 

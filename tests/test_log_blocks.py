@@ -44,6 +44,8 @@ def test_points_come_back_exactly_in_write_order(tmp_path: Path) -> None:
     seqs = [p[0] for p in points]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3  # one block per series per request
     assert _points(durable_log.read_seq_range(reader, seqs[0], seqs[-1])) == points[3:]
+    assert durable_log.count_points(reader, 0, seqs[-1]) == 7
+    assert durable_log.count_points(reader, seqs[0], seqs[-1]) == 4
     log.close()
 
 
