@@ -87,18 +87,30 @@ def _batch_end_seq(checkpoint: Path, batch_id: int) -> int:
     return int(json.loads(lines[-1])["seq"])
 
 
-def _latencies(
-    writes: np.ndarray, callbacks: list[tuple[int, int]], checkpoint: Path, t_from: int, t_to: int
-) -> np.ndarray:
-    """writes: (commit ns, last seq); callbacks: (batch id, done ns) in order."""
+def _latencies(writes: np.ndarray, callbacks: list[tuple[int, int]], t_from: int, t_to: int) -> np.ndarray:
+    """writes: (commit ns, last seq); callbacks: (done ns, batch end seq) in order."""
     if not callbacks:
         return np.empty(0)
-    cb = np.array([(t, _batch_end_seq(checkpoint, b)) for b, t in callbacks], dtype=np.int64)
+    cb = np.array(callbacks, dtype=np.int64)
     reach = np.maximum.accumulate(cb[:, 1])
     w = writes[(writes[:, 0] >= t_from) & (writes[:, 0] <= t_to)]
     idx = np.searchsorted(reach, w[:, 1], side="left")
     seen = idx < len(cb)
     return (cb[idx[seen], 0] - w[seen, 0]) / 1e6
+
+
+def _batch_phases(handles: list[Any], t_from: int) -> dict[str, float]:
+    """Median time per micro-batch in each of Spark's phases (walCommit = offset log write,
+    commitOffsets = commit log write, addBatch = the foreachBatch callback), from query progress."""
+    samples: dict[str, list[float]] = {}
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t_from / 1e9))
+    for h in handles:
+        for progress in h.recentProgress:
+            if progress.timestamp[:19] < since:
+                continue
+            for key, ms in (progress.durationMs or {}).items():
+                samples.setdefault(key, []).append(float(ms))
+    return {k: round(float(np.median(v)), 1) for k, v in sorted(samples.items())}
 
 
 def run_phase(
@@ -125,7 +137,9 @@ def run_phase(
         def callback(df: Any, batch_id: int, q: int = q) -> None:
             if kind == "naive":
                 df.filter(f"series_id = {sids[q % len(sids)]}").toArrow()
-            callbacks[q].append((batch_id, time.time_ns()))
+            done = time.time_ns()
+            # read now: Spark purges offset files of old batches (it keeps the last 100)
+            callbacks[q].append((done, _batch_end_seq(base / f"q{q}", batch_id)))
 
         handles.append(
             stream.writeStream.foreachBatch(callback)
@@ -141,6 +155,7 @@ def run_phase(
     usage = sampler.usage_since(mark)
     t_to = time.time_ns() - 2_000_000_000  # later writes may not have reached a callback yet
     failed = [h.exception() for h in handles if not h.isActive]
+    phases_ms = _batch_phases(handles, t_from)
     for h in handles:
         h.stop()
     sampler.stop()
@@ -148,10 +163,9 @@ def run_phase(
         raise RuntimeError(f"{phase['name']}: a streaming query died: {failed[0]}")
     writes = np.array(writer.rows, dtype=np.int64)
     lat = np.concatenate(
-        [_latencies(writes, callbacks[q], base / f"q{q}", t_from, t_to) for q in range(queries)]
-        or [np.empty(0)]
+        [_latencies(writes, callbacks[q], t_from, t_to) for q in range(queries)] or [np.empty(0)]
     )
-    batches = [len([c for c in cbs if c[1] >= t_from]) for cbs in callbacks]
+    batches = [len([c for c in cbs if c[0] >= t_from]) for cbs in callbacks]
     if phase.get("checkpoint") == "tmpfs":
         shutil.rmtree(base.parent, ignore_errors=True)
     return {
@@ -161,6 +175,7 @@ def run_phase(
         "checkpoint": phase.get("checkpoint", "disk"),
         "latency": summarize(lat).as_dict(),
         "batches_per_query": round(float(np.mean(batches)) / phase["duration_s"], 2),
+        "batch_phases_ms": phases_ms,
         "usage": usage.as_dict(),
     }
 
