@@ -47,7 +47,7 @@ def _verdict(measured: float | None, target: float, higher_is_better: bool = Fal
 
 def _floor_for_server(r: Json) -> Json | None:
     base = r.get("baselines") or {}
-    return base.get("floor_tmpfs" if r.get("server_checkpoint", "tmpfs") == "tmpfs" else "floor_disk")
+    return base.get("floor_tmpfs" if r.get("server_checkpoint", "disk") == "tmpfs" else "floor_disk")
 
 
 def targets(r: Json) -> list[tuple[str, str, str, str]]:
