@@ -185,6 +185,11 @@ def main() -> None:
     spec = json.loads(Path(arg[1:]).read_text() if arg.startswith("@") else arg)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # On a busy 2-core machine a new Python worker can take longer than the default 15 s to connect
+    # back, which kills the query (seen with 50 queries); the baselines must survive that.
+    os.environ.setdefault(
+        "PYSPARK_SUBMIT_ARGS", "--conf spark.python.authenticate.socketTimeout=120s pyspark-shell"
+    )
     from compute.session import build_session
     from compute.source import LogDataSource
 
