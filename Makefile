@@ -29,8 +29,9 @@ lint: install
 test: lint
 	$(BIN)/pytest -q
 
+# Full run (~20 min, writes BENCHMARKS.md); BENCH_ARGS takes --smoke or NAME=VALUE plan overrides.
 bench: install
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

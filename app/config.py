@@ -14,6 +14,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, description="port to listen on")
     data_dir: Path = Field(Path("./data"), description="where the embedded log and Spark checkpoints live")
+    checkpoint_dir: Path | None = Field(
+        None, description="where the stream's checkpoint goes (default DATA_DIR/checkpoints), e.g. /dev/shm"
+    )
     spark_master: str = Field("local[2]", description="Spark master URL (local[N] or spark://host:port)")
     trigger_ms: int = Field(100, ge=10, description="micro-batch trigger interval, milliseconds")
     shutdown_grace: float = Field(10.0, ge=0, description="seconds updates keep flowing after SIGTERM")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
 import threading
 from collections.abc import AsyncIterator
 
@@ -25,17 +24,15 @@ log = logging.getLogger(__name__)
 
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
     """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
+    from compute.checkpoint import checkpoint_dir
     from compute.engine import Engine
     from compute.session import build_session
 
     try:
         settings = state.settings
         spark = build_session(settings.spark_master)
-        checkpoints = settings.data_dir / "checkpoints"
-        # The stream starts at the log's end on every start (history reaches computations by
-        # back-fill), so an old checkpoint holds nothing worth resuming.
-        shutil.rmtree(checkpoints, ignore_errors=True)
-        engine = Engine(spark, state.log, checkpoints / "stream", settings.trigger_ms, state.hub.on_changes)
+        checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
+        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
         state.hub.engine = engine
         state.engine = engine
         engine.warm_up()
