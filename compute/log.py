@@ -3,7 +3,7 @@
 Points are stored as blocks: one row per series per request, its timestamps and values packed as
 little-endian int64/float64 arrays (strings as a JSON list). A row per point cost ~5 us of SQLite
 work per point (two B-trees to update) and made the log the ingest bottleneck; a block costs the
-same per row, so ~10 rows per request instead of thousands (docs/decisions/0002-log-blocks.md).
+same per row, so ~10 rows per request instead of thousands (docs/decisions/0005-log-blocks.md).
 
 `seq` (the block's rowid) is the stream offset; every point of a block carries its seq, and points
 keep their write order inside it. A single writer thread group-commits concurrent requests: one
