@@ -87,39 +87,7 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # the commit's fsync is what makes a 200 durable
     conn.executescript(_DDL)
-    _fold_point_rows(conn)
     return conn
-
-
-def _fold_point_rows(conn: sqlite3.Connection, block_points: int = 10_000) -> None:
-    """A log written one row per point (before blocks) is folded into blocks once, in one
-    transaction: consecutive points of a series become a block, so write order is kept."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'points'").fetchone():
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    run: list[tuple[int, float | None, str | None]] = []
-    run_sid = None
-
-    def flush() -> None:
-        if not run:
-            return
-        ts = np.array([r[0] for r in run], dtype="<i8")
-        numeric = run[0][2] is None
-        value = np.array([r[1] for r in run], dtype="<f8").tobytes() if numeric else None
-        text = None if numeric else orjson.dumps([r[2] for r in run]).decode()
-        conn.execute(_INSERT_BLOCK, (run_sid, len(run), int(ts.max()), ts.tobytes(), value, text))
-        run.clear()
-
-    for sid, t, v, text in conn.execute(
-        "SELECT series_id, ts, value, str FROM points ORDER BY seq"
-    ).fetchall():
-        if sid != run_sid or len(run) >= block_points:
-            flush()
-            run_sid = sid
-        run.append((t, v, text))
-    flush()
-    conn.execute("DROP TABLE points")
-    conn.execute("COMMIT")
 
 
 def connect_reader(path: str | Path) -> sqlite3.Connection:

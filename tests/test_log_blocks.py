@@ -1,9 +1,8 @@
 """The durable log's block format: what goes in comes out point for point, in write order, for the
-stream (by seq) and for back-fill (by series and time), and an old row-per-point log folds in."""
+stream (by seq) and for back-fill (by series and time)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,34 +60,4 @@ def test_back_fill_reads_one_series_from_a_time_even_inside_a_block(tmp_path: Pa
     assert [(t, v) for _, _, t, v, _ in got] == [(3, 3.0), (4, 4.0), (5, 5.0)]
     got = _points(durable_log.read_series_since(reader, [ids[A]], 0, upto - 1))  # up to a seq
     assert [t for _, _, t, _, _ in got] == [1, 2, 3, 4]
-    log.close()
-
-
-def test_a_row_per_point_log_is_folded_into_blocks_on_open(tmp_path: Path) -> None:
-    path = tmp_path / "log.db"
-    old = sqlite3.connect(path)
-    old.executescript(
-        """
-        CREATE TABLE series (id INTEGER PRIMARY KEY, data_source_rid TEXT NOT NULL, channel TEXT NOT NULL,
-                             tags TEXT NOT NULL, kind TEXT NOT NULL, UNIQUE (data_source_rid, channel, tags));
-        CREATE TABLE points (seq INTEGER PRIMARY KEY, series_id INTEGER NOT NULL, ts INTEGER NOT NULL,
-                             value REAL, str TEXT);
-        INSERT INTO series VALUES (1, 'ri.a', 'temp', '{"v":"1"}', 'double'),
-                                  (2, 'ri.a', 'mode', '{}', 'string');
-        INSERT INTO points (series_id, ts, value, str) VALUES
-            (1, 10, 1.0, NULL), (1, 11, 2.0, NULL), (2, 10, NULL, 'on'), (1, 12, 3.0, NULL);
-        """
-    )
-    old.commit()
-    old.close()
-    log = DurableLog(path)
-    reader = durable_log.connect_reader(path)
-    points = _points(durable_log.read_seq_range(reader, 0, durable_log.max_seq(reader)))
-    assert [(sid, t, v, s) for _, sid, t, v, s in points] == [
-        (1, 10, 1.0, None),
-        (1, 11, 2.0, None),
-        (2, 10, None, "on"),
-        (1, 12, 3.0, None),
-    ]
-    assert {info.key for info in log.series()} == {A, B}
     log.close()
