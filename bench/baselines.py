@@ -148,6 +148,9 @@ def run_phase(
             .queryName(f"{phase['name']}_{q}")
             .start()
         )
+        # Spark gives a new Python worker a fixed 10 s to connect back; dozens starting at once on a
+        # busy 2-core machine miss it and kill their query, so starts are spread out.
+        time.sleep(phase.get("stagger_s", 0.5) if q + 1 < queries else 0)
     sampler = TreeSampler(os.getpid()).start()
     time.sleep(phase["warmup_s"])
     t_from, mark = time.time_ns(), sampler.mark()
@@ -185,11 +188,6 @@ def main() -> None:
     spec = json.loads(Path(arg[1:]).read_text() if arg.startswith("@") else arg)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # On a busy 2-core machine a new Python worker can take longer than the default 15 s to connect
-    # back, which kills the query (seen with 50 queries); the baselines must survive that.
-    os.environ.setdefault(
-        "PYSPARK_SUBMIT_ARGS", "--conf spark.python.authenticate.socketTimeout=120s pyspark-shell"
-    )
     from compute.session import build_session
     from compute.source import LogDataSource
 
@@ -206,7 +204,13 @@ def main() -> None:
     results = []
     try:
         for phase in spec["phases"]:
-            results.append(run_phase(spark, log, writer, phase, work, spec["trigger_ms"]))
+            try:
+                results.append(run_phase(spark, log, writer, phase, work, spec["trigger_ms"]))
+            except Exception as exc:  # a design that cannot run here is a result too
+                for query in spark.streams.active:
+                    query.stop()
+                error = str(exc).splitlines()[0][:300]
+                results.append({**phase, "queries": phase.get("queries", 1), "error": error})
             print(json.dumps(results[-1]), flush=True)
     finally:
         writer.stop()

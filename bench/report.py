@@ -56,7 +56,7 @@ def targets(r: Json) -> list[tuple[str, str, str, str]]:
     rows.append(("1 latency p50", "<= 250 ms", _ms(lat.get("p50_ms")), _verdict(lat.get("p50_ms"), 250)))
     rows.append(("1 latency p99", "<= 500 ms", _ms(lat.get("p99_ms")), _verdict(lat.get("p99_ms"), 500)))
     floor = _floor_for_server(r)
-    if floor and lat.get("p50_ms") and floor["latency"]["n"]:
+    if floor and lat.get("p50_ms") and floor.get("latency", {}).get("n"):
         ratio = lat["p50_ms"] / floor["latency"]["p50_ms"]
         rows.append(("1 p50 vs Spark's floor", "<= 1.5x", f"{ratio:.2f}x", _verdict(ratio, 1.5)))
     rows.append(("2 fan-out p99", "<= 500 ms", _ms(fan.get("p99_ms")), _verdict(fan.get("p99_ms"), 500)))
@@ -88,7 +88,11 @@ def targets(r: Json) -> list[tuple[str, str, str, str]]:
     kb = r.get("connections", {}).get("kb_per_connection")
     rows.append(("5 idle connection", "<= 50 KB", f"{kb} KB" if kb is not None else "n/a", _verdict(kb, 50)))
     naive = (r.get("baselines") or {}).get("naive_50")
-    if naive and lat.get("p50_ms"):
+    if naive and naive.get("error"):
+        rows.append(
+            ("b naive at 50 subscriptions vs Sparkwire", ">= 5x slower", "did not run", naive["error"])
+        )
+    elif naive and lat.get("p50_ms"):
         if naive["latency"]["n"]:
             ratio = naive["latency"]["p50_ms"] / lat["p50_ms"]
             rows.append(
@@ -124,7 +128,7 @@ def _why(r: Json) -> list[str]:
             "every figure includes that contention."
         )
     missed_1 = lat.get("p50_ms", 0) > 250 or lat.get("p99_ms", 0) > 500
-    if missed_1 and floor and floor["latency"]["n"]:
+    if missed_1 and floor and floor.get("latency", {}).get("n"):
         fl = floor["latency"]
         out.append(
             "- Workload 1: Spark's floor alone (same source, trigger and checkpoint placement, an empty "
@@ -277,6 +281,9 @@ def render(r: Json) -> str:
     if base:
         lines += ["", "## Baselines (same run, same machine)", "", *LAT_HEAD]
         for b in base.values():
+            if b.get("error"):
+                lines.append(f"| {b['name']} | | | | | | | failed: {b['error']} |")
+                continue
             what = (
                 f"Spark's floor, checkpoint on {'tmpfs' if b['checkpoint'] == 'tmpfs' else 'the data disk'}"
                 if b["kind"] == "floor"
