@@ -72,9 +72,9 @@ class Vehicle:
             "speed": self.speed,
             STRING_CHANNEL: self.mode,
         }
-        if rng.random() < 0.002:  # a sensor glitch: one implausible reading
+        if rng.random() < 0.002:  # a sensor glitch: one reading well off the trend
             channel = rng.choice(NUMERIC_CHANNELS)
-            values[channel] = float(values[channel]) * rng.choice((0.2, 3.0))
+            values[channel] = float(values[channel]) * rng.choice((0.85, 1.15))
         return values
 
 

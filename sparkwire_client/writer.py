@@ -91,31 +91,42 @@ class Writer:
         self._buffer.setdefault(key, []).append(point)
         self._buffered += 1
         if self._buffered >= self.max_points:
-            self._spawn_flush()
+            self._send_in_background()
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.max_delay, self._spawn_flush)
+            self._timer = asyncio.get_running_loop().call_later(self.max_delay, self._send_in_background)
 
-    def _spawn_flush(self) -> None:
-        task = asyncio.create_task(self._flush_quietly())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _flush_quietly(self) -> None:
-        try:
-            await self.flush()
-        except Exception as exc:  # surfaces at the next add() or flush()
-            self._failure = exc
-
-    async def flush(self) -> None:
-        """Send what is buffered; returns once the server has made it durable."""
-        self._raise_failure()
+    def _take(self) -> dict[SeriesId, list[Any]]:
+        """Everything buffered so far, as one request's worth; the buffer starts anew."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         buffer, self._buffer, self._buffered = self._buffer, {}, 0
-        async with self._send_lock:  # in order, one request at a time
+        return buffer
+
+    def _send_in_background(self) -> None:
+        task = asyncio.create_task(self._send_quietly(self._take()))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_quietly(self, buffer: dict[SeriesId, list[Any]]) -> None:
+        try:
+            await self._send(buffer)
+        except Exception as exc:  # surfaces at the next add() or flush()
+            self._failure = exc
+
+    async def _send(self, buffer: dict[SeriesId, list[Any]]) -> None:
+        async with self._send_lock:  # one request at a time, in the order they were taken
             if buffer:
                 await self._post(buffer)
+
+    async def flush(self) -> None:
+        """Send what is buffered; returns once the server has made everything added so far durable."""
+        self._raise_failure()
+        buffer = self._take()
+        if self._background:
+            await asyncio.gather(*self._background)
+        self._raise_failure()
+        await self._send(buffer)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -138,8 +149,6 @@ class Writer:
 
     async def close(self) -> None:
         try:
-            if self._background:
-                await asyncio.gather(*self._background, return_exceptions=True)
             await self.flush()
         finally:
             if self._owns_http:
