@@ -89,7 +89,7 @@ class Hub:
         self.loop = loop
         self.metrics = metrics or Metrics()
         self._subscribers: dict[Computation, set[Subscriber]] = {}
-        self._creating: dict[str, asyncio.Future[Computation]] = {}
+        self._creating: dict[str, asyncio.Task[Computation]] = {}
         self.frames_sent = 0
 
     @property
@@ -130,21 +130,27 @@ class Hub:
         return subscriber
 
     async def _create(self, key: str, make: Callable[[], Computation]) -> Computation:
-        inflight = self._creating.get(key)
-        if inflight is not None:
-            return await asyncio.shield(inflight)
-        future: asyncio.Future[Computation] = self.loop.create_future()
-        self._creating[key] = future
-        try:
-            computation = await asyncio.to_thread(self.engine.add, make())
-            future.set_result(computation)
-            return computation
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it themselves
-            raise
-        finally:
-            del self._creating[key]
+        """Back-fill a new computation once, however many subscribers ask for it meanwhile.
+
+        The creation runs as its own task: a subscriber that goes away mid-way cancels only its
+        wait, never the creation others wait for.
+        """
+        task = self._creating.get(key)
+        if task is None:
+            task = self.loop.create_task(asyncio.to_thread(self.engine.add, make()))
+            self._creating[key] = task
+            task.add_done_callback(lambda t: self._created(key, t))
+        return await asyncio.shield(task)
+
+    def _created(self, key: str, task: asyncio.Task[Computation]) -> None:
+        del self._creating[key]
+        if not task.cancelled() and task.exception() is None:
+            # If every waiter went away before subscribing, nobody would ever release it.
+            self.loop.call_later(5.0, self._release_if_unused, task.result())
+
+    def _release_if_unused(self, computation: Computation) -> None:
+        if computation not in self._subscribers:
+            self.engine.remove(computation)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -68,7 +69,7 @@ class Session:
         self.hub: Hub = state.hub
         self.connection = connection
         self.subscriptions: dict[str, Subscriber] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._starting: dict[str, asyncio.Task[None]] = {}  # subscriptions still being created
 
     async def handle(self, raw: str) -> None:
         if not _depth_ok(raw):
@@ -121,8 +122,8 @@ class Session:
                 continue
             self.connection.send(frames.creation_success(sub_id))
             task = asyncio.create_task(self._start(sub_id, sub, outcome))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._starting[sub_id] = task
+            task.add_done_callback(functools.partial(self._started, sub_id))
 
     async def _start(self, sub_id: str, sub: StreamingComputeNodeSubscription, plan: Any) -> None:
         request, options = sub.compute_request, sub.subscription_options
@@ -152,13 +153,20 @@ class Session:
             return
         self.subscriptions[sub_id] = subscriber
 
+    def _started(self, sub_id: str, task: asyncio.Task[None]) -> None:
+        if self._starting.get(sub_id) is task:
+            del self._starting[sub_id]
+
     def _drop(self, sub_id: str) -> None:
+        starting = self._starting.pop(sub_id, None)
+        if starting is not None:
+            starting.cancel()
         subscriber = self.subscriptions.pop(sub_id, None)
         if subscriber is not None:
             self.hub.unsubscribe(subscriber)
 
     def close(self) -> None:
-        for task in self._tasks:
+        for task in list(self._starting.values()):
             task.cancel()
         for sub_id in list(self.subscriptions):
             self._drop(sub_id)

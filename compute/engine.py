@@ -252,18 +252,13 @@ def split_by_series(table: pa.Table) -> dict[int, Rows]:
     order = np.lexsort((seq, sid))
     sid_sorted = sid[order]
     bounds = np.flatnonzero(np.r_[True, sid_sorted[1:] != sid_sorted[:-1], True])
-    numeric = value_col.null_count < table.num_rows
-    values_all = (
-        value_col.to_numpy(zero_copy_only=False) if numeric else np.asarray(str_col.to_pylist(), dtype=object)
-    )
-    has_str = str_col.null_count < table.num_rows
-    str_all = np.asarray(str_col.to_pylist(), dtype=object) if has_str else None
+    # A double series' NaN is stored as SQL NULL and comes back as NaN here.
+    values_all = value_col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    str_all = np.asarray(str_col.to_pylist(), dtype=object) if str_col.null_count < table.num_rows else None
     out: dict[int, Rows] = {}
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         idx = order[a:b]
         s = int(sid_sorted[a])
-        if str_all is not None and str_all[idx[0]] is not None:
-            out[s] = Rows(seq[idx], ts[idx], str_all[idx])
-        else:
-            out[s] = Rows(seq[idx], ts[idx], values_all[idx])
+        is_enum = str_all is not None and str_all[idx[0]] is not None  # string points are never NULL
+        out[s] = Rows(seq[idx], ts[idx], str_all[idx] if is_enum else values_all[idx])  # type: ignore[index]
     return out

@@ -12,6 +12,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def build_session(
@@ -36,7 +37,7 @@ def build_session(
         .set("spark.sql.execution.arrow.pyspark.enabled", "true")
         .set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .set("spark.python.worker.reuse", "true")
-        .set("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
     )
     if jvm_output is not None and SparkContext._active_spark_context is None:
         jvm_output.parent.mkdir(parents=True, exist_ok=True)

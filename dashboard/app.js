@@ -28,6 +28,7 @@ const published = {
   series: {},
   ranges: {},
   errors: [],
+  colors: {}, // label -> the colour the chart draws it in
   config: null,
 };
 window.sparkwire = published;
@@ -190,6 +191,7 @@ function frame() {
     const startMs = endMs - Number(config.window) * 1000;
     const names = Object.keys(published.series).sort();
     const series = names.map((name, i) => ({ label: name, color: colorOf(i), ...published.series[name] }));
+    published.colors = Object.fromEntries(series.map((s) => [s.label, s.color]));
     const ranges = Object.entries(published.ranges).map(([name, spans]) => ({
       label: name,
       color: colorOf(names.indexOf(name) >= 0 ? names.indexOf(name) : 0),

@@ -21,7 +21,6 @@ from tests.proxy import Proxy
 from tests.wire import NANOS, write_points
 
 VIEWPORT = {"width": 1100, "height": 700}
-SERIES_COLOR = (0x2F, 0x7E, 0xD8)  # the first series' colour in chart.js
 
 
 def unique_rid(name: str) -> str:
@@ -67,8 +66,10 @@ def points_of(data: dict[str, Any], label: str) -> list[list[Any]]:
     return entry["points"] if entry else []
 
 
-async def drawn_pixels(page: Page, rgb: tuple[int, int, int]) -> int:
-    """Canvas pixels close to a colour: the chart really drew the series."""
+async def drawn_pixels(page: Page, label: str) -> int:
+    """Canvas pixels in a series' colour: the chart really drew it."""
+    color = (await published(page))["colors"][label]
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     return int(
         await page.evaluate(
             """([r, g, b]) => {
@@ -80,7 +81,7 @@ async def drawn_pixels(page: Page, rgb: tuple[int, int, int]) -> int:
                 for (let i = 0; i < d.length; i += 4) if (near(i)) n++;
                 return n;
             }""",
-            list(rgb),
+            rgb,
         )
     )
 
@@ -112,7 +113,7 @@ async def test_the_chart_follows_written_points(server: ServerProcess, page: Pag
     assert await page.locator("#latency").inner_text() != "latency —"
 
     await page.wait_for_timeout(300)  # at least one redraw after the last update
-    assert await drawn_pixels(page, SERIES_COLOR) > 100
+    assert await drawn_pixels(page, "p") > 100
     png = await page.screenshot()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
@@ -137,7 +138,7 @@ async def test_buckets_show_the_reference_min_max_and_mean(server: ServerProcess
         assert count == ref["count"]
         for got, want in ((mn, ref["min"]), (mx, ref["max"]), (mean, ref["mean"])):
             assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
-    assert await drawn_pixels(page, SERIES_COLOR) > 100
+    assert await drawn_pixels(page, "p") > 100
 
 
 async def test_the_page_reconnects_after_losing_its_connection(server: ServerProcess, page: Page) -> None:
