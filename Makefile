@@ -18,7 +18,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
 run: install
+	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) & demo=$$!; \
+	trap 'kill $$demo 2>/dev/null' EXIT; \
 	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 lint: install

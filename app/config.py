@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,3 +27,6 @@ class Settings(BaseSettings):
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     log_level: str = Field("INFO", description="Python log level")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
+    )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from app import frames
 from app.connection import Connection
+from app.metrics import Metrics
 from compute.computation import Change, Computation
 from compute.engine import Engine
 from compute.errors import ComputeError
@@ -30,6 +31,7 @@ class _Pending:
     start: int
     end: int
     full: bool
+    since: float = 0.0  # monotonic time the oldest change in it was produced (frame latency)
 
     def merge(self, change: Change) -> None:
         self.start = min(self.start, change.start)
@@ -80,9 +82,12 @@ def _encode(computation: Computation, start: int | None, end: int, full: bool) -
 
 
 class Hub:
-    def __init__(self, engine: Engine | None, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, engine: Engine | None, loop: asyncio.AbstractEventLoop, metrics: Metrics | None = None
+    ) -> None:
         self._engine = engine
         self.loop = loop
+        self.metrics = metrics or Metrics()
         self._subscribers: dict[Computation, set[Subscriber]] = {}
         self._creating: dict[str, asyncio.Task[Computation]] = {}
         self.frames_sent = 0
@@ -99,7 +104,7 @@ class Hub:
 
     # -- called from the Spark batch thread --------------------------------------------------------
     def on_changes(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
-        self.loop.call_soon_threadsafe(self._fan_out, changes)
+        self.loop.call_soon_threadsafe(self._fan_out, changes, time.monotonic())
 
     # -- on the loop -------------------------------------------------------------------------------
     async def subscribe(
@@ -162,9 +167,12 @@ class Hub:
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
-    def _fan_out(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
+    def _fan_out(
+        self, changes: list[tuple[Computation, Change | ComputeError]], produced_at: float | None = None
+    ) -> None:
         cache = FrameCache()
         now = time.monotonic()
+        produced_at = now if produced_at is None else produced_at
         for computation, change in changes:
             for subscriber in list(self._subscribers.get(computation, ())):
                 if isinstance(change, ComputeError):
@@ -172,9 +180,10 @@ class Hub:
                     subscriber.connection.send(frames.subscription_update(subscriber.subscription_id, update))
                     continue
                 if subscriber.pending is None:
-                    subscriber.pending = _Pending(change.start, change.end, change.full)
+                    subscriber.pending = _Pending(change.start, change.end, change.full, produced_at)
                 else:
                     subscriber.pending.merge(change)
+                    self.metrics.frames_coalesced.inc()
                 due = subscriber.last_sent + subscriber.options.min_delay_s
                 if now >= due:
                     self._flush(subscriber, cache)
@@ -196,3 +205,6 @@ class Hub:
         subscriber.last_sent = time.monotonic()
         subscriber.sent += 1
         self.frames_sent += 1
+        self.metrics.frames_sent.inc()
+        if pending is not None:
+            self.metrics.frame_latency.observe(subscriber.last_sent - pending.since)

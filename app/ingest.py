@@ -116,18 +116,19 @@ async def write_points(request: Request) -> Response:
         writes = fast_writes(raw)
         if writes is None:
             writes = to_writes(write_request_adapter.validate_python(raw))
-    except orjson.JSONDecodeError as exc:
-        return _bad(f"body is not JSON: {exc}")
-    except ValidationError as exc:
-        return _bad(_describe(exc))
-    except InvalidWrite as exc:
-        return _bad(str(exc))
-    try:
         count = await asyncio.wrap_future(state.log.submit(writes))
-    except WriteRejected as exc:
-        return _bad(str(exc))
-    state.points_ingested += count
-    return Response(status_code=200)
+    except orjson.JSONDecodeError as exc:
+        problem = f"body is not JSON: {exc}"
+    except ValidationError as exc:
+        problem = _describe(exc)
+    except (InvalidWrite, WriteRejected) as exc:
+        problem = str(exc)
+    else:
+        state.points_ingested += count
+        state.metrics.points_ingested.inc(count)
+        return Response(status_code=200)
+    state.metrics.reject_request(body)
+    return _bad(problem)
 
 
 def _bad(message: str) -> JSONResponse:

@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import health
+from app import asyncapi, catalog, dashboard, health, metrics, openapi
 from app.config import Settings
 from app.hub import Hub
 from app.ingest import write_points
+from app.logging_setup import spark_output_path
 from app.state import ServerState
 from app.ws import websocket_endpoint
 from compute.log import DurableLog
@@ -30,10 +31,11 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
 
     try:
         settings = state.settings
-        spark = build_session(settings.spark_master)
+        spark = build_session(settings.spark_master, jvm_output=spark_output_path(settings.data_dir))
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
         engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
         state.hub.engine = engine
+        engine.on_batch = state.metrics.observe_batch
         state.engine = engine
         engine.warm_up()
         engine.start()
@@ -51,7 +53,7 @@ def create_app(settings: Settings) -> FastAPI:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         durable = DurableLog(settings.data_dir / "log.db")
         state = ServerState(settings, durable)
-        state.hub = Hub(None, loop)
+        state.hub = Hub(None, loop, state.metrics)
         app.state.sparkwire = state
         starter = threading.Thread(target=_start_spark, args=(state, loop), name="spark-start", daemon=True)
         starter.start()
@@ -67,6 +69,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    app.include_router(asyncapi.router)
+    app.include_router(catalog.router)
+    app.include_router(dashboard.router)
     app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
     app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
+    openapi.install(app)
     return app

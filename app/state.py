@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.config import Settings
+from app.metrics import Metrics
 from compute.log import DurableLog
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class ServerState:
     draining: bool = False
     startup_error: str | None = None
     points_ingested: int = 0
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def ready(self) -> bool:

@@ -5,6 +5,8 @@ Spark batch job over the log before they join the stream."""
 
 from __future__ import annotations
 
+import ast
+import json
 import logging
 import threading
 import time
@@ -36,6 +38,7 @@ class BatchStats:
     batch_id: int
     rows: int
     seconds: float
+    late_points: int = 0  # points live computations refused as too late
 
 
 class Engine:
@@ -61,13 +64,15 @@ class Engine:
         self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
         self._backfills = BackfillQueue(self._read_history)
+        self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
+        self._start_seq = 0
         spark.dataSource.register(LogDataSource)
         durable.on_new_series = self._on_new_series
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the query at the log's current end: history reaches computations by back-fill."""
-        start_seq = durable_log.max_seq(self._reader_conn)
+        start_seq = self._start_seq = durable_log.max_seq(self._reader_conn)
         stream = (
             self.spark.readStream.format(SOURCE_NAME)
             .option("path", str(self.log.path))
@@ -194,6 +199,7 @@ class Engine:
                 for computation in self._readers.get(sid, ()):
                     targets.setdefault(computation, {})[sid] = series_rows
         changes: list[tuple[Computation, Change | ComputeError]] = []
+        late_before = sum(c.late_dropped for c in targets)
         for computation, rows in targets.items():
             try:
                 change = computation.apply_batch(rows, now)
@@ -208,7 +214,30 @@ class Engine:
                 changes.append((computation, change))
         if changes:
             self.on_changes(changes)
-        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started)
+        late = sum(c.late_dropped for c in targets) - late_before
+        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started, late)
+        if self.on_batch is not None:
+            self.on_batch(self.last_batch)
+
+    def pending_points(self) -> int:
+        """Points in the log the stream has not processed yet (Numaflow's Pending): the log's newest
+        seq minus the end offset of the last finished micro-batch. Calls Spark: not on the loop."""
+        processed = self._start_seq
+        query = self._query
+        progress = query.lastProgress if query is not None else None
+        if progress is not None and progress.sources:
+            processed = _seq_of(progress.sources[0].endOffset)
+        with self._lock:
+            newest = durable_log.max_seq(self._reader_conn)
+        return max(0, newest - processed)
+
+
+def _seq_of(offset: str) -> int:
+    """A stream offset as progress reports show it: JSON, or the repr of the reader's dict."""
+    try:
+        return int(json.loads(offset)["seq"])
+    except json.JSONDecodeError:
+        return int(ast.literal_eval(offset)["seq"])
 
 
 def split_by_series(table: pa.Table) -> dict[int, Rows]:
