@@ -272,17 +272,21 @@ async def outcome(server: ServerProcess) -> Outcome:
     async def settle() -> None:
         """Wait (generously: other Spark jobs share the machine) until every view shows what the
         reference expects, then for a quiet spell so that late frames are applied too."""
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            await collect(client, ids, views)
-            if all(
+
+        def matches() -> bool:
+            return all(
                 same(
                     clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
                     evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
                     REL,
                 )
                 for k in CASES
-            ):
+            )
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            await collect(client, ids, views)
+            if await asyncio.to_thread(matches):  # off the loop: pings must be answered meanwhile
                 break
             await asyncio.sleep(1.0)
         await asyncio.sleep(2.0)
