@@ -88,8 +88,9 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
     end, starts, counts = _bucket_index(ts, width)
     histograms: list[dict[int, int]] = []
     for s, c in zip(starts.tolist(), counts.tolist(), strict=True):
-        vals, n = np.unique(codes[s : s + c], return_counts=True)
-        histograms.append(dict(zip(vals.tolist(), n.tolist(), strict=True)))
+        counts_by_code = np.bincount(codes[s : s + c])
+        present = np.flatnonzero(counts_by_code)
+        histograms.append(dict(zip(present.tolist(), counts_by_code[present].tolist(), strict=True)))
     last = starts + counts - 1
     return EnumBuckets(
         width,

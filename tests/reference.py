@@ -198,9 +198,9 @@ COMPARE = {
 }
 
 
-def value_at(points: Points, t: int) -> Any | None:
+def value_at(points: Points, stamps: list[int], t: int) -> Any | None:
     """Forward fill with a 1 s radius: the newest value at or before t, if no older than 1 s."""
-    i = bisect.bisect_right([p[0] for p in points], t) - 1
+    i = bisect.bisect_right(stamps, t) - 1
     if i < 0 or t - points[i][0] > FFILL_RADIUS:
         return None
     return points[i][1]
@@ -208,9 +208,13 @@ def value_at(points: Points, t: int) -> Any | None:
 
 def align(inputs: list[Points | Constant]) -> list[tuple[int, list[Any]]]:
     stamps = sorted({t for x in inputs if not isinstance(x, Constant) for t, _ in x})
+    own = [None if isinstance(x, Constant) else [t for t, _ in x] for x in inputs]
     out = []
     for t in stamps:
-        values = [x.value if isinstance(x, Constant) else value_at(x, t) for x in inputs]
+        values = [
+            x.value if isinstance(x, Constant) else value_at(x, xs, t)  # type: ignore[arg-type]
+            for x, xs in zip(inputs, own, strict=True)
+        ]
         if all(v is not None for v in values):
             out.append((t, values))
     return out
@@ -227,8 +231,11 @@ def _negatives(points: Points, config: dict[str, Any] | None) -> Points:
 
 def _rolling(points: Points, window: int, op: str) -> Points:
     out = []
+    first = 0
     for i, (t, _) in enumerate(points):
-        vals = [v for u, v in points[: i + 1] if u > t - window]
+        while points[first][0] <= t - window:
+            first += 1
+        vals = [v for _, v in points[first : i + 1]]
         n = len(vals)
         if op == "count":
             r = float(n)

@@ -109,7 +109,7 @@ CASES: dict[str, dict[str, Any]] = {
     # ranges
     "threshold": n.ranges(n.threshold(A, "GREATER_THAN", n.literal(2.0))),
     "min_max_inside": n.ranges(n.min_max(A, "INSIDE_OR_EQUAL_TO_BOUNDS", n.literal(-2.0), n.literal(2.0))),
-    "min_max_outside": n.ranges(n.min_max(B, "OUTSIDE_BOUNDS", n.literal(4.0), n.variable("k"))),
+    "min_max_outside": n.ranges(n.min_max(B, "OUTSIDE_BOUNDS", n.variable("k"), n.literal(12.0))),
     "enum_filter_in": n.ranges(n.enum_filter(E, "IS_IN", n.literal(["run", "fault"]))),
     "enum_filter_not_in": n.ranges(n.enum_filter(E, "IS_NOT_IN", n.variable("states"))),
     "not": n.ranges(n.not_(n.threshold(A, "GREATER_THAN", n.literal(0.0)))),
@@ -193,21 +193,30 @@ async def write_round(w: Writer, rng: random.Random, round_: int, origin: int) -
     """Fresh points at the clock, late points among the history, an overwrite, (round 3) a new
     tag combination and a new enum category, (round 4) points older than all others."""
     t = time.time_ns()
+    ms = 1_000_000
     late = sorted(origin - rng.randint(70, 290) * S - rng.randint(0, S) for _ in range(2))
-    await w.write("a", [(t + i * 50_000_000, round(rng.uniform(-6, 6), 2)) for i in range(3)])
+    if round_ == 5:  # the last round flips every condition the range nodes test
+        fresh_a = [(t, 5.5), (t + 50 * ms, -5.5), (t + 100 * ms, 0.5), (t + 150 * ms, 5.5)]
+        fresh_b = [(t + 10 * ms, 0.6), (t + 60 * ms, 19.0), (t + 110 * ms, 9.0)]
+        fresh_e = [(t + 20 * ms, "run"), (t + 70 * ms, "idle"), (t + 120 * ms, "fault")]
+        fresh_g = [(t + 30 * ms, 3.0), (t + 80 * ms, -3.0)]
+    else:
+        fresh_a = [(t + i * 50 * ms, round(rng.uniform(-6, 6), 2)) for i in range(3)]
+        fresh_b = [(t + 10 * ms, round(rng.uniform(0.5, 20), 2))]
+        fresh_e = [(t + 20 * ms, rng.choice(STATES))]
+        fresh_g = [(t + 30 * ms, round(rng.uniform(-5, 5), 1))]
+    await w.write("a", fresh_a)
     await w.write("a", [(x, round(rng.uniform(-6, 6), 2)) for x in late])
-    await w.write("b", [(t + 10_000_000, round(rng.uniform(0.5, 20), 2)), (late[0] + 7, 9.5)])
-    await w.write("e", [(t + 20_000_000, rng.choice(STATES)), (late[1] + 3, rng.choice(STATES))])
+    await w.write("b", [*fresh_b, (late[0] + 7, 9.5)])
+    await w.write("e", [*fresh_e, (late[1] + 3, rng.choice(STATES))])
     groups = ("v1", "v2", "v3") if round_ >= 3 else ("v1", "v2")
     for vehicle in groups:
-        await w.write(
-            "g", [(t + 30_000_000, round(rng.uniform(-5, 5), 1)), (late[0] + 11, -1.5)], {"vehicle": vehicle}
-        )
+        await w.write("g", [*fresh_g, (late[0] + 11, -1.5)], {"vehicle": vehicle})
     if round_ == 2:  # a second write of an existing timestamp replaces the first
         first_a = min(tt for rid, ch, _, pts in w.store.writes if ch == "a" for tt, _ in pts)
         await w.write("a", [(first_a, 4.25)])
     if round_ == 3:
-        await w.write("e", [(t + 40_000_000, "maintenance"), (late[0] + 5, "maintenance")])
+        await w.write("e", [(t + 40 * ms, "maintenance"), (late[0] + 5, "maintenance")])
     if round_ == 4:  # older than every point so far: the first points change
         await w.write("a", [(origin - 305 * S, -0.5)])
         await w.write("e", [(origin - 305 * S, "stop")])
@@ -272,17 +281,21 @@ async def outcome(server: ServerProcess) -> Outcome:
     async def settle() -> None:
         """Wait (generously: other Spark jobs share the machine) until every view shows what the
         reference expects, then for a quiet spell so that late frames are applied too."""
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            await collect(client, ids, views)
-            if all(
+
+        def matches() -> bool:
+            return all(
                 same(
                     clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
                     evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
                     REL,
                 )
                 for k in CASES
-            ):
+            )
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            await collect(client, ids, views)
+            if await asyncio.to_thread(matches):  # off the loop: pings must be answered meanwhile
                 break
             await asyncio.sleep(1.0)
         await asyncio.sleep(2.0)

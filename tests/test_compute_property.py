@@ -207,11 +207,13 @@ async def run_example(
         for request in requests[before:]:  # live, in an arbitrary order
             await send(*request)
 
-        def snapshots() -> tuple[list[Any], list[Any]]:
+        def collect() -> None:
             for i, view in zip(ids, views, strict=True):
                 q = client.updates.setdefault(i, asyncio.Queue())
                 while not q.empty():
                     view.apply(q.get_nowait())
+
+        def compare() -> tuple[list[Any], list[Any]]:
             cutoffs = [v.applied_at - WINDOW_NS for v in views]
             merged = [clip_ranges(v.snapshot(), c) for v, c in zip(views, cutoffs, strict=True)]
             expected = [
@@ -220,15 +222,18 @@ async def run_example(
             return merged, expected
 
         deadline = time.monotonic() + 120
-        merged, expected = snapshots()
-        while (
-            not all(same(m, e, REL) for m, e in zip(merged, expected, strict=True))
-            and time.monotonic() < deadline
-        ):
+        while True:
+            collect()
+            merged, expected = await asyncio.to_thread(compare)  # off the loop: pings get answered
+            if (
+                all(same(m, e, REL) for m, e in zip(merged, expected, strict=True))
+                or time.monotonic() > deadline
+            ):
+                break
             await asyncio.sleep(0.5)
-            merged, expected = snapshots()
         await asyncio.sleep(1.0)  # frames still in flight must not change the answer
-        merged, expected = snapshots()
+        collect()
+        merged, expected = compare()
         for node, m, e in zip(nodes, merged, expected, strict=True):
             diff = first_difference(m, e, REL)
             assert diff is None, f"{node}\nmerged result differs from the reference at {diff}"

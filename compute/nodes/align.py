@@ -4,8 +4,6 @@ it that is no older than the radius."""
 
 from __future__ import annotations
 
-from functools import reduce
-
 import numpy as np
 
 from compute.results import NumericPoints
@@ -19,7 +17,8 @@ def forward_fill(
     """(timestamps, each input's value at them)."""
     if len(series) == 1:
         return series[0].ts, [series[0].values]
-    ts: np.ndarray = reduce(np.union1d, [s.ts for s in series])
+    ts = np.sort(np.concatenate([s.ts for s in series]))  # (np.union1d is ~50x slower in numpy 2.4)
+    ts = ts[np.r_[True, ts[1:] != ts[:-1]]] if len(ts) else ts
     ok = np.ones(len(ts), bool)
     picks = []
     for s in series:

@@ -32,10 +32,13 @@ def coverage(inputs: Sequence[Ranges], need: int) -> Ranges:
     ends = np.concatenate([r.ends for r in inputs]) if inputs else np.empty(0, np.int64)
     if not len(starts):
         return Ranges.empty()
-    times, where = np.unique(np.r_[starts, ends], return_inverse=True)
-    delta = np.zeros(len(times), np.int64)
-    np.add.at(delta, where, np.r_[np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
-    ok = np.cumsum(delta) >= need  # coverage on [times[i], times[i + 1])
+    events = np.r_[starts, ends]
+    order = np.argsort(events, kind="stable")
+    events = events[order]
+    steps = np.r_[np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)][order]
+    last_at_time = np.r_[events[1:] != events[:-1], True]  # coverage after every event at a time
+    times = events[last_at_time]
+    ok = np.cumsum(steps)[last_at_time] >= need  # coverage on [times[i], times[i + 1])
     prev = np.r_[False, ok[:-1]]
     return Ranges(times[ok & ~prev], times[~ok & prev])
 
