@@ -21,6 +21,7 @@ from app.ws import websocket_endpoint
 from compute.log import DurableLog
 
 log = logging.getLogger(__name__)
+START_ATTEMPTS = 3
 
 
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
@@ -38,7 +39,15 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         engine.on_batch = state.metrics.observe_batch
         state.engine = engine
         engine.warm_up()
-        engine.start()
+        for attempt in range(1, START_ATTEMPTS + 1):  # ready only once the query really runs
+            engine.start()
+            if engine.first_trigger_ran(timeout=120):
+                break
+            log.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
+            engine.stop()
+            shutil.rmtree(checkpoints, ignore_errors=True)
+        else:
+            raise RuntimeError(f"the streaming query failed to start {START_ATTEMPTS} times")
         log.info("ready: streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:

@@ -92,6 +92,21 @@ class Engine:
     def running(self) -> bool:
         return self._query is not None and self._query.isActive
 
+    def first_trigger_ran(self, timeout: float) -> bool:
+        """Whether the query got through its first trigger (False: it died, or not yet in time).
+
+        The first trigger starts the source's Python runner, which must connect back to the JVM
+        within a window Spark fixes at 10 s; a busy machine can miss it, and the query dies."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            query = self._query
+            if query is None or not query.isActive:
+                return False
+            if query.lastProgress is not None or query.status["message"] in _PAST_FIRST_TRIGGER:
+                return True
+            time.sleep(0.2)
+        return False
+
     def stop(self) -> None:
         if self._query is not None:
             try:
@@ -230,6 +245,9 @@ class Engine:
         with self._lock:
             newest = durable_log.max_seq(self._reader_conn)
         return max(0, newest - processed)
+
+
+_PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
 
 
 def _seq_of(offset: str) -> int:

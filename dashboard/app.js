@@ -260,6 +260,7 @@ async function main() {
     apply(formConfig());
   });
   $("rid").addEventListener("change", loadSeries);
+  window.addEventListener("pagehide", () => connection.close()); // leave the server a clean close
   setInterval(renderLatency, 250);
   requestAnimationFrame(frame);
 }

@@ -189,6 +189,11 @@ export class LiveConnection {
     this.open(false);
   }
 
+  close() {
+    this.closed = true;
+    for (const link of this.links) link.ws.close(1000);
+  }
+
   open(handover) {
     const link = { ws: new WebSocket(this.url), generation: ++this.generation, handover, ready: false };
     this.links.add(link);

@@ -52,7 +52,7 @@ async def proxy(retiring: ServerProcess) -> AsyncIterator[Proxy]:
 
 async def test_the_client_answers_server_pings_and_keeps_its_connection(retiring: ServerProcess) -> None:
     rid = unique_rid("pings")
-    silent = await WireClient.connect(retiring.ws_url)  # never answers the server's pings
+    silent = await WireClient.connect(retiring.ws_url, auto_pong=False)  # never answers pings
     async with Client(retiring.base_url, keepalive_interval=None) as client:
         sub = await client.subscribe(series(numeric_channel(rid, "p")), window=600)
         await sub.wait_for(lambda v: v.updates >= 1, timeout=120)
