@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,3 +24,15 @@ class Settings(BaseSettings):
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     log_level: str = Field("INFO", description="Python log level")
+    source: Literal["embedded", "redis"] = Field(
+        "embedded", description="point log: embedded (SQLite in data-dir) or redis (Redis Streams, shared)"
+    )
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
+    redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
+    redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
+    redis_retention_seconds: float = Field(
+        86400.0, ge=0, description="redis source: trim points appended longer ago (MINID); 0 = keep"
+    )
+    redis_maxlen: int = Field(
+        0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
+    )

@@ -16,9 +16,9 @@ from app import health
 from app.config import Settings
 from app.hub import Hub
 from app.ingest import write_points
+from app.point_log import open_point_log
 from app.state import ServerState
 from app.ws import websocket_endpoint
-from compute.log import DurableLog
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        durable = DurableLog(settings.data_dir / "log.db")
+        durable = await asyncio.to_thread(open_point_log, settings)
         state = ServerState(settings, durable)
         state.hub = Hub(None, loop)
         app.state.sparkwire = state

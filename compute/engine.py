@@ -18,12 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from compute import log as durable_log
+from compute.backend import PointLog
 from compute.computation import Change, Computation, Rows
 from compute.errors import ComputeError
-from compute.log import DurableLog
-from compute.series import SeriesInfo
-from compute.source import SOURCE_NAME, LogDataSource
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ class Engine:
     def __init__(
         self,
         spark: SparkSession,
-        durable: DurableLog,
+        durable: PointLog,
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
@@ -57,21 +54,15 @@ class Engine:
         self._series_df: DataFrame | None = None
         self._series_dirty = True
         self._query: StreamingQuery | None = None
-        self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
-        spark.dataSource.register(LogDataSource)
-        durable.on_new_series = self._on_new_series
+        spark.dataSource.register(durable.data_source)
+        self._source = durable.data_source.name()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the query at the log's current end: history reaches computations by back-fill."""
-        start_seq = durable_log.max_seq(self._reader_conn)
-        stream = (
-            self.spark.readStream.format(SOURCE_NAME)
-            .option("path", str(self.log.path))
-            .option("start_seq", str(start_seq))
-            .load()
-        )
+        options = self.log.stream_options()
+        stream = self.spark.readStream.format(self._source).options(**options).load()
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{self.trigger_ms} milliseconds")
@@ -79,7 +70,7 @@ class Engine:
             .queryName("sparkwire")
             .start()
         )
-        log.info("streaming query started at seq %d", start_seq)
+        log.info("streaming query started on %s %s", self._source, options)
 
     @property
     def running(self) -> bool:
@@ -111,12 +102,13 @@ class Engine:
             existing = self._computations.get(computation.key)
             if existing is not None:
                 return existing
+            self._route_new_series()
             for info in self.log.series():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
                     self._series_dirty = True
             # Under the lock: a batch that planned before this point ends at or below this seq.
-            computation.backfill_seq = durable_log.max_seq(self._reader_conn)
+            computation.backfill_seq = self.log.end_offset()
             self._computations[computation.key] = computation
         try:
             self._backfill(computation)
@@ -141,9 +133,11 @@ class Engine:
         with self._lock:
             return list(self._computations.values())
 
-    def _on_new_series(self, info: SeriesInfo) -> None:
-        """Called by the log writer before the series' first points commit."""
-        with self._lock:
+    def _route_new_series(self) -> None:
+        """Route series new to the catalog (from any server) to the computations reading them.
+        Call with the lock held: a series reaches the catalog before its points can be read, so
+        after this every series of a batch planned earlier is routed."""
+        for info in self.log.poll_new_series():
             for computation in self._computations.values():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
@@ -155,21 +149,15 @@ class Engine:
         rows: dict[int, Rows] = {}
         if series_ids:
             from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
-            table = (
-                self.spark.read.format(SOURCE_NAME)
-                .option("path", str(self.log.path))
-                .option("series_ids", ",".join(map(str, series_ids)))
-                .option("from_ts", str(from_ts))
-                .option("upto_seq", str(computation.backfill_seq))
-                .load()
-                .toArrow()
-            )
+            options = self.log.backfill_options(series_ids, from_ts, computation.backfill_seq)
+            table = self.spark.read.format(self._source).options(**options).load().toArrow()
             rows = split_by_series(table)
         computation.load_backfill(rows, now)
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _series_table(self) -> DataFrame | None:
         with self._lock:
+            self._route_new_series()
             if self._series_dirty:
                 ids = sorted(self._readers)
                 self._series_df = (

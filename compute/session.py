@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from compute.cluster import executor_code_origin, is_cluster, ship_code
+
 log = logging.getLogger(__name__)
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
@@ -34,5 +36,8 @@ def build_session(master: str, shuffle_partitions: int | None = None) -> SparkSe
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    if is_cluster(master):
+        ship_code(spark)
+        log.info("executors import compute from %s", executor_code_origin(spark))
     log.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
     return spark
