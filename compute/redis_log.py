@@ -108,7 +108,7 @@ class RedisLog:
         self.layout = rs.RedisLayout(prefix, partitions)
         self.consumer = consumer
         self.retention = retention or Retention()
-        self._conn = redis.Redis.from_url(url, decode_responses=False)
+        self._conn = rs.connect(url)
         self._check_partition_count()
         self._append = self._conn.register_script(_APPEND)
         self._catalog_lock = threading.Lock()
@@ -259,7 +259,8 @@ class RedisLog:
             committed = rs.load_committed(self._conn, self.layout, self.consumer)
             self._position = {p: committed.get(p, 0) for p in self.partitions()}
         streams = {self.layout.stream(p): rs.entry_id(seq) for p, seq in self._position.items()}
-        block = timeout_ms if timeout_ms > 0 else None  # BLOCK 0 would wait forever
+        # BLOCK 0 would wait forever; a block longer than the socket timeout would fail.
+        block = min(timeout_ms, int(rs.REPLY_TIMEOUT_S * 1000) // 2) if timeout_ms > 0 else None
         reply = rs.xread(self._conn, streams, count=max(limit, 1), block=block)
         by_stream = {name.decode(): entries for name, entries in reply}
         taken: list[rs.Entry] = []
