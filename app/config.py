@@ -30,3 +30,15 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
     )
+    source: Literal["embedded", "redis"] = Field(
+        "embedded", description="point log: embedded (SQLite in data-dir) or redis (Redis Streams, shared)"
+    )
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
+    redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
+    redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
+    redis_retention_seconds: float = Field(
+        86400.0, ge=0, description="redis source: trim points appended longer ago (MINID); 0 = keep"
+    )
+    redis_maxlen: int = Field(
+        0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
+    )

@@ -16,9 +16,9 @@ from app.config import Settings
 from app.hub import Hub
 from app.ingest import write_points
 from app.logging_setup import spark_output_path
+from app.point_log import open_point_log
 from app.state import ServerState
 from app.ws import websocket_endpoint
-from compute.log import DurableLog
 
 log = logging.getLogger(__name__)
 START_ATTEMPTS = 3
@@ -45,7 +45,7 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
                 break
             log.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
             engine.stop()
-            shutil.rmtree(checkpoints, ignore_errors=True)
+            checkpoint_dir(settings.checkpoint_dir, settings.data_dir)  # empty it for the next attempt
         else:
             raise RuntimeError(f"the streaming query failed to start {START_ATTEMPTS} times")
         log.info("ready: streaming query running")
@@ -60,7 +60,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        durable = DurableLog(settings.data_dir / "log.db")
+        durable = await asyncio.to_thread(open_point_log, settings)
         state = ServerState(settings, durable)
         state.hub = Hub(None, loop, state.metrics)
         app.state.sparkwire = state

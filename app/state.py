@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.metrics import Metrics
-from compute.log import DurableLog
+from compute.backend import PointLog
 
 if TYPE_CHECKING:
     from app.connection import Connection
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @dataclass
 class ServerState:
     settings: Settings
-    log: DurableLog
+    log: PointLog
     engine: Engine | None = None
     hub: Hub = field(init=False)
     connections: set[Connection] = field(default_factory=set)

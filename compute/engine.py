@@ -5,8 +5,6 @@ Spark batch job over the log before they join the stream."""
 
 from __future__ import annotations
 
-import ast
-import json
 import logging
 import threading
 import time
@@ -20,13 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from compute import log as durable_log
+from compute.backend import PointLog
 from compute.backfill import BackfillQueue
 from compute.computation import Change, Computation, Rows
 from compute.errors import ComputeError
-from compute.log import DurableLog
-from compute.series import SeriesInfo
-from compute.source import SOURCE_NAME, LogDataSource
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +40,7 @@ class Engine:
     def __init__(
         self,
         spark: SparkSession,
-        durable: DurableLog,
+        durable: PointLog,
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
@@ -61,24 +56,17 @@ class Engine:
         self._series_df: DataFrame | None = None
         self._series_dirty = True
         self._query: StreamingQuery | None = None
-        self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
         self._backfills = BackfillQueue(self._read_history)
         self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
-        self._start_seq = 0
-        spark.dataSource.register(LogDataSource)
-        durable.on_new_series = self._on_new_series
+        spark.dataSource.register(durable.data_source)
+        self._source = durable.data_source.name()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the query at the log's current end: history reaches computations by back-fill."""
-        start_seq = self._start_seq = durable_log.max_seq(self._reader_conn)
-        stream = (
-            self.spark.readStream.format(SOURCE_NAME)
-            .option("path", str(self.log.path))
-            .option("start_seq", str(start_seq))
-            .load()
-        )
+        options = self.log.stream_options()
+        stream = self.spark.readStream.format(self._source).options(**options).load()
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{self.trigger_ms} milliseconds")
@@ -86,7 +74,7 @@ class Engine:
             .queryName("sparkwire")
             .start()
         )
-        log.info("streaming query started at seq %d", start_seq)
+        log.info("streaming query started on %s %s", self._source, options)
 
     @property
     def running(self) -> bool:
@@ -133,12 +121,13 @@ class Engine:
             existing = self._computations.get(computation.key)
             if existing is not None:
                 return existing
+            self._route_new_series()
             for info in self.log.series():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
                     self._series_dirty = True
             # Under the lock: a batch that planned before this point ends at or below this seq.
-            computation.backfill_seq = durable_log.max_seq(self._reader_conn)
+            computation.backfill_seq = self.log.end_offset()
             self._computations[computation.key] = computation
         try:
             self._backfill(computation)
@@ -163,9 +152,11 @@ class Engine:
         with self._lock:
             return list(self._computations.values())
 
-    def _on_new_series(self, info: SeriesInfo) -> None:
-        """Called by the log writer before the series' first points commit."""
-        with self._lock:
+    def _route_new_series(self) -> None:
+        """Route series new to the catalog (from any server) to the computations reading them.
+        Call with the lock held: a series reaches the catalog before its points can be read, so
+        after this every series of a batch planned earlier is routed."""
+        for info in self.log.poll_new_series():
             for computation in self._computations.values():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
@@ -176,20 +167,14 @@ class Engine:
 
     def _read_history(self, series_ids: list[int], from_ts: int, upto_seq: int) -> dict[int, Rows]:
         """One Spark batch job over the log: these series, ts >= from_ts, seq <= upto_seq."""
-        table = (
-            self.spark.read.format(SOURCE_NAME)
-            .option("path", str(self.log.path))
-            .option("series_ids", ",".join(map(str, series_ids)))
-            .option("from_ts", str(from_ts))
-            .option("upto_seq", str(upto_seq))
-            .load()
-            .toArrow()
-        )
+        options = self.log.backfill_options(series_ids, from_ts, upto_seq)
+        table = self.spark.read.format(self._source).options(**options).load().toArrow()
         return split_by_series(table)
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _series_table(self) -> DataFrame | None:
         with self._lock:
+            self._route_new_series()
             if self._series_dirty:
                 ids = sorted(self._readers)
                 self._series_df = (
@@ -235,27 +220,11 @@ class Engine:
             self.on_batch(self.last_batch)
 
     def pending_points(self) -> int:
-        """Points in the log the stream has not processed yet (Numaflow's Pending): the log's newest
-        seq minus the end offset of the last finished micro-batch. Calls Spark: not on the loop."""
-        processed = self._start_seq
-        query = self._query
-        progress = query.lastProgress if query is not None else None
-        if progress is not None and progress.sources:
-            processed = _seq_of(progress.sources[0].endOffset)
-        with self._lock:
-            newest = durable_log.max_seq(self._reader_conn)
-        return max(0, newest - processed)
+        """Points in the log the stream has not processed yet (Numaflow's Pending). Not on the loop."""
+        return self.log.pending()
 
 
 _PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
-
-
-def _seq_of(offset: str) -> int:
-    """A stream offset as progress reports show it: JSON, or the repr of the reader's dict."""
-    try:
-        return int(json.loads(offset)["seq"])
-    except json.JSONDecodeError:
-        return int(ast.literal_eval(offset)["seq"])
 
 
 def split_by_series(table: pa.Table) -> dict[int, Rows]:

@@ -11,6 +11,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from compute.cluster import executor_code_origin, is_cluster, ship_code
+
 log = logging.getLogger(__name__)
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
@@ -47,5 +49,8 @@ def build_session(
         log.info("Spark's console output goes to %s", jvm_output)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if is_cluster(master):
+        ship_code(spark)
+        log.info("executors import compute from %s", executor_code_origin(spark))
     log.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
     return spark
