@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import orjson
@@ -96,6 +97,32 @@ def connect_reader(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+T = TypeVar("T")
+
+
+def run_groups(requests: queue.SimpleQueue[T | None], handle: Callable[[list[T]], None]) -> None:
+    """A writer thread's loop: hand everything queued since the last round to `handle` as one group
+    (one commit or round trip for all of it); a None in the queue stops the loop after its group."""
+    while True:
+        first = requests.get()
+        if first is None:
+            return
+        group = [first]
+        stop = False
+        while True:
+            try:
+                nxt = requests.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                stop = True
+                break
+            group.append(nxt)
+        handle(group)
+        if stop:
+            return
+
+
 class DurableLog:
     """Owns the writer connection and thread; readers open their own connections (other processes)."""
 
@@ -124,24 +151,7 @@ class DurableLog:
         self._conn.close()
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            group = [first]
-            stop = False
-            while True:  # drain whatever queued meanwhile: one commit for all of it
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                group.append(nxt)
-            self._commit_group(group)
-            if stop:
-                return
+        run_groups(self._queue, self._commit_group)
 
     def _commit_group(self, group: list[_Pending]) -> None:
         conn = self._conn

@@ -25,7 +25,7 @@ import redis
 
 from compute import redis_streams as rs
 from compute.backend import Offsets, ReadResult
-from compute.log import POINT_SCHEMA, SeriesWrite, WriteRejected
+from compute.log import POINT_SCHEMA, SeriesWrite, WriteRejected, run_groups
 from compute.redis_source import RedisDataSource
 from compute.series import SeriesInfo, SeriesKind
 
@@ -140,24 +140,7 @@ class RedisLog:
         return pending.future
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            group = [first]
-            stop = False
-            while True:  # everything queued meanwhile goes in the same round trip
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                group.append(nxt)
-            self._append_group(group)
-            if stop:
-                return
+        run_groups(self._queue, self._append_group)
 
     def _append_group(self, group: list[_Pending]) -> None:
         sent: list[tuple[_Pending, int]] = []
