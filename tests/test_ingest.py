@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import struct
 import time
 from typing import Any
 
@@ -14,13 +16,28 @@ from tests.wire import NANOS, Client, channel_variable, new_id, series_node, sub
 
 
 def stored(server: ServerProcess, rid: str) -> list[tuple[str, str, int, float | None, str | None]]:
-    """Read the server's log file directly: what is really on disk for this data source."""
+    """Read the server's log file directly: what is really on disk for this data source, a point a row.
+
+    The log keeps one block per series per request: timestamps and doubles packed little-endian,
+    strings as a JSON list (docs/decisions/0005-log-blocks.md); a double NaN reads back as None here.
+    """
     with sqlite3.connect(f"file:{server.data_dir / 'log.db'}?mode=ro", uri=True) as conn:
-        return conn.execute(
-            "SELECT s.channel, s.tags, p.ts, p.value, p.str FROM points p "
-            "JOIN series s ON s.id = p.series_id WHERE s.data_source_rid = ? ORDER BY p.seq",
+        blocks = conn.execute(
+            "SELECT s.channel, s.tags, b.ts, b.value, b.str FROM blocks b "
+            "JOIN series s ON s.id = b.series_id WHERE s.data_source_rid = ? ORDER BY b.seq",
             (rid,),
         ).fetchall()
+    rows: list[tuple[str, str, int, float | None, str | None]] = []
+    for channel, tags, ts_blob, value_blob, text in blocks:
+        stamps = struct.unpack(f"<{len(ts_blob) // 8}q", ts_blob)
+        if value_blob is not None:
+            values = struct.unpack(f"<{len(value_blob) // 8}d", value_blob)
+            rows += [
+                (channel, tags, t, None if v != v else v, None) for t, v in zip(stamps, values, strict=True)
+            ]
+        else:
+            rows += [(channel, tags, t, None, s) for t, s in zip(stamps, json.loads(text), strict=True)]
+    return rows
 
 
 def body(rid: str, batches: list[dict[str, Any]]) -> dict[str, Any]:
