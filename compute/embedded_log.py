@@ -88,7 +88,7 @@ class EmbeddedLog:
         while newest <= after and time.monotonic() < deadline:
             time.sleep(POLL_S)
             newest = durable_log.max_seq(self._conn)
-        upto = min(newest, after + limit)  # one record per seq; rolled-back seqs leave gaps
+        upto = min(newest, after + limit)  # one record (block) per seq; rolled-back seqs leave gaps
         batches = durable_log.read_seq_range(self._conn, after, upto) if upto > after else []
         table = pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA)
         self._position = max(after, upto)
@@ -100,7 +100,8 @@ class EmbeddedLog:
     def pending(self) -> int:
         committed = load_committed(self.durable.path, self.consumer)
         newest = durable_log.max_seq(self._conn)
-        return newest - (committed if committed is not None else 0)
+        # Offsets count blocks (a series' points of one request); lag is counted in points.
+        return durable_log.count_points(self._conn, committed or 0, newest)
 
     def ready(self) -> bool:
         try:
