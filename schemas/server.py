@@ -140,7 +140,7 @@ class EnumPointResult(WireModel):
     enum_point: EnumPoint | None = None
 
 
-PlotResult = Annotated[
+_Plots = (
     NumericResult
     | BucketedNumericResult
     | EnumResult
@@ -148,9 +148,9 @@ PlotResult = Annotated[
     | RangesResult
     | RangesSummaryResult
     | NumericPointResult
-    | EnumPointResult,
-    Field(discriminator="type"),
-]
+    | EnumPointResult
+)
+PlotResult = Annotated[_Plots, Field(discriminator="type")]
 
 
 class GroupedResponse(WireModel):
@@ -167,18 +167,7 @@ class GroupedResult(WireModel):
     grouped: GroupedResponses
 
 
-ComputeNodeResponse = Annotated[
-    NumericResult
-    | BucketedNumericResult
-    | EnumResult
-    | BucketedEnumResult
-    | RangesResult
-    | RangesSummaryResult
-    | NumericPointResult
-    | EnumPointResult
-    | GroupedResult,
-    Field(discriminator="type"),
-]
+ComputeNodeResponse = Annotated[_Plots | GroupedResult, Field(discriminator="type")]
 
 
 # -- subscriptionUpdate -----------------------------------------------------------------------------
