@@ -182,18 +182,6 @@ class Client:
         q = self.updates.setdefault(sub_id, asyncio.Queue())
         return await asyncio.wait_for(q.get(), timeout)
 
-    async def updates_until_quiet(
-        self, sub_id: str, quiet: float = 1.5, limit: float = 30
-    ) -> list[dict[str, Any]]:
-        out = []
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            try:
-                out.append(await self.update(sub_id, timeout=quiet))
-            except TimeoutError:
-                break
-        return out
-
     async def close(self) -> None:
         await self.ws.close()
         self._reader.cancel()
