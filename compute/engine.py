@@ -175,15 +175,17 @@ class Engine:
     def _series_table(self) -> DataFrame | None:
         with self._lock:
             self._route_new_series()
-            if self._series_dirty:
-                ids = sorted(self._readers)
-                self._series_df = (
-                    F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
-                    if ids
-                    else None
-                )
-                self._series_dirty = False
-            return self._series_df
+            if not self._series_dirty:
+                return self._series_df
+            ids = sorted(self._readers)
+            self._series_dirty = False
+        # The py4j call runs outside the lock: the event loop takes it (find, remove) and must never
+        # wait on Spark. Only this (the batch) thread builds the table, so nothing races the swap.
+        table = (
+            F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long")) if ids else None
+        )
+        self._series_df = table
+        return table
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
