@@ -223,11 +223,8 @@ class Run:
             time.sleep(wait)
         log("workload 3: subscribe")
         history_window = max(1, int(p.history_s))
-        # Distinct bucket counts make each a new computation; buckets stay >= 1 ms wide (finer ones
-        # are refused with UnsupportedGranularity), which short smoke windows would otherwise ask for.
-        max_buckets = history_window * 1000
         new = [
-            comps.bucketed(RID, i % p.channels, min(1000 + i, max_buckets - i), window_s=history_window).body
+            comps.bucketed(RID, i % p.channels, 1000 + i, window_s=history_window).body
             for i in range(p.subscribe_new)
         ]
         spec = {

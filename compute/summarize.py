@@ -35,9 +35,9 @@ class Decimation:
         else:
             b = DEFAULT_BUCKETS
         raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
-        # An explicit request for buckets finer than 1 ms is refused; the default B is rounded up.
-        explicit = resolution_ns is not None or (buckets is not None and window_ns > 0)
-        if raw_width < MS and explicit:
+        # A resolution finer than 1 ms is refused (PROTOCOL.md); a width derived from a bucket count is
+        # rounded up to whole milliseconds like every other width.
+        if raw_width < MS and resolution_ns is not None:
             raise ComputeError(
                 "UnsupportedGranularity",
                 f"bucket width {raw_width} ns is below 1 ms",
