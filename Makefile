@@ -18,7 +18,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
 run: install
+	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) & demo=$$!; \
+	trap 'kill $$demo 2>/dev/null' EXIT; \
 	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 lint: install
@@ -29,8 +32,9 @@ lint: install
 test: lint
 	$(BIN)/pytest -q
 
+# Full run (~20 min, writes BENCHMARKS.md); BENCH_ARGS takes --smoke or NAME=VALUE plan overrides.
 bench: install
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
-import sys
 from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
+from app import demo
 from app.config import Settings
 from app.limits import http_protocol_with_header_deadline
+from app.logging_setup import configure_logging
 from app.server import create_app
 from app.shutdown import drain
 
@@ -60,12 +60,7 @@ def _find_app(app: object) -> object:
 
 
 def serve(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    configure_logging(settings.log_level, settings.log_format)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
     config = uvicorn.Config(
@@ -73,6 +68,7 @@ def serve(settings: Settings) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's loggers go through configure_logging's handler
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
@@ -94,7 +90,11 @@ def main(argv: list[str] | None = None) -> None:
             default=None,
             help=f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})",
         )
+    demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
     args = parser.parse_args(argv)
+    if args.command == "demo":
+        demo.run(args)
+        return
     overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
     if "data_dir" in overrides:
         overrides["data_dir"] = Path(overrides["data_dir"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -14,6 +15,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, description="port to listen on")
     data_dir: Path = Field(Path("./data"), description="where the embedded log and Spark checkpoints live")
+    checkpoint_dir: Path | None = Field(
+        None, description="where the stream's checkpoint goes (default DATA_DIR/checkpoints), e.g. /dev/shm"
+    )
     spark_master: str = Field("local[2]", description="Spark master URL (local[N] or spark://host:port)")
     trigger_ms: int = Field(100, ge=10, description="micro-batch trigger interval, milliseconds")
     shutdown_grace: float = Field(10.0, ge=0, description="seconds updates keep flowing after SIGTERM")
@@ -23,6 +27,21 @@ class Settings(BaseSettings):
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     log_level: str = Field("INFO", description="Python log level")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
+    )
+    source: Literal["embedded", "redis"] = Field(
+        "embedded", description="point log: embedded (SQLite in data-dir) or redis (Redis Streams, shared)"
+    )
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
+    redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
+    redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
+    redis_retention_seconds: float = Field(
+        86400.0, ge=0, description="redis source: trim points appended longer ago (MINID); 0 = keep"
+    )
+    redis_maxlen: int = Field(
+        0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
+    )
     # -- security (app/auth.py, app/origin.py): authentication is off unless a secret or file is set
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret: accept bearer JWTs (with exp)")
     tokens_file: Path | None = Field(None, description="JSON file of static bearer tokens and their claims")

@@ -14,7 +14,19 @@ import orjson
 
 from compute.computation import GroupKey
 from compute.errors import ComputeError
-from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints, Output
+from compute.results import (
+    NO_START,
+    OPEN_END,
+    EnumBuckets,
+    EnumPoints,
+    EnumValue,
+    NumericBuckets,
+    NumericPoints,
+    NumericValue,
+    Output,
+    Ranges,
+    RangesSummary,
+)
 
 NANOS = 1_000_000_000
 Json = Any
@@ -95,6 +107,29 @@ def _enum_buckets(b: EnumBuckets) -> Json:
     return {"timestamps": timestamps(b.end), "buckets": buckets, "categories": list(b.categories)}
 
 
+def _range(start: int, end: int) -> Json:
+    """A Range: `end` absent while the range is open, `start` absent if it began before any data."""
+    r: dict[str, Json] = {}
+    if start != NO_START:
+        r["start"] = timestamp(start)
+    if end != OPEN_END:
+        r["end"] = timestamp(end)
+    return r
+
+
+def _ranges(r: Ranges) -> Json:
+    return [_range(s, e) for s, e in zip(r.starts.tolist(), r.ends.tolist(), strict=True)]
+
+
+def _ranges_summary(r: RangesSummary) -> Json:
+    return {
+        "rangesSummary": [
+            {"range": _range(s, e), "subRangeCount": c}
+            for s, e, c in zip(r.starts.tolist(), r.ends.tolist(), r.counts.tolist(), strict=True)
+        ]
+    }
+
+
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
@@ -109,6 +144,14 @@ def output_body(out: Output) -> tuple[str, Json]:
         }
     if isinstance(out, EnumBuckets):
         return "bucketedEnum", _enum_buckets(out)
+    if isinstance(out, Ranges):
+        return "range", _ranges(out)
+    if isinstance(out, RangesSummary):
+        return "rangesSummary", _ranges_summary(out)
+    if isinstance(out, NumericValue):
+        return "numericPoint", {"timestamp": timestamp(out.ts), "value": _double(out.value)}
+    if isinstance(out, EnumValue):
+        return "enumPoint", {"timestamp": timestamp(out.ts), "value": out.categories[out.code]}
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from app import frames
 from app.connection import Connection
+from app.metrics import Metrics
 from compute.computation import Change, Computation
 from compute.engine import Engine
 from compute.errors import ComputeError
@@ -38,6 +39,7 @@ class _Pending:
     start: int
     end: int
     full: bool
+    since: float = 0.0  # monotonic time the oldest change in it was produced (frame latency)
     first: bool = False
 
     def merge(self, change: Change, window_ns: int) -> None:
@@ -104,11 +106,14 @@ def _encode(computation: Computation, start: int | None, end: int, full: bool) -
 
 
 class Hub:
-    def __init__(self, engine: Engine | None, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, engine: Engine | None, loop: asyncio.AbstractEventLoop, metrics: Metrics | None = None
+    ) -> None:
         self._engine = engine
         self.loop = loop
+        self.metrics = metrics or Metrics()
         self._subscribers: dict[Computation, set[Subscriber]] = {}
-        self._creating: dict[str, asyncio.Future[Computation]] = {}
+        self._creating: dict[str, asyncio.Task[Computation]] = {}
         self._cache = FrameCache()
         self.frames_sent = 0
 
@@ -124,7 +129,7 @@ class Hub:
 
     # -- called from Spark threads -----------------------------------------------------------------
     def on_changes(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
-        self.loop.call_soon_threadsafe(self._fan_out, changes)
+        self.loop.call_soon_threadsafe(self._fan_out, changes, time.monotonic())
 
     def on_stream_failed(self, error: ComputeError) -> None:
         """The streaming query died: every subscriber is told (compute/supervisor.py restarts it)."""
@@ -153,21 +158,27 @@ class Hub:
         return subscriber
 
     async def _create(self, key: str, make: Callable[[], Computation]) -> Computation:
-        inflight = self._creating.get(key)
-        if inflight is not None:
-            return await asyncio.shield(inflight)
-        future: asyncio.Future[Computation] = self.loop.create_future()
-        self._creating[key] = future
-        try:
-            computation = await asyncio.to_thread(self.engine.add, make())
-            future.set_result(computation)
-            return computation
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it themselves
-            raise
-        finally:
-            del self._creating[key]
+        """Back-fill a new computation once, however many subscribers ask for it meanwhile.
+
+        The creation runs as its own task: a subscriber that goes away mid-way cancels only its
+        wait, never the creation others wait for.
+        """
+        task = self._creating.get(key)
+        if task is None:
+            task = self.loop.create_task(asyncio.to_thread(self.engine.add, make()))
+            self._creating[key] = task
+            task.add_done_callback(lambda t: self._created(key, t))
+        return await asyncio.shield(task)
+
+    def _created(self, key: str, task: asyncio.Task[Computation]) -> None:
+        del self._creating[key]
+        if not task.cancelled() and task.exception() is None:
+            # If every waiter went away before subscribing, nobody would ever release it.
+            self.loop.call_later(5.0, self._release_if_unused, task.result())
+
+    def _release_if_unused(self, computation: Computation) -> None:
+        if computation not in self._subscribers:
+            self.engine.remove(computation)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
@@ -187,8 +198,11 @@ class Hub:
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
-    def _fan_out(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
+    def _fan_out(
+        self, changes: list[tuple[Computation, Change | ComputeError]], produced_at: float | None = None
+    ) -> None:
         now = time.monotonic()
+        produced_at = now if produced_at is None else produced_at
         for computation, change in changes:
             self._cache.invalidate(computation)
             window_ns = computation.plan.window_ns
@@ -198,9 +212,10 @@ class Hub:
                     subscriber.connection.offer(subscriber)
                     continue
                 if subscriber.pending is None:
-                    subscriber.pending = _Pending(change.start, change.end, change.full)
+                    subscriber.pending = _Pending(change.start, change.end, change.full, produced_at)
                 else:
                     subscriber.pending.merge(change, window_ns)
+                    self.metrics.frames_coalesced.inc()
                 due = subscriber.last_sent + subscriber.options.min_delay_s
                 if now >= due:
                     subscriber.connection.offer(subscriber)
@@ -247,4 +262,7 @@ class Hub:
         subscriber.last_sent = time.monotonic()
         subscriber.sent += 1
         self.frames_sent += 1
+        self.metrics.frames_sent.inc()
+        if not pending.first:
+            self.metrics.frame_latency.observe(subscriber.last_sent - pending.since)
         return frames.subscription_update(subscriber.subscription_id, update)

@@ -27,6 +27,62 @@ class InvalidWrite(ValueError):
     pass
 
 
+def fast_writes(raw: Any) -> list[SeriesWrite] | None:
+    """The common, well-formed request in one pass over the parsed JSON, building no object per point.
+
+    It accepts only what the validator certainly accepts unchanged (exact types: int seconds and
+    nanos, float or int values, str strings); anything else returns None and goes through the
+    validator, which decides and explains. So both paths give the same writes for the same body.
+    """
+    if type(raw) is not dict:
+        return None
+    rid, batches = raw.get("dataSourceRid"), raw.get("batches")
+    if type(rid) is not str or not rid or type(batches) is not list:
+        return None
+    writes: list[SeriesWrite] = []
+    for batch in batches:
+        if type(batch) is not dict:
+            return None
+        channel, tags, points = batch.get("channel"), batch.get("tags", {}), batch.get("points")
+        if type(channel) is not str or not channel or type(tags) is not dict or type(points) is not dict:
+            return None
+        if not all(type(k) is str and type(v) is str for k, v in tags.items()):
+            return None
+        variant = points.get("type")
+        plist = points.get(variant) if variant in ("double", "string") else None
+        if type(plist) is not list:
+            return None
+        numeric = variant == "double"
+        ts: list[int] = []
+        values: list[Any] = []
+        for p in plist:
+            if type(p) is not dict:
+                return None
+            t, v = p.get("timestamp"), p.get("value")
+            if type(t) is not dict:
+                return None
+            sec, nanos = t.get("seconds"), t.get("nanos")
+            if type(sec) is not int or type(nanos) is not int or not 0 <= nanos < 1_000_000_000:
+                return None
+            if not 0 <= sec <= MAX_SECONDS:
+                return None
+            if numeric:
+                if type(v) is float:
+                    values.append(v)
+                elif type(v) is int:
+                    values.append(float(v))
+                else:
+                    return None
+            elif type(v) is str:
+                values.append(v)
+            else:
+                return None
+            ts.append(sec * 1_000_000_000 + nanos)
+        kind = SeriesKind.NUMERIC if numeric else SeriesKind.ENUM
+        writes.append(SeriesWrite(SeriesKey.of(rid, channel, tags), kind, ts, values))
+    return writes
+
+
 def to_writes(request: WriteBatchesRequest) -> list[SeriesWrite]:
     writes: list[SeriesWrite] = []
     rid = request["dataSourceRid"]
@@ -65,28 +121,33 @@ async def write_points(request: Request) -> Response:
             return _refused(401, "Default:Unauthorized", str(exc))
     body = await request.body()
     try:
-        parsed = write_request_adapter.validate_python(orjson.loads(body))
-        writes = to_writes(parsed)
-    except orjson.JSONDecodeError as exc:
-        return _bad(f"body is not JSON: {exc}")
-    except ValidationError as exc:
-        return _bad(_describe(exc))
-    except InvalidWrite as exc:
-        return _bad(str(exc))
-    if denied := _denied(principal, parsed["dataSourceRid"]):
-        return denied
-    try:
+        raw = orjson.loads(body)
+        # The validator costs ~10x the parse per point: only requests the fast path declines meet it.
+        writes = fast_writes(raw)
+        if writes is None:
+            writes = to_writes(write_request_adapter.validate_python(raw))
+        if denied := _denied(principal, writes):
+            return denied
         count = await asyncio.wrap_future(state.log.submit(writes))
-    except WriteRejected as exc:
-        return _bad(str(exc))
-    state.points_ingested += count
-    return Response(status_code=200)
+    except orjson.JSONDecodeError as exc:
+        problem = f"body is not JSON: {exc}"
+    except ValidationError as exc:
+        problem = _describe(exc)
+    except (InvalidWrite, WriteRejected) as exc:
+        problem = str(exc)
+    else:
+        state.points_ingested += count
+        state.metrics.points_ingested.inc(count)
+        return Response(status_code=200)
+    state.metrics.reject_request(body)
+    return _bad(problem)
 
 
-def _denied(principal: Principal, rid: str) -> JSONResponse | None:
-    if principal.allows(rid):
+def _denied(principal: Principal, writes: list[SeriesWrite]) -> JSONResponse | None:
+    rids = principal.denied(w.key.data_source_rid for w in writes)
+    if not rids:
         return None
-    return _refused(403, "Default:PermissionDenied", f"the token does not reach data source {rid}")
+    return _refused(403, "Default:PermissionDenied", f"the token does not reach data source {', '.join(rids)}")
 
 
 def _refused(status: int, name: str, message: str) -> JSONResponse:

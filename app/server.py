@@ -6,44 +6,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
 import threading
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import health
+from app import asyncapi, catalog, dashboard, health, metrics, openapi
 from app.config import Settings
 from app.hub import Hub
 from app.ingest import write_points
+from app.logging_setup import spark_output_path
+from app.point_log import open_point_log
 from app.state import ServerState
 from app.ws import websocket_endpoint
-from compute.log import DurableLog
 
 log = logging.getLogger(__name__)
+START_ATTEMPTS = 3
 
 
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
     """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
+    from compute.checkpoint import checkpoint_dir
     from compute.engine import Engine
     from compute.session import build_session
     from compute.supervisor import StreamSupervisor
 
     try:
         settings = state.settings
-        spark = build_session(settings.spark_master)
-        checkpoints = settings.data_dir / "checkpoints"
-        # The stream starts at the log's end on every start (history reaches computations by
-        # back-fill), so an old checkpoint holds nothing worth resuming.
-        shutil.rmtree(checkpoints, ignore_errors=True)
-        engine = Engine(spark, state.log, checkpoints / "stream", settings.trigger_ms, state.hub.on_changes)
+        spark = build_session(settings.spark_master, jvm_output=spark_output_path(settings.data_dir))
+        checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
+        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
         state.hub.engine = engine
+        engine.on_batch = state.metrics.observe_batch
         state.engine = engine
         engine.warm_up()
-        try:
+        for attempt in range(1, START_ATTEMPTS + 1):  # ready only once the query really runs
             engine.start()
-        except Exception:  # e.g. its source process did not connect back in time: retried below
-            log.exception("the streaming query failed to start; the supervisor restarts it")
+            if engine.first_trigger_ran(timeout=120):
+                break
+            log.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
+            engine.stop()
+            checkpoint_dir(settings.checkpoint_dir, settings.data_dir)  # empty it for the next attempt
+        else:
+            raise RuntimeError(f"the streaming query failed to start {START_ATTEMPTS} times")
+        # From now on a query that dies is restarted (compute/supervisor.py).
         state.supervisor = StreamSupervisor(
             engine,
             state.hub.on_stream_failed,
@@ -64,9 +70,9 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        durable = DurableLog(settings.data_dir / "log.db")
+        durable = await asyncio.to_thread(open_point_log, settings)
         state = ServerState(settings, durable)
-        state.hub = Hub(None, loop)
+        state.hub = Hub(None, loop, state.metrics)
         app.state.sparkwire = state
         starter = threading.Thread(target=_start_spark, args=(state, loop), name="spark-start", daemon=True)
         starter.start()
@@ -84,6 +90,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    app.include_router(asyncapi.router)
+    app.include_router(catalog.router)
+    app.include_router(dashboard.router)
     app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
     app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
+    openapi.install(app)
     return app

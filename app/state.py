@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from app.auth import Authenticator
 from app.config import Settings
+from app.metrics import Metrics
 from app.origin import OriginPolicy
-from compute.log import DurableLog
+from compute.backend import PointLog
 
 if TYPE_CHECKING:
     from app.connection import Connection
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 @dataclass
 class ServerState:
     settings: Settings
-    log: DurableLog
+    log: PointLog
     engine: Engine | None = None
     hub: Hub = field(init=False)
     connections: set[Connection] = field(default_factory=set)
@@ -29,6 +30,7 @@ class ServerState:
     draining: bool = False
     startup_error: str | None = None
     points_ingested: int = 0
+    metrics: Metrics = field(default_factory=Metrics)
     supervisor: StreamSupervisor | None = None
     auth: Authenticator | None = field(init=False)  # None: authentication is off
     origins: OriginPolicy = field(init=False)

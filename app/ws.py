@@ -51,7 +51,7 @@ class Session:
         self.connection = connection
         self.principal = principal
         self.subscriptions: dict[str, Subscriber] = {}
-        self._starting: dict[str, asyncio.Task[None]] = {}
+        self._starting: dict[str, asyncio.Task[None]] = {}  # subscriptions still being created
         self._rids: dict[str, list[str]] = {}  # subscription id -> data sources it reads
         self._expiry: asyncio.TimerHandle | None = None
         self._arm_expiry()
@@ -177,10 +177,6 @@ class Session:
             )
         return None
 
-    def _started(self, sub_id: str, task: asyncio.Task[None]) -> None:
-        if self._starting.get(sub_id) is task:
-            del self._starting[sub_id]
-
     async def _start(self, sub_id: str, sub: StreamingComputeNodeSubscription, plan: Any) -> None:
         request, options = sub.compute_request, sub.subscription_options
         lateness = options.allowed_lateness.to_nanos() if options.allowed_lateness else None
@@ -191,30 +187,32 @@ class Session:
             allow_appends=bool(options.allow_appends),
             append_only=options.result_configuration is not None,
         )
-        # Never cancelled (a computation being created is shared with other clients): a start that
-        # was dropped meanwhile notices when it is done, and undoes itself.
-        me = asyncio.current_task()
         try:
             await self.state.wait_ready()
             subscriber = await self.hub.subscribe(
                 self.connection, sub_id, key, lambda: Computation(key, plan, lateness), delivery
             )
-        except Exception as exc:
-            if not isinstance(exc, ComputeError):
-                log.exception("subscription %s failed to start", sub_id)
-                why = f"the computation could not start: {exc}"
-                exc = ComputeError("ComputeFailed", why, status_code=500)
-            if self._starting.get(sub_id) is me:
-                self.connection.send(frames.subscription_update(sub_id, frames.error_update(exc)))
+        except ComputeError as exc:
+            self.connection.send(frames.subscription_update(sub_id, frames.error_update(exc)))
             return
-        if self._starting.get(sub_id) is not me or self.connection.closed.is_set():
+        except Exception as exc:
+            log.exception("subscription %s failed to start", sub_id)
+            err = ComputeError("ComputeFailed", f"the computation could not start: {exc}", status_code=500)
+            self.connection.send(frames.subscription_update(sub_id, frames.error_update(err)))
+            return
+        if self.connection.closed.is_set():
             self.hub.unsubscribe(subscriber)
             return
-        del self._starting[sub_id]
         self.subscriptions[sub_id] = subscriber
 
+    def _started(self, sub_id: str, task: asyncio.Task[None]) -> None:
+        if self._starting.get(sub_id) is task:
+            del self._starting[sub_id]
+
     def _drop(self, sub_id: str) -> None:
-        self._starting.pop(sub_id, None)
+        starting = self._starting.pop(sub_id, None)
+        if starting is not None:
+            starting.cancel()  # only its wait: the computation's creation is shared (app/hub.py)
         self._rids.pop(sub_id, None)
         subscriber = self.subscriptions.pop(sub_id, None)
         if subscriber is not None:

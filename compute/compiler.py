@@ -1,7 +1,9 @@
 """From a subscription's `ComputableNode` + `Context` to a Plan: the channels it reads (data for the
-single Spark job, never plan branches) and the tree of evaluators (compute/nodes.py).
+single Spark job, never plan branches) and the tree of evaluators (compute/nodes/).
 
-Every refusal is a ComputeError carrying Nominal's error name.
+One builder per node kind, registered by its Conjure variant name. Every refusal of a valid Nominal
+node is a ComputeError carrying Nominal's error name; `MalformedNode` is only for JSON that is not
+a Nominal node at all.
 """
 
 from __future__ import annotations
@@ -11,13 +13,34 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from compute import nodes
 from compute.errors import ComputeError, invalid_computation, polling_only
-from compute.nominal_variants import INVALID_TYPES, POLLING_ONLY_TYPES, STRATEGY_POLLING_ONLY, VARIANTS
+from compute.nodes.arithmetic import BINARY_OPS, UNARY_OPS, apply_binary, apply_unary
+from compute.nodes.outputs import DEFAULT_MAX_RANGES
+from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
+from compute.nodes.time_ops import NANOS_PER_UNIT
+from compute.nominal_variants import (
+    ENUMS,
+    INVALID_TYPES,
+    POLLING_ONLY_TYPES,
+    STRATEGY_POLLING_ONLY,
+    VARIANTS,
+)
 from compute.series import ChannelSelector
 from compute.summarize import Decimation
 
 Json = Any
+NANOS = 1_000_000_000
+DURATION_UNITS = {
+    "nanoseconds": 1,
+    "milliseconds": 1_000_000,
+    "seconds": NANOS,
+    "minutes": 60 * NANOS,
+    "hours": 3600 * NANOS,
+    "days": 86400 * NANOS,
+}
 
 
 class MalformedNode(ValueError):
@@ -26,8 +49,9 @@ class MalformedNode(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    max_window_ns: int = 24 * 3600 * 1_000_000_000
+    max_window_ns: int = 24 * 3600 * NANOS
     max_points: int = 1_000_000  # TooManyPoints: a result may not ask for more buckets/points than this
+    max_lookback_ns: int = 24 * 3600 * NANOS  # history a node may need before the window
 
 
 @dataclass(frozen=True)
@@ -50,7 +74,7 @@ class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
 
-    # -- unions ------------------------------------------------------------------------------------
+    # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise MalformedNode(f"{union}: expected a union object with a 'type'")
@@ -60,6 +84,24 @@ class _Builder:
         if kind not in value:
             raise MalformedNode(f"{union}: variant '{kind}' has no value")
         return kind, value[kind]
+
+    @staticmethod
+    def obj(value: Json, what: str) -> dict[str, Json]:
+        if not isinstance(value, dict):
+            raise MalformedNode(f"{what} must be an object")
+        return value
+
+    @staticmethod
+    def get(obj: dict[str, Json], key: str, what: str) -> Json:
+        if obj.get(key) is None:
+            raise MalformedNode(f"{what}.{key} is required")
+        return obj[key]
+
+    @staticmethod
+    def enum_value(enum: str, value: Json, what: str) -> str:
+        if not isinstance(value, str) or value not in ENUMS[enum]:
+            raise MalformedNode(f"{what}: not a {enum}: {value!r}")
+        return value
 
     def unsupported(self, union: str, kind: str) -> ComputeError:
         if kind in POLLING_ONLY_TYPES:
@@ -80,44 +122,85 @@ class _Builder:
             )
         return self.variant("VariableValue", self.context[name])
 
-    def string_constant(self, value: Json) -> str:
-        kind, inner = self.variant_of(value, ("literal", "variable"))
-        if kind == "literal":
-            if not isinstance(inner, str):
-                raise MalformedNode("a string literal must be a string")
-            return inner
-        vkind, vvalue = self.variable(inner)
-        if vkind != "string" or not isinstance(vvalue, str):
+    def typed_variable(self, name: Json, kinds: tuple[str, ...]) -> tuple[str, Json]:
+        kind, value = self.variable(name)
+        if kind not in kinds:
             raise ComputeError(
-                "InvalidComputation", f"variable '{inner}' is not a string", {"invalidTypes": vkind}
+                "InvalidComputation",
+                f"variable '{name}' is a {kind}, expected {' or '.join(kinds)}",
+                {"invalidTypes": kind, "variable": str(name)},
             )
-        return vvalue
+        return kind, value
 
-    @staticmethod
-    def variant_of(value: Json, allowed: tuple[str, ...]) -> tuple[str, Json]:
-        if not isinstance(value, dict) or value.get("type") not in allowed or value["type"] not in value:
-            raise MalformedNode(f"expected one of {allowed}")
-        return value["type"], value[value["type"]]
+    def string_constant(self, value: Json) -> str:
+        kind, inner = self.variant("StringConstant", value)
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("string",))
+        if not isinstance(inner, str):
+            raise MalformedNode("a string constant must be a string")
+        return inner
+
+    def string_set_constant(self, value: Json) -> frozenset[str]:
+        kind, inner = self.variant("StringSetConstant", value)
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("stringSet",))
+        if not isinstance(inner, list) or not all(isinstance(x, str) for x in inner):
+            raise MalformedNode("a string set must be a list of strings")
+        return frozenset(inner)
+
+    def double_constant(self, value: Json) -> float:
+        kind, inner = self.variant("DoubleConstant", value)
+        if kind == "builtin":
+            raise invalid_computation("builtin constants are not supported; use a literal", "builtin")
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("double", "integer"))
+        return _double(inner)
+
+    def duration_constant(self, value: Json) -> int:
+        kind, inner = self.variant("DurationConstant", value)
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("duration",))
+        return _duration(inner)
+
+    def integer_constant(self, value: Json) -> int:
+        kind, inner = self.variant("IntegerConstant", value)
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("integer",))
+        if not isinstance(inner, int) or isinstance(inner, bool):
+            raise MalformedNode(f"not an INTEGER: {inner!r}")
+        return inner
+
+    def duration_expression(self, value: Json) -> int:
+        """`scout.compute.api.Duration`: a unit count, a reference, or a sum/difference/negation."""
+        kind, inner = self.variant("Duration", value)
+        if kind == "reference":
+            name = self.obj(inner, "Reference").get("name")
+            return _duration(self.typed_variable(name, ("duration",))[1])
+        if kind in DURATION_UNITS:
+            return self.integer_constant(self.get(self.obj(inner, kind), kind, kind)) * DURATION_UNITS[kind]
+        o = self.obj(inner, kind)
+        if kind == "negate":
+            return -self.duration_expression(self.get(o, "input", kind))
+        left = self.duration_expression(self.get(o, "left", kind))
+        right = self.duration_expression(self.get(o, "right", kind))
+        return left + right if kind == "add" else left - right
 
     # -- channels ----------------------------------------------------------------------------------
     def channel_input(self, reference: Json, expect: str | None) -> nodes.ChannelInput:
-        if not isinstance(reference, dict) or not isinstance(reference.get("name"), str):
+        ref = self.obj(reference, "Reference")
+        if not isinstance(ref.get("name"), str):
             raise MalformedNode("a Reference needs a 'name'")
-        kind, value = self.variable(reference["name"])
-        if kind != "channel":
-            raise ComputeError(
-                "InvalidComputation",
-                f"variable '{reference['name']}' is a {kind}, not a channel",
-                {"invalidTypes": kind},
-            )
-        ckind, source = self.variant("ChannelSeries", value)
-        if ckind != "dataSource":
-            raise self.unsupported("ChannelSeries", ckind)
+        _, value = self.typed_variable(ref["name"], ("channel",))
+        return self.channel_series(value, expect)
+
+    def channel_series(self, value: Json, expect: str | None) -> nodes.ChannelInput:
+        kind, source = self.variant("ChannelSeries", value)
+        if kind != "dataSource":
+            raise self.unsupported("ChannelSeries", kind)
         return self.data_source_channel(source, expect)
 
-    def data_source_channel(self, source: Json, expect: str | None) -> nodes.ChannelInput:
-        if not isinstance(source, dict):
-            raise MalformedNode("DataSourceChannel must be an object")
+    def data_source_channel(self, value: Json, expect: str | None) -> nodes.ChannelInput:
+        source = self.obj(value, "DataSourceChannel")
         tags = source.get("tags") or {}
         if not isinstance(tags, dict):
             raise MalformedNode("DataSourceChannel.tags must be a map")
@@ -126,15 +209,15 @@ class _Builder:
         if source.get("tagFilters"):
             raise invalid_computation("tagFilters are not supported; use tags", "tagFilters")
         selector = ChannelSelector(
-            data_source_rid=self.string_constant(source.get("dataSourceRid")),
-            channel=self.string_constant(source.get("channel")),
+            data_source_rid=self.string_constant(self.get(source, "dataSourceRid", "DataSourceChannel")),
+            channel=self.string_constant(self.get(source, "channel", "DataSourceChannel")),
             tags=tuple(sorted((k, self.string_constant(v)) for k, v in tags.items())),
             group_by=tuple(sorted(set(group_by))),
         )
         self.selectors.append(selector)
         return nodes.ChannelInput(len(self.selectors) - 1, expect)
 
-    # -- series ------------------------------------------------------------------------------------
+    # -- series, ranges ----------------------------------------------------------------------------
     def series(self, value: Json) -> nodes.SeriesNode:
         kind, inner = self.variant("Series", value)
         if kind == "raw":
@@ -159,59 +242,265 @@ class _Builder:
             raise self.unsupported("EnumSeries", kind)
         return build(self, inner)
 
+    def ranges(self, value: Json) -> nodes.RangeNode:
+        kind, inner = self.variant("RangeSeries", value)
+        build = RANGE_BUILDERS.get(kind)
+        if build is None:
+            raise self.unsupported("RangeSeries", kind)
+        return build(self, inner)
+
+    def timed(self, node: nodes.SeriesNode, where: str) -> nodes.SeriesNode:
+        """A series with timestamps of its own: a constant has none, so it cannot feed `where`."""
+        if isinstance(node, nodes.Constant):
+            raise invalid_computation(f"'{where}' needs a series that reads a channel, not a constant", where)
+        return node
+
+
+def _double(value: Json) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise MalformedNode(f"not a DOUBLE: {value!r}")
+    if isinstance(value, str):
+        if value not in ("NaN", "Infinity", "-Infinity"):
+            raise MalformedNode(f"not a DOUBLE: {value!r}")
+        return float(value.replace("Infinity", "inf"))
+    return float(value)
+
+
+def _duration(value: Json) -> int:
+    if not isinstance(value, dict):
+        raise MalformedNode("a Duration must be an object")
+    seconds, nanos = value.get("seconds"), value.get("nanos", 0)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (seconds, nanos)):
+        raise MalformedNode("a Duration needs integer 'seconds' and 'nanos'")
+    assert isinstance(seconds, int) and isinstance(nanos, int)
+    return seconds * NANOS + nanos
+
 
 SeriesBuilder = Callable[[_Builder, Json], nodes.SeriesNode]
+RangeBuilder = Callable[[_Builder, Json], nodes.RangeNode]
 
 
-def _numeric_channel(b: _Builder, v: Json) -> nodes.SeriesNode:
-    kind, source = b.variant("ChannelSeries", v)
-    if kind != "dataSource":
-        raise b.unsupported("ChannelSeries", kind)
-    return b.data_source_channel(source, "numeric")
+# -- NumericSeries -------------------------------------------------------------------------------
+def _unary(op: str) -> SeriesBuilder:
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        x = b.numeric(b.get(b.obj(v, op), "x", op))
+        if isinstance(x, nodes.Constant):  # folded now, with the same numpy maths
+            return nodes.Constant(float(apply_unary(op, np.array([x.value]))[0]))
+        return nodes.UnaryNode(op, x)
+
+    return build
 
 
-def _enum_channel(b: _Builder, v: Json) -> nodes.SeriesNode:
-    kind, source = b.variant("ChannelSeries", v)
-    if kind != "dataSource":
-        raise b.unsupported("ChannelSeries", kind)
-    return b.data_source_channel(source, "enum")
+def _binary(op: str) -> SeriesBuilder:
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        o = b.obj(v, op)
+        left, right = b.numeric(b.get(o, "left", op)), b.numeric(b.get(o, "right", op))
+        if isinstance(left, nodes.Constant) and isinstance(right, nodes.Constant):
+            return nodes.Constant(float(apply_binary(op, np.array([left.value]), np.array([right.value]))[0]))
+        return nodes.BinaryNode(op, left, right)
+
+    return build
+
+
+def _constant(b: _Builder, v: Json) -> nodes.SeriesNode:
+    _, inner = b.variant("ConstantNumericSeries", v)
+    return nodes.Constant(b.double_constant(inner))
+
+
+def _negatives(b: _Builder, o: dict[str, Json]) -> str:
+    config = o.get("negativeValuesConfiguration")
+    return "allowNegativeValues" if config is None else b.variant("NegativeValueConfiguration", config)[0]
+
+
+def _derivative(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "derivative")
+    unit = o.get("timeUnit")
+    unit_ns = NANOS if unit is None else NANOS_PER_UNIT[b.enum_value("TimeUnit", unit, "derivative.timeUnit")]
+    x = b.timed(b.numeric(b.get(o, "input", "derivative")), "derivative")
+    return nodes.Derivative(x, unit_ns, _negatives(b, o))
+
+
+def _value_difference(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "valueDifference")
+    x = b.timed(b.numeric(b.get(o, "input", "valueDifference")), "valueDifference")
+    return nodes.ValueDifference(x, _negatives(b, o))
+
+
+def _time_shift(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "timeShift")
+    x = b.timed(b.numeric(b.get(o, "input", "timeShift")), "timeShift")
+    return nodes.TimeShift(x, b.duration_constant(b.get(o, "duration", "timeShift")))
+
+
+def _threshold_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "thresholdFilter")
+    x = b.timed(b.numeric(b.get(o, "input", "thresholdFilter")), "thresholdFilter")
+    op = b.enum_value("ThresholdOperator", b.get(o, "operator", "thresholdFilter"), "thresholdFilter")
+    return nodes.ThresholdFilter(x, op, b.double_constant(b.get(o, "threshold", "thresholdFilter")))
+
+
+def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "numericAggregation")
+    shape, builder = b.variant("AggregationBuilder", b.get(o, "input", "numericAggregation"))
+    if shape != "rollingTime":
+        raise b.unsupported("AggregationBuilder", shape)
+    operator, _ = b.variant("NumericAggregationOperator", b.get(o, "operator", "numericAggregation"))
+    if operator not in ROLLING_OPERATORS:
+        raise b.unsupported("NumericAggregationOperator", operator)
+    rolling = b.obj(builder, "rollingTime")
+    window_ns = b.duration_expression(b.get(rolling, "window", "rollingTime"))
+    if window_ns <= 0:
+        raise invalid_computation(f"a rolling window must be positive, got {window_ns} ns", "rollingTime")
+    x = b.timed(b.series(b.get(rolling, "input", "rollingTime")), "numericAggregation")
+    return nodes.RollingAggregation(x, window_ns, operator)
 
 
 NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "numeric"),
-    "channel": _numeric_channel,
+    "channel": lambda b, v: b.channel_series(v, "numeric"),
+    "constant": _constant,
+    **{op: _unary(op) for op in UNARY_OPS},
+    **{op: _binary(op) for op in BINARY_OPS},
+    "derivative": _derivative,
+    "valueDifference": _value_difference,
+    "timeShift": _time_shift,
+    "thresholdFilter": _threshold_filter,
+    "numericAggregation": _numeric_aggregation,
 }
 ENUM_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "enum"),
-    "channel": _enum_channel,
+    "channel": lambda b, v: b.channel_series(v, "enum"),
 }
 
 
+# -- RangeSeries ---------------------------------------------------------------------------------
+def _persistence(b: _Builder, o: dict[str, Json], what: str) -> None:
+    """Only the default persistence (one point, first matching point starts the range) streams."""
+    config = o.get("persistenceWindowConfiguration")
+    if config is None:
+        return
+    config = b.obj(config, f"{what}.persistenceWindowConfiguration")
+    min_points = config.get("minPoints")
+    min_duration = config.get("minDuration")
+    start = config.get("outputRangeStart")
+    trivial = (
+        (min_points is None or b.variant("IntegerConstant", min_points) == ("literal", 1))
+        and (min_duration is None or b.duration_constant(min_duration) <= 1)
+        and (start is None or b.variant("OutputRangeStart", start)[0] == "firstPointMatchingCondition")
+    )
+    if not trivial:
+        raise invalid_computation(f"{what} with a persistence window cannot stream", "POINT_PERSISTENCE")
+
+
+def _threshold(b: _Builder, v: Json) -> nodes.RangeNode:
+    o = b.obj(v, "threshold")
+    _persistence(b, o, "threshold")
+    x = b.timed(b.numeric(b.get(o, "input", "threshold")), "threshold")
+    op = b.enum_value("ThresholdOperator", b.get(o, "operator", "threshold"), "threshold")
+    return nodes.Threshold(x, op, b.double_constant(b.get(o, "threshold", "threshold")))
+
+
+def _min_max_threshold(b: _Builder, v: Json) -> nodes.RangeNode:
+    o = b.obj(v, "minMaxThreshold")
+    _persistence(b, o, "minMaxThreshold")
+    x = b.timed(b.numeric(b.get(o, "input", "minMaxThreshold")), "minMaxThreshold")
+    op = b.enum_value("MinMaxThresholdOperator", b.get(o, "operator", "minMaxThreshold"), "minMaxThreshold")
+    lower = b.double_constant(b.get(o, "lowerBound", "minMaxThreshold"))
+    upper = b.double_constant(b.get(o, "upperBound", "minMaxThreshold"))
+    return nodes.MinMaxThreshold(x, op, lower, upper)
+
+
+def _enum_filter(b: _Builder, v: Json) -> nodes.RangeNode:
+    o = b.obj(v, "enumFilter")
+    _persistence(b, o, "enumFilter")
+    op = b.enum_value("EnumFilterOperator", b.get(o, "operator", "enumFilter"), "enumFilter")
+    if op == "MATCHES_ANY_REGEX":
+        raise invalid_computation("enumFilter MATCHES_ANY_REGEX is not supported; use IS_IN", op)
+    values = b.string_set_constant(b.get(o, "values", "enumFilter"))
+    return nodes.EnumFilter(b.enum(b.get(o, "input", "enumFilter")), values, negate=op == "IS_NOT_IN")
+
+
+def _range_inputs(b: _Builder, v: Json, what: str) -> list[nodes.RangeNode]:
+    inputs = b.get(b.obj(v, what), "inputs", what)
+    if not isinstance(inputs, list):
+        raise MalformedNode(f"{what}.inputs must be a list")
+    if not inputs:
+        raise invalid_computation(f"{what} needs at least one input", what)
+    return [b.ranges(r) for r in inputs]
+
+
+RANGE_BUILDERS: dict[str, RangeBuilder] = {
+    "threshold": _threshold,
+    "minMaxThreshold": _min_max_threshold,
+    "enumFilter": _enum_filter,
+    "not": lambda b, v: nodes.NotRanges(b.ranges(b.get(b.obj(v, "not"), "input", "not"))),
+    "intersectRange": lambda b, v: nodes.IntersectRanges(_range_inputs(b, v, "intersectRange")),
+    "unionRange": lambda b, v: nodes.UnionRanges(_range_inputs(b, v, "unionRange")),
+}
+
+
+# -- ComputableNode ------------------------------------------------------------------------------
 def _summarize_series(
     b: _Builder, value: Json, window_ns: int, limits: Limits, options: ResultOptions
 ) -> nodes.OutputNode:
-    if not isinstance(value, dict):
-        raise MalformedNode("SummarizeSeries must be an object")
-    strategy = value.get("summarizationStrategy")
+    o = b.obj(value, "SummarizeSeries")
+    strategy = o.get("summarizationStrategy")
     if strategy is not None:
-        skind, _ = b.variant_of(strategy, ("decimate", "largestTriangleThreeBuckets", "page", "truncate"))
+        skind, _ = b.variant("SummarizationStrategy", strategy)
         if skind in STRATEGY_POLLING_ONLY:
             raise polling_only(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
-    buckets, resolution = value.get("buckets"), value.get("resolution")
+    buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
             raise MalformedNode(f"SummarizeSeries.{name} must be an integer")
     decimation = Decimation.of(window_ns, buckets, resolution)
     if decimation.max_points > limits.max_points:
-        raise ComputeError(
-            "TooManyPoints",
-            f"{decimation.max_points} buckets exceed the limit",
-            {"limit": str(limits.max_points)},
-        )
-    return nodes.SummarizeSeries(
-        b.series(value.get("input")), decimation, decimate=options.decimate, max_points=decimation.max_points
+        raise _too_many(decimation.max_points, "buckets", limits)
+    series = b.timed(b.series(b.get(o, "input", "SummarizeSeries")), "series")
+    return nodes.SummarizeSeries(series, decimation, options.decimate, limits.max_points)
+
+
+def _summarize_ranges(
+    b: _Builder, value: Json, window_ns: int, limits: Limits, options: ResultOptions
+) -> nodes.OutputNode:
+    o = b.obj(value, "SummarizeRanges")
+    max_ranges = o.get("maxRanges")
+    if max_ranges is None:
+        max_ranges = DEFAULT_MAX_RANGES
+    if not isinstance(max_ranges, int) or isinstance(max_ranges, bool):
+        raise MalformedNode("SummarizeRanges.maxRanges must be an integer")
+    if max_ranges <= 0:
+        raise invalid_computation(f"maxRanges must be positive, got {max_ranges}", "maxRanges")
+    if max_ranges > limits.max_points:
+        raise _too_many(max_ranges, "ranges", limits)
+    ranges = b.ranges(b.get(o, "input", "SummarizeRanges"))
+    return nodes.SummarizeRanges(ranges, window_ns, max_ranges, options.append_only, options.decimate)
+
+
+def _select_value(
+    b: _Builder, value: Json, window_ns: int, limits: Limits, options: ResultOptions
+) -> nodes.OutputNode:
+    kind, inner = b.variant("SelectValue", value)
+    if kind not in ("firstPoint", "lastPoint"):
+        raise b.unsupported("SelectValue", kind)
+    return nodes.SelectValue(b.timed(b.series(inner), kind), last=kind == "lastPoint")
+
+
+OutputBuilder = Callable[[_Builder, Json, int, Limits, ResultOptions], nodes.OutputNode]
+OUTPUT_BUILDERS: dict[str, OutputBuilder] = {
+    "series": _summarize_series,
+    "ranges": _summarize_ranges,
+    "value": _select_value,
+}
+
+
+def _too_many(asked: int, what: str, limits: Limits) -> ComputeError:
+    return ComputeError(
+        "TooManyPoints",
+        f"{asked} {what} exceed the limit of {limits.max_points}",
+        {"limit": str(limits.max_points)},
     )
 
 
@@ -220,7 +509,9 @@ def compile_plan(
 ) -> Plan:
     """Raises ComputeError for a valid request Sparkwire refuses, MalformedNode for a broken one."""
     if window_ns < 0:
-        raise ComputeError("WindowNegative", f"windowWidth is negative ({window_ns} ns)")
+        raise ComputeError(
+            "WindowNegative", f"windowWidth is negative ({window_ns} ns)", {"window": str(window_ns)}
+        )
     if window_ns > limits.max_window_ns:
         raise ComputeError(
             "WindowTooLarge",
@@ -229,11 +520,24 @@ def compile_plan(
         )
     b = _Builder(context)
     kind, value = b.variant("ComputableNode", node)
-    if kind == "series":
-        root = _summarize_series(b, value, window_ns, limits, options)
-    else:
+    build = OUTPUT_BUILDERS.get(kind)
+    if build is None:
         raise b.unsupported("ComputableNode", kind)
-    return Plan(root, b.selectors, window_ns, lookback_ns=0, grouped=any(s.group_by for s in b.selectors))
+    root = build(b, value, window_ns, limits, options)
+    lookback = root.lookback_ns
+    if lookback > limits.max_lookback_ns:
+        raise ComputeError(
+            "WindowWithLookBackTooLarge",
+            f"the computation needs {lookback} ns of history before the window; the limit is "
+            f"{limits.max_lookback_ns} ns",
+        )
+    group_sets = {s.group_by for s in b.selectors if s.group_by}
+    if len(group_sets) > 1:
+        raise invalid_computation(
+            f"channels group by different tags {sorted(group_sets)}; one set of groupByTags per computation",
+            "groupByTags",
+        )
+    return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
 
 
 def computation_key(node: Json, window_ns: int, context: Json, allowed_lateness_ns: int | None) -> str:

@@ -1,5 +1,9 @@
 """A live computation: the windows of the series it reads, its current output per group, and what
-changed with each update. Shared by every subscriber with the same node, window and context."""
+changed with each update. Shared by every subscriber with the same node, window and context.
+
+Grouping: a channel with `groupByTags` routes each series to the group of its tag values; a channel
+without (in a grouped plan) is read by every group. Each window keeps the plan's lookback before
+the window's start, so nodes that need history (rolling, time shift, alignment) see it."""
 
 from __future__ import annotations
 
@@ -10,14 +14,15 @@ import numpy as np
 
 from compute.compiler import Plan
 from compute.errors import ComputeError
-from compute.nodes import EvalEnv
-from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints, Output
+from compute.nodes import EvalEnv, GroupKey
+from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints, Output, Ranges
 from compute.series import SeriesInfo, SeriesKind
 from compute.window import SeriesWindow
 
 DEFAULT_LATENESS_NS = 100_000_000  # Nominal's default: 100 ms behind the newest point of the series
+SHARED: GroupKey = ()  # in a grouped plan: the inputs of channels every group reads
 
-GroupKey = tuple[tuple[str, str], ...]
+__all__ = ["Change", "Computation", "GroupKey", "Rows"]
 
 
 @dataclass
@@ -81,9 +86,9 @@ class Computation:
         return bool(routes)
 
     # -- updates -----------------------------------------------------------------------------------
-    def reset(self, backfill_seq: int) -> None:
-        """Forget the window (the stream restarted); a back-fill up to `backfill_seq` rebuilds it.
-        The last outputs stay until then, so a frame built meanwhile is stale, never malformed."""
+    def reset(self) -> None:
+        """Forget the window (the stream restarted); a new back-fill rebuilds it. The last outputs
+        stay until then, so a frame built meanwhile is stale, never malformed."""
         with self.lock:
             self.epoch += 1
             self.groups = {}
@@ -91,7 +96,6 @@ class Computation:
             self._buffered = []
             self.error = None
             self.ready = False
-            self.backfill_seq = backfill_seq
 
     def fail(self, error: ComputeError) -> None:
         """The computation cannot go on: it stops taking rows and its subscribers get `error`."""
@@ -107,7 +111,7 @@ class Computation:
                 return  # reset meanwhile: a newer back-fill is on its way
             self._apply(rows, now, live=False)
             for buffered, at in self._buffered:
-                self._apply(buffered, at, live=True)
+                self._apply(_after_backfill(buffered, self.backfill_seq), at, live=True)
             self._buffered.clear()
             self.ready = True
             self.end = max(self.end, now)
@@ -116,13 +120,11 @@ class Computation:
     def apply_batch(self, rows: dict[int, Rows], now: int) -> Change | None:
         """Apply one micro-batch's rows for this computation's series; return what changed."""
         with self.lock:
-            rows = {
-                sid: r for sid, r in ((sid, _after(r, self.backfill_seq)) for sid, r in rows.items()) if r
-            }
-            if not self.ready:
+            if not self.ready:  # kept until the back-fill (whose mark may not be set yet) is in
                 if rows:
                     self._buffered.append((rows, now))
                 return None
+            rows = _after_backfill(rows, self.backfill_seq)
             if not rows or self.error is not None:
                 return None
             before = dict(self.outputs)
@@ -183,37 +185,44 @@ class Computation:
     def _evaluate(self, now: int) -> None:
         window_start = now - self.plan.window_ns
         keep_from = window_start - self.plan.lookback_ns
-        outputs: dict[GroupKey, Output] = {}
+        inputs: dict[GroupKey, dict[int, NumericPoints | EnumPoints]] = {}
+        for key, group in self.groups.items():
+            series: dict[int, NumericPoints | EnumPoints] = {}
+            for index, window in group.windows.items():
+                window.trim_before(keep_from)
+                if window.values.dtype == np.int32:
+                    series[index] = EnumPoints(window.ts, window.values, self.categories)
+                else:
+                    series[index] = NumericPoints(window.ts, window.values)
+            inputs[key] = series
+        if self.plan.grouped:
+            shared = inputs.pop(SHARED, {})
+            envs = {
+                key: EvalEnv({**shared, **series}, window_start, now, self.categories)
+                for key, series in inputs.items()
+            }
+        else:
+            envs = {SHARED: EvalEnv(inputs.get(SHARED, {}), window_start, now, self.categories)}
         try:
-            for key, group in self.groups.items():
-                inputs: dict[int, NumericPoints | EnumPoints] = {}
-                for index, window in group.windows.items():
-                    window.trim_before(keep_from)
-                    if window.values.dtype == np.int32:
-                        inputs[index] = EnumPoints(window.ts, window.values, self.categories)
-                    else:
-                        inputs[index] = NumericPoints(window.ts, window.values)
-                env = EvalEnv(inputs, window_start, now, self.categories)
-                outputs[key] = self.plan.root.evaluate(env)
+            self.outputs = self.plan.root.evaluate_groups(envs)
         except ComputeError as exc:
             self.error = exc
             raise
-        if not self.plan.grouped and not outputs:
-            outputs[()] = self.plan.root.evaluate(EvalEnv({}, window_start, now, self.categories))
-        self.outputs = outputs
 
     def _diff(self, before: dict[GroupKey, Output], now: int) -> Change | None:
         window_start = now - self.plan.window_ns
         starts: list[int] = []
-        full = False
+        # a group appearing or vanishing, a result type changing, or a result with no append form
+        full = before.keys() != self.outputs.keys()
         for key, out in self.outputs.items():
             old = before.get(key)
-            if old is None or type(old) is not type(out):
+            if old is None or old.kind != out.kind:
                 full = True
                 continue
             start = _settled(out, window_start).first_change(_settled(old, window_start))  # type: ignore[arg-type]
             if start is not None:
                 starts.append(start)
+                full = full or not out.appendable
         if not starts and not full:
             return None
         newest = max(
@@ -225,7 +234,7 @@ class Computation:
             default=now,
         )
         self.end = max(self.end, now, newest)
-        return Change(start=min(starts, default=window_start), end=self.end, full=full)
+        return Change(start=max(min(starts, default=window_start), window_start), end=self.end, full=full)
 
     # -- reading (the event loop builds frames from these) -----------------------------------------
     def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
@@ -241,7 +250,14 @@ def _settled(out: Output, window_start: int) -> Output:
     changes as time passes, and clients trim it themselves, so it is not announced as a change."""
     if isinstance(out, NumericBuckets | EnumBuckets):
         return out.since(window_start + out.width - 1)
+    if isinstance(out, Ranges):
+        return out.clip(window_start)
     return out.since(window_start)
+
+
+def _after_backfill(rows: dict[int, Rows], seq: int) -> dict[int, Rows]:
+    """The rows with seq above the back-fill's mark (the back-fill holds the others)."""
+    return {sid: r for sid, r in ((sid, _after(r, seq)) for sid, r in rows.items()) if r}
 
 
 def _after(r: Rows, seq: int) -> Rows | None:

@@ -19,17 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from compute import log as durable_log
+from compute.backend import PointLog
+from compute.backfill import BackfillQueue
 from compute.computation import Change, Computation, Rows
 from compute.errors import ComputeError
-from compute.log import DurableLog
-from compute.series import SeriesInfo
-from compute.source import SOURCE_NAME, LogDataSource
 
 log = logging.getLogger(__name__)
-
-# StreamingQuery.status messages before the query's sources are open
-INITIALIZING = frozenset({"Initializing StreamExecution", "Initializing sources"})
 
 ChangeListener = Callable[[list[tuple[Computation, Change | ComputeError]]], None]
 
@@ -39,13 +34,14 @@ class BatchStats:
     batch_id: int
     rows: int
     seconds: float
+    late_points: int = 0  # points live computations refused as too late
 
 
 class Engine:
     def __init__(
         self,
         spark: SparkSession,
-        durable: DurableLog,
+        durable: PointLog,
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
@@ -61,25 +57,18 @@ class Engine:
         self._series_df: DataFrame | None = None
         self._series_dirty = True
         self._query: StreamingQuery | None = None
-        self._reader_conn = durable_log.connect_reader(durable.path)
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/supervisor.py)
-        spark.dataSource.register(LogDataSource)
-        durable.on_new_series = self._on_new_series
+        self._backfills = BackfillQueue(self._read_history)
+        self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
+        spark.dataSource.register(durable.data_source)
+        self._source = durable.data_source.name()
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def start(self, start_seq: int | None = None) -> None:
-        """Start the query at the log's current end: history reaches computations by back-fill.
-        So an old checkpoint holds nothing worth resuming (and may be what broke the last query)."""
-        if start_seq is None:
-            start_seq = durable_log.max_seq(self._reader_conn)
-        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
-        stream = (
-            self.spark.readStream.format(SOURCE_NAME)
-            .option("path", str(self.log.path))
-            .option("start_seq", str(start_seq))
-            .load()
-        )
+    def start(self) -> None:
+        """Start the query at the log's current end: history reaches computations by back-fill."""
+        options = self.log.stream_options()
+        stream = self.spark.readStream.format(self._source).options(**options).load()
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{self.trigger_ms} milliseconds")
@@ -87,32 +76,33 @@ class Engine:
             .queryName("sparkwire")
             .start()
         )
-        self._await_sources()
-        log.info("streaming query started at seq %d", start_seq)
-
-    def _await_sources(self, timeout: float = 180.0) -> None:
-        """`start()` returns before the query has opened its source, which runs in a Python process
-        that must connect back to the JVM within Spark's fixed 10 s (a busy machine can miss that,
-        and the query dies then). The query runs only once its sources are initialized."""
-        deadline = time.monotonic() + timeout
-        while True:
-            query = self._query
-            if query is None or not query.isActive:
-                reason = query.exception() if query is not None else None
-                raise RuntimeError(f"the streaming query stopped while starting: {reason}")
-            if query.status.get("message") not in INITIALIZING:
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the streaming query did not initialize in {timeout:.0f}s")
-            time.sleep(0.1)
+        log.info("streaming query started on %s %s", self._source, options)
 
     @property
     def query(self) -> StreamingQuery | None:
         return self._query
 
+    def query_active(self) -> bool:
+        return self._query is not None and self._query.isActive
+
     @property
     def running(self) -> bool:
-        return self._query is not None and self._query.isActive and not self.degraded
+        return self.query_active() and not self.degraded
+
+    def first_trigger_ran(self, timeout: float) -> bool:
+        """Whether the query got through its first trigger (False: it died, or not yet in time).
+
+        The first trigger starts the source's Python runner, which must connect back to the JVM
+        within a window Spark fixes at 10 s; a busy machine can miss it, and the query dies."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            query = self._query
+            if query is None or not query.isActive:
+                return False
+            if query.lastProgress is not None or query.status["message"] in _PAST_FIRST_TRIGGER:
+                return True
+            time.sleep(0.2)
+        return False
 
     def stop(self) -> None:
         if self._query is not None:
@@ -126,22 +116,39 @@ class Engine:
         """Replace a failed query with a new one at the log's end and rebuild every computation
         from the log (points written while the query was down included). Blocking: Spark jobs."""
         self.stop()
-        with self._lock:  # no add() in between: a computation added later has its own back-fill seq
-            start_seq = durable_log.max_seq(self._reader_conn)
+        with self._lock:
             computations = list(self._computations.values())
             for computation in computations:
-                computation.reset(start_seq)
-        # Not under the lock: opening the source can take seconds, and the log's writer thread
-        # takes the lock to announce new series.
-        self.start(start_seq)
-        for computation in computations:
-            try:
-                self._backfill(computation)
-            except ComputeError as exc:
-                computation.fail(exc)
-            except Exception as exc:
-                log.exception("rebuilding a computation failed")
-                computation.fail(ComputeError("ComputeFailed", str(exc), status_code=500))
+                computation.reset()  # until rebuilt, stream rows wait in the computation
+        # A checkpoint holds nothing worth resuming (the stream starts at the log's end), and the
+        # old one may be what broke the query.
+        shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
+        self.start()
+        if not self.first_trigger_ran(timeout=120):
+            raise RuntimeError(f"the restarted query did not get through its first trigger: {self.failure_reason()}")
+        # Taken after the stream's start offset: every point is in the back-fill or the stream
+        # (points in both are skipped in the stream by each computation's back-fill mark).
+        with self._lock:
+            snapshot = self.log.end_offset()
+            for computation in computations:
+                computation.backfill_seq = snapshot
+        for computation, error in self._backfills.run_all(computations):
+            if error is None:
+                continue
+            if not isinstance(error, ComputeError):
+                log.error("rebuilding a computation failed: %s", error)
+                error = ComputeError("ComputeFailed", str(error), status_code=500)
+            computation.fail(error)
+
+    def failure_reason(self) -> str:
+        """Why the query stopped, in a line (for logs, /readyz and the subscribers' error)."""
+        try:
+            exc = self._query.exception() if self._query is not None else None
+        except Exception:  # the JVM side may be gone too
+            return "no reason available"
+        if exc is None:
+            return "stopped without an error" if self._query is not None else "no query"
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
     def warm_up(self) -> None:
         """Run one tiny job so the first subscriber does not pay the JVM's start-up."""
@@ -161,12 +168,13 @@ class Engine:
             existing = self._computations.get(computation.key)
             if existing is not None:
                 return existing
+            self._route_new_series()
             for info in self.log.series():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
                     self._series_dirty = True
             # Under the lock: a batch that planned before this point ends at or below this seq.
-            computation.backfill_seq = durable_log.max_seq(self._reader_conn)
+            computation.backfill_seq = self.log.end_offset()
             self._computations[computation.key] = computation
         try:
             self._backfill(computation)
@@ -191,45 +199,40 @@ class Engine:
         with self._lock:
             return list(self._computations.values())
 
-    def _on_new_series(self, info: SeriesInfo) -> None:
-        """Called by the log writer before the series' first points commit."""
-        with self._lock:
+    def _route_new_series(self) -> None:
+        """Route series new to the catalog (from any server) to the computations reading them.
+        Call with the lock held: a series reaches the catalog before its points can be read, so
+        after this every series of a batch planned earlier is routed."""
+        for info in self.log.poll_new_series():
             for computation in self._computations.values():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
                     self._series_dirty = True
 
     def _backfill(self, computation: Computation) -> None:
-        epoch = computation.epoch
-        now = time.time_ns()
-        series_ids = sorted(computation.routes)
-        rows: dict[int, Rows] = {}
-        if series_ids:
-            from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
-            table = (
-                self.spark.read.format(SOURCE_NAME)
-                .option("path", str(self.log.path))
-                .option("series_ids", ",".join(map(str, series_ids)))
-                .option("from_ts", str(from_ts))
-                .option("upto_seq", str(computation.backfill_seq))
-                .load()
-                .toArrow()
-            )
-            rows = split_by_series(table)
-        computation.load_backfill(rows, now, epoch)
+        self._backfills.run(computation)  # shares one Spark job with computations added meanwhile
+
+    def _read_history(self, series_ids: list[int], from_ts: int, upto_seq: int) -> dict[int, Rows]:
+        """One Spark batch job over the log: these series, ts >= from_ts, seq <= upto_seq."""
+        options = self.log.backfill_options(series_ids, from_ts, upto_seq)
+        table = self.spark.read.format(self._source).options(**options).load().toArrow()
+        return split_by_series(table)
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _series_table(self) -> DataFrame | None:
         with self._lock:
-            if self._series_dirty:
-                ids = sorted(self._readers)
-                self._series_df = (
-                    F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
-                    if ids
-                    else None
-                )
-                self._series_dirty = False
-            return self._series_df
+            self._route_new_series()
+            if not self._series_dirty:
+                return self._series_df
+            ids = sorted(self._readers)
+            self._series_dirty = False
+        # The py4j call runs outside the lock: the event loop takes it (find, remove) and must never
+        # wait on Spark. Only this (the batch) thread builds the table, so nothing races the swap.
+        table = (
+            F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long")) if ids else None
+        )
+        self._series_df = table
+        return table
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -245,6 +248,7 @@ class Engine:
                 for computation in self._readers.get(sid, ()):
                     targets.setdefault(computation, {})[sid] = series_rows
         changes: list[tuple[Computation, Change | ComputeError]] = []
+        late_before = sum(c.late_dropped for c in targets)
         for computation, rows in targets.items():
             try:
                 change = computation.apply_batch(rows, now)
@@ -259,7 +263,17 @@ class Engine:
                 changes.append((computation, change))
         if changes:
             self.on_changes(changes)
-        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started)
+        late = sum(c.late_dropped for c in targets) - late_before
+        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started, late)
+        if self.on_batch is not None:
+            self.on_batch(self.last_batch)
+
+    def pending_points(self) -> int:
+        """Points in the log the stream has not processed yet (Numaflow's Pending). Not on the loop."""
+        return self.log.pending()
+
+
+_PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
 
 
 def split_by_series(table: pa.Table) -> dict[int, Rows]:
@@ -274,18 +288,13 @@ def split_by_series(table: pa.Table) -> dict[int, Rows]:
     order = np.lexsort((seq, sid))
     sid_sorted = sid[order]
     bounds = np.flatnonzero(np.r_[True, sid_sorted[1:] != sid_sorted[:-1], True])
-    numeric = value_col.null_count < table.num_rows
-    values_all = (
-        value_col.to_numpy(zero_copy_only=False) if numeric else np.asarray(str_col.to_pylist(), dtype=object)
-    )
-    has_str = str_col.null_count < table.num_rows
-    str_all = np.asarray(str_col.to_pylist(), dtype=object) if has_str else None
+    # A double series' NaN is stored as SQL NULL and comes back as NaN here.
+    values_all = value_col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    str_all = np.asarray(str_col.to_pylist(), dtype=object) if str_col.null_count < table.num_rows else None
     out: dict[int, Rows] = {}
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         idx = order[a:b]
         s = int(sid_sorted[a])
-        if str_all is not None and str_all[idx[0]] is not None:
-            out[s] = Rows(seq[idx], ts[idx], str_all[idx])
-        else:
-            out[s] = Rows(seq[idx], ts[idx], values_all[idx])
+        is_enum = str_all is not None and str_all[idx[0]] is not None  # string points are never NULL
+        out[s] = Rows(seq[idx], ts[idx], str_all[idx] if is_enum else values_all[idx])  # type: ignore[index]
     return out

@@ -205,6 +205,54 @@ VARIANTS: dict[str, frozenset[str]] = {
         ]
     ),
     "ChannelSeries": frozenset(["dataSource", "asset", "run"]),
+    "AggregationBuilder": frozenset(["rollingTime", "rollingPoints", "groupBy"]),
+    "NumericAggregationOperator": frozenset(
+        ["sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare", "percentile", "udf"]
+    ),
+    "NegativeValueConfiguration": frozenset(
+        ["allowNegativeValues", "setNegativeValuesToZero", "excludeNegativeValues"]
+    ),
+    "ConstantNumericSeries": frozenset(["double"]),
+    "DoubleConstant": frozenset(["literal", "variable", "builtin"]),
+    "DurationConstant": frozenset(["literal", "variable"]),
+    "IntegerConstant": frozenset(["literal", "variable"]),
+    "Duration": frozenset(
+        [
+            "reference",
+            "nanoseconds",
+            "milliseconds",
+            "seconds",
+            "minutes",
+            "hours",
+            "days",
+            "add",
+            "subtract",
+            "negate",
+        ]
+    ),
+    "StringConstant": frozenset(["literal", "variable"]),
+    "StringSetConstant": frozenset(["literal", "variable"]),
+    "SummarizationStrategy": frozenset(["decimate", "largestTriangleThreeBuckets", "page", "truncate"]),
+    "OutputRangeStart": frozenset(["firstPointMatchingCondition", "afterPersistenceWindow"]),
+}
+ENUMS: dict[str, frozenset[str]] = {
+    "ThresholdOperator": frozenset(
+        [
+            "GREATER_THAN",
+            "GREATER_THAN_OR_EQUAL_TO",
+            "LESS_THAN",
+            "LESS_THAN_OR_EQUAL_TO",
+            "EQUAL_TO",
+            "NOT_EQUAL_TO",
+        ]
+    ),
+    "MinMaxThresholdOperator": frozenset(
+        ["OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS"]
+    ),
+    "EnumFilterOperator": frozenset(["IS_IN", "IS_NOT_IN", "MATCHES_ANY_REGEX"]),
+    "TimeUnit": frozenset(
+        ["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
+    ),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.
@@ -228,6 +276,7 @@ POLLING_ONLY_TYPES: dict[str, str] = {
     "curve": "CURVE_FITTING",
     "curveV2": "CURVE_FITTING",
     "signalFilter": "SIGNAL_FILTER",
+    "udf": "AGGREGATION_UDF",
     "array": "ARRAY",
     "struct": "STRUCT",
 }

@@ -1,7 +1,8 @@
 """What a computation outputs, as numpy columns, and how two outputs differ (the append's start).
 
 Each output knows the earliest timestamp from which it differs from an older output of the same kind,
-and how to cut the part from a timestamp on: that is all an AppendResult needs.
+and how to cut the part from a timestamp on: that is all an AppendResult needs. `kind` is the wire
+variant; an output whose `appendable` is false (a rangesSummary) is always sent as a FullResult.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+OPEN_END = INT64_MAX  # a range still true at the newest point: no `end` on the wire
+NO_START = INT64_MIN  # a range that began before anything the computation holds (e.g. `not`)
 
 
 def _first_diff(a: np.ndarray, b: np.ndarray) -> int | None:
@@ -33,6 +37,7 @@ class NumericPoints:
     ts: np.ndarray  # int64 ns, ascending
     values: np.ndarray  # float64
     kind = "numeric"
+    appendable = True
 
     def first_change(self, old: NumericPoints) -> int | None:
         i = _first_diff(self.ts, old.ts)
@@ -66,6 +71,7 @@ class NumericBuckets:
     last_ts: np.ndarray
     last_value: np.ndarray
     kind = "bucketedNumeric"
+    appendable = True
 
     def _columns(self) -> tuple[np.ndarray, ...]:
         return (
@@ -127,6 +133,7 @@ class EnumPoints:
     codes: np.ndarray  # int32 index into categories
     categories: list[str]
     kind = "enum"
+    appendable = True
 
     def first_change(self, old: EnumPoints) -> int | None:
         i = _first_diff(self.ts, old.ts)
@@ -157,6 +164,7 @@ class EnumBuckets:
     count: np.ndarray
     categories: list[str]
     kind = "bucketedEnum"
+    appendable = True
 
     def first_change(self, old: EnumBuckets) -> int | None:
         if old.width != self.width:
@@ -191,4 +199,130 @@ class EnumBuckets:
         return len(self.end)
 
 
-Output = NumericPoints | NumericBuckets | EnumPoints | EnumBuckets
+@dataclass
+class Ranges:
+    """Normalized ranges: sorted, neither overlapping nor adjacent; `end` is exclusive."""
+
+    starts: np.ndarray  # int64; NO_START when the range began before the held data
+    ends: np.ndarray  # int64; OPEN_END when the range is still true at the newest point
+    kind = "range"
+    appendable = True
+
+    @classmethod
+    def empty(cls) -> Ranges:
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64))
+
+    def first_change(self, old: Ranges) -> int | None:
+        """The earliest instant covered by one and not the other (normalized ranges: the first
+        differing start or end)."""
+        n = min(len(self), len(old))
+        neq = np.flatnonzero((self.starts[:n] != old.starts[:n]) | (self.ends[:n] != old.ends[:n]))
+        if len(neq):
+            k = int(neq[0])
+            if self.starts[k] != old.starts[k]:
+                return int(min(self.starts[k], old.starts[k]))
+            return int(min(self.ends[k], old.ends[k]))
+        if len(self) == len(old):
+            return None
+        longer = self if len(self) > len(old) else old
+        return int(longer.starts[n])
+
+    def since(self, start: int) -> Ranges:
+        """Every range still covering `start` or later: a client truncates its ranges at `start`
+        and merges these in (they may overlap what it kept)."""
+        keep = self.ends > start
+        return Ranges(self.starts[keep], self.ends[keep])
+
+    def clip(self, start: int) -> Ranges:
+        """The part from `start` on: ranges ending before are dropped, one spanning it begins there."""
+        cut = self.since(start)
+        return Ranges(np.maximum(cut.starts, start), cut.ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+@dataclass
+class RangesSummary:
+    """Too many ranges for one response: per time bucket, the span of the ranges starting in it and
+    their count. Not appendable: every change is a FullResult."""
+
+    starts: np.ndarray
+    ends: np.ndarray  # OPEN_END when a summarized range is open
+    counts: np.ndarray
+    kind = "rangesSummary"
+    appendable = False
+
+    def first_change(self, old: RangesSummary) -> int | None:
+        same = (
+            len(self.starts) == len(old.starts)
+            and bool(np.all(self.starts == old.starts))
+            and bool(np.all(self.ends == old.ends))
+            and bool(np.all(self.counts == old.counts))
+        )
+        if same:
+            return None
+        firsts = [int(x[0]) for x in (self.starts, old.starts) if len(x)]
+        return min(firsts, default=0)
+
+    def since(self, start: int) -> RangesSummary:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+@dataclass
+class NumericValue:
+    """`value` (SelectValue firstPoint / lastPoint) over a numeric series: one point."""
+
+    ts: int
+    value: float
+    kind = "numericPoint"
+    appendable = True
+
+    def first_change(self, old: NumericValue) -> int | None:
+        same_value = self.value == old.value or (np.isnan(self.value) and np.isnan(old.value))
+        if self.ts == old.ts and same_value:
+            return None
+        return min(self.ts, old.ts)
+
+    def since(self, start: int) -> NumericValue:
+        return self  # an append carries the point itself; the client replaces its own
+
+    def __len__(self) -> int:
+        return 1
+
+
+@dataclass
+class EnumValue:
+    """`value` over an enum series: one point, its category by code."""
+
+    ts: int
+    code: int
+    categories: list[str]
+    kind = "enumPoint"
+    appendable = True
+
+    def first_change(self, old: EnumValue) -> int | None:
+        if self.ts == old.ts and self.code == old.code:
+            return None
+        return min(self.ts, old.ts)
+
+    def since(self, start: int) -> EnumValue:
+        return self
+
+    def __len__(self) -> int:
+        return 1
+
+
+Output = (
+    NumericPoints
+    | NumericBuckets
+    | EnumPoints
+    | EnumBuckets
+    | Ranges
+    | RangesSummary
+    | NumericValue
+    | EnumValue
+)

@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from compute import log as durable_log
 
 SOURCE_NAME = "sparkwire_log"
-ROWS_PER_PARTITION = 50_000
+BLOCKS_PER_PARTITION = 2_000  # a block is one series' points from one request
 
 _readers: dict[str, sqlite3.Connection] = {}
 
@@ -75,7 +75,8 @@ class LogStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         after, upto = int(start["seq"]), int(end["seq"])
         return [
-            SeqRange(lo, min(lo + ROWS_PER_PARTITION, upto)) for lo in range(after, upto, ROWS_PER_PARTITION)
+            SeqRange(lo, min(lo + BLOCKS_PER_PARTITION, upto))
+            for lo in range(after, upto, BLOCKS_PER_PARTITION)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

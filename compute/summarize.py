@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.errors import ComputeError
-from compute.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints
+from compute.results import EnumBuckets, NumericBuckets
 
 MS = 1_000_000
 DEFAULT_BUCKETS = 1000
@@ -35,6 +35,8 @@ class Decimation:
         else:
             b = DEFAULT_BUCKETS
         raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
+        # A resolution finer than 1 ms is refused (PROTOCOL.md); a width derived from a bucket count is
+        # rounded up to whole milliseconds like every other width.
         if raw_width < MS and resolution_ns is not None:
             raise ComputeError(
                 "UnsupportedGranularity",
@@ -86,8 +88,9 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
     end, starts, counts = _bucket_index(ts, width)
     histograms: list[dict[int, int]] = []
     for s, c in zip(starts.tolist(), counts.tolist(), strict=True):
-        vals, n = np.unique(codes[s : s + c], return_counts=True)
-        histograms.append(dict(zip(vals.tolist(), n.tolist(), strict=True)))
+        counts_by_code = np.bincount(codes[s : s + c])
+        present = np.flatnonzero(counts_by_code)
+        histograms.append(dict(zip(present.tolist(), counts_by_code[present].tolist(), strict=True)))
     last = starts + counts - 1
     return EnumBuckets(
         width,
@@ -100,15 +103,3 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
         counts.astype(np.int64),
         categories,
     )
-
-
-def summarize_numeric(points: NumericPoints, dec: Decimation) -> NumericPoints | NumericBuckets:
-    if len(points) <= dec.max_points:
-        return points
-    return numeric_buckets(points.ts, points.values, dec.bucket_width)
-
-
-def summarize_enum(points: EnumPoints, dec: Decimation) -> EnumPoints | EnumBuckets:
-    if len(points) <= dec.max_points:
-        return points
-    return enum_buckets(points.ts, points.codes, points.categories, dec.bucket_width)

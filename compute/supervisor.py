@@ -62,12 +62,11 @@ class StreamSupervisor:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
-            query = self.engine.query
-            if query is None or query.isActive:
+            if self.engine.query is None or self.engine.query_active():
                 continue
             if self._stop.is_set():
                 return
-            self._recover(_describe(query))
+            self._recover(self.engine.failure_reason())
 
     def _recover(self, reason: str) -> None:
         self.failures += 1
@@ -92,9 +91,8 @@ class StreamSupervisor:
                 return
             try:
                 self.engine.recover()
-                query = self.engine.query
-                if query is None or not query.isActive:
-                    raise RuntimeError(_describe(query))
+                if not self.engine.query_active():
+                    raise RuntimeError(self.engine.failure_reason())
             except Exception as exc:
                 self.last_error = f"restart failed: {exc}"
                 log.exception("restarting the streaming query failed")
@@ -109,14 +107,3 @@ class StreamSupervisor:
         self.restarts += 1
         log.info("streaming query restarted after %d attempt(s)", attempt)
         self.on_recovered()
-
-
-def _describe(query: object) -> str:
-    try:
-        exc = query.exception()  # type: ignore[attr-defined]
-    except Exception:  # the JVM side may be gone too
-        return "no reason available"
-    if exc is None:
-        return "stopped without an error"
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return first_line[:300]

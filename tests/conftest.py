@@ -10,12 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,3 +107,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = start_server(base / "data", base / "server.log")
     yield proc
     proc.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it); Playwright never downloads one
+
+
+@pytest_asyncio.fixture(scope="session")
+async def chromium() -> AsyncIterator[Browser]:
+    """One headless Chromium for the browser tests."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        await browser.close()

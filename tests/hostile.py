@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
-import sqlite3
 import time
 import uuid
 from collections import Counter
@@ -17,11 +15,9 @@ import jwt
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from tests.keepalive import iso_now
+from tests.log_file import stored_rows
 from tests.wire import decode_server_message, ts
-
-
-def iso_now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def ping_message(sent_at: str | None = None) -> str:
@@ -138,15 +134,6 @@ def write_body(rid: str, points: list[tuple[int, float]], channel: str = "p") ->
     return {"dataSourceRid": rid, "batches": [batch]}
 
 
-def stored_points(log_db: Path, rid: str) -> Counter[tuple[int, float]]:
-    """(ts, value) -> how many times the server's log file holds it, for one data source."""
-    conn = sqlite3.connect(f"file:{log_db}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT ts, value FROM points JOIN series ON series.id = points.series_id "
-            "WHERE data_source_rid = ?",
-            (rid,),
-        ).fetchall()
-    finally:
-        conn.close()
-    return Counter(rows)
+def stored_points(data_dir: Path, rid: str) -> Counter[tuple[int, float | None]]:
+    """(ts, double) -> how many times the server's log file holds it, for one data source."""
+    return Counter((ts, value) for _, _, ts, value, _ in stored_rows(data_dir, rid))

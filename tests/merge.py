@@ -44,6 +44,14 @@ class MergedView:
         else:
             raise AssertionError(f"unexpected update {update['type']}: {update}")
 
+    def point_count(self) -> int:
+        """How many raw points the view reflects (bucket counts summed for bucketed results)."""
+        if self.kind in ("bucketedNumeric", "bucketedEnum"):
+            return sum(
+                b["count"] if "count" in b else sum(b["histogram"].values()) for b in self.points.values()
+            )
+        return len(self.points)
+
     def as_sorted(self) -> list[tuple[int, Any]]:
         return sorted(self.points.items())
 

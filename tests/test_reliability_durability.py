@@ -105,7 +105,7 @@ async def test_kill_9_five_times_loses_no_acknowledged_point(tmp_path: Path) -> 
         await check_the_stream_resumes_without_replay(server, writers)
     finally:
         server.stop()
-    stored = stored_points(data_dir / "log.db", writers.rid)
+    stored = stored_points(data_dir, writers.rid)
     assert all(stored[p] == 1 for p in writers.acked), "the log lost or doubled an acknowledged point"
     assert all(count == 1 for count in stored.values()), "the log holds a point twice"
     assert set(stored) <= set(writers.acked) | set(writers.unanswered), "the log holds points never sent"

@@ -194,7 +194,7 @@ async def test_sigterm_drains_and_loses_no_acknowledged_write(own_server: Server
     assert ws.close_code == 1012
 
     # Every write that got a 200 is in the log, once.
-    stored = stored_points(server.data_dir / "log.db", rid)
+    stored = stored_points(server.data_dir, rid)
     assert acked, "no write was acknowledged"
     assert all(stored[p] == 1 for p in acked), "an acknowledged write is missing or stored twice"
     assert all(count == 1 for count in stored.values())

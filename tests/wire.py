@@ -4,6 +4,8 @@ ServerMessage with conjure_python_client's codec (the independent judge of wire 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import json
 import time
 import uuid
@@ -127,19 +129,25 @@ class _same:
 class Client:
     """A WebSocket client that decodes every frame with nominal-api and files it by subscription."""
 
-    def __init__(self, ws: websockets.ClientConnection) -> None:
+    def __init__(self, ws: websockets.ClientConnection, auto_pong: bool = True) -> None:
         self.ws = ws
+        self.auto_pong = auto_pong  # answer server pings, as a live client does
         self.frames: list[dict[str, Any]] = []
         self.updates: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.creations: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.health: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.arrivals: dict[str, list[float]] = {}  # monotonic receive time of each update
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, ws_url: str, **kwargs: Any) -> Client:
-        return cls(await websockets.connect(ws_url, max_size=None, **kwargs))
+    async def connect(cls, ws_url: str, auto_pong: bool = True, **kwargs: Any) -> Client:
+        return cls(await websockets.connect(ws_url, max_size=None, **kwargs), auto_pong)
 
     async def _read(self) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self._read_frames()
+
+    async def _read_frames(self) -> None:
         async for text in self.ws:
             assert isinstance(text, str), "server frames are text"
             decode_server_message(text)  # raises if nominal-api cannot decode it
@@ -148,6 +156,7 @@ class Client:
             kind = frame["type"]
             if kind == "subscriptionUpdate":
                 body = frame["subscriptionUpdate"]
+                self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
                 self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
             elif kind == "subscriptionCreation":
                 body = frame["subscriptionCreation"]
@@ -155,7 +164,12 @@ class Client:
                     body["creation"]
                 )
             else:
-                self.health.put_nowait(frame["health"])
+                health = frame["health"]
+                if health["type"] == "ping" and self.auto_pong:
+                    pong = {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": _now_iso()}
+                    await self.ws.send(json.dumps({"type": "pong", "pong": pong}))
+                    continue
+                self.health.put_nowait(health)
 
     async def subscribe(self, subs: dict[str, dict[str, Any]]) -> None:
         await self.ws.send(subscribe_message(subs))
@@ -168,21 +182,13 @@ class Client:
         q = self.updates.setdefault(sub_id, asyncio.Queue())
         return await asyncio.wait_for(q.get(), timeout)
 
-    async def updates_until_quiet(
-        self, sub_id: str, quiet: float = 1.5, limit: float = 30
-    ) -> list[dict[str, Any]]:
-        out = []
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            try:
-                out.append(await self.update(sub_id, timeout=quiet))
-            except TimeoutError:
-                break
-        return out
-
     async def close(self) -> None:
         await self.ws.close()
         self._reader.cancel()
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()
 
 
 def new_id() -> str:

@@ -1,0 +1,138 @@
+"""`GET /metrics` in Prometheus text format. Counters are bumped where things happen (hub, ingest,
+the engine's batch hook); gauges that describe the current state are read at scrape time."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+if TYPE_CHECKING:
+    from app.state import ServerState
+    from compute.engine import BatchStats
+
+router = APIRouter()
+
+disable_created_metrics()  # no `_created` series beside every counter: scrapers rarely want them
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_ROWS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+
+
+class Metrics:
+    """One registry per server, so several apps in one process never share counters."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.connections = Gauge("sparkwire_connections", "open WebSocket connections", registry=r)
+        self.subscriptions = Gauge(
+            "sparkwire_subscriptions", "live subscriptions, all connections", registry=r
+        )
+        self.computations = Gauge(
+            "sparkwire_computations",
+            "distinct live computations (identical subscriptions share one)",
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "sparkwire_microbatch_duration_seconds",
+            "time one micro-batch spends in the engine (the narrow Spark job and the evaluators)",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.batch_rows = Histogram(
+            "sparkwire_microbatch_rows",
+            "rows one micro-batch hands to live computations",
+            buckets=_ROWS,
+            registry=r,
+        )
+        self.points_ingested = Counter(
+            "sparkwire_points_ingested", "points made durable by POST /storage/writer/v1", registry=r
+        )
+        self.points_rejected = Counter(
+            "sparkwire_points_rejected",
+            "points refused: reason=invalid (a 400 ingest request), reason=late (older than a live "
+            "computation's allowed lateness: kept in the log, not in that live result)",
+            ["reason"],
+            registry=r,
+        )
+        self.requests_rejected = Counter(
+            "sparkwire_ingest_requests_rejected", "ingest requests answered 400", registry=r
+        )
+        self.source_pending = Gauge(
+            "sparkwire_source_pending_points",
+            "points in the log the streaming query has not processed yet (as Numaflow's Pending)",
+            registry=r,
+        )
+        self.frames_sent = Counter(
+            "sparkwire_frames_sent", "subscription updates (full or append) sent to clients", registry=r
+        )
+        self.frames_coalesced = Counter(
+            "sparkwire_frames_coalesced",
+            "updates not sent on their own: merged into a subscriber's next frame by minDelay",
+            registry=r,
+        )
+        self.frame_latency = Histogram(
+            "sparkwire_frame_latency_seconds",
+            "from the end of the micro-batch that changed a result to its frame being queued for the "
+            "client (includes minDelay waits)",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        for reason in ("invalid", "late"):
+            self.points_rejected.labels(reason)  # present (at 0) from the first scrape
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def observe_batch(self, stats: BatchStats) -> None:
+        """The engine's per-batch hook (runs on the Spark batch thread)."""
+        self.batch_seconds.observe(stats.seconds)
+        self.batch_rows.observe(stats.rows)
+        if stats.late_points:
+            self.points_rejected.labels("late").inc(stats.late_points)
+
+    def reject_request(self, body: bytes) -> None:
+        self.requests_rejected.inc()
+        self.points_rejected.labels("invalid").inc(_points_in(body))
+
+    # -- scrape ------------------------------------------------------------------------------------
+    async def render(self, state: ServerState) -> bytes:
+        self.connections.set(len(state.connections))
+        self.subscriptions.set(state.hub.subscriber_count())
+        engine = state.engine
+        if engine is not None:  # Spark calls and the engine's lock stay off the event loop
+            computations, pending = await asyncio.to_thread(
+                lambda: (len(engine.computations()), engine.pending_points())
+            )
+            self.computations.set(computations)
+            self.source_pending.set(pending)
+        return generate_latest(self.registry)
+
+
+def _points_in(body: bytes) -> int:
+    """How many points a refused request carried, as far as its JSON can be read."""
+    try:
+        request: Any = orjson.loads(body)
+        total = 0
+        for batch in request["batches"]:
+            points = batch["points"]
+            total += len(points[points["type"]])
+        return total
+    except Exception:
+        return 0
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    state: ServerState = request.app.state.sparkwire
+    return Response(await state.metrics.render(state), media_type=CONTENT_TYPE_LATEST)

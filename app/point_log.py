@@ -1,0 +1,26 @@
+"""Which point log this server writes to and streams from: the embedded SQLite log in the data
+directory (the default), or Redis Streams shared by several servers (SPARKWIRE_SOURCE=redis)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from app.config import Settings
+from compute.backend import PointLog
+
+
+def open_point_log(settings: Settings) -> PointLog:
+    # A consumer name per server process: its committed offsets and lag are its own.
+    consumer = f"{socket.gethostname()}-{settings.port}-{os.getpid()}"
+    if settings.source == "redis":
+        from compute.redis_log import RedisLog, Retention
+
+        retention = Retention(settings.redis_retention_seconds, settings.redis_maxlen)
+        return RedisLog(
+            settings.redis_url, settings.redis_partitions, consumer, retention, settings.redis_prefix
+        )
+    from compute.embedded_log import EmbeddedLog
+    from compute.log import DurableLog
+
+    return EmbeddedLog(DurableLog(settings.data_dir / "log.db"), consumer)

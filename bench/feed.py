@@ -1,0 +1,136 @@
+"""The feed: a separate process writing N numeric channels at R points/s each over HTTP, one request
+every `request_ms`, and recording when each request's 200 arrived.
+
+Point k of every channel has timestamp k * tick (tick = 1 s / R), so a frame's newest timestamp says
+exactly which writes it includes. A request carries every tick since the previous one up to the
+wall clock, so when the server falls behind the requests grow instead of the schedule slipping.
+It stops after `duration_s` or at a line on stdin, whichever comes first.
+Run: python -m bench.feed '<json spec>'  (see FeedSpec)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.httpclient import HttpConnection
+
+TABLE = [round(math.sin(2 * math.pi * i / 1000), 4) for i in range(1000)]  # one period per 1000 ticks
+
+
+@dataclass
+class FeedSpec:
+    port: int
+    rid: str
+    channels: int
+    rate_hz: int  # points per second per channel
+    request_ms: float
+    duration_s: float
+    out: str
+    connections: int = 4  # requests in flight at most
+
+    @property
+    def tick_ns(self) -> int:
+        return 1_000_000_000 // self.rate_hz
+
+
+def channel_name(i: int) -> str:
+    return f"ch{i:02d}"
+
+
+def value_at(k: int, channel: int) -> float:
+    return TABLE[(k + 97 * channel) % 1000] + channel
+
+
+def body(rid: str, channels: int, first_k: int, last_k: int, tick_ns: int) -> bytes:
+    """The request for ticks first_k..last_k of every channel, built as text (cheapest in Python)."""
+    stamps = []
+    for k in range(first_k, last_k + 1):
+        s, n = divmod(k * tick_ns, 1_000_000_000)
+        stamps.append((k, f'{{"timestamp":{{"seconds":{s},"nanos":{n}}},"value":'))
+    batches = []
+    for c in range(channels):
+        pts = ",".join(f"{stamp}{TABLE[(k + 97 * c) % 1000] + c}}}" for k, stamp in stamps)
+        batches.append(
+            f'{{"channel":"{channel_name(c)}","tags":{{}},"points":{{"type":"double","double":[{pts}]}}}}'
+        )
+    return f'{{"dataSourceRid":"{rid}","batches":[{",".join(batches)}]}}'.encode()
+
+
+async def run(spec: FeedSpec) -> dict[str, object]:
+    tick = spec.tick_ns
+    idle = [HttpConnection("127.0.0.1", spec.port) for _ in range(spec.connections)]
+    rows: list[tuple[int, int, int, int, int]] = []  # sent, t200, newest point ts, points, status
+    skipped = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def send(conn: HttpConnection, first_k: int, last_k: int) -> None:
+        payload = body(spec.rid, spec.channels, first_k, last_k, tick)
+        sent = time.time_ns()
+        try:
+            status, _ = await conn.post("/storage/writer/v1", payload)
+        except (OSError, ConnectionError, asyncio.IncompleteReadError):
+            status = 0
+            conn.close()
+        rows.append((sent, time.time_ns(), last_k * tick, (last_k - first_k + 1) * spec.channels, status))
+        idle.append(conn)
+
+    stop = threading.Event()
+
+    def wait_for_stop() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=wait_for_stop, daemon=True).start()
+    last_k = time.time_ns() // tick
+    step = spec.request_ms / 1000
+    loop = asyncio.get_running_loop()
+    begin = loop.time()
+    i = 0
+    while (due := begin + i * step) < begin + spec.duration_s and not stop.is_set():
+        i += 1
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        now_k = time.time_ns() // tick
+        if now_k <= last_k:
+            continue
+        if not idle:  # every connection busy: these ticks go out with the next request
+            skipped += 1
+            continue
+        task = asyncio.create_task(send(idle.pop(), last_k + 1, now_k))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        last_k = now_k
+    if tasks:
+        await asyncio.wait(tasks, timeout=30)
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    np.save(spec.out, arr)
+    ok = arr[:, 4] == 200
+    return {
+        "requests": len(arr),
+        "failed": int((~ok).sum()),
+        "skipped_slots": skipped,
+        "points_acked": int(arr[ok, 3].sum()),
+    }
+
+
+def load(path: str | Path) -> np.ndarray:
+    """Rows (sent_ns, t200_ns, newest_point_ts, points, status) of a finished feed."""
+    return np.load(path)
+
+
+def main() -> None:
+    spec = FeedSpec(**json.loads(sys.argv[1]))
+    summary = asyncio.run(run(spec))
+    print(json.dumps({"spec": asdict(spec), **summary}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""`make bench`: run every workload against a real Sparkwire server and the baselines, then write
+BENCHMARKS.md and a JSON file of every figure.
+
+    python -m bench.run [--smoke] [--out BENCHMARKS.md] [--work DIR] [NAME=VALUE ...]
+
+NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import computations as comps
+from bench.children import Child, write_spec
+from bench.machine import describe_machine
+from bench.plan import FULL, SMOKE, Plan, with_overrides
+from bench.procstat import TreeSampler
+from bench.report import render
+from bench.serverproc import Server, start_server
+from bench.stats import delivery_latency, summarize
+
+Json = Any
+RID = "ri.bench.feed"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Run:
+    def __init__(self, plan: Plan, work: Path) -> None:
+        self.plan, self.work = plan, work
+        self.tick = 1_000_000_000 // plan.rate_hz
+        self._baseline_budget = 0.0
+        self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def child(self, module: str, name: str, spec: Json, *extra: str) -> Child:
+        return Child(
+            module, [*extra, write_spec(self.work / f"{name}.json", spec)], self.work / f"{name}.log"
+        )
+
+    def feed(self, server: Server, name: str, rate_hz: int, duration_s: float) -> Child:
+        spec = {
+            "port": server.port,
+            "rid": RID,
+            "channels": self.plan.channels,
+            "rate_hz": rate_hz,
+            "request_ms": self.plan.request_ms,
+            "duration_s": duration_s,
+            "out": str(self.work / f"{name}.npy"),
+        }
+        return Child("bench.feed", [json.dumps(spec)], self.work / f"{name}.log")
+
+    def stream_clients(
+        self, server: Server, name: str, subs: list[comps.BenchSubscription], connections: int, processes: int
+    ) -> list[Child]:
+        """`subs` spread round-robin over `connections`, the connections over `processes`."""
+        conns: list[list[Json]] = [[] for _ in range(connections)]
+        for i, s in enumerate(subs):
+            conns[i % connections].append({"sub": s.body, "measure": s.measure})
+        children = []
+        for p in range(processes):
+            spec = {
+                "url": server.ws_url,
+                "deflate": self.plan.deflate,
+                "out": str(self.work / f"{name}{p}.npy"),
+                "connections": conns[p::processes],
+            }
+            children.append(self.child("bench.clients", f"{name}{p}", spec, "stream"))
+        started = 0
+        for c in children:
+            ready = c.read(timeout=900)
+            started += ready["ready"]
+            if ready["ready"] != ready["subscriptions"]:  # measured anyway; the report shows the count
+                log(f"{name}: {ready['ready']} of {ready['subscriptions']} subscriptions started: {ready}")
+        self.results.setdefault("started_subscriptions", {})[name] = [started, len(subs)]
+        return children
+
+    def catch_up(self, clients: list[Child], name: str, newest_ts: int, timeout: float = 120) -> np.ndarray:
+        """Frames so far of these stream clients, once every measured subscription shows `newest_ts`
+        (or `timeout` passed): on a slow machine the stream lags, and a write in the measured window
+        must still get its latency rather than be dropped as never shown."""
+        deadline = time.monotonic() + timeout
+        while True:
+            parts = []
+            for i, c in enumerate(clients):
+                path = self.work / f"{name}.dump{i}.npy"
+                c.send(f"dump {path}")
+                c.read(timeout=60)
+                parts.append(np.load(path))
+            frames = np.concatenate(parts)
+            measured = frames[frames[:, 2] >= 0]
+            subs = np.unique(measured[:, 0])
+            behind = [s for s in subs.tolist() if measured[measured[:, 0] == s][:, 2].max() < newest_ts]
+            if not behind or time.monotonic() > deadline:
+                return frames
+            time.sleep(1)
+
+    # -- baselines -----------------------------------------------------------------------------------------
+    def start_baselines(self) -> Child:
+        p = self.plan
+        phases: list[dict[str, Any]] = [
+            {
+                "name": "floor_disk",
+                "kind": "floor",
+                "checkpoint": "disk",
+                "warmup_s": p.floor_warmup_s,
+                "duration_s": p.floor_s,
+            },
+            {
+                "name": "floor_tmpfs",
+                "kind": "floor",
+                "checkpoint": "tmpfs",
+                "warmup_s": p.floor_warmup_s,
+                "duration_s": p.floor_s,
+            },
+        ] + [
+            {
+                "name": f"naive_{n}",
+                "kind": "naive",
+                "queries": n,
+                "checkpoint": "tmpfs",
+                "warmup_s": p.naive_warmup_s,
+                "duration_s": p.naive_s,
+            }
+            for n in p.naive_queries
+        ]
+        spec = {
+            "work_dir": str(self.work / "baselines"),
+            "out": str(self.work / "baselines.out.json"),
+            "channels": p.channels,
+            "rate_hz": p.rate_hz,
+            "request_ms": p.request_ms,
+            "trigger_ms": p.trigger_ms,
+            "phases": phases,
+        }
+        log(f"baselines: {', '.join(ph['name'] for ph in phases)}")
+        self._baseline_budget = 300 + sum(ph["warmup_s"] + ph["duration_s"] + 60 for ph in phases)
+        return self.child("bench.baselines", "baselines", spec)
+
+    def finish_baselines(self, child: Child) -> None:
+        child.process.wait(self._baseline_budget)
+        if child.process.returncode != 0:
+            raise RuntimeError(f"baselines failed:\n{child.log_path.read_text(errors='replace')[-3000:]}")
+        self.results["baselines"] = {
+            r["name"]: r for r in json.loads((self.work / "baselines.out.json").read_text())
+        }
+
+    # -- the server's workloads ------------------------------------------------------------------------------
+    def server_workloads(self) -> None:
+        p = self.plan
+        env = {"SPARKWIRE_TRIGGER_MS": str(p.trigger_ms)}
+        if p.server_checkpoint:
+            env["SPARKWIRE_CHECKPOINT_DIR"] = p.server_checkpoint
+        self.results["server_checkpoint"] = "tmpfs" if p.server_checkpoint.startswith("/dev/shm") else "disk"
+        log("starting the server")
+        server = start_server(self.work / "server-data", self.work / "server.log", env)
+        sampler = TreeSampler(server.pid).start()
+        children: list[Child] = []
+        try:
+            self._workloads(server, sampler, children)
+        finally:
+            for c in children:
+                c.kill()
+            sampler.stop()
+            server.stop()
+
+    def _workloads(self, server: Server, sampler: TreeSampler, children: list[Child]) -> None:
+        p = self.plan
+        feed = self.feed(server, "feed", p.rate_hz, duration_s=24 * 3600)
+        children.append(feed)
+        feed_started = time.monotonic()
+        supported = self._probe_kinds(server)
+
+        # 1. latency: one subscription with appends
+        log("workload 1: latency")
+        latency_sub = comps.raw(RID, 0, p.latency_window_ms)
+        [w1] = self.stream_clients(server, "w1", [latency_sub], 1, 1)
+        children.append(w1)
+        time.sleep(p.warmup_s)
+        t_from, mark = time.time_ns(), sampler.mark()
+        time.sleep(p.latency_s)
+        t_to, usage = time.time_ns(), sampler.usage_since(mark)
+        self.catch_up([w1], "w1", t_to // self.tick * self.tick)
+        self.results["latency"] = {"window": [t_from, t_to], "usage": usage.as_dict()}
+
+        # 2. fan-out: many subscriptions over distinct computations
+        log("workload 2: fan-out")
+        mix = comps.mix(RID, p.fanout_computations, supported, p.channels)
+        subs = [mix[i % len(mix)] for i in range(p.fanout_subscriptions)]
+        fan = self.stream_clients(server, "w2", subs, p.fanout_connections, p.fanout_processes)
+        children.extend(fan)
+        time.sleep(p.fanout_warmup_s)
+        f_from, mark = time.time_ns(), sampler.mark()
+        time.sleep(p.fanout_s)
+        f_to, usage = time.time_ns(), sampler.usage_since(mark)
+        self.catch_up(fan, "w2", f_to // self.tick * self.tick)
+        fan_done = [c.finish(timeout=120) for c in fan]
+        self.results["fanout"] = {
+            "window": [f_from, f_to],
+            "usage": usage.as_dict(),
+            "kinds": {k: sum(1 for s in subs if s.kind == k) for k in comps.KINDS},
+            "unsupported_kinds": [k for k in comps.KINDS if k not in supported],
+            "clients": fan_done,
+        }
+
+        # 3. subscribe: a new computation over the feed's history, and an already-live one
+        wait = p.history_s - (time.monotonic() - feed_started)
+        if wait > 0:
+            log(f"workload 3 waits {wait:.0f}s for {p.history_s:.0f}s of history")
+            time.sleep(wait)
+        log("workload 3: subscribe")
+        history_window = max(1, int(p.history_s))
+        new = [
+            comps.bucketed(RID, i % p.channels, 1000 + i, window_s=history_window).body
+            for i in range(p.subscribe_new)
+        ]
+        spec = {
+            "url": server.ws_url,
+            "deflate": p.deflate,
+            "new": new,
+            "live": latency_sub.body,
+            "live_repeats": p.subscribe_live,
+        }
+        mark = sampler.mark()
+        w3 = self.child("bench.clients", "w3", spec, "subscribe")
+        children.append(w3)
+        got = w3.read(timeout=600)
+        self.results["subscribe"] = {
+            "history_s": history_window,
+            "new": summarize(got["new_ms"]).as_dict(),
+            "live": summarize(got["live_ms"]).as_dict(),
+            "usage": sampler.usage_since(mark).as_dict(),
+        }
+        feed_done = feed.finish(timeout=60)
+        self.results["feed"] = feed_done
+
+        # 4. ingest: raise the rate until workload 1's p99 passes 500 ms or the rate cannot be held
+        log("workload 4: ingest ramp")
+        steps = []
+        for rate in p.ingest_rates:
+            per_channel = max(1, rate // p.channels)
+            name = f"w4_{rate}"
+            mark = sampler.mark()
+            step = self.feed(server, name, per_channel, p.ingest_step_s)
+            children.append(step)
+            started = time.time_ns()
+            done = step.read(timeout=p.ingest_step_s + 120)
+            usage = sampler.usage_since(mark)
+            rows = np.load(self.work / f"{name}.npy")
+            acked = rows[rows[:, 4] == 200]
+            newest = int(acked[:, 2].max()) if len(acked) else 0
+            frames = self.catch_up([w1], name, newest, timeout=60)
+            lat = delivery_latency(rows, frames, started + int(p.ingest_warmup_s * 1e9), time.time_ns())
+            achieved = done["points_acked"] / p.ingest_step_s
+            s = summarize(lat.latencies_ms)
+            ok = bool(s.n) and s.p99 <= 500 and achieved >= 0.95 * rate and done["failed"] == 0
+            steps.append(
+                {
+                    "target": rate,
+                    "achieved": round(achieved),
+                    "latency": s.as_dict(),
+                    "missing": lat.missing,
+                    "ok": ok,
+                    "feed": done,
+                    "usage": usage.as_dict(),
+                }
+            )
+            log(f"  {rate} points/s: achieved {achieved:.0f}, p99 {s.p99:.0f} ms, {'ok' if ok else 'FAILED'}")
+            if not ok:
+                break
+        self.results["ingest"] = {
+            "steps": steps,
+            "best": max((s["achieved"] for s in steps if s["ok"]), default=0),
+        }
+
+        # workload 1's figures, now that its frames are all in
+        w1.finish(timeout=60)
+        frames = np.load(self.work / "w10.npy")
+        feed_rows = np.load(self.work / "feed.npy")
+        lat = delivery_latency(feed_rows, frames, *self.results["latency"]["window"])
+        self.results["latency"].update(summarize(lat.latencies_ms).as_dict(), missing=lat.missing)
+        during = delivery_latency(feed_rows, frames, *self.results["fanout"]["window"])
+        self.results["fanout"]["latency_sub_during"] = summarize(during.latencies_ms).as_dict()
+        fan_frames = np.concatenate([np.load(self.work / f"w2{i}.npy") for i in range(p.fanout_processes)])
+        fl = delivery_latency(feed_rows, fan_frames, *self.results["fanout"]["window"])
+        f0, f1 = self.results["fanout"]["window"]
+        in_window = fan_frames[(fan_frames[:, 1] >= f0) & (fan_frames[:, 1] <= f1)]
+        self.results["fanout"].update(
+            summarize(fl.latencies_ms).as_dict(),
+            missing=fl.missing,
+            measured_subscriptions=len(np.unique(fan_frames[fan_frames[:, 2] >= 0][:, 0])),
+            frames_per_s=round(len(in_window) / ((f1 - f0) / 1e9)),
+            mb_per_s=round(float(in_window[:, 4].sum()) / ((f1 - f0) / 1e9) / 2**20, 2),
+        )
+
+        # 5. idle connections: server memory per connection
+        log("workload 5: idle connections")
+        time.sleep(p.idle_settle_s)
+        before_main, before_tree = (
+            sampler.rss_main_now(),
+            sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
+        )
+        w5 = self.child(
+            "bench.clients",
+            "w5",
+            {"url": server.ws_url, "count": p.idle_connections, "deflate": p.deflate},
+            "idle",
+        )
+        children.append(w5)
+        opened = w5.read(timeout=600)
+        time.sleep(p.idle_settle_s)
+        after_main = sampler.rss_main_now()
+        after_tree = sampler.usage_since(sampler.mark() - 2).rss_max_bytes
+        answered = w5.finish(timeout=180)
+        self.results["connections"] = {
+            "count": opened["open"],
+            "open_seconds": opened["seconds"],
+            "answered_ping": answered["answered"],
+            "server_rss_before_mb": round(before_main / 2**20, 1),
+            "server_rss_after_mb": round(after_main / 2**20, 1),
+            "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),
+            "tree_kb_per_connection": round((after_tree - before_tree) / max(1, opened["open"]) / 1024, 1),
+        }
+
+    def _probe_kinds(self, server: Server) -> list[str]:
+        """The computation kinds this server accepts (a build without ranges still gets measured)."""
+        subs = [comps.example(k, RID) for k in comps.KINDS]
+        spec = {
+            "url": server.ws_url,
+            "deflate": self.plan.deflate,
+            "out": str(self.work / "probe.npy"),
+            "connections": [[{"sub": s.body, "measure": s.measure}] for s in subs],
+            "ready_timeout": 120,
+        }
+        child = self.child("bench.clients", "probe", spec, "stream")
+        child.read(timeout=300)
+        done = child.finish(timeout=60)
+        frames = np.load(self.work / "probe.npy")
+        refused = {e["sub"] for e in done["update_errors"]}
+        ok = [k for i, k in enumerate(comps.KINDS) if i not in refused and (frames[:, 0] == i).any()]
+        log(f"computation kinds this server runs: {ok}")
+        return ok or ["raw"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="seconds-long run at a tiny load")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    parser.add_argument("--work", type=Path, default=None, help="keep logs and raw records here")
+    parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE")
+    args = parser.parse_args(argv)
+    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: 5,000 sockets each side
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+    work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    run = Run(plan, work)
+    started = time.time()
+    run.results["machine"] = describe_machine()
+    run.results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
+    run.results["command"] = " ".join(
+        ["python -m bench.run", *(["--smoke"] if args.smoke else []), *args.overrides]
+    )
+    if plan.baselines and not plan.baselines_alongside:
+        run.finish_baselines(run.start_baselines())
+    alongside = run.start_baselines() if plan.baselines and plan.baselines_alongside else None
+    run.server_workloads()
+    if alongside is not None:
+        run.finish_baselines(alongside)
+    run.results["duration_s"] = round(time.time() - started)
+    (args.out.with_suffix(".json")).write_text(json.dumps(run.results, indent=1, default=str))
+    args.out.write_text(render(run.results))
+    log(f"wrote {args.out} in {run.results['duration_s']} s (records in {work})")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The contract every point log under Sparkwire implements, so a third source is one new module.
+
+Modelled on Numaflow's user-defined source (`source.v1`: Read, Ack, Pending, Partitions, IsReady),
+plus what ingest and the engine need from a log: a durable `submit`, the series catalog, and the
+Spark data source (name and options) that reads the log for the stream and for back-fill.
+
+Offsets are int64 `seq` numbers, ordered within a partition. A back-fill snapshot is one `seq`
+(`end_offset`) that splits every partition in two: points at or below it are history (back-fill),
+points above it reach a computation through the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource
+
+from compute.log import SeriesWrite
+from compute.series import SeriesInfo
+
+Offsets = dict[int, int]  # partition -> seq of the last record read (the next read starts after it)
+
+
+@dataclass
+class ReadResult:
+    points: pa.Table  # POINT_SCHEMA rows (seq, series_id, ts, value, str), seq order per partition
+    offsets: Offsets  # where this reader stands after the read: commit them once processed
+
+
+class PointLog(Protocol):
+    # -- the source contract (Numaflow's Read / Ack / Pending / Partitions / IsReady) --------------
+    def partitions(self) -> list[int]:
+        """The log's partitions; a series always lives in exactly one."""
+        ...
+
+    def read(self, limit: int, timeout_ms: int) -> ReadResult:
+        """Up to `limit` records after this reader's position (initially its committed offsets),
+        waiting at most `timeout_ms` for the first one; an empty result when none arrived. A record
+        is one point in the embedded log and one series' points of one request in Redis."""
+        ...
+
+    def commit(self, offsets: Offsets) -> None:
+        """Everything at or below these offsets is processed (the stream commits the same way once
+        a micro-batch's results are published)."""
+        ...
+
+    def pending(self) -> int:
+        """Points written but not yet committed by this server's consumer; -1 if unknown."""
+        ...
+
+    def ready(self) -> bool:
+        """Whether the log answers (the heartbeat)."""
+        ...
+
+    # -- ingest ------------------------------------------------------------------------------------
+    def submit(self, writes: list[SeriesWrite]) -> Future[int]:
+        """Store one request's points, all or nothing. The future resolves to the point count once
+        they are durable (acknowledged by the log), or fails with `WriteRejected`."""
+        ...
+
+    # -- the series catalog ------------------------------------------------------------------------
+    def series(self) -> list[SeriesInfo]:
+        """Every series this process knows."""
+        ...
+
+    def poll_new_series(self) -> list[SeriesInfo]:
+        """Series that reached the catalog (from any server) since the last call, each returned
+        once. A series is in the catalog before any of its points can be read."""
+        ...
+
+    # -- what the engine hands Spark ---------------------------------------------------------------
+    @property
+    def data_source(self) -> type[DataSource]:
+        """The PySpark data source class to register (its `name()` is the format)."""
+        ...
+
+    def stream_options(self) -> dict[str, str]:
+        """Options of the streaming read: it starts at the log's current end."""
+        ...
+
+    def end_offset(self) -> int:
+        """A back-fill snapshot: every point at or below it is readable now, every point written
+        from now on is above it."""
+        ...
+
+    def backfill_options(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> dict[str, str]:
+        """Options of the batch read of these series' points with ts >= from_ts and seq <= upto_seq."""
+        ...
+
+    def close(self) -> None: ...

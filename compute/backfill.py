@@ -1,0 +1,94 @@
+"""Back-fill of new computations, batched: computations that ask while a back-fill job runs wait and
+share the next one. One Spark batch job reads the union of their series from the oldest timestamp
+any of them needs; each computation then takes only its own rows. Many subscriptions arriving
+together (a dashboard opening) cost one or two Spark jobs instead of one each."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from compute.computation import Computation, Rows
+
+log = logging.getLogger(__name__)
+
+# (series ids, from timestamp, up to seq) -> rows per series id
+ReadLog = Callable[[list[int], int, int], dict[int, Rows]]
+
+
+class BackfillQueue:
+    def __init__(self, read: ReadLog) -> None:
+        self._read = read
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Computation, int, Future[None]]] = []  # (computation, its epoch, done)
+        self._worker: threading.Thread | None = None
+
+    def run(self, computation: Computation) -> None:
+        """Back-fill one computation (blocking); raises what its back-fill raised."""
+        self._submit([computation])[0].result()
+
+    def run_all(self, computations: list[Computation]) -> list[tuple[Computation, BaseException | None]]:
+        """Back-fill these together (blocking); what each one's back-fill raised, if anything."""
+        futures = self._submit(computations)
+        return [(c, f.exception()) for c, f in zip(computations, futures, strict=True)]
+
+    def _submit(self, computations: list[Computation]) -> list[Future[None]]:
+        futures: list[Future[None]] = [Future() for _ in computations]
+        with self._lock:
+            # The epoch says which reset a back-fill belongs to: one started before a reset
+            # (compute/engine.py recover) is dropped by the computation instead of loaded.
+            self._pending += [(c, c.epoch, f) for c, f in zip(computations, futures, strict=True)]
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._drain, name="sparkwire-backfill", daemon=True)
+                self._worker.start()
+        return futures
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._worker = None
+                    return
+            self._run_batch(batch)
+
+    def _run_batch(self, batch: list[tuple[Computation, int, Future[None]]]) -> None:
+        now = time.time_ns()
+        series_ids = sorted({sid for c, _, _ in batch for sid in c.routes})
+        rows: dict[int, Rows] = {}
+        try:
+            if series_ids:
+                from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
+                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch))
+        except BaseException as exc:  # the job failed: every computation waiting on it fails
+            for _, _, done in batch:
+                done.set_exception(exc)
+            return
+        if len(batch) > 1:
+            log.info("back-filled %d computations with one job", len(batch))
+        for computation, epoch, done in batch:
+            try:
+                computation.load_backfill(_own_rows(computation, rows, now), now, epoch)
+            except BaseException as exc:
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+
+def _own_rows(computation: Computation, rows: dict[int, Rows], now: int) -> dict[int, Rows]:
+    """The rows this computation's back-fill covers: its series, its history, seq <= its mark."""
+    from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
+    out: dict[int, Rows] = {}
+    for sid in computation.routes:
+        r = rows.get(sid)
+        if r is None:
+            continue
+        keep = (r.ts >= from_ts) & (r.seq <= computation.backfill_seq)
+        if not keep.all():
+            r = Rows(r.seq[keep], r.ts[keep], r.values[keep])
+        if len(r.seq):
+            out[sid] = r
+    return out

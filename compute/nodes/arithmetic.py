@@ -1,0 +1,106 @@
+"""Pointwise numeric nodes: unary maths, binary arithmetic (aligned by forward fill, a constant
+broadcast), and the threshold filter. IEEE semantics throughout: sqrt(-1) is NaN, x/0 is +-inf."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compute.nodes.align import FFILL_RADIUS_NS, forward_fill
+from compute.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.nodes.inputs import Constant
+from compute.results import NumericPoints
+
+Unary = Callable[[np.ndarray], np.ndarray]
+BinaryOp = Callable[[Any, Any], np.ndarray]  # arrays, or an array and a scalar
+
+UNARY_OPS: dict[str, Unary] = {
+    "abs": np.abs,
+    "negate": np.negative,
+    "sqrt": np.sqrt,
+    "ln": np.log,
+    "log10": np.log10,
+}
+BINARY_OPS: dict[str, BinaryOp] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+}
+THRESHOLD_OPS: dict[str, BinaryOp] = {
+    "GREATER_THAN": np.greater,
+    "GREATER_THAN_OR_EQUAL_TO": np.greater_equal,
+    "LESS_THAN": np.less,
+    "LESS_THAN_OR_EQUAL_TO": np.less_equal,
+    "EQUAL_TO": np.equal,
+    "NOT_EQUAL_TO": np.not_equal,
+}
+
+
+def apply_unary(op: str, values: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(UNARY_OPS[op](values), np.float64)
+
+
+def apply_binary(op: str, left: np.ndarray | np.float64, right: np.ndarray | np.float64) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(BINARY_OPS[op](left, right), np.float64)
+
+
+@dataclass
+class UnaryNode(SeriesNode):
+    op: str
+    x: SeriesNode
+
+    def children(self) -> Sequence[Node]:
+        return (self.x,)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.x.evaluate(env), self.op)
+        return NumericPoints(s.ts, apply_unary(self.op, s.values))
+
+
+@dataclass
+class BinaryNode(SeriesNode):
+    op: str
+    left: SeriesNode
+    right: SeriesNode
+
+    def children(self) -> Sequence[Node]:
+        return (self.left, self.right)
+
+    def own_lookback_ns(self) -> int:
+        aligned = not isinstance(self.left, Constant) and not isinstance(self.right, Constant)
+        return FFILL_RADIUS_NS if aligned else 0
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        if isinstance(self.left, Constant):
+            r = numeric(self.right.evaluate(env), self.op)
+            return NumericPoints(r.ts, apply_binary(self.op, np.float64(self.left.value), r.values))
+        if isinstance(self.right, Constant):
+            lv = numeric(self.left.evaluate(env), self.op)
+            return NumericPoints(lv.ts, apply_binary(self.op, lv.values, np.float64(self.right.value)))
+        left = numeric(self.left.evaluate(env), self.op)
+        right = numeric(self.right.evaluate(env), self.op)
+        ts, (a, b) = forward_fill([left, right])
+        return NumericPoints(ts, apply_binary(self.op, a, b))
+
+
+@dataclass
+class ThresholdFilter(SeriesNode):
+    """`thresholdFilter`: only the points whose value satisfies `value <operator> threshold`."""
+
+    input: SeriesNode
+    operator: str
+    threshold: float
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "thresholdFilter")
+        keep = THRESHOLD_OPS[self.operator](s.values, self.threshold)
+        return NumericPoints(s.ts[keep], s.values[keep])

@@ -1,0 +1,45 @@
+"""Leaves of a node tree: a channel's points, and a constant (which has a value everywhere and no
+timestamps of its own)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compute.nodes.base import EvalEnv, Series, SeriesNode, empty_numeric, enum, numeric
+from compute.results import EnumPoints
+
+
+@dataclass
+class ChannelInput(SeriesNode):
+    """The points of the series one of the plan's channel selectors routes here."""
+
+    index: int
+    expect: str | None = None  # "numeric", "enum", or None when a `Series.raw` leaves it open
+
+    def reads_channel(self) -> bool:
+        return True
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        series = env.inputs.get(self.index)
+        if series is None:
+            if self.expect == "enum":
+                return EnumPoints(np.empty(0, np.int64), np.empty(0, np.int32), env.categories)
+            return empty_numeric()
+        if self.expect == "numeric":
+            return numeric(series, "numeric")
+        if self.expect == "enum":
+            return enum(series, "enum", env.categories)
+        return series
+
+
+@dataclass
+class Constant(SeriesNode):
+    """`constant` (and any arithmetic over constants only, folded when compiled). Binary nodes
+    broadcast it; it never reaches a node that needs timestamps (the compiler refuses that)."""
+
+    value: float
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        raise AssertionError("a constant is broadcast by its consumer, never evaluated on its own")

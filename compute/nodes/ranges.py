@@ -1,0 +1,139 @@
+"""Range nodes. A range starts at the first point that meets the condition and ends (exclusive) at
+the first later point that does not; a range still true at the newest point is open. Set operations
+(not, intersect, union) work on normalized ranges: sorted, never overlapping nor adjacent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compute.nodes.arithmetic import THRESHOLD_OPS
+from compute.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.results import NO_START, OPEN_END, Ranges
+
+MIN_MAX_OPS = ("OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS")
+
+
+def condition_ranges(ts: np.ndarray, cond: np.ndarray) -> Ranges:
+    prev = np.r_[False, cond[:-1]]
+    starts = ts[cond & ~prev]
+    ends = ts[~cond & prev]
+    if len(ends) < len(starts):
+        ends = np.r_[ends, OPEN_END]
+    return Ranges(starts.astype(np.int64), ends.astype(np.int64))
+
+
+def coverage(inputs: Sequence[Ranges], need: int) -> Ranges:
+    """Where at least `need` of the inputs hold: need=1 is the union, need=len(inputs) the
+    intersection. Every start counts +1 and every end -1; runs of enough coverage are the result."""
+    starts = np.concatenate([r.starts for r in inputs]) if inputs else np.empty(0, np.int64)
+    ends = np.concatenate([r.ends for r in inputs]) if inputs else np.empty(0, np.int64)
+    if not len(starts):
+        return Ranges.empty()
+    events = np.r_[starts, ends]
+    order = np.argsort(events, kind="stable")
+    events = events[order]
+    steps = np.r_[np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)][order]
+    last_at_time = np.r_[events[1:] != events[:-1], True]  # coverage after every event at a time
+    times = events[last_at_time]
+    ok = np.cumsum(steps)[last_at_time] >= need  # coverage on [times[i], times[i + 1])
+    prev = np.r_[False, ok[:-1]]
+    return Ranges(times[ok & ~prev], times[~ok & prev])
+
+
+def complement(r: Ranges) -> Ranges:
+    gap_starts = np.r_[NO_START, r.ends].astype(np.int64)
+    gap_ends = np.r_[r.starts, OPEN_END].astype(np.int64)
+    keep = gap_starts < gap_ends
+    return Ranges(gap_starts[keep], gap_ends[keep])
+
+
+@dataclass
+class Threshold(RangeNode):
+    input: SeriesNode
+    operator: str
+    threshold: float
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        s = numeric(self.input.evaluate(env), "threshold")
+        return condition_ranges(s.ts, THRESHOLD_OPS[self.operator](s.values, self.threshold))
+
+
+@dataclass
+class MinMaxThreshold(RangeNode):
+    input: SeriesNode
+    operator: str
+    lower: float
+    upper: float
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        s = numeric(self.input.evaluate(env), "minMaxThreshold")
+        v, lo, hi = s.values, self.lower, self.upper
+        if self.operator == "OUTSIDE_BOUNDS":
+            cond = (v < lo) | (v > hi)
+        elif self.operator == "OUTSIDE_OR_EQUAL_TO_BOUNDS":
+            cond = (v <= lo) | (v >= hi)
+        elif self.operator == "INSIDE_BOUNDS":
+            cond = (v > lo) & (v < hi)
+        else:
+            cond = (v >= lo) & (v <= hi)
+        return condition_ranges(s.ts, cond)
+
+
+@dataclass
+class EnumFilter(RangeNode):
+    """IS_IN / IS_NOT_IN over an enum series' categories."""
+
+    input: SeriesNode
+    values: frozenset[str]
+    negate: bool  # IS_NOT_IN
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        s = enum(self.input.evaluate(env), "enumFilter", env.categories)
+        wanted = [i for i, c in enumerate(s.categories) if c in self.values]
+        cond = np.isin(s.codes, np.asarray(wanted, np.int32))
+        return condition_ranges(s.ts, ~cond if self.negate else cond)
+
+
+@dataclass
+class NotRanges(RangeNode):
+    input: RangeNode
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        return complement(self.input.evaluate(env))
+
+
+@dataclass
+class IntersectRanges(RangeNode):
+    inputs: list[RangeNode]
+
+    def children(self) -> Sequence[Node]:
+        return self.inputs
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        return coverage([r.evaluate(env) for r in self.inputs], need=len(self.inputs))
+
+
+@dataclass
+class UnionRanges(RangeNode):
+    inputs: list[RangeNode]
+
+    def children(self) -> Sequence[Node]:
+        return self.inputs
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        return coverage([r.evaluate(env) for r in self.inputs], need=1)

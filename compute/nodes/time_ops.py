@@ -1,0 +1,85 @@
+"""Nodes over consecutive points and time: derivative, valueDifference, timeShift.
+
+`derivative` and `valueDifference` emit one point per input point after the first, at that point's
+timestamp; the first held point has no predecessor, so near the start of the held history (the
+window plus the plan's lookback) a point can lack its value."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compute.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.results import NumericPoints
+
+NANOS_PER_UNIT: dict[str, int] = {
+    "DAYS": 86_400_000_000_000,
+    "HOURS": 3_600_000_000_000,
+    "MINUTES": 60_000_000_000,
+    "SECONDS": 1_000_000_000,
+    "MILLISECONDS": 1_000_000,
+    "MICROSECONDS": 1_000,
+    "NANOSECONDS": 1,
+}
+NEGATIVE_VALUE_MODES = ("allowNegativeValues", "setNegativeValuesToZero", "excludeNegativeValues")
+
+
+def _negatives(ts: np.ndarray, values: np.ndarray, mode: str) -> NumericPoints:
+    if mode == "setNegativeValuesToZero":
+        return NumericPoints(ts, np.where(values < 0, 0.0, values))
+    if mode == "excludeNegativeValues":
+        keep = ~(values < 0)
+        return NumericPoints(ts[keep], values[keep])
+    return NumericPoints(ts, values)
+
+
+@dataclass
+class Derivative(SeriesNode):
+    input: SeriesNode
+    unit_ns: int = NANOS_PER_UNIT["SECONDS"]
+    negatives: str = "allowNegativeValues"
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "derivative")
+        dt = np.diff(s.ts) / self.unit_ns  # timestamps are unique: dt > 0
+        with np.errstate(all="ignore"):
+            rate = np.diff(s.values) / dt
+        return _negatives(s.ts[1:], rate, self.negatives)
+
+
+@dataclass
+class ValueDifference(SeriesNode):
+    input: SeriesNode
+    negatives: str = "allowNegativeValues"
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "valueDifference")
+        with np.errstate(all="ignore"):
+            diff = np.diff(s.values)
+        return _negatives(s.ts[1:], diff, self.negatives)
+
+
+@dataclass
+class TimeShift(SeriesNode):
+    """Every point moves by `shift_ns` (negative: earlier). A positive shift needs that much history."""
+
+    input: SeriesNode
+    shift_ns: int
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def own_lookback_ns(self) -> int:
+        return max(self.shift_ns, 0)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "timeShift")
+        return NumericPoints(s.ts + self.shift_ns, s.values)

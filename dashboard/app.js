@@ -1,0 +1,268 @@
+// The dashboard page: a form (data source, channels, window, computation), one subscription per
+// channel (plus one per channel for threshold ranges), a live chart, and a readout of connection
+// state and latency. The chart's data is published on window.sparkwire for scripts and tests.
+
+import { colorOf, draw } from "./chart.js";
+import { LiveConnection, MergedView, newId, tsMs } from "./protocol.js";
+
+const DEFAULTS = {
+  rid: "ri.sparkwire.demo",
+  channels: "engine.temp",
+  tags: "",
+  groupBy: "vehicle",
+  window: "60",
+  mode: "raw",
+  buckets: "200",
+  op: "GREATER_THAN",
+  threshold: "88",
+};
+const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets beyond
+const $ = (id) => document.getElementById(id);
+
+const published = {
+  state: "connecting",
+  stateDetail: "",
+  latencyMs: null,
+  latencyMedianMs: null,
+  frames: 0,
+  series: {},
+  ranges: {},
+  errors: [],
+  colors: {}, // label -> the colour the chart draws it in
+  config: null,
+};
+window.sparkwire = published;
+
+let connection = null;
+let subscriptions = new Map(); // id -> { channel, role: "series"|"ranges", view, index }
+let channelTypes = new Map(); // "rid|channel" -> "double" | "string"
+const latencies = [];
+let dirty = true;
+
+// -- configuration ---------------------------------------------------------------------------------
+function readConfig() {
+  const params = new URLSearchParams(location.search);
+  const config = {};
+  for (const [k, v] of Object.entries(DEFAULTS)) config[k] = params.get(k) ?? v;
+  return config;
+}
+
+function fillForm(config) {
+  for (const key of Object.keys(DEFAULTS)) $(key).value = config[key];
+}
+
+function formConfig() {
+  const config = {};
+  for (const key of Object.keys(DEFAULTS)) config[key] = $(key).value.trim();
+  return config;
+}
+
+function parseTags(text) {
+  const tags = {};
+  for (const part of text.split(",")) {
+    const [k, ...rest] = part.split("=");
+    if (k.trim() && rest.length) tags[k.trim()] = rest.join("=").trim();
+  }
+  return tags;
+}
+
+// -- compute nodes (Conjure JSON) ------------------------------------------------------------------
+const literal = (v) => ({ type: "literal", literal: v });
+
+function channelVariable(rid, channel, tags, groupBy) {
+  return {
+    type: "channel",
+    channel: {
+      type: "dataSource",
+      dataSource: {
+        dataSourceRid: literal(rid),
+        channel: literal(channel),
+        tags: Object.fromEntries(Object.entries(tags).map(([k, v]) => [k, literal(v)])),
+        tagsToGroupBy: [],
+        groupByTags: groupBy ? [literal(groupBy)] : [],
+      },
+    },
+  };
+}
+
+function request(config, channel, role) {
+  const kind = channelTypes.get(`${config.rid}|${channel}`) === "string" ? "enum" : "numeric";
+  const input = { type: kind, [kind]: { type: "raw", raw: { name: "x" } } };
+  let node;
+  if (role === "ranges") {
+    const threshold = { input: input[kind], threshold: literal(Number(config.threshold)), operator: config.op };
+    node = { type: "ranges", ranges: { input: { type: "threshold", threshold } } };
+  } else {
+    const buckets = config.mode === "buckets" ? Number(config.buckets) : RAW_LIMIT;
+    node = { type: "series", series: { input, numericAggregations: {}, buckets } };
+  }
+  const windowMs = Number(config.window) * 1000;
+  return {
+    computeRequest: {
+      node,
+      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      context: {
+        variables: { x: channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy) },
+        datasetReferences: {},
+      },
+    },
+    subscriptionOptions: { minDelay: 50, allowAppends: true },
+  };
+}
+
+// -- subscriptions ---------------------------------------------------------------------------------
+function apply(config) {
+  published.config = config;
+  published.series = {};
+  published.ranges = {};
+  published.errors = [];
+  connection.unsubscribeAll();
+  subscriptions = new Map();
+  const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
+  channels.forEach((channel, index) => {
+    const roles = config.mode === "ranges" ? ["series", "ranges"] : ["series"];
+    for (const role of roles) {
+      const id = newId();
+      subscriptions.set(id, { channel, role, index, view: new MergedView(Number(config.window) * 1000) });
+      connection.subscribe(id, request(config, channel, role));
+    }
+  });
+  const url = new URL(location.href);
+  for (const [k, v] of Object.entries(config)) url.searchParams.set(k, v);
+  history.replaceState(null, "", url);
+  renderErrors();
+  dirty = true;
+}
+
+function onUpdate(id, update) {
+  const sub = subscriptions.get(id);
+  if (!sub) return;
+  sub.view.apply(update);
+  published.frames += 1;
+  if (update.type === "append") {
+    const latency = Date.now() - tsMs(update.append.end);
+    latencies.push(latency);
+    if (latencies.length > 50) latencies.shift();
+    published.latencyMs = latency;
+    published.latencyMedianMs = [...latencies].sort((a, b) => a - b)[Math.floor(latencies.length / 2)];
+  }
+  publish(sub);
+  dirty = true;
+}
+
+function onError(id, error) {
+  const sub = id && subscriptions.get(id);
+  const where = sub ? `${sub.channel} (${sub.role})` : "connection";
+  published.errors.push(`${where}: ${error.name}: ${error.message ?? ""}`);
+  renderErrors();
+}
+
+function label(channel, group) {
+  return group ? `${channel} {${group}}` : channel;
+}
+
+/** Copy a subscription's merged view into window.sparkwire (plain arrays of [ms, ...]). */
+function publish(sub) {
+  for (const [group, view] of sub.view.groups) {
+    const name = label(sub.channel, group);
+    if (sub.role === "ranges") {
+      published.ranges[name] = view.ranges.map((r) => [r.start, r.end]);
+      continue;
+    }
+    const rows = view.sorted();
+    const entry = { kind: view.kind, channel: sub.channel, group, points: [], buckets: [] };
+    if (view.kind === "bucketedNumeric") entry.buckets = rows.map(([t, b]) => [t, b.min, b.max, b.mean, b.count]);
+    else if (view.kind === "bucketedEnum") entry.points = rows.map(([t, b]) => [t, b.first]);
+    else entry.points = rows;
+    published.series[name] = entry;
+  }
+}
+
+// -- drawing ---------------------------------------------------------------------------------------
+let lastDraw = 0;
+
+function frame() {
+  const config = published.config;
+  const now = Date.now();
+  if (config && (dirty || now - lastDraw > 200)) {  // redraw on news, and as time slides on
+    dirty = false;
+    lastDraw = now;
+    const endMs = now;
+    const startMs = endMs - Number(config.window) * 1000;
+    const names = Object.keys(published.series).sort();
+    const series = names.map((name, i) => ({ label: name, color: colorOf(i), ...published.series[name] }));
+    published.colors = Object.fromEntries(series.map((s) => [s.label, s.color]));
+    const ranges = Object.entries(published.ranges).map(([name, spans]) => ({
+      label: name,
+      color: colorOf(names.indexOf(name) >= 0 ? names.indexOf(name) : 0),
+      spans,
+    }));
+    draw($("chart"), { series, ranges, startMs, endMs });
+    $("legend").innerHTML = series
+      .map((s) => `<span><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`)
+      .join("");
+  }
+  requestAnimationFrame(frame);
+}
+
+function renderState(state, detail) {
+  published.state = state;
+  published.stateDetail = detail;
+  const badge = $("state");
+  badge.textContent = detail ? `${state} ${detail}` : state;
+  badge.dataset.state = state.replace(/\s/g, "-");
+}
+
+function renderLatency() {
+  const last = published.latencyMs;
+  $("latency").textContent =
+    last === null ? "latency —" : `latency ${last.toFixed(0)} ms (median ${published.latencyMedianMs.toFixed(0)} ms)`;
+}
+
+function renderErrors() {
+  $("errors").innerHTML = published.errors.map((e) => `<li>${escape(e)}</li>`).join("");
+}
+
+function escape(text) {
+  return String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+}
+
+// -- the channel list ------------------------------------------------------------------------------
+async function loadSeries() {
+  try {
+    const list = await (await fetch("series")).json();
+    channelTypes = new Map(list.map((s) => [`${s.dataSourceRid}|${s.channel}`, s.type]));
+    const rids = [...new Set(list.map((s) => s.dataSourceRid))];
+    $("rids").innerHTML = rids.map((r) => `<option value="${escape(r)}">`).join("");
+    const rid = $("rid").value.trim();
+    const channels = [...new Set(list.filter((s) => s.dataSourceRid === rid).map((s) => s.channel))];
+    $("channel-list").innerHTML = channels.map((c) => `<option value="${escape(c)}">`).join("");
+  } catch (err) {
+    console.warn("could not list series", err);
+  }
+}
+
+async function main() {
+  const config = readConfig();
+  fillForm(config);
+  await loadSeries();
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  connection = new LiveConnection(`${scheme}//${location.host}/persistent-compute/ws`, {
+    onState: renderState,
+    onUpdate,
+    onError,
+  });
+  connection.start();
+  apply(config);
+  $("form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    await loadSeries();
+    apply(formConfig());
+  });
+  $("rid").addEventListener("change", loadSeries);
+  window.addEventListener("pagehide", () => connection.close()); // leave the server a clean close
+  setInterval(renderLatency, 250);
+  requestAnimationFrame(frame);
+}
+
+main();

@@ -1,0 +1,284 @@
+// The persistent-compute protocol in the browser: the merged view of a subscription (the merge rules
+// of PROTOCOL.md, as sparkwire_client/view.py applies them) and a connection that answers pings,
+// reconnects with backoff and hands over on shutdownNotice.
+
+const SPECIAL = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };
+
+/** Conjure Timestamp -> milliseconds since the epoch (a float; sub-microsecond digits are lost). */
+export function tsMs(t) {
+  return t.seconds * 1000 + t.nanos / 1e6;
+}
+
+/** Conjure DOUBLE -> number. */
+export function dbl(v) {
+  return typeof v === "string" ? SPECIAL[v] : v;
+}
+
+const POINT_KINDS = new Set(["numeric", "enum"]);
+const BUCKET_KINDS = new Set(["bucketedNumeric", "bucketedEnum"]);
+const VALUE_KINDS = new Set(["numericPoint", "enumPoint"]);
+
+function entries(kind, body) {
+  const out = new Map();
+  body.timestamps.forEach((t, i) => {
+    const at = tsMs(t);
+    if (kind === "numeric") out.set(at, dbl(body.values[i]));
+    else if (kind === "enum") out.set(at, body.categories[body.values[i]]);
+    else if (kind === "bucketedNumeric") {
+      const b = body.buckets[i];
+      out.set(at, { min: dbl(b.min), max: dbl(b.max), mean: dbl(b.mean), count: b.count });
+    } else {
+      const b = body.buckets[i];
+      const histogram = {};
+      for (const [code, n] of Object.entries(b.histogram)) histogram[body.categories[Number(code)]] = n;
+      out.set(at, { histogram, first: body.categories[b.firstPoint.value] });
+    }
+  });
+  return out;
+}
+
+function ranges(list) {
+  return list
+    .map((r) => ({ start: r.start ? tsMs(r.start) : null, end: r.end ? tsMs(r.end) : null }))
+    .sort((a, b) => (a.start ?? -Infinity) - (b.start ?? -Infinity));
+}
+
+function mergeRanges(old, fresh, start) {
+  const kept = [];
+  for (let r of old) {
+    if (r.start !== null && r.start >= start) continue; // replaced by the append
+    if (r.end === null || r.end > start) r = { start: r.start, end: start }; // cut where it takes over
+    kept.push(r);
+  }
+  for (const r of fresh) {
+    const last = kept[kept.length - 1];
+    if (last && last.end !== null && r.start !== null && last.end >= r.start) {
+      kept[kept.length - 1] = { start: last.start, end: r.end === null ? null : Math.max(r.end, last.end) };
+    } else kept.push(r);
+  }
+  return kept;
+}
+
+/** One result (one group of a grouped result) as currently merged. */
+export class ResultView {
+  constructor() {
+    this.kind = null;
+    this.entries = new Map(); // timestamp (ms) -> value or bucket
+    this.ranges = [];
+    this.value = null; // [ms, value] for numericPoint / enumPoint
+  }
+
+  replace(kind, body) {
+    this.kind = kind;
+    this.entries = new Map();
+    this.ranges = [];
+    this.value = null;
+    if (POINT_KINDS.has(kind) || BUCKET_KINDS.has(kind)) this.entries = entries(kind, body);
+    else if (kind === "range") this.ranges = ranges(body);
+    else if (kind === "rangesSummary") this.ranges = ranges(body.rangesSummary.map((s) => s.range));
+    else if (VALUE_KINDS.has(kind)) this.value = body ? [tsMs(body.timestamp), dbl(body.value)] : null;
+  }
+
+  merge(kind, body, start, end) {
+    if (this.kind === null) this.kind = kind;
+    if (POINT_KINDS.has(kind)) {
+      for (const t of [...this.entries.keys()]) if (t >= start && t <= end) this.entries.delete(t);
+      for (const [t, v] of entries(kind, body)) this.entries.set(t, v);
+    } else if (BUCKET_KINDS.has(kind)) {
+      for (const [t, v] of entries(kind, body)) this.entries.set(t, v); // same end: the newer wins
+    } else if (kind === "range") {
+      this.ranges = mergeRanges(this.ranges, ranges(body), start);
+    } else if (VALUE_KINDS.has(kind) && body) {
+      this.value = [tsMs(body.timestamp), dbl(body.value)];
+    }
+  }
+
+  trim(cutoff) {
+    const bucketed = BUCKET_KINDS.has(this.kind);
+    for (const t of [...this.entries.keys()]) if (bucketed ? t <= cutoff : t < cutoff) this.entries.delete(t);
+    this.ranges = this.ranges.filter((r) => r.end === null || r.end > cutoff);
+    if (this.value && this.value[0] < cutoff) this.value = null;
+  }
+
+  /** [[ms, value-or-bucket], ...] in time order. */
+  sorted() {
+    return [...this.entries.entries()].sort((a, b) => a[0] - b[0]);
+  }
+}
+
+function groupKey(grouping) {
+  const tags = (grouping && grouping.tagsWithValues) || {};
+  return Object.keys(tags)
+    .sort()
+    .map((k) => `${k}=${tags[k]}`)
+    .join(",");
+}
+
+function parts(result) {
+  if (result.type !== "grouped") return [["", result.type, result[result.type]]];
+  return result.grouped.responses.map((g) => [groupKey(g.grouping), g.response.type, g.response[g.response.type]]);
+}
+
+/** A subscription's whole result: one ResultView per group ("" when not grouped). */
+export class MergedView {
+  constructor(windowMs) {
+    this.windowMs = windowMs;
+    this.groups = new Map();
+    this.end = 0;
+  }
+
+  apply(update) {
+    if (update.type === "full") {
+      this.groups = new Map();
+      for (const [key, kind, body] of parts(update.full.result)) {
+        const view = new ResultView();
+        view.replace(kind, body);
+        this.groups.set(key, view);
+      }
+    } else if (update.type === "append") {
+      const start = tsMs(update.append.start);
+      const end = tsMs(update.append.end);
+      this.end = Math.max(this.end, end);
+      for (const [key, kind, body] of parts(update.append.result)) {
+        if (!this.groups.has(key)) this.groups.set(key, new ResultView());
+        this.groups.get(key).merge(kind, body, start, end);
+      }
+      for (const view of this.groups.values()) view.trim(this.end - this.windowMs);
+    }
+  }
+}
+
+function uuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16)); // plain-http pages have no randomUUID
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+export const newId = uuid;
+
+/**
+ * One logical connection over successive WebSockets. Each subscription follows one socket; a newer
+ * socket takes a subscription over with its first FullResult (or error), and older sockets close
+ * once nothing follows them. So a restart is a reconnect, and a shutdownNotice a hand-over.
+ */
+export class LiveConnection {
+  constructor(url, { onState, onUpdate, onError } = {}) {
+    this.url = url;
+    this.onState = onState || (() => {});
+    this.onUpdate = onUpdate || (() => {});
+    this.onError = onError || (() => {});
+    this.subscriptions = new Map(); // id -> { request, link }
+    this.links = new Set();
+    this.current = null;
+    this.generation = 0;
+    this.backoffMs = 250;
+    this.closed = false;
+    this.replacing = false;
+    this.connections = 0;
+  }
+
+  setState(state, detail = "") {
+    this.state = state;
+    this.onState(state, detail);
+  }
+
+  start() {
+    this.open(false);
+  }
+
+  close() {
+    this.closed = true;
+    for (const link of this.links) link.ws.close(1000);
+  }
+
+  open(handover) {
+    const link = { ws: new WebSocket(this.url), generation: ++this.generation, handover, ready: false };
+    this.links.add(link);
+    this.setState(handover ? "handing over" : this.connections ? "reconnecting" : "connecting");
+    link.ws.onopen = () => {
+      link.ready = true;
+      this.connections += 1;
+      this.backoffMs = 250;
+      this.replacing = false;
+      this.current = link;
+      this.setState("open");
+      const subs = {};
+      for (const [id, s] of this.subscriptions) subs[id] = s.request;
+      if (Object.keys(subs).length) this.send(link, { type: "subscribe", subscribe: subs });
+      this.retireUnused();
+    };
+    link.ws.onmessage = (event) => this.dispatch(link, JSON.parse(event.data));
+    link.ws.onclose = () => {
+      this.links.delete(link);
+      if (this.closed) return;
+      if (link === this.current || !link.ready) this.retry();
+    };
+  }
+
+  retry() {
+    if (this.replacing) return;
+    this.replacing = true;
+    const delay = this.backoffMs * (0.8 + 0.4 * Math.random());
+    this.backoffMs = Math.min(this.backoffMs * 2, 10000);
+    this.setState("reconnecting", `in ${(delay / 1000).toFixed(1)} s`);
+    setTimeout(() => {
+      this.replacing = false;
+      if (!this.closed) this.open(false);
+    }, delay);
+  }
+
+  send(link, message) {
+    if (link && link.ws.readyState === WebSocket.OPEN) link.ws.send(JSON.stringify(message));
+  }
+
+  subscribe(id, request) {
+    this.subscriptions.set(id, { request, link: this.current });
+    this.send(this.current, { type: "subscribe", subscribe: { [id]: request } });
+  }
+
+  unsubscribeAll() {
+    const ids = [...this.subscriptions.keys()];
+    this.subscriptions.clear();
+    if (ids.length) for (const link of this.links) this.send(link, { type: "unsubscribe", unsubscribe: ids });
+  }
+
+  dispatch(link, frame) {
+    if (frame.type === "subscriptionUpdate") {
+      const body = frame.subscriptionUpdate;
+      const sub = this.subscriptions.get(body.subscriptionId);
+      if (!sub) return;
+      if (sub.link !== link) {
+        if (link !== this.current || body.update.type === "append") return;
+        sub.link = link; // the newer socket has delivered: switch
+        this.retireUnused();
+      }
+      if (body.update.type === "error") this.onError(body.subscriptionId, body.update.error.serializableError);
+      else this.onUpdate(body.subscriptionId, body.update);
+    } else if (frame.type === "subscriptionCreation") {
+      const body = frame.subscriptionCreation;
+      if (body.creation.type === "error" && this.subscriptions.has(body.subscriptionId)) {
+        this.onError(body.subscriptionId, body.creation.error.serializableError);
+      }
+    } else if (frame.type === "health") {
+      const health = frame.health;
+      if (health.type === "ping") {
+        const pong = { pingOriginallySentAt: health.ping.sentAt, sentAt: new Date().toISOString() };
+        this.send(link, { type: "pong", pong });
+      } else if (health.type === "shutdownNotice") {
+        if (link === this.current && !link.handover) this.open(true);
+      } else if (health.type === "clientMessageError") {
+        this.onError(null, health.clientMessageError.error);
+      }
+    }
+  }
+
+  retireUnused() {
+    const used = new Set([...this.subscriptions.values()].map((s) => s.link));
+    for (const link of this.links) {
+      if (link !== this.current && link.ready && !used.has(link)) link.ws.close(1000);
+    }
+  }
+}

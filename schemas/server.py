@@ -1,0 +1,285 @@
+"""ServerMessage: what Sparkwire sends on `WS /persistent-compute/ws` (Nominal persistent-compute,
+Conjure JSON), limited to the variants Sparkwire emits.
+
+The server encodes frames straight from numpy (app/frames.py, for speed); these models are the
+published description of those frames: the AsyncAPI document is generated from them, and tests
+check that real frames validate against them. Unknown keys are refused, so a frame that drifts from
+this description fails its test instead of slipping through.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter
+
+from schemas.client import Ping, Pong
+from schemas.conjure import ConjureModel, SerializableError, Timestamp
+
+# Conjure DOUBLE: a JSON number, or one of these strings (JSON has no NaN or infinities).
+ConjureDouble = float | Literal["NaN", "Infinity", "-Infinity"]
+
+
+class WireModel(ConjureModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- plots (scout.compute.api) ----------------------------------------------------------------------
+class NumericPlot(WireModel):
+    timestamps: list[Timestamp]
+    values: list[ConjureDouble]
+
+
+class NumericPoint(WireModel):
+    timestamp: Timestamp
+    value: ConjureDouble
+
+
+class NumericBucket(WireModel):
+    min: ConjureDouble | None = None
+    max: ConjureDouble | None = None
+    mean: ConjureDouble | None = None
+    count: int | None = None
+    variance: ConjureDouble | None = Field(None, description="population variance; 0 for one point")
+    first_point: NumericPoint | None = None
+    last_point: NumericPoint | None = Field(None, description="absent when the bucket holds one point")
+    aggregations: dict[str, ConjureDouble] = Field(default_factory=dict)
+
+
+class BucketedNumericPlot(WireModel):
+    timestamps: list[Timestamp] = Field(description="each bucket's end, exclusive")
+    buckets: list[NumericBucket]
+
+
+class EnumPlot(WireModel):
+    timestamps: list[Timestamp]
+    values: list[int] = Field(description="indexes into categories")
+    categories: list[str]
+
+
+class EnumPoint(WireModel):
+    timestamp: Timestamp
+    value: str
+
+
+class CompactEnumPoint(WireModel):
+    timestamp: Timestamp
+    value: int = Field(description="index into the plot's categories")
+
+
+class EnumBucket(WireModel):
+    histogram: dict[int, int] = Field(description="category index -> points in the bucket")
+    first_point: CompactEnumPoint
+    last_point: CompactEnumPoint | None = None
+
+
+class BucketedEnumPlot(WireModel):
+    timestamps: list[Timestamp] = Field(description="each bucket's end, exclusive")
+    buckets: list[EnumBucket]
+    categories: list[str]
+
+
+class Range(WireModel):
+    start: Timestamp | None = None
+    end: Timestamp | None = Field(None, description="absent while the range is still open")
+    value: dict[str, Any] | None = None
+
+
+class RangeSummary(WireModel):
+    range: Range
+    sub_range_count: int
+
+
+class RangesSummary(WireModel):
+    ranges_summary: list[RangeSummary]
+
+
+class TagsGrouping(WireModel):
+    type: Literal["tagsWithValues"]
+    tags_with_values: dict[str, str]
+
+
+# -- ComputeNodeResponse / ComputeNodeAppendResponse variants ---------------------------------------
+class NumericResult(WireModel):
+    type: Literal["numeric"]
+    numeric: NumericPlot
+
+
+class BucketedNumericResult(WireModel):
+    type: Literal["bucketedNumeric"]
+    bucketed_numeric: BucketedNumericPlot
+
+
+class EnumResult(WireModel):
+    type: Literal["enum"]
+    enum: EnumPlot
+
+
+class BucketedEnumResult(WireModel):
+    type: Literal["bucketedEnum"]
+    bucketed_enum: BucketedEnumPlot
+
+
+class RangesResult(WireModel):
+    type: Literal["range"]
+    range: list[Range]
+
+
+class RangesSummaryResult(WireModel):
+    type: Literal["rangesSummary"]
+    ranges_summary: RangesSummary
+
+
+class NumericPointResult(WireModel):
+    type: Literal["numericPoint"]
+    numeric_point: NumericPoint | None = None
+
+
+class EnumPointResult(WireModel):
+    type: Literal["enumPoint"]
+    enum_point: EnumPoint | None = None
+
+
+_Plots = (
+    NumericResult
+    | BucketedNumericResult
+    | EnumResult
+    | BucketedEnumResult
+    | RangesResult
+    | RangesSummaryResult
+    | NumericPointResult
+    | EnumPointResult
+)
+PlotResult = Annotated[_Plots, Field(discriminator="type")]
+
+
+class GroupedResponse(WireModel):
+    grouping: TagsGrouping
+    response: PlotResult
+
+
+class GroupedResponses(WireModel):
+    responses: list[GroupedResponse]
+
+
+class GroupedResult(WireModel):
+    type: Literal["grouped"]
+    grouped: GroupedResponses
+
+
+ComputeNodeResponse = Annotated[_Plots | GroupedResult, Field(discriminator="type")]
+
+
+# -- subscriptionUpdate -----------------------------------------------------------------------------
+class FullResult(WireModel):
+    result: ComputeNodeResponse
+
+
+class AppendResult(WireModel):
+    start: Timestamp = Field(description="the earliest changed time: replace what the client holds from here")
+    end: Timestamp = Field(description="never goes backwards; the client trims older than end - windowWidth")
+    result: ComputeNodeResponse
+
+
+class ErrorBody(WireModel):
+    serializable_error: SerializableError
+
+
+class FullUpdate(WireModel):
+    type: Literal["full"]
+    full: FullResult
+
+
+class AppendUpdate(WireModel):
+    type: Literal["append"]
+    append: AppendResult
+
+
+class ErrorUpdate(WireModel):
+    type: Literal["error"]
+    error: ErrorBody
+
+
+SubscriptionUpdate = Annotated[FullUpdate | AppendUpdate | ErrorUpdate, Field(discriminator="type")]
+
+
+class SubscriptionUpdateBody(WireModel):
+    subscription_id: str
+    update: SubscriptionUpdate
+
+
+# -- subscriptionCreation ---------------------------------------------------------------------------
+class CreationSuccessBody(WireModel):
+    unit_result: dict[str, Any] = Field(description="a ComputeUnitResult; Sparkwire reports noUnitAvailable")
+
+
+class CreationSuccess(WireModel):
+    type: Literal["success"]
+    success: CreationSuccessBody
+
+
+class CreationError(WireModel):
+    type: Literal["error"]
+    error: ErrorBody
+
+
+class SubscriptionCreationBody(WireModel):
+    subscription_id: str
+    creation: Annotated[CreationSuccess | CreationError, Field(discriminator="type")]
+
+
+# -- health -----------------------------------------------------------------------------------------
+class ShutdownNotice(WireModel):
+    """The server is going away: open a new connection, re-subscribe, switch once it delivers."""
+
+
+class ClientMessageErrorBody(WireModel):
+    error: SerializableError
+
+
+class HealthPing(WireModel):
+    type: Literal["ping"]
+    ping: Ping
+
+
+class HealthPong(WireModel):
+    type: Literal["pong"]
+    pong: Pong
+
+
+class HealthShutdownNotice(WireModel):
+    type: Literal["shutdownNotice"]
+    shutdown_notice: ShutdownNotice
+
+
+class HealthClientMessageError(WireModel):
+    type: Literal["clientMessageError"]
+    client_message_error: ClientMessageErrorBody
+
+
+HealthMessage = Annotated[
+    HealthPing | HealthPong | HealthShutdownNotice | HealthClientMessageError, Field(discriminator="type")
+]
+
+
+# -- ServerMessage ----------------------------------------------------------------------------------
+class SubscriptionUpdateMessage(WireModel):
+    type: Literal["subscriptionUpdate"]
+    subscription_update: SubscriptionUpdateBody
+
+
+class SubscriptionCreationMessage(WireModel):
+    type: Literal["subscriptionCreation"]
+    subscription_creation: SubscriptionCreationBody
+
+
+class HealthServerMessage(WireModel):
+    type: Literal["health"]
+    health: HealthMessage
+
+
+ServerMessage = Annotated[
+    SubscriptionUpdateMessage | SubscriptionCreationMessage | HealthServerMessage,
+    Field(discriminator="type"),
+]
+server_message_adapter: TypeAdapter[Any] = TypeAdapter(ServerMessage)

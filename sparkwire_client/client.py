@@ -1,0 +1,361 @@
+"""An asyncio client of Sparkwire's persistent-compute WebSocket.
+
+    async with Client("http://127.0.0.1:8000") as client:
+        sub = await client.subscribe(series(numeric_channel("ri.demo", "engine.temp")), window=60)
+        async for view in sub:
+            print(view.to_pandas().tail())
+
+It answers the server's pings, reconnects with exponential backoff when a connection drops, and on
+`shutdownNotice` hands over as the protocol recommends: it opens a new connection, subscribes there
+again, and each subscription switches to the new connection once that one has delivered its
+FullResult; the old connection is closed when every subscription has switched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import itertools
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import websockets
+
+from sparkwire_client.nodes import Computable, Json
+from sparkwire_client.view import View
+
+log = logging.getLogger(__name__)
+WS_PATH = "/persistent-compute/ws"
+
+
+class SubscriptionError(Exception):
+    """The server refused a subscription or reported an error for it (a SerializableError)."""
+
+    def __init__(self, error: Json) -> None:
+        super().__init__(f"{error.get('name')}: {error.get('message')}")
+        self.error = error
+        self.name: str = error.get("name", "")
+
+
+def ws_url(url: str) -> str:
+    """`http://host:port`, `ws://host:port` or a full WebSocket URL -> the protocol's WebSocket URL."""
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    path = parts.path if parts.path not in ("", "/") else WS_PATH
+    return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+class Subscription:
+    """One subscription: its merged view, updated as frames arrive; iterate to follow it."""
+
+    def __init__(self, client: Client, sub_id: str, request: Json, window_ns: int) -> None:
+        self.client = client
+        self.id = sub_id
+        self.request = request
+        self.view = View(window_ns)
+        self.error: SubscriptionError | None = None
+        self.link: _Link | None = None  # the connection whose frames this subscription follows
+        self._changed = asyncio.Condition()
+        self._version = 0
+
+    async def _updated(self) -> None:
+        async with self._changed:
+            self._version += 1
+            self._changed.notify_all()
+
+    @property
+    def version(self) -> int:
+        """How many updates (or errors) this subscription has seen."""
+        return self._version
+
+    async def wait_for(self, predicate: Callable[[View], bool], timeout: float | None = None) -> View:
+        """The first view (the current one included) for which `predicate` holds."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            seen, view = self._version, self.view.snapshot()
+            if self.error is not None:
+                raise self.error
+            if predicate(view):
+                return view
+            await self.next(None if deadline is None else max(0.0, deadline - loop.time()), after=seen)
+
+    async def next(self, timeout: float | None = None, after: int | None = None) -> View:
+        """The view once an update newer than `after` (default: the current one) has arrived."""
+        seen = self._version if after is None else after
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: self._version > seen or self.error), timeout
+            )
+        if self.error is not None:
+            raise self.error
+        return self.view.snapshot()
+
+    async def __aiter__(self) -> AsyncIterator[View]:
+        """The merged view after each update (a slow reader skips to the newest)."""
+        seen = 0
+        while True:
+            view = await self.next(after=seen)
+            seen = self._version
+            yield view
+
+    async def dataframes(self) -> AsyncIterator[Any]:
+        async for view in self:
+            yield view.to_pandas()
+
+    async def unsubscribe(self) -> None:
+        await self.client.unsubscribe(self)
+
+
+class _Link:
+    """One WebSocket connection and the task reading it."""
+
+    def __init__(self, generation: int, ws: websockets.ClientConnection, handover: bool) -> None:
+        self.generation = generation
+        self.ws = ws
+        self.reader: asyncio.Task[None] | None = None
+        # Opened to hand over from a server that announced its shutdown. If this one announces
+        # it too (no other server behind the address), the client stays on it until it closes and
+        # then reconnects with backoff, rather than handing over in a loop.
+        self.handover = handover
+
+    async def send(self, message: Json) -> None:
+        await self.ws.send(orjson.dumps(message).decode())
+
+
+class Client:
+    def __init__(
+        self,
+        url: str,
+        *,
+        backoff_initial: float = 0.25,
+        backoff_max: float = 10.0,
+        keepalive_interval: float | None = 20.0,
+        handover_timeout: float = 30.0,
+    ) -> None:
+        self.url = ws_url(url)
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.keepalive_interval = keepalive_interval
+        self.handover_timeout = handover_timeout
+        self.subscriptions: dict[str, Subscription] = {}
+        self.state = "new"  # new, open, reconnecting, handing-over, closed
+        self.connections_opened = 0
+        self.pings_answered = 0
+        self._generations = itertools.count(1)
+        self._link: _Link | None = None  # the newest connection: new subscriptions go there
+        self._links: set[_Link] = set()
+        self._pongs: dict[str, asyncio.Future[None]] = {}
+        self._replacing: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def __aenter__(self) -> Client:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        self._link = await self._open(handover=False)
+        self.state = "open"
+
+    async def close(self) -> None:
+        self._closed = True
+        self.state = "closed"
+        if self._replacing is not None:
+            self._replacing.cancel()
+        for link in list(self._links):
+            await self._drop(link)
+
+    async def _open(self, handover: bool) -> _Link:
+        ws = await websockets.connect(
+            self.url, max_size=None, ping_interval=self.keepalive_interval, open_timeout=10
+        )
+        link = _Link(next(self._generations), ws, handover)
+        self._links.add(link)
+        self.connections_opened += 1
+        link.reader = asyncio.create_task(self._read(link), name=f"sparkwire-read-{link.generation}")
+        return link
+
+    async def _drop(self, link: _Link) -> None:
+        self._links.discard(link)
+        with contextlib.suppress(Exception):
+            await link.ws.close()
+        if link.reader is not None and link.reader is not asyncio.current_task():
+            link.reader.cancel()
+
+    # -- subscriptions -----------------------------------------------------------------------------
+    async def subscribe(
+        self,
+        node: Computable,
+        window: float | datetime.timedelta,
+        *,
+        min_delay_ms: int = 0,
+        allowed_lateness: float | None = None,
+        subscription_id: str | None = None,
+    ) -> Subscription:
+        """Subscribe to `node` over a window of `window` seconds; returns at once (the first
+        FullResult arrives through the subscription)."""
+        seconds = window.total_seconds() if isinstance(window, datetime.timedelta) else float(window)
+        options: Json = {"minDelay": int(min_delay_ms), "allowAppends": True}
+        if allowed_lateness is not None:
+            late = round(allowed_lateness * 1e9)
+            options["allowedLateness"] = {"seconds": late // 1_000_000_000, "nanos": late % 1_000_000_000}
+        request = {"computeRequest": node.request(seconds), "subscriptionOptions": options}
+        sub = Subscription(self, subscription_id or str(uuid.uuid4()), request, round(seconds * 1e9))
+        self.subscriptions[sub.id] = sub
+        link = self._require_link()
+        sub.link = link
+        await link.send({"type": "subscribe", "subscribe": {sub.id: request}})
+        return sub
+
+    async def unsubscribe(self, sub: Subscription) -> None:
+        self.subscriptions.pop(sub.id, None)
+        for link in list(self._links):
+            with contextlib.suppress(Exception):
+                await link.send({"type": "unsubscribe", "unsubscribe": [sub.id]})
+
+    async def ping(self, timeout: float = 10.0) -> float:
+        """A protocol ping; returns the round trip in seconds."""
+        link = self._require_link()
+        sent_at = _now_iso()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pongs[sent_at] = future
+        started = asyncio.get_running_loop().time()
+        try:
+            await link.send({"type": "ping", "ping": {"sentAt": sent_at}})
+            await asyncio.wait_for(future, timeout)
+        finally:
+            self._pongs.pop(sent_at, None)
+        return asyncio.get_running_loop().time() - started
+
+    def _require_link(self) -> _Link:
+        if self._link is None or self._closed:
+            raise RuntimeError("not connected")
+        return self._link
+
+    # -- reading -----------------------------------------------------------------------------------
+    async def _read(self, link: _Link) -> None:
+        try:
+            async for raw in link.ws:
+                await self._dispatch(link, orjson.loads(raw))
+        except websockets.ConnectionClosed:
+            pass
+        except Exception:
+            log.exception("connection %d: reading failed", link.generation)
+        finally:
+            self._links.discard(link)
+            if link is self._link and not self._closed:
+                self._replace(reason="connection lost")
+
+    async def _dispatch(self, link: _Link, frame: Json) -> None:
+        kind = frame["type"]
+        if kind == "subscriptionUpdate":
+            body = frame["subscriptionUpdate"]
+            sub = self.subscriptions.get(body["subscriptionId"])
+            if sub is not None:
+                await self._on_update(link, sub, body["update"])
+        elif kind == "subscriptionCreation":
+            body = frame["subscriptionCreation"]
+            sub = self.subscriptions.get(body["subscriptionId"])
+            creation = body["creation"]
+            following = sub is not None and (link is sub.link or link is self._link)
+            if sub is not None and following and creation["type"] == "error":
+                sub.error = SubscriptionError(creation["error"]["serializableError"])
+                await sub._updated()
+        elif kind == "health":
+            await self._on_health(link, frame["health"])
+
+    async def _on_update(self, link: _Link, sub: Subscription, update: Json) -> None:
+        if link is not sub.link:
+            # A newer connection takes a subscription over with its first FullResult (or error).
+            if link is not self._link or update["type"] == "append":
+                return
+            sub.link = link
+            self._retire_if_unused()
+        if update["type"] == "error":
+            sub.error = SubscriptionError(update["error"]["serializableError"])
+        else:
+            sub.view.apply(update)
+        await sub._updated()
+
+    async def _on_health(self, link: _Link, health: Json) -> None:
+        kind = health["type"]
+        if kind == "ping":
+            sent_at = health["ping"]["sentAt"]
+            pong = {"pingOriginallySentAt": sent_at, "sentAt": _now_iso()}
+            with contextlib.suppress(websockets.ConnectionClosed):
+                await link.send({"type": "pong", "pong": pong})
+                self.pings_answered += 1
+        elif kind == "pong":
+            # Matched by the echoed timestamp; a server that reformats it answers the oldest ping.
+            future = self._pongs.get(health["pong"]["pingOriginallySentAt"])
+            waiting = [f for f in self._pongs.values() if not f.done()]
+            if (future is None or future.done()) and waiting:
+                future = waiting[0]
+            if future is not None and not future.done():
+                future.set_result(None)
+        elif kind == "shutdownNotice":
+            if link is self._link and not link.handover:
+                self._replace(reason="shutdownNotice")
+        elif kind == "clientMessageError":
+            log.warning("server refused a message: %s", health["clientMessageError"]["error"].get("message"))
+
+    # -- reconnection and hand-over ----------------------------------------------------------------
+    def _replace(self, reason: str) -> None:
+        if self._replacing is None or self._replacing.done():
+            self._replacing = asyncio.create_task(self._open_replacement(reason))
+
+    async def _open_replacement(self, reason: str) -> None:
+        """Open a new connection (retrying with backoff) and subscribe everything there again."""
+        handover = reason == "shutdownNotice"
+        self.state = "handing-over" if handover else "reconnecting"
+        log.info("opening a new connection: %s", reason)
+        delay = self.backoff_initial
+        while not self._closed:
+            try:
+                link = await self._open(handover)
+            except Exception as exc:  # refused, reset, timed out, a failed handshake: all retry
+                log.info("connect failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, self.backoff_max)
+                continue
+            self._link = link
+            self.state = "open"
+            if self.subscriptions:
+                subs = {s.id: s.request for s in self.subscriptions.values()}
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    await link.send({"type": "subscribe", "subscribe": subs})
+            self._retire_if_unused()
+            asyncio.get_running_loop().call_later(self.handover_timeout, self._retire_all_but, link)
+            return
+
+    def _retire_if_unused(self) -> None:
+        """Close older connections that no subscription follows any more."""
+        in_use = {s.link for s in self.subscriptions.values()}
+        for link in list(self._links):
+            if link is not self._link and link not in in_use:
+                task = asyncio.create_task(self._drop(link))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+    def _retire_all_but(self, newest: _Link) -> None:
+        """After the hand-over timeout, a subscription the new connection never served moves anyway."""
+        if newest is not self._link:
+            return
+        for sub in self.subscriptions.values():
+            sub.link = newest
+        self._retire_if_unused()

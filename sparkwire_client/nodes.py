@@ -1,0 +1,308 @@
+"""Builders for the compute nodes Sparkwire evaluates, so nobody hand-writes Conjure JSON.
+
+    temp = numeric_channel("ri.demo", "engine.temp", tags={"vehicle": "a1"})
+    node = series((temp - 32) / 1.8, buckets=500)        # a ComputableNode, ready to subscribe
+    hot = ranges(temp.above(90))                         # threshold ranges
+
+Series nodes combine with Python operators (`+ - * /`, unary `-`, `abs()`); range series with
+`&` (intersection), `|` (union) and `~` (complement). Channels become variables of the request's
+context, named after what they select, so identical requests from different programs are identical
+on the wire and share one computation on the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Json = dict[str, Any]
+NANOS = 1_000_000_000
+
+ThresholdOperator = Literal[
+    "GREATER_THAN",
+    "GREATER_THAN_OR_EQUAL_TO",
+    "LESS_THAN",
+    "LESS_THAN_OR_EQUAL_TO",
+    "EQUAL_TO",
+    "NOT_EQUAL_TO",
+]
+BoundsOperator = Literal[
+    "OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS"
+]
+Aggregation = Literal["sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare"]
+TimeUnit = Literal["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
+
+
+def _union(kind: str, value: Any) -> Json:
+    return {"type": kind, kind: value}
+
+
+def _literal(value: Any) -> Json:
+    return _union("literal", value)
+
+
+def _duration(seconds: float) -> Json:
+    """`scout.run.api.Duration`: whole seconds and nanoseconds."""
+    ns = round(seconds * NANOS)
+    return {"seconds": ns // NANOS, "nanos": ns % NANOS}
+
+
+def _compute_duration(seconds: float) -> Json:
+    """`scout.compute.api.Duration` (a union of units with 32-bit integer counts): the coarsest exact unit."""
+    ns = round(seconds * NANOS)
+    if ns % NANOS == 0:
+        return _union("seconds", {"seconds": _literal(ns // NANOS)})
+    if ns % 1_000_000 == 0:
+        return _union("milliseconds", {"milliseconds": _literal(ns // 1_000_000)})
+    return _union("nanoseconds", {"nanoseconds": _literal(ns)})
+
+
+@dataclass(frozen=True)
+class Node:
+    """A piece of a compute tree: its Conjure JSON and the context variables it refers to."""
+
+    json: Json
+    variables: Mapping[str, Json] = field(default_factory=dict)
+
+    @staticmethod
+    def _merge(*nodes: Node) -> dict[str, Json]:
+        merged: dict[str, Json] = {}
+        for node in nodes:
+            merged.update(node.variables)
+        return merged
+
+
+# -- series -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NumericSeries(Node):
+    """A `NumericSeries` node."""
+
+    def _unary(self, kind: str, **extra: Any) -> NumericSeries:
+        key = "input" if kind in _INPUT_KEYED else "x"
+        return NumericSeries(_union(kind, {key: self.json, **extra}), self.variables)
+
+    def _binary(self, kind: str, other: NumericSeries | float, swap: bool = False) -> NumericSeries:
+        rhs = other if isinstance(other, NumericSeries) else constant(other)
+        left, right = (rhs, self) if swap else (self, rhs)
+        return NumericSeries(_union(kind, {"left": left.json, "right": right.json}), Node._merge(left, right))
+
+    def __add__(self, other: NumericSeries | float) -> NumericSeries:
+        return self._binary("add", other)
+
+    def __radd__(self, other: float) -> NumericSeries:
+        return self._binary("add", other, swap=True)
+
+    def __sub__(self, other: NumericSeries | float) -> NumericSeries:
+        return self._binary("subtract", other)
+
+    def __rsub__(self, other: float) -> NumericSeries:
+        return self._binary("subtract", other, swap=True)
+
+    def __mul__(self, other: NumericSeries | float) -> NumericSeries:
+        return self._binary("multiply", other)
+
+    def __rmul__(self, other: float) -> NumericSeries:
+        return self._binary("multiply", other, swap=True)
+
+    def __truediv__(self, other: NumericSeries | float) -> NumericSeries:
+        return self._binary("divide", other)
+
+    def __rtruediv__(self, other: float) -> NumericSeries:
+        return self._binary("divide", other, swap=True)
+
+    def __neg__(self) -> NumericSeries:
+        return self._unary("negate")
+
+    def __abs__(self) -> NumericSeries:
+        return self._unary("abs")
+
+    def sqrt(self) -> NumericSeries:
+        return self._unary("sqrt")
+
+    def ln(self) -> NumericSeries:
+        return self._unary("ln")
+
+    def log10(self) -> NumericSeries:
+        return self._unary("log10")
+
+    def derivative(self, time_unit: TimeUnit | None = None) -> NumericSeries:
+        """Change per `time_unit` (seconds by default), one point per input point after the first."""
+        return self._unary("derivative", **({"timeUnit": time_unit} if time_unit else {}))
+
+    def value_difference(self) -> NumericSeries:
+        return self._unary("valueDifference")
+
+    def time_shift(self, seconds: float) -> NumericSeries:
+        return self._unary("timeShift", duration=_literal(_duration(seconds)))
+
+    def where(self, operator: ThresholdOperator, threshold: float) -> NumericSeries:
+        """Only the points that meet `value <operator> threshold` (thresholdFilter)."""
+        return self._unary("thresholdFilter", threshold=_literal(float(threshold)), operator=operator)
+
+    def rolling(self, window_seconds: float, aggregation: Aggregation) -> NumericSeries:
+        """A rolling-time aggregation over the last `window_seconds` at every point."""
+        builder = _union(
+            "rollingTime",
+            {"input": _union("numeric", self.json), "window": _compute_duration(window_seconds)},
+        )
+        return NumericSeries(
+            _union("numericAggregation", {"input": builder, "operator": _union(aggregation, {})}),
+            self.variables,
+        )
+
+    # -- ranges -------------------------------------------------------------------------------
+    def threshold(self, operator: ThresholdOperator, value: float) -> RangeSeries:
+        return RangeSeries(
+            _union(
+                "threshold", {"input": self.json, "threshold": _literal(float(value)), "operator": operator}
+            ),
+            self.variables,
+        )
+
+    def above(self, value: float) -> RangeSeries:
+        return self.threshold("GREATER_THAN", value)
+
+    def below(self, value: float) -> RangeSeries:
+        return self.threshold("LESS_THAN", value)
+
+    def bounds(self, lower: float, upper: float, operator: BoundsOperator = "INSIDE_BOUNDS") -> RangeSeries:
+        return RangeSeries(
+            _union(
+                "minMaxThreshold",
+                {
+                    "input": self.json,
+                    "lowerBound": _literal(float(lower)),
+                    "upperBound": _literal(float(upper)),
+                    "operator": operator,
+                },
+            ),
+            self.variables,
+        )
+
+
+_INPUT_KEYED = frozenset({"derivative", "valueDifference", "timeShift", "thresholdFilter"})
+
+
+@dataclass(frozen=True)
+class EnumSeries(Node):
+    """An `EnumSeries` node (a string channel)."""
+
+    def is_in(self, values: Iterable[str]) -> RangeSeries:
+        return self._filter("IS_IN", values)
+
+    def is_not_in(self, values: Iterable[str]) -> RangeSeries:
+        return self._filter("IS_NOT_IN", values)
+
+    def _filter(self, operator: str, values: Iterable[str]) -> RangeSeries:
+        body = {"input": self.json, "operator": operator, "values": _literal(sorted(set(values)))}
+        return RangeSeries(_union("enumFilter", body), self.variables)
+
+
+@dataclass(frozen=True)
+class RangeSeries(Node):
+    """A `RangeSeries` node: time ranges where a condition holds."""
+
+    def __invert__(self) -> RangeSeries:
+        return RangeSeries(_union("not", {"input": self.json}), self.variables)
+
+    def __and__(self, other: RangeSeries) -> RangeSeries:
+        return RangeSeries(
+            _union("intersectRange", {"inputs": [self.json, other.json]}), Node._merge(self, other)
+        )
+
+    def __or__(self, other: RangeSeries) -> RangeSeries:
+        return RangeSeries(
+            _union("unionRange", {"inputs": [self.json, other.json]}), Node._merge(self, other)
+        )
+
+
+@dataclass(frozen=True)
+class Computable(Node):
+    """A `ComputableNode`: what a subscription computes."""
+
+    def request(self, window_seconds: float) -> Json:
+        """The `StreamingComputeNodeRequest` for a window of `window_seconds`."""
+        return {
+            "node": self.json,
+            "windowWidth": _duration(window_seconds),
+            "context": {"variables": dict(sorted(self.variables.items())), "datasetReferences": {}},
+        }
+
+
+# -- leaves -----------------------------------------------------------------------------------------
+def _channel_variable(
+    data_source_rid: str, channel: str, tags: Mapping[str, str] | None, group_by: Iterable[str] | None
+) -> tuple[str, Json]:
+    source = {
+        "dataSourceRid": _literal(data_source_rid),
+        "channel": _literal(channel),
+        "tags": {k: _literal(v) for k, v in sorted((tags or {}).items())},
+        "tagsToGroupBy": [],
+        "groupByTags": [_literal(g) for g in sorted(set(group_by or ()))],
+    }
+    variable = _union("channel", _union("dataSource", source))
+    digest = hashlib.sha1(json.dumps(variable, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{channel}#{digest}", variable
+
+
+def numeric_channel(
+    data_source_rid: str,
+    channel: str,
+    tags: Mapping[str, str] | None = None,
+    group_by: Iterable[str] | None = None,
+) -> NumericSeries:
+    """A double channel; `tags` select series, `group_by` splits the result per tag value."""
+    name, variable = _channel_variable(data_source_rid, channel, tags, group_by)
+    return NumericSeries(_union("raw", {"name": name}), {name: variable})
+
+
+def enum_channel(
+    data_source_rid: str,
+    channel: str,
+    tags: Mapping[str, str] | None = None,
+    group_by: Iterable[str] | None = None,
+) -> EnumSeries:
+    """A string channel."""
+    name, variable = _channel_variable(data_source_rid, channel, tags, group_by)
+    return EnumSeries(_union("raw", {"name": name}), {name: variable})
+
+
+def constant(value: float) -> NumericSeries:
+    return NumericSeries(_union("constant", _union("double", _literal(float(value)))))
+
+
+# -- computable nodes -------------------------------------------------------------------------------
+def _series_union(node: NumericSeries | EnumSeries) -> Json:
+    return _union("numeric" if isinstance(node, NumericSeries) else "enum", node.json)
+
+
+def series(
+    node: NumericSeries | EnumSeries, buckets: int | None = None, resolution_seconds: float | None = None
+) -> Computable:
+    """The series over the window: raw points while it holds at most `buckets` (default 1000)
+    points, epoch-aligned buckets (min/max/mean/...) beyond."""
+    body: Json = {"input": _series_union(node), "numericAggregations": {}}
+    if buckets is not None:
+        body["buckets"] = int(buckets)
+    if resolution_seconds is not None:
+        body["resolution"] = round(resolution_seconds * NANOS)
+    return Computable(_union("series", body), node.variables)
+
+
+def ranges(node: RangeSeries, max_ranges: int | None = None) -> Computable:
+    """The ranges over the window (a summary instead when more than `max_ranges`)."""
+    body: Json = {"input": node.json}
+    if max_ranges is not None:
+        body["maxRanges"] = int(max_ranges)
+    return Computable(_union("ranges", body), node.variables)
+
+
+def first_point(node: NumericSeries | EnumSeries) -> Computable:
+    return Computable(_union("value", _union("firstPoint", _series_union(node))), node.variables)
+
+
+def last_point(node: NumericSeries | EnumSeries) -> Computable:
+    return Computable(_union("value", _union("lastPoint", _series_union(node))), node.variables)

@@ -1,0 +1,300 @@
+"""The merged current view of a subscription's window: a FullResult, then every AppendResult applied
+with the merge rules of Nominal's `ComputeNodeAppendResponse` (as PROTOCOL.md states them):
+
+- raw points (`numeric`, `enum`): the points in `[start, end]` replace the ones held there;
+- buckets (`bucketedNumeric`, `bucketedEnum`): a bucket replaces the one with the same end timestamp;
+- ranges (`range`): old ranges from `start` on are dropped (one spanning `start` is cut there), the
+  new ones are added, and ranges that then overlap or touch are merged;
+- single values (`numericPoint`, `enumPoint`): the newest one sent is the value;
+- `grouped`: each group merges on its own;
+- and what falls out of the window (older than the newest `end` minus the window width) is trimmed.
+
+Enum values are stored as their category strings, so category lists that differ between frames
+cannot mix them up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+NANOS = 1_000_000_000
+GroupKey = tuple[tuple[str, str], ...]
+Json = dict[str, Any]
+
+_POINT_KINDS = frozenset({"numeric", "enum"})
+_BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum"})
+_VALUE_KINDS = frozenset({"numericPoint", "enumPoint"})
+_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def ns_of(timestamp: Json) -> int:
+    return int(timestamp["seconds"]) * NANOS + int(timestamp["nanos"])
+
+
+def _double(value: Any) -> float:
+    return _SPECIAL_DOUBLES[value] if isinstance(value, str) else float(value)
+
+
+@dataclass(frozen=True)
+class Range:
+    start: int | None  # ns; None: began before anything the server considered
+    end: int | None  # ns, exclusive; None: still open
+
+
+def _numeric_bucket(b: Json) -> Json:
+    def point(p: Json | None) -> tuple[int, float] | None:
+        return None if p is None else (ns_of(p["timestamp"]), _double(p["value"]))
+
+    return {
+        "min": _double(b["min"]) if b.get("min") is not None else math.nan,
+        "max": _double(b["max"]) if b.get("max") is not None else math.nan,
+        "mean": _double(b["mean"]) if b.get("mean") is not None else math.nan,
+        "count": int(b.get("count") or 0),
+        "variance": _double(b["variance"]) if b.get("variance") is not None else math.nan,
+        "first": point(b.get("firstPoint")),
+        "last": point(b.get("lastPoint")),
+    }
+
+
+def _enum_bucket(b: Json, categories: list[str]) -> Json:
+    def point(p: Json | None) -> tuple[int, str] | None:
+        return None if p is None else (ns_of(p["timestamp"]), categories[p["value"]])
+
+    return {
+        "histogram": {categories[int(k)]: int(v) for k, v in b["histogram"].items()},
+        "first": point(b.get("firstPoint")),
+        "last": point(b.get("lastPoint")),
+    }
+
+
+def _entries(kind: str, body: Any) -> dict[int, Any]:
+    """A plot's entries by timestamp: values for points, decoded dicts for buckets."""
+    stamps = [ns_of(t) for t in body["timestamps"]]
+    if kind == "numeric":
+        return dict(zip(stamps, (_double(v) for v in body["values"]), strict=True))
+    if kind == "enum":
+        categories = body["categories"]
+        return dict(zip(stamps, (categories[v] for v in body["values"]), strict=True))
+    if kind == "bucketedNumeric":
+        return dict(zip(stamps, (_numeric_bucket(b) for b in body["buckets"]), strict=True))
+    categories = body["categories"]
+    return dict(zip(stamps, (_enum_bucket(b, categories) for b in body["buckets"]), strict=True))
+
+
+def _ranges(body: list[Json]) -> list[Range]:
+    out = [
+        Range(ns_of(r["start"]) if r.get("start") else None, ns_of(r["end"]) if r.get("end") else None)
+        for r in body
+    ]
+    return sorted(out, key=lambda r: -math.inf if r.start is None else r.start)
+
+
+def _value(kind: str, body: Json | None) -> tuple[int, Any] | None:
+    if body is None:
+        return None
+    value = _double(body["value"]) if kind == "numericPoint" else body["value"]
+    return ns_of(body["timestamp"]), value
+
+
+@dataclass
+class ResultView:
+    """One result (one group of a grouped result) as currently merged."""
+
+    kind: str | None = None
+    entries: dict[int, Any] = field(default_factory=dict)  # points and buckets by timestamp
+    ranges: list[Range] = field(default_factory=list)
+    value: tuple[int, Any] | None = None  # numericPoint / enumPoint
+
+    def replace(self, kind: str, body: Any) -> None:
+        """A FullResult: the whole window."""
+        self.kind, self.entries, self.ranges, self.value = kind, {}, [], None
+        if kind in _POINT_KINDS or kind in _BUCKET_KINDS:
+            self.entries = _entries(kind, body)
+        elif kind == "range":
+            self.ranges = _ranges(body)
+        elif kind in _VALUE_KINDS:
+            self.value = _value(kind, body)
+        elif kind == "rangesSummary":
+            self.ranges = [_ranges([s["range"]])[0] for s in body["rangesSummary"]]
+        else:
+            raise ValueError(f"unsupported result type {kind!r}")
+
+    def merge(self, kind: str, body: Any, start: int, end: int) -> None:
+        """An AppendResult covering [start, end]."""
+        if self.kind is None:  # append-only subscriptions start with an append
+            self.kind = kind
+        elif kind != self.kind:
+            raise ValueError(f"an append of {kind} onto {self.kind}")
+        if kind in _POINT_KINDS:
+            kept = {t: v for t, v in self.entries.items() if not start <= t <= end}
+            kept.update(_entries(kind, body))
+            self.entries = dict(sorted(kept.items()))
+        elif kind in _BUCKET_KINDS:
+            merged = dict(self.entries)
+            merged.update(_entries(kind, body))
+            self.entries = dict(sorted(merged.items()))
+        elif kind == "range":
+            self.ranges = _merge_ranges(self.ranges, _ranges(body), start)
+        elif kind in _VALUE_KINDS:
+            newest = _value(kind, body)
+            if newest is not None:
+                self.value = newest
+        else:
+            raise ValueError(f"unsupported append type {kind!r}")
+
+    def trim(self, cutoff: int) -> None:
+        """Drop what lies wholly before the window's start."""
+        if self.kind in _POINT_KINDS:
+            self.entries = {t: v for t, v in self.entries.items() if t >= cutoff}
+        elif self.kind in _BUCKET_KINDS:  # a bucket's timestamp is its exclusive end
+            self.entries = {t: v for t, v in self.entries.items() if t > cutoff}
+        self.ranges = [r for r in self.ranges if r.end is None or r.end > cutoff]
+        if self.value is not None and self.value[0] < cutoff:
+            self.value = None
+
+    def copy(self) -> ResultView:
+        return ResultView(self.kind, dict(self.entries), list(self.ranges), self.value)
+
+    def rows(self) -> list[Json]:
+        if self.kind in ("numeric", "enum"):
+            return [{"timestamp": t, "value": v} for t, v in self.entries.items()]
+        if self.kind == "bucketedNumeric":
+            return [
+                {"timestamp": t, **{k: b[k] for k in ("min", "max", "mean", "count", "variance")}}
+                for t, b in self.entries.items()
+            ]
+        if self.kind == "bucketedEnum":
+            return [
+                {"timestamp": t, "histogram": b["histogram"], "first": b["first"][1] if b["first"] else None}
+                for t, b in self.entries.items()
+            ]
+        if self.kind in ("range", "rangesSummary"):
+            return [{"start": r.start, "end": r.end} for r in self.ranges]
+        if self.kind in _VALUE_KINDS and self.value is not None:
+            return [{"timestamp": self.value[0], "value": self.value[1]}]
+        return []
+
+
+def _merge_ranges(old: list[Range], new: list[Range], start: int) -> list[Range]:
+    kept: list[Range] = []
+    for r in old:
+        if r.start is not None and r.start >= start:
+            continue  # replaced by what the append says about [start, end]
+        if r.end is None or r.end > start:
+            r = Range(r.start, start)  # cut where the append takes over
+        kept.append(r)
+    for r in new:
+        last = kept[-1] if kept else None
+        touches = last is not None and last.end is not None and r.start is not None and last.end >= r.start
+        if last is not None and touches:
+            end = None if r.end is None else max(r.end, last.end or r.end)
+            kept[-1] = Range(last.start, end)
+        else:
+            kept.append(r)
+    return kept
+
+
+def group_key(grouping: Json) -> GroupKey:
+    return tuple(sorted(grouping.get("tagsWithValues", {}).items()))
+
+
+@dataclass
+class View:
+    """A subscription's whole result: one ResultView, or one per tag group when grouped."""
+
+    window_ns: int
+    grouped: bool = False
+    groups: dict[GroupKey, ResultView] = field(default_factory=dict)
+    end: int = 0  # the newest AppendResult end; never goes backwards
+    updates: int = 0  # how many updates have been applied
+
+    # -- applying updates ------------------------------------------------------------------------
+    def apply_full(self, result: Json) -> None:
+        self.updates += 1
+        kind = result["type"]
+        self.grouped = kind == "grouped"
+        self.groups = {}
+        for key, inner_kind, body in _parts(result):
+            view = ResultView()
+            view.replace(inner_kind, body)
+            self.groups[key] = view
+
+    def apply_append(self, start: int, end: int, result: Json) -> None:
+        self.updates += 1
+        self.end = max(self.end, end)
+        self.grouped = self.grouped or result["type"] == "grouped"
+        for key, inner_kind, body in _parts(result):
+            self.groups.setdefault(key, ResultView()).merge(inner_kind, body, start, end)
+        cutoff = self.end - self.window_ns
+        for view in self.groups.values():
+            view.trim(cutoff)
+
+    def apply(self, update: Json) -> None:
+        """Apply one `SubscriptionUpdate` (`full` or `append`)."""
+        if update["type"] == "full":
+            self.apply_full(update["full"]["result"])
+        elif update["type"] == "append":
+            append = update["append"]
+            self.apply_append(ns_of(append["start"]), ns_of(append["end"]), append["result"])
+        else:
+            raise ValueError(f"not a result update: {update['type']}")
+
+    def snapshot(self) -> View:
+        groups = {k: v.copy() for k, v in self.groups.items()}
+        return View(self.window_ns, self.grouped, groups, self.end, self.updates)
+
+    # -- reading ---------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str | None:
+        kinds = {v.kind for v in self.groups.values()}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    @property
+    def result(self) -> ResultView:
+        """The result of an ungrouped subscription."""
+        if self.grouped:
+            raise ValueError("a grouped result: read .groups or .rows()")
+        return self.groups.get((), ResultView())
+
+    @property
+    def timestamps(self) -> list[int]:
+        """Ungrouped points or buckets: their timestamps in nanoseconds since the epoch."""
+        return list(self.result.entries)
+
+    @property
+    def values(self) -> list[Any]:
+        """Ungrouped points: their values (float or str); buckets: dicts of min/max/mean/..."""
+        return list(self.result.entries.values())
+
+    def rows(self) -> list[Json]:
+        """Plain rows; a grouped result adds each grouping tag as a column."""
+        out: list[Json] = []
+        for key, view in sorted(self.groups.items()):
+            out.extend({**dict(key), **row} for row in view.rows())
+        return out
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A DataFrame of rows(); timestamps (and range bounds) as UTC datetimes."""
+        frame = pd.DataFrame(self.rows())
+        for column in ("timestamp", "start", "end"):
+            if column in frame:
+                frame[column] = pd.to_datetime(frame[column], unit="ns", utc=True)
+        return frame
+
+    def __iter__(self) -> Iterator[Json]:
+        return iter(self.rows())
+
+
+def _parts(result: Json) -> list[tuple[GroupKey, str, Any]]:
+    kind = result["type"]
+    if kind != "grouped":
+        return [((), kind, result.get(kind))]
+    return [
+        (group_key(g["grouping"]), g["response"]["type"], g["response"].get(g["response"]["type"]))
+        for g in result["grouped"]["responses"]
+    ]

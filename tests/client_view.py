@@ -1,0 +1,248 @@
+"""What a client holds after applying a FullResult and every AppendResult, for every result type of
+the compute subset, written from PROTOCOL.md and the merge rules in nominal-api's
+`ComputeNodeAppendResponse` docs (independent of the server's code).
+
+Normalized form, per group: numeric/enum points as [(t, value)] (enum values as strings), buckets as
+[(end, bucket)] with enum histograms keyed by category, ranges as [(start, end)] with -inf/inf for an
+absent start/end, a value as (t, value)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from tests.wire import ns_of
+
+INF = float("inf")
+GroupKey = tuple[tuple[str, str], ...]
+POINT_KINDS = ("numeric", "enum")
+BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum")
+VALUE_KINDS = ("numericPoint", "enumPoint")
+
+
+def double(x: Any) -> float:
+    return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(x, x))
+
+
+def _point(p: dict[str, Any], categories: list[str] | None = None) -> tuple[int, Any]:
+    value = p["value"]
+    return ns_of(p["timestamp"]), (categories[value] if categories is not None else double(value))
+
+
+def _range(r: dict[str, Any]) -> tuple[float, float]:
+    start = ns_of(r["start"]) if r.get("start") else -INF
+    end = ns_of(r["end"]) if r.get("end") else INF
+    return start, end
+
+
+class GroupView:
+    """One response (one group): its kind and the merged state."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.kind: str = result["type"]
+        self.categories: list[str] = []
+        self.entries: dict[int, Any] = {}  # points (t -> value) or buckets (end -> bucket)
+        self.ranges: list[tuple[float, float]] = []
+        self.value: tuple[int, Any] | None = None
+        self.summary: list[tuple[float, float, int]] = []
+        self._load(result)
+
+    def _load(self, result: dict[str, Any]) -> None:
+        body = result[self.kind]
+        if self.kind in POINT_KINDS + BUCKET_KINDS:
+            self.categories = list(body.get("categories", self.categories))
+            self.entries.update(self._entries(body))
+        elif self.kind == "range":
+            self.ranges = [_range(r) for r in body]
+        elif self.kind in VALUE_KINDS:
+            self.value = (
+                _point(body) if self.kind == "numericPoint" else (ns_of(body["timestamp"]), body["value"])
+            )
+        elif self.kind == "rangesSummary":
+            self.summary = [(*_range(s["range"]), s["subRangeCount"]) for s in body["rangesSummary"]]
+        else:
+            raise AssertionError(f"unexpected result type {self.kind}")
+
+    def _entries(self, body: dict[str, Any]) -> dict[int, Any]:
+        stamps = [ns_of(t) for t in body["timestamps"]]
+        if self.kind == "numeric":
+            values = [double(v) for v in body["values"]]
+        elif self.kind == "enum":
+            values = [self.categories[v] for v in body["values"]]
+        elif self.kind == "bucketedNumeric":
+            values = [self._numeric_bucket(b) for b in body["buckets"]]
+        else:
+            values = [self._enum_bucket(b) for b in body["buckets"]]
+        assert len(stamps) == len(values)
+        return dict(zip(stamps, values, strict=True))
+
+    @staticmethod
+    def _numeric_bucket(b: dict[str, Any]) -> dict[str, Any]:
+        out = {k: double(b[k]) for k in ("min", "max", "mean", "variance")}
+        out["count"] = b["count"]
+        if b.get("firstPoint") is not None:
+            out["first"], out["last"] = _point(b["firstPoint"]), _point(b["lastPoint"])
+        return out
+
+    def _enum_bucket(self, b: dict[str, Any]) -> dict[str, Any]:
+        cats = self.categories
+        out: dict[str, Any] = {
+            "histogram": {cats[int(k)]: v for k, v in b["histogram"].items()},
+            "first": _point(b["firstPoint"], cats),
+        }
+        if b.get("lastPoint") is not None:
+            out["last"] = _point(b["lastPoint"], cats)
+        return out
+
+    def append(self, result: dict[str, Any], start: int, end: int) -> None:
+        assert result["type"] == self.kind, f"append of {result['type']} onto {self.kind}"
+        body = result[self.kind]
+        if self.kind in POINT_KINDS:
+            # points in [start, end] are replaced; the categories only grow
+            self.categories = list(body.get("categories", self.categories))
+            self.entries = {t: v for t, v in self.entries.items() if not start <= t <= end}
+            self.entries.update(self._entries(body))
+        elif self.kind in BUCKET_KINDS:
+            self.categories = list(body.get("categories", self.categories))
+            self.entries.update(self._entries(body))  # a bucket replaces the one with its end
+        elif self.kind == "range":
+            # old ranges from `start` on are dropped (one spanning it truncated), then the new
+            # ranges are merged in, joining overlapping or adjacent ones
+            kept = [(s, min(e, start)) for s, e in self.ranges if s < start]
+            self.ranges = merge_ranges(kept + [_range(r) for r in body])
+        elif self.kind in VALUE_KINDS:
+            self._load(result)
+        else:
+            raise AssertionError(f"{self.kind} has no append form")
+
+    def trim(self, cutoff: int) -> None:
+        if self.kind in POINT_KINDS + BUCKET_KINDS:
+            self.entries = {t: v for t, v in self.entries.items() if t >= cutoff}
+
+    def normalized(self) -> Any:
+        if self.kind in POINT_KINDS + BUCKET_KINDS:
+            return sorted(self.entries.items())
+        if self.kind == "range":
+            return list(self.ranges)
+        if self.kind == "rangesSummary":
+            return list(self.summary)
+        return self.value
+
+
+def merge_ranges(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(ranges):
+        if s >= e:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _responses(result: dict[str, Any]) -> dict[GroupKey, dict[str, Any]]:
+    if result["type"] != "grouped":
+        return {(): result}
+    out = {}
+    for r in result["grouped"]["responses"]:
+        assert r["grouping"]["type"] == "tagsWithValues"
+        key = tuple(sorted(r["grouping"]["tagsWithValues"].items()))
+        assert key not in out, f"group {key} twice in one response"
+        out[key] = r["response"]
+    kinds = {r["type"] for r in out.values()}
+    assert len(kinds) <= 1, f"a grouped response mixes result types {kinds}"
+    return out
+
+
+class ResultView:
+    """The merged state of one subscription."""
+
+    def __init__(self, window_ns: int) -> None:
+        self.window_ns = window_ns
+        self.groups: dict[GroupKey, GroupView] = {}
+        self.grouped: bool | None = None
+        self.latest_end = 0
+        self.fulls = 0
+        self.appends: list[tuple[int, int]] = []  # (start, end) of each AppendResult
+        self.applied_at = 0  # clock when the last update was applied: after the server computed it
+
+    def apply(self, update: dict[str, Any]) -> None:
+        self.applied_at = time.time_ns()
+        if update["type"] == "full":
+            result = update["full"]["result"]
+            self.grouped = result["type"] == "grouped"
+            self.groups = {k: GroupView(r) for k, r in _responses(result).items()}
+            self.fulls += 1
+        elif update["type"] == "append":
+            append = update["append"]
+            start, end = ns_of(append["start"]), ns_of(append["end"])
+            assert start <= end, (start, end)
+            assert end >= self.latest_end, "an append's end went backwards"
+            self.latest_end = end
+            self.appends.append((start, end))
+            result = append["result"]
+            assert (result["type"] == "grouped") == self.grouped, "an append changed grouping"
+            for key, response in _responses(result).items():
+                assert key in self.groups, f"append for group {key} that no FullResult announced"
+                self.groups[key].append(response, start, end)
+            for group in self.groups.values():
+                group.trim(self.latest_end - self.window_ns)
+        else:
+            raise AssertionError(f"unexpected update {update['type']}: {update}")
+
+    def snapshot(self) -> dict[GroupKey, tuple[str, Any]]:
+        return {k: (g.kind, g.normalized()) for k, g in self.groups.items()}
+
+
+def clip_ranges(snapshot: dict[GroupKey, tuple[str, Any]], cutoff: int) -> dict[GroupKey, tuple[str, Any]]:
+    """Ranges as seen from `cutoff` on: a range that began earlier starts at the cutoff. (A range
+    true since before the window, e.g. from `not`, starts at the window's start, which moves with
+    the server's clock; any cutoff after the server computed the result makes them comparable.)"""
+    out = {}
+    for key, (kind, value) in snapshot.items():
+        if kind == "range":
+            value = [(max(s, cutoff), e) for s, e in value if e > cutoff]
+        elif kind == "rangesSummary":
+            value = [(max(s, cutoff), e, count) for s, e, count in value if e > cutoff]
+        out[key] = (kind, value)
+    return out
+
+
+def same(a: Any, b: Any, rel: float = 0.0) -> bool:
+    """Structural equality; floats equal when both NaN, or within `rel` (0: exactly)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, int | float) or not isinstance(b, int | float):
+            return False
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        if math.isinf(a) or math.isinf(b) or rel == 0.0:
+            return a == b
+        return math.isclose(a, b, rel_tol=rel, abs_tol=rel)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def first_difference(a: Any, b: Any, rel: float = 0.0, path: str = "") -> str | None:
+    """Where two results differ (for assertion messages)."""
+    if same(a, b, rel):
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{path}: keys {sorted(map(str, a))} != {sorted(map(str, b))}"
+        for k in a:
+            d = first_difference(a[k], b[k], rel, f"{path}.{k}")
+            if d:
+                return d
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            d = first_difference(x, y, rel, f"{path}[{i}]")
+            if d:
+                return d
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}; extra: {(a[len(b) :] or b[len(a) :])[:3]}"
+    return f"{path}: {a!r} != {b!r}"

@@ -1,0 +1,248 @@
+"""Every refusal travels with Nominal's error name and params, decoded by nominal-api's codec: at
+creation for what validation can tell, as `subscriptionUpdate.error` for what only data reveals,
+and a computation failing at run time leaves the others running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests import node_json as n
+from tests.conftest import ServerProcess
+from tests.wire import NANOS, Client, decode_server_message, new_id, subscription, write_points
+
+HOUR = 3600.0
+
+
+def rid_for(name: str) -> str:
+    return f"ri.test.errors.{name}.{time.time_ns()}"
+
+
+def variables(rid: str) -> dict[str, Any]:
+    return {"a": n.channel(rid, "a"), "s": n.channel(rid, "s")}
+
+
+def cumulative_sum(x: dict[str, Any]) -> dict[str, Any]:
+    return n.union("cumulativeSum", {"input": x, "startTimestamp": n.literal({"seconds": 0, "nanos": 0})})
+
+
+def integral(x: dict[str, Any]) -> dict[str, Any]:
+    return n.union("integral", {"input": x, "startTimestamp": n.literal({"seconds": 0, "nanos": 0})})
+
+
+A = n.num("a")
+CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = {
+    # name: (node, window seconds, error name, params it must carry)
+    "cumulative_sum": (
+        n.series(n.numeric_series(cumulative_sum(A))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "CUMULATIVE_SUM"},
+    ),
+    "integral": (
+        n.series(n.numeric_series(integral(A))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "INTEGRAL"},
+    ),
+    "node_outside_the_subset": (
+        n.series(n.numeric_series(n.unary("cos", A))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "cos"},
+    ),
+    "unknown_variable": (
+        n.series(n.numeric_series(n.num("nope"))),
+        HOUR,
+        "InvalidComputation",
+        {"variable": "nope"},
+    ),
+    "variable_of_the_wrong_type": (
+        n.series(n.numeric_series(n.time_shift(A, n.variable("a")))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "channel"},
+    ),
+    "constant_without_channel": (n.series(n.numeric_series(n.const(1.0))), HOUR, "InvalidComputation", {}),
+    "persistence_window": (
+        n.ranges(
+            n.union(
+                "threshold",
+                {
+                    "input": A,
+                    "threshold": n.literal(1.0),
+                    "operator": "GREATER_THAN",
+                    "persistenceWindowConfiguration": {
+                        "minPoints": n.literal(3),
+                        "outputRangeStart": n.union("firstPointMatchingCondition", {}),
+                    },
+                },
+            )
+        ),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "POINT_PERSISTENCE"},
+    ),
+    "frequency": (
+        n.union("frequency", n.union("fft", {"input": A})),
+        HOUR,
+        "PollingOnlyComputation",
+        {"pollingOnlyTypes": "FREQUENCY_DOMAIN"},
+    ),
+    "lttb_strategy": (
+        n.union(
+            "series",
+            {
+                "input": n.numeric_series(A),
+                "numericAggregations": {},
+                "summarizationStrategy": n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 100}),
+            },
+        ),
+        HOUR,
+        "PollingOnlyComputation",
+        {"pollingOnlyTypes": "LTTB_SUMMARIZATION_STRATEGY"},
+    ),
+    "window_negative": (n.series(n.numeric_series(A)), -1.0, "WindowNegative", {"window": str(-NANOS)}),
+    "window_too_large": (n.series(n.numeric_series(A)), 25 * HOUR, "WindowTooLarge", {}),
+    "lookback_too_large": (
+        n.series(n.numeric_series(n.rolling(n.numeric_series(A), 25 * 3600 * NANOS, "sum"))),
+        HOUR,
+        "WindowWithLookBackTooLarge",
+        {},
+    ),
+    "too_many_points": (
+        n.series(n.numeric_series(A), buckets=2_000_000),
+        HOUR,
+        "TooManyPoints",
+        {"limit": "1000000"},
+    ),
+    "unsupported_granularity": (
+        n.series(n.numeric_series(A), resolution=500_000),
+        HOUR,
+        "UnsupportedGranularity",
+        {},
+    ),
+}
+
+
+def error_of(frame: dict[str, Any]) -> dict[str, Any]:
+    """The SerializableError of a creation or update frame, after nominal-api decoded the frame."""
+    decoded = decode_server_message(json.dumps(frame))
+    if frame["type"] == "subscriptionCreation":
+        body = frame["subscriptionCreation"]["creation"]
+        assert decoded.subscription_creation.creation.error is not None
+    else:
+        body = frame["subscriptionUpdate"]["update"]
+        assert decoded.subscription_update.update.error is not None
+    assert body["type"] == "error", body
+    return dict(body["error"]["serializableError"])
+
+
+def last_frame(client: Client, kind: str, sub_id: str) -> dict[str, Any]:
+    key = "subscriptionCreation" if kind == "creation" else "subscriptionUpdate"
+    frames = [f for f in client.frames if f["type"] == key and f[key]["subscriptionId"] == sub_id]
+    return frames[-1]
+
+
+@pytest.mark.parametrize("case", list(CREATION_ERRORS))
+async def test_refused_at_creation_with_nominal_error_name_and_params(
+    server: ServerProcess, case: str
+) -> None:
+    node, window_s, name, params = CREATION_ERRORS[case]
+    client = await Client.connect(server.ws_url)
+    sub_id = new_id()
+    await client.subscribe({sub_id: subscription(node, variables(rid_for(case)), window_s)})
+    creation = await client.creation(sub_id)
+    assert creation["type"] == "error", creation
+    error = error_of(last_frame(client, "creation", sub_id))
+    assert error["name"] == f"PersistentCompute:{name}"
+    assert error["statusCode"] == 400
+    assert error["params"].items() >= params.items(), error["params"]
+    # the connection stays usable: a valid subscription on it still works
+    ok_id = new_id()
+    await client.subscribe(
+        {ok_id: subscription(n.series(n.numeric_series(A)), variables(rid_for(case)), HOUR)}
+    )
+    assert (await client.creation(ok_id))["type"] == "success"
+    await client.close()
+
+
+async def test_a_node_that_is_not_a_nominal_node_is_an_invalid_client_message(server: ServerProcess) -> None:
+    client = await Client.connect(server.ws_url)
+    sub = subscription(n.series(n.numeric_series(n.union("noSuchNode", {}))), variables(rid_for("bad")), HOUR)
+    await client.ws.send(json.dumps({"type": "subscribe", "subscribe": {new_id(): sub}}))
+    health = await asyncio.wait_for(client.health.get(), 30)
+    assert health["type"] == "clientMessageError"
+    assert health["clientMessageError"]["error"]["name"] == "PersistentCompute:InvalidClientMessage"
+    await client.close()
+
+
+def append_only(decimate: bool) -> dict[str, Any]:
+    return {"type": "appendOnly", "appendOnly": {"decimateResults": decimate}}
+
+
+@pytest.mark.parametrize(
+    ("decimate", "reason"),
+    [(True, "APPENDS_NOT_SUPPORTED_FOR_COMPUTE"), (False, "TOO_MANY_POINTS_FOR_UNDECIMATED_APPENDS")],
+)
+async def test_append_only_ranges_beyond_max_ranges_are_unavailable(
+    server: ServerProcess, decimate: bool, reason: str
+) -> None:
+    """A rangesSummary has no append form: append-only subscribers get an honest error instead."""
+    rid = rid_for(f"appendonly{decimate}")
+    now = time.time_ns()
+    await write_points(server.base_url, rid, "a", [(now - (60 - i) * NANOS, float(i % 2)) for i in range(10)])
+    client = await Client.connect(server.ws_url)
+    sub_id = new_id()
+    sub = subscription(
+        n.ranges(n.threshold(A, "GREATER_THAN", n.literal(0.5)), max_ranges=2), variables(rid), HOUR
+    )
+    sub["subscriptionOptions"]["resultConfiguration"] = append_only(decimate)
+    await client.subscribe({sub_id: sub})
+    assert (await client.creation(sub_id))["type"] == "success"
+    update = await client.update(sub_id, timeout=120)
+    assert update["type"] == "error", update
+    error = error_of(last_frame(client, "update", sub_id))
+    assert error["name"] == "PersistentCompute:UnavailableResultConfiguration"
+    assert error["params"]["reason"] == reason
+    await client.close()
+
+
+async def test_a_failing_computation_reports_an_error_and_leaves_others_running(
+    server: ServerProcess,
+) -> None:
+    """A numeric node over a channel that turns out to hold strings fails at run time."""
+    rid = rid_for("runtime")
+    client = await Client.connect(server.ws_url)
+    bad, good = new_id(), new_id()
+    await client.subscribe(
+        {
+            bad: subscription(n.series(n.numeric_series(n.num("s"))), variables(rid), HOUR, lateness_s=HOUR),
+            good: subscription(n.series(n.numeric_series(A)), variables(rid), HOUR, lateness_s=HOUR),
+        }
+    )
+    for sub_id in (bad, good):
+        assert (await client.creation(sub_id))["type"] == "success"
+        assert (await client.update(sub_id, timeout=120))["type"] == "full"
+    now = time.time_ns()
+    await write_points(server.base_url, rid, "s", [(now, "on")])
+    await write_points(server.base_url, rid, "a", [(now, 1.0)])
+    failure = await client.update(bad, timeout=120)
+    assert failure["type"] == "error", failure
+    error = error_of(last_frame(client, "update", bad))
+    assert error["name"] == "PersistentCompute:InvalidComputation"
+    # the other computation keeps going: a point written after the failure reaches it
+    seen: set[float] = set()
+    await write_points(server.base_url, rid, "a", [(time.time_ns(), 2.0)])
+    deadline = time.monotonic() + 120
+    while 2.0 not in seen and time.monotonic() < deadline:
+        update = await client.update(good, timeout=120)
+        assert update["type"] in ("append", "full"), update
+        body = update.get("append", update.get("full"))["result"]
+        seen.update(body["numeric"]["values"])
+    assert 2.0 in seen
+    await client.close()

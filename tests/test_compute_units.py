@@ -1,0 +1,209 @@
+"""The pieces without Spark: a live Computation fed rows in random arrival orders, its frames
+encoded by app.frames and merged by the client view, must equal the reference evaluator; and the
+outputs' first_change/since contract on its own. Fast, so hypothesis can try many trees here; the
+same trees run against a real server in test_compute_property.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app import frames
+from compute.compiler import Limits, ResultOptions, compile_plan
+from compute.computation import Computation, Rows
+from compute.results import OPEN_END, NumericPoints, Ranges
+from compute.series import SeriesInfo, SeriesKey, SeriesKind
+from tests.client_view import ResultView, clip_ranges, first_difference, merge_ranges
+from tests.reference import Store, evaluate
+from tests.test_compute_property import REL, WINDOW_NS, computable, variables, writes
+
+RID = "ri.unit"
+SERIES = {
+    ("a", ()): 1,
+    ("b", ()): 2,
+    ("e", ()): 3,
+    ("g", (("vehicle", "v1"),)): 4,
+    ("g", (("vehicle", "v2"),)): 5,
+}
+BASE = 1_800_000_000 * 1_000_000_000
+
+
+def _update(raw: bytes) -> dict[str, Any]:
+    return dict(json.loads(raw))
+
+
+def run_live(node: dict[str, Any], requests: list[Any], before: int) -> tuple[ResultView, Store, int]:
+    """Feed a computation like the engine does (back-fill, then one micro-batch per request) and
+    apply its frames like a client; returns the view, what was written, and the clock."""
+    context = variables(RID)
+    plan = compile_plan(node, WINDOW_NS, context, Limits(), ResultOptions())
+    computation = Computation("unit", plan, allowed_lateness_ns=WINDOW_NS)
+    for (channel, tags), sid in SERIES.items():
+        kind = SeriesKind.ENUM if channel == "e" else SeriesKind.NUMERIC
+        computation.route(SeriesInfo(sid, SeriesKey.of(RID, channel, dict(tags)), kind))
+    store = Store()
+    seq = 0
+    now = BASE + 300 * 1_000_000_000
+
+    def rows_of(request: Any) -> dict[int, Rows]:
+        nonlocal seq
+        channel, tags, points = request
+        store.write(RID, channel, [(BASE + t, v) for t, v in points], tags)
+        seqs = np.arange(seq + 1, seq + 1 + len(points))
+        seq += len(points)
+        ts = np.array([BASE + t for t, _ in points], np.int64)
+        values = np.array([v for _, v in points], dtype=object if channel == "e" else np.float64)
+        return {SERIES[(channel, tuple(sorted(tags.items())))]: Rows(seqs, ts, values)}
+
+    history: dict[int, list[Rows]] = {}
+    for request in requests[:before]:
+        for sid, r in rows_of(request).items():
+            history.setdefault(sid, []).append(r)
+    computation.backfill_seq = seq
+    merged_history = {
+        sid: Rows(*(np.concatenate([getattr(r, f) for r in rs]) for f in ("seq", "ts", "values")))
+        for sid, rs in history.items()
+    }
+    computation.load_backfill(merged_history, now)
+    view = ResultView(WINDOW_NS)
+    view.apply(_update(frames.full_update(computation.snapshot(None), plan.grouped)))
+    for request in requests[before:]:
+        now += 1_000_000
+        change = computation.apply_batch(rows_of(request), now)
+        if change is None:
+            continue
+        if change.full:
+            view.apply(_update(frames.full_update(computation.snapshot(None), plan.grouped)))
+        else:
+            snap = computation.snapshot(change.start)
+            view.apply(_update(frames.append_update(snap, plan.grouped, change.start, change.end)))
+    return view, store, now
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(node=computable, requests=writes(), before_share=st.floats(0, 1))
+def test_live_computation_merged_by_a_client_equals_the_reference(
+    node: dict[str, Any], requests: list[Any], before_share: float
+) -> None:
+    view, store, now = run_live(node, requests, int(len(requests) * before_share))
+    cutoff = now - WINDOW_NS
+    expected = evaluate(node, variables(RID), store, WINDOW_NS, cutoff)
+    diff = first_difference(clip_ranges(view.snapshot(), cutoff), expected, REL)
+    assert diff is None, diff
+
+
+# -- the first_change / since contract --------------------------------------------------------
+stamps = st.lists(st.integers(0, 60), unique=True, max_size=12).map(sorted)
+
+
+@given(old_ts=stamps, new_ts=stamps, seed=st.integers(0, 3))
+def test_numeric_append_from_first_change_turns_old_into_new(
+    old_ts: list[int], new_ts: list[int], seed: int
+) -> None:
+    old = NumericPoints(np.array(old_ts, np.int64), np.array([float(t % 3) for t in old_ts]))
+    new = NumericPoints(np.array(new_ts, np.int64), np.array([float((t + seed) % 3) for t in new_ts]))
+    start = new.first_change(old)
+    if start is None:
+        assert old_ts == new_ts and list(old.values) == list(new.values)
+        return
+    end = max([60, *new_ts])
+    # the client's merge: points in [start, end] replaced by the append
+    merged = {t: v for t, v in zip(old_ts, old.values.tolist(), strict=True) if not start <= t <= end}
+    part = new.since(start)
+    merged.update(zip(part.ts.tolist(), part.values.tolist(), strict=True))
+    assert sorted(merged.items()) == list(zip(new_ts, new.values.tolist(), strict=True))
+    # and nothing before `start` differs: the append is as small as it can be
+    assert [(t, v) for t, v in zip(old_ts, old.values, strict=True) if t < start] == [
+        (t, v) for t, v in zip(new_ts, new.values, strict=True) if t < start
+    ]
+
+
+def _ranges(bounds: list[int], open_end: bool) -> Ranges:
+    starts, ends = bounds[0::2], bounds[1::2]
+    if open_end and len(starts) > len(ends):
+        ends = [*ends, OPEN_END]
+    starts = starts[: len(ends)]
+    return Ranges(np.array(starts, np.int64), np.array(ends, np.int64))
+
+
+@given(a=stamps, b=stamps, open_a=st.booleans(), open_b=st.booleans())
+def test_range_append_from_first_change_turns_old_into_new(
+    a: list[int], b: list[int], open_a: bool, open_b: bool
+) -> None:
+    old, new = _ranges(a, open_a), _ranges(b, open_b)
+    start = new.first_change(old)
+
+    def as_list(r: Ranges) -> list[tuple[float, float]]:
+        return [
+            (s, float("inf") if e == OPEN_END else e)
+            for s, e in zip(r.starts.tolist(), r.ends.tolist(), strict=True)
+        ]
+
+    if start is None:
+        assert as_list(old) == as_list(new)
+        return
+    kept = [(s, min(e, start)) for s, e in as_list(old) if s < start]
+    assert merge_ranges(kept + as_list(new.since(start))) == as_list(new)
+
+
+@given(
+    gaps=st.lists(st.integers(1, 400), min_size=1, max_size=300),
+    width=st.integers(1, 2000),
+    cut=st.integers(0, 100),
+    offset=st.floats(-1e6, 1e6),
+)
+def test_rolling_values_depend_only_on_their_own_window(
+    gaps: list[int], width: int, cut: int, offset: float
+) -> None:
+    """Each rolling value equals a plain computation over its window, and dropping history older
+    than a window changes no bit of the later values (small appends; fresh == live exactly)."""
+    from compute.nodes.rolling import OPERATORS, rolling
+
+    ts = np.cumsum(np.array(gaps, np.int64))
+    rng = np.random.default_rng(len(gaps))
+    values = offset + rng.normal(0, 10, len(ts))
+    cut = min(cut, len(ts) - 1)
+    keep_from = int(np.searchsorted(ts, ts[cut] + width, side="left"))  # first point not needing the cut part
+    for op in OPERATORS:
+        full = rolling(op, values, ts, width)
+        trimmed = rolling(op, values[cut:], ts[cut:], width)
+        assert np.array_equal(full[keep_from:], trimmed[keep_from - cut :]), op
+        for i in range(0, len(ts), max(1, len(ts) // 20)):
+            window = values[(ts > ts[i] - width) & (ts <= ts[i])]
+            plain = {
+                "sum": window.sum(),
+                "average": window.mean(),
+                "min": window.min(),
+                "max": window.max(),
+                "count": len(window),
+                "standardDeviation": window.std(),
+                "rootMeanSquare": np.sqrt((window * window).mean()),
+            }[op]
+            scale = max(1.0, abs(offset)) * len(window)
+            assert abs(full[i] - plain) <= 1e-9 * scale, (op, i, full[i], plain)
+
+
+def test_grouped_frames_decode_with_the_same_result_type_in_every_group() -> None:
+    """Decimation is decided across groups: one group over B points buckets every group."""
+    node = {
+        "type": "series",
+        "series": {
+            "input": {"type": "numeric", "numeric": {"type": "raw", "raw": {"name": "g"}}},
+            "buckets": 5,
+        },
+    }
+    requests = [
+        ("g", {"vehicle": "v1"}, [(i * 10**9, float(i)) for i in range(8)]),
+        ("g", {"vehicle": "v2"}, [(0, 1.0)]),
+    ]
+    view, _, _ = run_live(node, requests, before=2)
+    assert {k: kind for k, (kind, _) in view.snapshot().items()} == {
+        (("vehicle", "v1"),): "bucketedNumeric",
+        (("vehicle", "v2"),): "bucketedNumeric",
+    }

@@ -1,0 +1,164 @@
+"""The dashboard in a real browser (Debian's headless Chromium driven by Playwright) against the real
+server: its chart's data (published on window.sparkwire) follows the points written, buckets carry
+the reference min/max/mean, and the page reconnects by itself after losing its connection."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import struct
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest_asyncio
+from playwright.async_api import Browser, Page
+
+from tests.conftest import ServerProcess
+from tests.merge import bucket_width, reference_buckets
+from tests.proxy import Proxy
+from tests.wire import NANOS, write_points
+
+VIEWPORT = {"width": 1100, "height": 700}
+
+
+def unique_rid(name: str) -> str:
+    return f"ri.test.dash.{name}.{time.time_ns()}"
+
+
+@pytest_asyncio.fixture
+async def page(chromium: Browser) -> AsyncIterator[Page]:
+    context = await chromium.new_context(viewport=VIEWPORT)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    await context.close()
+    assert not errors, f"the page raised: {errors}"
+
+
+async def open_dashboard(page: Page, base_url: str, **params: str) -> None:
+    query = {"groupBy": "", "tags": "", **params}
+    await page.goto(f"{base_url}/?{urlencode(query)}")
+
+
+async def published(page: Page) -> dict[str, Any]:
+    return await page.evaluate("() => JSON.parse(JSON.stringify(window.sparkwire))")
+
+
+async def until(page: Page, check: Callable[[dict[str, Any]], bool], timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        data = await published(page)
+        if check(data):
+            return data
+        assert time.monotonic() < deadline, f"the page never got there: {data}"
+        await asyncio.sleep(0.2)
+
+
+def ms(ns: int) -> float:
+    return ns / 1e6
+
+
+def points_of(data: dict[str, Any], label: str) -> list[list[Any]]:
+    entry = data["series"].get(label)
+    return entry["points"] if entry else []
+
+
+async def drawn_pixels(page: Page, label: str) -> int:
+    """Canvas pixels in a series' colour: the chart really drew it."""
+    color = (await published(page))["colors"][label]
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    return int(
+        await page.evaluate(
+            """([r, g, b]) => {
+                const c = document.getElementById("chart");
+                const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+                const near = (i) => Math.abs(d[i] - r) < 30 && Math.abs(d[i + 1] - g) < 30
+                    && Math.abs(d[i + 2] - b) < 30;
+                let n = 0;
+                for (let i = 0; i < d.length; i += 4) if (near(i)) n++;
+                return n;
+            }""",
+            rgb,
+        )
+    )
+
+
+async def test_the_chart_follows_written_points(server: ServerProcess, page: Page) -> None:
+    rid = unique_rid("raw")
+    now = time.time_ns()
+    history = [(now - (60 - i) * NANOS + 123_456, float(i % 7)) for i in range(40)]
+    modes = [(now - (50 - i) * NANOS, ["PARK", "DRIVE"][i % 2]) for i in range(5)]
+    await write_points(server.base_url, rid, "p", history)
+    await write_points(server.base_url, rid, "mode", modes)
+    await open_dashboard(page, server.base_url, rid=rid, channels="p,mode", window="300", mode="raw")
+
+    data = await until(page, lambda d: len(points_of(d, "p")) == len(history) and points_of(d, "mode"))
+    assert [v for _, v in points_of(data, "p")] == [v for _, v in history]
+    assert all(
+        math.isclose(t, ms(ns), abs_tol=1e-3)
+        for (t, _), (ns, _) in zip(points_of(data, "p"), history, strict=True)
+    )
+    assert data["series"]["mode"]["kind"] == "enum"
+    assert [v for _, v in points_of(data, "mode")] == [m for _, m in modes]
+    assert data["state"] == "open"
+
+    fresh = [(time.time_ns() + i * 1_000_000, 100.0 + i) for i in range(3)]
+    await write_points(server.base_url, rid, "p", fresh)
+    data = await until(page, lambda d: [v for _, v in points_of(d, "p")[-3:]] == [100.0, 101.0, 102.0])
+    assert len(points_of(data, "p")) == len(history) + 3
+    assert data["latencyMs"] is not None  # the appends' latency readout
+    assert await page.locator("#latency").inner_text() != "latency —"
+
+    await page.wait_for_timeout(300)  # at least one redraw after the last update
+    assert await drawn_pixels(page, "p") > 100
+    png = await page.screenshot()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (VIEWPORT["width"], VIEWPORT["height"])
+    assert len(png) > 10_000  # a blank page of this size compresses to a few kilobytes
+
+
+async def test_buckets_show_the_reference_min_max_and_mean(server: ServerProcess, page: Page) -> None:
+    rid = unique_rid("buckets")
+    now = time.time_ns()
+    points = [(now - 100 * NANOS + i * 500_000_000, math.sin(i / 9) * 10) for i in range(200)]
+    await write_points(server.base_url, rid, "p", points)
+    await open_dashboard(
+        page, server.base_url, rid=rid, channels="p", window="300", mode="buckets", buckets="20"
+    )
+
+    expected = reference_buckets(points, bucket_width(300 * NANOS, 20))
+    data = await until(page, lambda d: len(d["series"].get("p", {}).get("buckets", [])) == len(expected))
+    assert data["series"]["p"]["kind"] == "bucketedNumeric"
+    for (t, mn, mx, mean, count), (end, ref) in zip(data["series"]["p"]["buckets"], expected, strict=True):
+        assert math.isclose(t, ms(end), abs_tol=1e-3)
+        assert count == ref["count"]
+        for got, want in ((mn, ref["min"]), (mx, ref["max"]), (mean, ref["mean"])):
+            assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
+    assert await drawn_pixels(page, "p") > 100
+
+
+async def test_the_page_reconnects_after_losing_its_connection(server: ServerProcess, page: Page) -> None:
+    rid = unique_rid("reconnect")
+    await write_points(server.base_url, rid, "p", [(time.time_ns() - NANOS, 1.0)])
+    proxy = Proxy(server.port)
+    await proxy.start()
+    try:
+        await open_dashboard(page, proxy.base_url, rid=rid, channels="p", window="300", mode="raw")
+        await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0])
+
+        proxy.refusing = True
+        proxy.cut()
+        await until(page, lambda d: d["state"] == "reconnecting", timeout=30)
+        await write_points(server.base_url, rid, "p", [(time.time_ns(), 2.0)])  # while the page is away
+        await asyncio.sleep(1.0)
+        proxy.refusing = False
+
+        data = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0, 2.0])
+        assert data["state"] == "open"
+        assert await page.locator("#state").inner_text() == "open"
+    finally:
+        await proxy.close()
