@@ -147,7 +147,8 @@ def _denied(principal: Principal, writes: list[SeriesWrite]) -> JSONResponse | N
     rids = principal.denied(w.key.data_source_rid for w in writes)
     if not rids:
         return None
-    return _refused(403, "Default:PermissionDenied", f"the token does not reach data source {', '.join(rids)}")
+    message = f"the token does not reach data source {', '.join(rids)}"
+    return _refused(403, "Default:PermissionDenied", message)
 
 
 def _refused(status: int, name: str, message: str) -> JSONResponse:

@@ -125,7 +125,8 @@ class Engine:
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
         self.start()
         if not self.first_trigger_ran(timeout=120):
-            raise RuntimeError(f"the restarted query did not get through its first trigger: {self.failure_reason()}")
+            reason = self.failure_reason()
+            raise RuntimeError(f"the restarted query did not get through its first trigger: {reason}")
         # Taken after the stream's start offset: every point is in the back-fill or the stream
         # (points in both are skipped in the stream by each computation's back-fill mark).
         with self._lock:

@@ -8,7 +8,6 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection
