@@ -100,7 +100,11 @@ class Connection:
                 return self._queue.popleft()[1]
             source = next(iter(self._offers))
             del self._offers[source]
-            frame = source.take_frame()
+            try:
+                frame = source.take_frame()
+            except Exception:  # one subscription's broken frame must not stop the connection's others
+                log.exception("connection %d: building a frame failed", self.id)
+                continue
             if frame is not None:
                 return frame
         return None

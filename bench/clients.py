@@ -127,7 +127,9 @@ async def _connect_all(
 
     async def one() -> BenchClient:
         async with gate:
-            return await BenchClient.connect(url, deflate, **kw)
+            client = await BenchClient.connect(url, deflate, **kw)
+            await client.ping()  # a first message at once: the server closes silent sockets after 10 s
+            return client
 
     return list(await asyncio.gather(*(one() for _ in range(n))))
 
@@ -211,9 +213,10 @@ async def idle(spec: Json) -> None:
     await _stdin_stop()
     await asyncio.gather(*(c.ping() for c in clients))
     deadline = time.monotonic() + 60
-    while sum(c.pongs for c in clients) < len(clients) and time.monotonic() < deadline:
+    # two pings each: the one sent on connecting and this one
+    while sum(min(c.pongs, 2) for c in clients) < 2 * len(clients) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-    answered = sum(1 for c in clients if c.pongs)
+    answered = sum(1 for c in clients if c.pongs >= 2)
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     _say({"answered": answered})
 

@@ -161,7 +161,11 @@ class Run:
     # -- the server's workloads ------------------------------------------------------------------------------
     def server_workloads(self) -> None:
         p = self.plan
-        env = {"SPARKWIRE_TRIGGER_MS": str(p.trigger_ms)}
+        env = {
+            "SPARKWIRE_TRIGGER_MS": str(p.trigger_ms),
+            # the default connection cap (1000) is below workload 5's idle connections
+            "SPARKWIRE_MAX_CONNECTIONS": str(p.idle_connections + p.fanout_connections + 100),
+        }
         if p.server_checkpoint:
             env["SPARKWIRE_CHECKPOINT_DIR"] = p.server_checkpoint
         self.results["server_checkpoint"] = "tmpfs" if p.server_checkpoint.startswith("/dev/shm") else "disk"
