@@ -272,6 +272,9 @@ class Engine:
         # The py4j call runs outside the lock: the event loop takes it (find, remove) and must never
         # wait on Spark. Only this (the batch) thread builds the table, so nothing races the swap.
         ids = sorted(widths)
+        aggregated = sum(1 for w in widths.values() if w)
+        if aggregated != sum(1 for w in self._series_widths.values() if w):
+            log.info("pre-aggregating %d of %d series in use", aggregated, len(widths))
         table: DataFrame | None = None
         if ids and any(widths.values()):
             rows = [(i, widths[i]) for i in ids]

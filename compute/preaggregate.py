@@ -78,7 +78,8 @@ def plan(points: DataFrame, series: DataFrame) -> DataFrame:
     bad = F.when(v.isNull() | F.isnan(v) | (F.abs(v) == float("inf")), 1).otherwise(0)
     agg = (
         joined.where(F.col("agg_width") > 0)
-        .groupBy("series_id", "agg_width", F.floor(F.col("ts") / F.col("agg_width")).alias("bucket"))
+        # integer floor division (a double quotient would round ns timestamps across bucket edges)
+        .groupBy("series_id", "agg_width", F.expr("(ts - pmod(ts, agg_width)) div agg_width").alias("bucket"))
         .agg(
             F.min("seq").alias("seq"),
             F.min("ts").alias("ts"),

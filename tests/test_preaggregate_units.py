@@ -244,3 +244,112 @@ def test_sqlite_range_read(tmp_path: Path) -> None:
         assert read_series_range(conn, 1, 21, 30, 0, 10).num_rows == 0
     finally:
         durable.close()
+
+
+def batch_agg(seq: np.ndarray, ts: np.ndarray, values: np.ndarray, width: int) -> AggRows:
+    """What the Spark plan gives for one series' rows of a batch (several blocks)."""
+    keys = ts // width
+    rows = []
+    for k in np.unique(keys):
+        m = keys == k
+        t, v, s = ts[m], values[m], seq[m]
+        o = np.argsort(t, kind="stable")
+        t, v = t[o], v[o]
+        uniq = np.r_[t[1:] != t[:-1], True]
+        b = from_points(t[uniq], v[uniq], width)
+        b.count = np.array([len(t)], np.int64)
+        rows.append((b, int(s.min()), int(s.max()), int(uniq.sum())))
+    bs = Buckets.concat([r[0] for r in rows])
+    ints = [np.array([r[i] for r in rows], np.int64) for i in (1, 2, 3)]
+    return AggRows(width, bs, ints[0], ints[1], ints[2], np.zeros(len(rows), np.int64))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_computation_over_random_batches_equals_bucketing_the_points(tmp_path: Path, seed: int) -> None:
+    """A computation fed random batches (raw or pre-aggregated, blocks in order, late, rewriting,
+    duplicated) from a real SQLite log always gives what bucketing its accepted points gives."""
+    from compute.compiler import Limits, ResultOptions, compile_plan
+    from compute.computation import Computation, Rows
+    from compute.embedded_log import EmbeddedLog
+    from tests import node_json as nj
+
+    rng = np.random.default_rng(seed)
+    durable = DurableLog(tmp_path / "log.db")
+    log = EmbeddedLog(durable, "t")
+    key = SeriesKey.of("ds", "x", {})
+    window = 2 * 10**9
+    plan = compile_plan(
+        nj.series(nj.num("v"), buckets=20), window, {"v": nj.channel("ds", "x")}, Limits(), ResultOptions()
+    )
+    width = plan.root.decimation.bucket_width  # type: ignore[attr-defined]
+    c = Computation("k", plan, allowed_lateness_ns=window)
+    c.enable_preaggregation(log.read_series_range, 1)
+    now = 1_763_769_600 * 10**9
+    written: dict[int, float] = {}
+    blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def write(ts: np.ndarray) -> None:
+        values = np.round(rng.normal(0, 10, len(ts)), 2)
+        durable.submit([SeriesWrite(key, SeriesKind.NUMERIC, ts.tolist(), values.tolist())]).result()
+        blocks.append((log.end_offset(), ts, values))
+        for t, v in zip(ts.tolist(), values.tolist(), strict=True):
+            written[t] = v
+
+    try:
+        newest = now - window
+        while newest < now:  # history
+            ts = newest + np.arange(1, 101, dtype=np.int64) * MS
+            write(ts)
+            newest = int(ts[-1])
+        for info in log.series():
+            c.route(info)
+        c.backfill_seq = log.end_offset()
+        sid = log.series()[0].id
+        seq = np.concatenate([np.full(len(b[1]), b[0]) for b in blocks])
+        hist = Rows(seq, np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks]))
+        c.load_backfill({sid: batch_agg(hist.seq, hist.ts, hist.values, width // 5)}, now)
+        assert c.bucketed
+        for step in range(60):
+            blocks.clear()
+            for _ in range(int(rng.integers(1, 4))):
+                n = int(rng.integers(1, 150))
+                ts = newest + np.sort(rng.integers(1, 100, n)) * MS
+                kind = rng.integers(0, 5)
+                if kind == 0:  # late points, new timestamps
+                    ts = ts - 700 * MS + 1
+                elif kind == 1:  # rewrites of written timestamps
+                    ts = rng.choice(np.array(sorted(written)[-3000:]), n)
+                elif kind == 2 and n > 1:  # a timestamp twice in one block
+                    ts[-1] = ts[0]
+                write(ts)
+                newest = max(newest, int(ts.max()))
+            now = max(now + 50 * MS, newest)
+            seq = np.concatenate([np.full(len(b[1]), b[0]) for b in blocks])
+            ts_all = np.concatenate([b[1] for b in blocks])
+            values_all = np.concatenate([b[2] for b in blocks])
+            if step % 3:
+                rows = batch_agg(seq, ts_all, values_all, width // int(rng.choice([1, 2, 5])))
+                c.apply_batch({sid: rows}, now)
+            else:
+                c.apply_batch({sid: Rows(seq, ts_all, values_all)}, now)
+            t = np.array(sorted(written), np.int64)
+            v = np.array([written[x] for x in t.tolist()])
+            keep = t >= now - window
+            expected = numeric_buckets(t[keep], v[keep], width)
+            got = c.outputs[()]
+            assert got.kind == "bucketedNumeric", step
+            assert_same(
+                Buckets(
+                    got.end // width - 1, got.count, got.mean, got.variance * got.count, got.min, got.max,
+                    got.first_ts, got.first_value, got.last_ts, got.last_value,
+                ),
+                Buckets(
+                    expected.end // width - 1, expected.count, expected.mean, expected.variance * expected.count,
+                    expected.min, expected.max, expected.first_ts, expected.first_value, expected.last_ts,
+                    expected.last_value,
+                ),
+                width,
+            )
+        assert c.aggregated_points > 0
+    finally:
+        durable.close()
