@@ -24,7 +24,7 @@ from tests.client_view import ResultView, first_difference
 from tests.conftest import ServerProcess, start_server
 from tests.keepalive import keep_alive
 from tests.reference import Store, evaluate
-from tests.wire import NANOS, Client, new_id, subscription, write_points
+from tests.wire import NANOS, Client, new_id, ns_of, subscription, write_points
 
 MS = 1_000_000
 WINDOW_S = 20.0
@@ -32,6 +32,7 @@ WINDOW_NS = int(WINDOW_S * NANOS)
 BUCKETS = 200  # width 100 ms; 1 kHz gives 100 points per bucket
 WIDTH = 100 * MS
 REL = 1e-9
+SENTINEL: list[Sentinel] = []
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +134,32 @@ async def fresh_full(server: ServerProcess, sub: Sub) -> ResultView:
         await client.close()
 
 
+class Sentinel:
+    """A point written after everything else: once its update arrives, the stream has processed
+    every earlier point (micro-batches follow the log's order), on a loaded machine too."""
+
+    def __init__(self, feed: Feed) -> None:
+        self.sub = Sub(feed, lateness_s=None)
+        self.sub.node = n.series(n.num("x"), buckets=10_000)
+        self.sub.request = subscription(self.sub.node, self.sub.context, WINDOW_S)
+
+    async def start(self, client: Client) -> None:
+        await client.subscribe({self.sub.id: self.sub.request})
+        assert (await client.creation(self.sub.id, timeout=120))["type"] == "success"
+
+    async def settle(self, client: Client) -> None:
+        t = max(time.time_ns(), self.sub.feed.newest + MS)
+        await self.sub.feed.write([(t, 0.0)])
+        while True:
+            update = await client.update(self.sub.id, timeout=120)
+            body = update.get("full", {}).get("result") or update["append"]["result"]
+            if any(ns_of(s) == t for s in body["numeric"]["timestamps"]):
+                break
+        await asyncio.sleep(0.5)  # frames of that batch for other subscriptions reach the client
+
+
 async def check(server: ServerProcess, client: Client, sub: Sub, expect_kind: str) -> None:
-    await asyncio.sleep(2.0)  # the stream drains; no more frames for what was written
+    await SENTINEL[0].settle(client)
     sub.drain(client)
     fresh = await fresh_full(server, sub)
     ((fkind, fentries),) = fresh.snapshot().values()
@@ -172,11 +197,14 @@ async def test_preaggregated_results_equal_the_raw_reference(agg_server: ServerP
         for feed in (x, y):
             for i in range(50):
                 await feed.write(feed.ramp(start + i * WIDTH, 100))
+        sentinel = Sentinel(Feed(server, http, rid, "s"))
+        SENTINEL[:] = [sentinel]
         a = Sub(x, lateness_s=WINDOW_S)  # accepts every point inside the window
         c = Sub(y, lateness_s=None)  # Nominal's default: 100 ms behind the newest point
         client = await Client.connect(server.ws_url)
         keepalive = keep_alive(client)
         try:
+            await sentinel.start(client)
             await client.subscribe({a.id: a.request, c.id: c.request})
             for sub in (a, c):
                 assert (await client.creation(sub.id, timeout=120))["type"] == "success"
