@@ -240,7 +240,8 @@ class Engine:
         table = self.spark.createDataFrame(
             [(sid, widths.get(sid, 0)) for sid in series_ids], "series_id long, agg_width long"
         )
-        raw, agg = preaggregate.split(preaggregate.plan(points, F.broadcast(table)).toArrow())
+        any_raw = not all(widths.get(sid, 0) for sid in series_ids)
+        raw, agg = preaggregate.split(preaggregate.plan(points, F.broadcast(table), any_raw).toArrow())
         out: Batch = dict(split_by_series(raw))
         out.update(agg)
         return out
@@ -292,7 +293,8 @@ class Engine:
             return
         agg: dict[int, preaggregate.AggRows] = {}
         if any(self._series_widths.values()):
-            table, agg = preaggregate.split(preaggregate.plan(batch, series_df).toArrow())
+            any_raw = not all(self._series_widths.values())
+            table, agg = preaggregate.split(preaggregate.plan(batch, series_df, any_raw).toArrow())
         else:
             table = batch.join(series_df, "series_id").select(*preaggregate.POINT_COLUMNS).toArrow()
         now = time.time_ns()
