@@ -101,10 +101,10 @@ class Computation:
         self.aggregated_points = 0  # points those rows summarized
 
     def enable_preaggregation(self, read: RangeRead, min_points: int) -> None:
-        """Let this computation hold buckets (if its plan is in scope): `read` reads the log."""
-        if self.bucket_width is not None:
-            self.log = LogPoints(read)
-            self.min_points = max(1, min_points)
+        """Let this computation hold buckets (if its plan is in scope) and read the raw points behind
+        pre-aggregated rows meant for other computations of its series: `read` reads the log."""
+        self.log = LogPoints(read)
+        self.min_points = max(1, min_points)
 
     @property
     def bucketed(self) -> bool:
@@ -244,6 +244,8 @@ class Computation:
                 if (
                     self._stores is not None
                     and self.log is not None
+                    and self.bucket_width is not None
+                    and self.bucket_width % r.width == 0  # the rows' buckets nest in ours
                     and (not live or self._aggregates_certain(sid, r, now))
                 ):
                     first = self._apply_aggregates(sid, r, live)
@@ -255,7 +257,7 @@ class Computation:
                 keep = self._accepted(sid, ts, now)
                 if not keep.all():
                     self.late_dropped += int((~keep).sum())
-                    if self.log is not None:
+                    if self.log is not None and self.bucket_width is not None:  # only they read back
                         self.log.refuse(sid, r.seq[~keep], r.positions()[~keep], ts[~keep])
                     ts, values = ts[keep], r.values[keep]
                 else:
@@ -397,6 +399,8 @@ class Computation:
 
     def _evaluate_points(self, now: int) -> None:
         window_start = now - self.plan.window_ns
+        if self.log is not None:
+            self.log.trim(window_start)
         keep_from = window_start - self.plan.lookback_ns
         inputs: dict[GroupKey, dict[int, NumericPoints | EnumPoints]] = {}
         for key, group in self.groups.items():

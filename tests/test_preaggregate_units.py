@@ -368,3 +368,55 @@ def test_computation_over_random_batches_equals_bucketing_the_points(tmp_path: P
         assert c.aggregated_points > 0
     finally:
         durable.close()
+
+
+def test_rows_a_computation_cannot_take_as_buckets_are_read_raw(tmp_path: Path) -> None:
+    """Pre-aggregated rows reaching a computation they were not meant for (a bucket width they do
+    not nest in, or a node that needs points) are replaced by the log's points: same results."""
+    from compute.compiler import Limits, ResultOptions, compile_plan
+    from compute.computation import Computation, Rows
+    from compute.embedded_log import EmbeddedLog
+    from tests import node_json as nj
+
+    durable = DurableLog(tmp_path / "log.db")
+    log = EmbeddedLog(durable, "t")
+    key = SeriesKey.of("ds", "x", {})
+    window = 2 * 10**9
+    ctx = {"v": nj.channel("ds", "x")}
+    summary = compile_plan(nj.series(nj.num("v"), buckets=20), window, ctx, Limits(), ResultOptions())
+    last = compile_plan(nj.value("lastPoint", nj.num("v")), window, ctx, Limits(), ResultOptions())
+    now = 1_763_769_600 * 10**9
+    try:
+        ts = now - window + np.arange(1, 3001, dtype=np.int64) * MS // 2
+        values = np.sin(np.arange(len(ts)) / 7)
+        durable.submit(
+            [SeriesWrite(key, SeriesKind.NUMERIC, ts[:2000].tolist(), values[:2000].tolist())]
+        ).result()
+        mark = log.end_offset()
+        durable.submit(
+            [SeriesWrite(key, SeriesKind.NUMERIC, ts[2000:].tolist(), values[2000:].tolist())]
+        ).result()
+        sid = log.series()[0].id
+        outputs = []
+        for plan, agg_width in ((summary, 30 * MS), (last, 10 * MS)):
+            c = Computation(f"k{agg_width}", plan, allowed_lateness_ns=window)
+            c.enable_preaggregation(log.read_series_range, 1)
+            for info in log.series():
+                c.route(info)
+            c.backfill_seq = mark
+            c.load_backfill({sid: Rows(np.full(2000, mark, np.int64), ts[:2000], values[:2000])}, now)
+            assert c.bucketed == (plan is summary)  # the summary holds buckets from here on
+            seq = np.full(1000, log.end_offset(), np.int64)
+            c.apply_batch({sid: batch_agg(seq, ts[2000:], values[2000:], agg_width)}, now)
+            outputs.append(c.outputs[()])
+        assert c.aggregated_points == 0  # neither took them as buckets
+        expected = numeric_buckets(ts, values, 100 * MS)
+        got = outputs[0]
+        assert got.kind == "bucketedNumeric"
+        for name in ("end", "count", "min", "max", "first_ts", "last_ts", "first_value", "last_value"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(expected, name))
+        np.testing.assert_allclose(got.mean, expected.mean, rtol=1e-12)
+        np.testing.assert_allclose(got.variance, expected.variance, rtol=1e-9, atol=1e-15)
+        assert outputs[1].ts == int(ts[-1]) and outputs[1].value == values[-1]
+    finally:
+        durable.close()
