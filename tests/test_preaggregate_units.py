@@ -114,8 +114,9 @@ def test_nan_and_infinity_like_numpy() -> None:
     ts = np.arange(10, dtype=np.int64) * MS
     values = np.array([1.0, np.nan, 3, 4, np.inf, 6, 7, -np.inf, 9, 10])
     width = 5 * MS
-    nb = numeric_buckets(ts, values, width)
-    b = to_numeric(from_points(ts, values, width), width)
+    with np.errstate(invalid="ignore"):  # inf - inf in the deviations, as numpy itself gives
+        nb = numeric_buckets(ts, values, width)
+        b = to_numeric(from_points(ts, values, width), width)
     for name in ("min", "max", "mean", "variance"):
         np.testing.assert_array_equal(getattr(b, name), getattr(nb, name))
 
