@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     redis_maxlen: int = Field(
         0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
     )
+    preaggregate_min_points: int = Field(
+        0,
+        ge=0,
+        description="pre-aggregate a summarized raw channel in Spark when its buckets average at least "
+        "this many points (0 = off; compute/preaggregate.py)",
+    )
     # -- security (app/auth.py, app/origin.py): authentication is off unless a secret or file is set
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret: accept bearer JWTs (with exp)")
     tokens_file: Path | None = Field(None, description="JSON file of static bearer tokens and their claims")

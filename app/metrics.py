@@ -90,6 +90,16 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
+        self.preaggregated_buckets = Counter(
+            "sparkwire_preaggregated_buckets",
+            "buckets micro-batches handed to the driver instead of raw points (pre-aggregation)",
+            registry=r,
+        )
+        self.preaggregated_points = Counter(
+            "sparkwire_preaggregated_points",
+            "raw points those pre-aggregated buckets summarized (never sent to the driver)",
+            registry=r,
+        )
         for reason in ("invalid", "late"):
             self.points_rejected.labels(reason)  # present (at 0) from the first scrape
 
@@ -100,6 +110,9 @@ class Metrics:
         self.batch_rows.observe(stats.rows)
         if stats.late_points:
             self.points_rejected.labels("late").inc(stats.late_points)
+        if stats.aggregated_buckets:
+            self.preaggregated_buckets.inc(stats.aggregated_buckets)
+            self.preaggregated_points.inc(stats.aggregated_points)
 
     def reject_request(self, body: bytes) -> None:
         self.requests_rejected.inc()

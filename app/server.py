@@ -35,7 +35,14 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         settings = state.settings
         spark = build_session(settings.spark_master, jvm_output=spark_output_path(settings.data_dir))
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
-        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
+        engine = Engine(
+            spark,
+            state.log,
+            checkpoint,
+            settings.trigger_ms,
+            state.hub.on_changes,
+            settings.preaggregate_min_points,
+        )
         state.hub.engine = engine
         engine.on_batch = state.metrics.observe_batch
         state.engine = engine

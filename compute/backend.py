@@ -91,4 +91,17 @@ class PointLog(Protocol):
         """Options of the batch read of these series' points with ts >= from_ts and seq <= upto_seq."""
         ...
 
+    # -- direct reads from the driver (pre-aggregation's exactness fallbacks, compute/bucketed.py) --
+    @property
+    def range_reads(self) -> bool:
+        """Whether `read_series_range` works; without it no series is ever pre-aggregated."""
+        ...
+
+    def read_series_range(
+        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
+    ) -> pa.Table:
+        """A numeric series' points with from_ts <= ts < to_ts and after_seq < seq <= upto_seq, in
+        write order, as (seq, pos, ts, value) (`pos`: the point's index among its record's points)."""
+        ...
+
     def close(self) -> None: ...

@@ -1,22 +1,29 @@
 """Back-fill of new computations, batched: computations that ask while a back-fill job runs wait and
 share the next one. One Spark batch job reads the union of their series from the oldest timestamp
 any of them needs; each computation then takes only its own rows. Many subscriptions arriving
-together (a dashboard opening) cost one or two Spark jobs instead of one each."""
+together (a dashboard opening) cost one or two Spark jobs instead of one each.
+
+A series read only by computations that may hold buckets (compute/bucketed.py) is pre-aggregated by
+the job (compute/preaggregate.py), at the gcd of their bucket widths: the driver receives buckets."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from compute.computation import Computation, Rows
+import numpy as np
+
+from compute.computation import Batch, Computation, Rows
+from compute.preaggregate import AggRows
 
 log = logging.getLogger(__name__)
 
-# (series ids, from timestamp, up to seq) -> rows per series id
-ReadLog = Callable[[list[int], int, int], dict[int, Rows]]
+# (series ids, from timestamp, up to seq, pre-aggregation width per series id (0: raw)) -> rows
+ReadLog = Callable[[list[int], int, int, dict[int, int]], Batch]
 
 
 class BackfillQueue:
@@ -58,11 +65,12 @@ class BackfillQueue:
     def _run_batch(self, batch: list[tuple[Computation, int, Future[None]]]) -> None:
         now = time.time_ns()
         series_ids = sorted({sid for c, _, _ in batch for sid in c.routes})
-        rows: dict[int, Rows] = {}
+        rows: Batch = {}
         try:
             if series_ids:
                 from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
-                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch))
+                widths = _widths([c for c, _, _ in batch], series_ids)
+                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch), widths)
         except BaseException as exc:  # the job failed: every computation waiting on it fails
             for _, _, done in batch:
                 done.set_exception(exc)
@@ -78,13 +86,31 @@ class BackfillQueue:
                 done.set_result(None)
 
 
-def _own_rows(computation: Computation, rows: dict[int, Rows], now: int) -> dict[int, Rows]:
-    """The rows this computation's back-fill covers: its series, its history, seq <= its mark."""
+def _widths(computations: list[Computation], series_ids: list[int]) -> dict[int, int]:
+    """Per series: the gcd of its readers' bucket widths if every reader may hold buckets, else 0."""
+    widths: dict[int, int] = {}
+    for sid in series_ids:
+        readers = [c for c in computations if sid in c.routes]
+        if readers and all(c.can_bucket() for c in readers):
+            widths[sid] = math.gcd(*(c.bucket_width or 0 for c in readers))
+        else:
+            widths[sid] = 0
+    return widths
+
+
+def _own_rows(computation: Computation, rows: Batch, now: int) -> Batch:
+    """The rows this computation's back-fill covers: its series, its history, seq <= its mark
+    (pre-aggregated rows past the mark are recomputed from the log by the computation)."""
     from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
-    out: dict[int, Rows] = {}
+    out: Batch = {}
     for sid in computation.routes:
         r = rows.get(sid)
         if r is None:
+            continue
+        if isinstance(r, AggRows):
+            mine = np.flatnonzero(r.buckets.last_ts >= from_ts)
+            if len(mine):
+                out[sid] = r.take(mine)
             continue
         keep = (r.ts >= from_ts) & (r.seq <= computation.backfill_seq)
         if not keep.all():

@@ -72,6 +72,8 @@ class EmbeddedLog:
         self._new: list[SeriesInfo] = []
         self._new_lock = threading.Lock()
         self._position: int | None = None  # where `read` stands
+        self._range_conn = durable_log.connect_reader(durable.path)  # driver-side range reads
+        self._range_lock = threading.Lock()
         # The writer announces a series before its first points commit (compute/log.py).
         durable.on_new_series = self._announce
 
@@ -146,6 +148,20 @@ class EmbeddedLog:
             "upto_seq": str(upto_seq),
         }
 
+    # -- direct range reads ------------------------------------------------------------------------
+    @property
+    def range_reads(self) -> bool:
+        return True
+
+    def read_series_range(
+        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
+    ) -> pa.Table:
+        with self._range_lock:
+            return durable_log.read_series_range(
+                self._range_conn, series_id, from_ts, to_ts, after_seq, upto_seq
+            )
+
     def close(self) -> None:
         self.durable.close()
         self._conn.close()
+        self._range_conn.close()

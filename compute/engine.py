@@ -1,11 +1,16 @@
-"""The streaming engine: ONE Structured Streaming query over the log, ONE narrow Spark job per
-micro-batch (the batch joined to a broadcast table of the series in use, collected once through
-Arrow), then every live computation updated on the driver. New computations are back-filled by one
-Spark batch job over the log before they join the stream."""
+"""The streaming engine: ONE Structured Streaming query over the log, ONE Spark job per micro-batch
+(the batch joined to a broadcast table of the series in use, collected once through Arrow), then
+every live computation updated on the driver. New computations are back-filled by one Spark batch
+job over the log before they join the stream.
+
+The series table carries each series' pre-aggregation width (0 = raw; compute/preaggregate.py): a
+series whose every reader holds buckets reaches the driver as buckets. With no such series the job
+is the narrow one: filter to the series in use, project, collect."""
 
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import threading
 import time
@@ -19,9 +24,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from compute import preaggregate
 from compute.backend import PointLog
 from compute.backfill import BackfillQueue
-from compute.computation import Change, Computation, Rows
+from compute.computation import Batch, Change, Computation, Rows
 from compute.errors import ComputeError
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,9 @@ class BatchStats:
     rows: int
     seconds: float
     late_points: int = 0  # points live computations refused as too late
+    aggregated_series: int = 0  # series that reached the driver as buckets
+    aggregated_buckets: int = 0  # rows of the result that were buckets
+    aggregated_points: int = 0  # points those buckets summarize
 
 
 class Engine:
@@ -45,6 +54,7 @@ class Engine:
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
+        preaggregate_min_points: int = 0,
     ) -> None:
         self.spark = spark
         self.log = durable
@@ -56,6 +66,9 @@ class Engine:
         self._readers: dict[int, set[Computation]] = {}  # series id -> computations reading it
         self._series_df: DataFrame | None = None
         self._series_dirty = True
+        self._series_widths: dict[int, int] = {}  # the table's contents: series id -> agg width
+        # 0: pre-aggregation off; else the points per bucket a summarized series needs for it
+        self.preaggregate_min_points = preaggregate_min_points if durable.range_reads else 0
         self._query: StreamingQuery | None = None
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/supervisor.py)
@@ -170,6 +183,8 @@ class Engine:
             if existing is not None:
                 return existing
             self._route_new_series()
+            if self.preaggregate_min_points > 0:
+                computation.enable_preaggregation(self.log.read_series_range, self.preaggregate_min_points)
             for info in self.log.series():
                 if computation.route(info):
                     self._readers.setdefault(info.id, set()).add(computation)
@@ -213,26 +228,62 @@ class Engine:
     def _backfill(self, computation: Computation) -> None:
         self._backfills.run(computation)  # shares one Spark job with computations added meanwhile
 
-    def _read_history(self, series_ids: list[int], from_ts: int, upto_seq: int) -> dict[int, Rows]:
-        """One Spark batch job over the log: these series, ts >= from_ts, seq <= upto_seq."""
+    def _read_history(
+        self, series_ids: list[int], from_ts: int, upto_seq: int, widths: dict[int, int]
+    ) -> Batch:
+        """One Spark batch job over the log: these series, ts >= from_ts, seq <= upto_seq; series with
+        a width come back pre-aggregated per (series, bucket of that width)."""
         options = self.log.backfill_options(series_ids, from_ts, upto_seq)
-        table = self.spark.read.format(self._source).options(**options).load().toArrow()
-        return split_by_series(table)
+        points = self.spark.read.format(self._source).options(**options).load()
+        if not any(widths.values()):
+            return dict(split_by_series(points.toArrow()))
+        table = self.spark.createDataFrame(
+            [(sid, widths.get(sid, 0)) for sid in series_ids], "series_id long, agg_width long"
+        )
+        any_raw = not all(widths.get(sid, 0) for sid in series_ids)
+        raw, agg = preaggregate.split(preaggregate.plan(points, F.broadcast(table), any_raw).toArrow())
+        out: Batch = dict(split_by_series(raw))
+        out.update(agg)
+        return out
 
     # -- the micro-batch ---------------------------------------------------------------------------
+    def _widths(self) -> dict[int, int]:
+        """Per series in use: its pre-aggregation width. A series is pre-aggregated when every
+        computation reading it holds buckets dense enough (`agg_width`) and they accept the same
+        points (same allowed lateness); the width is the gcd of theirs, so its buckets nest in each.
+        Call with the lock held."""
+        widths: dict[int, int] = {}
+        for sid, readers in self._readers.items():
+            width = 0
+            if self.preaggregate_min_points > 0 and readers:
+                asks = [c.agg_width for c in readers]
+                lateness = {c.allowed_lateness_ns for c in readers}
+                if all(asks) and len(lateness) == 1 and all(c.ready for c in readers):
+                    width = math.gcd(*asks)
+            widths[sid] = width
+        return widths
+
     def _series_table(self) -> DataFrame | None:
         with self._lock:
             self._route_new_series()
-            if not self._series_dirty:
+            widths = self._widths()
+            if not self._series_dirty and widths == self._series_widths:
                 return self._series_df
-            ids = sorted(self._readers)
             self._series_dirty = False
         # The py4j call runs outside the lock: the event loop takes it (find, remove) and must never
         # wait on Spark. Only this (the batch) thread builds the table, so nothing races the swap.
-        table = (
-            F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long")) if ids else None
-        )
+        ids = sorted(widths)
+        aggregated = sum(1 for w in widths.values() if w)
+        if aggregated != sum(1 for w in self._series_widths.values() if w):
+            log.info("pre-aggregating %d of %d series in use", aggregated, len(widths))
+        table: DataFrame | None = None
+        if ids and any(widths.values()):
+            rows = [(i, widths[i]) for i in ids]
+            table = F.broadcast(self.spark.createDataFrame(rows, "series_id long, agg_width long"))
+        elif ids:
+            table = F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
         self._series_df = table
+        self._series_widths = widths
         return table
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -240,11 +291,17 @@ class Engine:
         series_df = self._series_table()
         if series_df is None:
             return
-        table = batch.join(series_df, "series_id").select("seq", "series_id", "ts", "value", "str").toArrow()
+        agg: dict[int, preaggregate.AggRows] = {}
+        if any(self._series_widths.values()):
+            any_raw = not all(self._series_widths.values())
+            table, agg = preaggregate.split(preaggregate.plan(batch, series_df, any_raw).toArrow())
+        else:
+            table = batch.join(series_df, "series_id").select(*preaggregate.POINT_COLUMNS).toArrow()
         now = time.time_ns()
-        by_series = split_by_series(table)
+        by_series: Batch = dict(split_by_series(table))
+        by_series.update(agg)
         with self._lock:
-            targets: dict[Computation, dict[int, Rows]] = {}
+            targets: dict[Computation, Batch] = {}
             for sid, series_rows in by_series.items():
                 for computation in self._readers.get(sid, ()):
                     targets.setdefault(computation, {})[sid] = series_rows
@@ -265,7 +322,15 @@ class Engine:
         if changes:
             self.on_changes(changes)
         late = sum(c.late_dropped for c in targets) - late_before
-        self.last_batch = BatchStats(batch_id, table.num_rows, time.perf_counter() - started, late)
+        self.last_batch = BatchStats(
+            batch_id,
+            table.num_rows + sum(len(a.min_seq) for a in agg.values()),
+            time.perf_counter() - started,
+            late,
+            aggregated_series=len(agg),
+            aggregated_buckets=sum(len(a.min_seq) for a in agg.values()),
+            aggregated_points=sum(a.count for a in agg.values()),
+        )
         if self.on_batch is not None:
             self.on_batch(self.last_batch)
 

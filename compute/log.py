@@ -58,11 +58,20 @@ CREATE TABLE IF NOT EXISTS blocks (
     max_ts INTEGER NOT NULL,
     ts BLOB NOT NULL,
     value BLOB,
-    str TEXT
+    str TEXT,
+    min_ts INTEGER
 );
-CREATE INDEX IF NOT EXISTS blocks_by_series_time ON blocks (series_id, max_ts);
 """
-_INSERT_BLOCK = "INSERT INTO blocks (series_id, n, max_ts, ts, value, str) VALUES (?, ?, ?, ?, ?, ?)"
+# (series_id, max_ts, min_ts): back-fill scans max_ts >= from; a range read (read_series_range) also
+# skips blocks starting after its end without touching the table. Logs written before min_ts existed
+# get the column (NULL: such a block is read by every range read that reaches its max_ts).
+_INDEXES = """
+DROP INDEX IF EXISTS blocks_by_series_time;
+CREATE INDEX IF NOT EXISTS blocks_by_series_span ON blocks (series_id, max_ts, min_ts);
+"""
+_INSERT_BLOCK = (
+    "INSERT INTO blocks (series_id, n, max_ts, min_ts, ts, value, str) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class WriteRejected(ValueError):
@@ -88,6 +97,9 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # the commit's fsync is what makes a 200 durable
     conn.executescript(_DDL)
+    if "min_ts" not in {row[1] for row in conn.execute("PRAGMA table_info(blocks)")}:
+        conn.execute("ALTER TABLE blocks ADD COLUMN min_ts INTEGER")
+    conn.executescript(_INDEXES)
     return conn
 
 
@@ -222,7 +234,7 @@ class DurableLog:
                 value, text = np.asarray(write.values, dtype="<f8").tobytes(), None
             else:
                 value, text = None, orjson.dumps(write.values).decode()
-            conn.execute(_INSERT_BLOCK, (info.id, n, int(ts.max()), ts.tobytes(), value, text))
+            conn.execute(_INSERT_BLOCK, (info.id, n, int(ts.max()), int(ts.min()), ts.tobytes(), value, text))
             count += n
         return count
 
@@ -318,3 +330,29 @@ def read_series_since(
     while rows := cur.fetchmany(256):
         batches.append(_to_batch(rows, from_ts))
     return batches
+
+
+RANGE_SCHEMA = pa.schema(
+    [("seq", pa.int64()), ("pos", pa.int64()), ("ts", pa.int64()), ("value", pa.float64())]
+)
+
+
+def read_series_range(
+    conn: sqlite3.Connection, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
+) -> pa.Table:
+    """A numeric series' points with from_ts <= ts < to_ts in blocks with after_seq < seq <= upto_seq,
+    in write order: (seq, pos = the point's index in its block, ts, value)."""
+    rows = conn.execute(
+        "SELECT seq, n, ts, value FROM blocks WHERE series_id = ? AND max_ts >= ? "
+        "AND (min_ts IS NULL OR min_ts < ?) AND seq > ? AND seq <= ? ORDER BY seq",
+        (series_id, from_ts, to_ts, after_seq, upto_seq),
+    ).fetchall()
+    if not rows:
+        return RANGE_SCHEMA.empty_table()
+    counts = np.fromiter((r[1] for r in rows), np.int64, len(rows))
+    seq = np.repeat(np.fromiter((r[0] for r in rows), np.int64, len(rows)), counts)
+    pos = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    ts = np.frombuffer(b"".join(r[2] for r in rows), dtype="<i8")
+    value = np.frombuffer(b"".join(r[3] or b"" for r in rows), dtype="<f8")
+    keep = (ts >= from_ts) & (ts < to_ts)
+    return pa.table([seq[keep], pos[keep], ts[keep], value[keep]], schema=RANGE_SCHEMA)

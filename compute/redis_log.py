@@ -324,6 +324,17 @@ class RedisLog:
             "upto_seq": str(upto_seq),
         }
 
+    # Redis Streams hold no index by series and time: no driver-side range reads, so series in this
+    # log are never pre-aggregated (compute/preaggregate.py) and always reach the driver raw.
+    @property
+    def range_reads(self) -> bool:
+        return False
+
+    def read_series_range(
+        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
+    ) -> pa.Table:
+        raise NotImplementedError("the redis log has no range reads")
+
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)
