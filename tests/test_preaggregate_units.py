@@ -13,6 +13,7 @@ from compute.bucketed import LogPoints, SeriesBuckets
 from compute.buckets import Buckets, BucketStore, combine, from_points, rebucket, to_numeric
 from compute.log import DurableLog, SeriesWrite, connect_reader, read_series_range
 from compute.preaggregate import AggRows
+from compute.results import NumericBuckets
 from compute.series import SeriesKey, SeriesKind
 from compute.summarize import numeric_buckets
 
@@ -29,6 +30,22 @@ def assert_same(a: Buckets, b: Buckets, width: int) -> None:
         np.testing.assert_array_equal(getattr(x, name), getattr(y, name), err_msg=name)
     np.testing.assert_allclose(x.mean, y.mean, rtol=1e-9, atol=0)
     np.testing.assert_allclose(x.variance, y.variance, rtol=1e-9, atol=1e-12)
+
+
+def as_buckets(out: NumericBuckets, width: int) -> Buckets:
+    """A NumericBuckets output as the store's Buckets (index, count, mean, M2, ...), to compare."""
+    return Buckets(
+        out.end // width - 1,
+        out.count,
+        out.mean,
+        out.variance * out.count,
+        out.min,
+        out.max,
+        out.first_ts,
+        out.first_value,
+        out.last_ts,
+        out.last_value,
+    )
 
 
 def numpy_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> Buckets:
@@ -339,33 +356,7 @@ def test_computation_over_random_batches_equals_bucketing_the_points(tmp_path: P
             expected = numeric_buckets(t[keep], v[keep], width)
             got = c.outputs[()]
             assert got.kind == "bucketedNumeric", step
-            assert_same(
-                Buckets(
-                    got.end // width - 1,
-                    got.count,
-                    got.mean,
-                    got.variance * got.count,
-                    got.min,
-                    got.max,
-                    got.first_ts,
-                    got.first_value,
-                    got.last_ts,
-                    got.last_value,
-                ),
-                Buckets(
-                    expected.end // width - 1,
-                    expected.count,
-                    expected.mean,
-                    expected.variance * expected.count,
-                    expected.min,
-                    expected.max,
-                    expected.first_ts,
-                    expected.first_value,
-                    expected.last_ts,
-                    expected.last_value,
-                ),
-                width,
-            )
+            assert_same(as_buckets(got, width), as_buckets(expected, width), width)
         assert c.aggregated_points > 0
     finally:
         durable.close()
