@@ -13,7 +13,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from compute import log as durable_log
 from compute.backend import Offsets, ReadResult
@@ -56,7 +56,7 @@ class CommittingStreamReader(LogStreamReader):
 class CommittingLogDataSource(LogDataSource):
     """The embedded log's data source, with the stream's commits recorded for `pending`."""
 
-    def streamReader(self, schema: object) -> DataSourceStreamReader:
+    def simpleStreamReader(self, schema: object) -> SimpleDataSourceStreamReader:
         return CommittingStreamReader(
             self.options["path"], int(self.options.get("start_seq", "0")), self.options["consumer"]
         )

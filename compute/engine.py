@@ -1,11 +1,13 @@
 """The streaming engine: ONE Structured Streaming query over the log, ONE Spark job per micro-batch
-(the batch joined to a broadcast table of the series in use, collected once through Arrow), then
-every live computation updated on the driver. New computations are back-filled by one Spark batch
-job over the log before they join the stream.
+(the batch filtered to the series in use, collected once through Arrow), then every live
+computation updated on the driver. New computations are back-filled by one Spark batch job over the
+log before they join the stream.
 
-The series table carries each series' pre-aggregation width (0 = raw; compute/preaggregate.py): a
-series whose every reader holds buckets reaches the driver as buckets. With no such series the job
-is the narrow one: filter to the series in use, project, collect."""
+The series in use are data: an `IN` set over series ids, rebuilt only when that set changes. With
+pre-aggregation on (compute/preaggregate.py) they are a broadcast table that also carries each
+series' bucket width (0 = raw): a series whose every reader holds buckets reaches the driver as
+buckets. The filter, not a join, is the default because the join's broadcast is rebuilt by every
+micro-batch: ~0.5 s against ~0.1 s per batch (docs/decisions/0009-driver-side-stream-read.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -64,7 +66,8 @@ class Engine:
         self._lock = threading.Lock()  # guards the routing tables below
         self._computations: dict[str, Computation] = {}
         self._readers: dict[int, set[Computation]] = {}  # series id -> computations reading it
-        self._series_df: DataFrame | None = None
+        self._series_df: DataFrame | None = None  # with pre-aggregation: (series_id, agg_width)
+        self._series_filter: Column | None = None  # without: series_id IN (the series in use)
         self._series_dirty = True
         self._series_widths: dict[int, int] = {}  # the table's contents: series id -> agg width
         # 0: pre-aggregation off; else the points per bucket a summarized series needs for it
@@ -263,40 +266,40 @@ class Engine:
             widths[sid] = width
         return widths
 
-    def _series_table(self) -> DataFrame | None:
+    def _refresh_series(self) -> bool:
+        """Bring the series filter and table up to date; False when no series is in use."""
         with self._lock:
             self._route_new_series()
             widths = self._widths()
             if not self._series_dirty and widths == self._series_widths:
-                return self._series_df
+                return bool(widths)
             self._series_dirty = False
-        # The py4j call runs outside the lock: the event loop takes it (find, remove) and must never
-        # wait on Spark. Only this (the batch) thread builds the table, so nothing races the swap.
+        # The py4j calls run outside the lock: the event loop takes it (find, remove) and must never
+        # wait on Spark. Only this (the batch) thread builds them, so nothing races the swap.
         ids = sorted(widths)
         aggregated = sum(1 for w in widths.values() if w)
         if aggregated != sum(1 for w in self._series_widths.values() if w):
             log.info("pre-aggregating %d of %d series in use", aggregated, len(widths))
-        table: DataFrame | None = None
-        if ids and any(widths.values()):
+        self._series_df = None
+        if aggregated:
             rows = [(i, widths[i]) for i in ids]
-            table = F.broadcast(self.spark.createDataFrame(rows, "series_id long, agg_width long"))
-        elif ids:
-            table = F.broadcast(self.spark.createDataFrame([(i,) for i in ids], "series_id long"))
-        self._series_df = table
+            self._series_df = F.broadcast(self.spark.createDataFrame(rows, "series_id long, agg_width long"))
+        # Spark turns a long IN list into a hash set (OptimizeIn); built once, reused by every batch.
+        self._series_filter = F.col("series_id").isin(ids) if ids else None
         self._series_widths = widths
-        return table
+        return bool(ids)
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        series_df = self._series_table()
-        if series_df is None:
+        if not self._refresh_series():
             return
         agg: dict[int, preaggregate.AggRows] = {}
-        if any(self._series_widths.values()):
+        if self._series_df is not None:
             any_raw = not all(self._series_widths.values())
-            table, agg = preaggregate.split(preaggregate.plan(batch, series_df, any_raw).toArrow())
+            table, agg = preaggregate.split(preaggregate.plan(batch, self._series_df, any_raw).toArrow())
         else:
-            table = batch.join(series_df, "series_id").select(*preaggregate.POINT_COLUMNS).toArrow()
+            assert self._series_filter is not None  # set whenever a series is in use
+            table = batch.where(self._series_filter).select(*preaggregate.POINT_COLUMNS).toArrow()
         now = time.time_ns()
         by_series: Batch = dict(split_by_series(table))
         by_series.update(agg)

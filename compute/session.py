@@ -39,6 +39,9 @@ def build_session(
         .set("spark.sql.execution.arrow.pyspark.enabled", "true")
         .set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .set("spark.python.worker.reuse", "true")
+        # The checkpoint is written twice per micro-batch and never resumed (compute/checkpoint.py):
+        # Hadoop's checksummed local files cost ~20 ms of each write; raw ones do not (decision 0009).
+        .set("spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs")
         .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
     )
     if jvm_output is not None and SparkContext._active_spark_context is None:
