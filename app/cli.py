@@ -16,6 +16,7 @@ from app.limits import http_protocol_with_header_deadline
 from app.logging_setup import configure_logging
 from app.server import create_app
 from app.shutdown import drain
+from app.ws_compression import FanOutWebSocketProtocol
 
 
 class DrainingServer(uvicorn.Server):
@@ -73,6 +74,7 @@ def serve(settings: Settings) -> None:
         ws_ping_interval=None,
         lifespan="on",
         http=http_protocol_with_header_deadline(settings.handshake_timeout),
+        ws=FanOutWebSocketProtocol,
     )
     server = DrainingServer(config)
     server.run()

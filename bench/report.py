@@ -160,7 +160,13 @@ def _why(r: Json) -> list[str]:
             f"- Workload 4 stopped at {s['target']:,} points/s: {reason} "
             f"(achieved {s['achieved']:,} points/s, "
             f"p99 {_ms(s['latency']['p99_ms'])}, server CPU {s['usage']['cpu_cores']:.2f} cores, "
-            f"{s['feed']['skipped_slots']} request slots skipped because all feed connections were waiting)."
+            f"{s['feed']['skipped_slots']} request slots skipped because all feed connections were waiting"
+            + (
+                f"; the feed process (building the JSON) used {s['feed']['cpu_cores']:.2f} cores"
+                if "cpu_cores" in s["feed"]
+                else ""
+            )
+            + ")."
         )
     return out
 

@@ -36,6 +36,16 @@ async def test_ping_gets_a_pong(server: ServerProcess) -> None:
     await client.close()
 
 
+async def test_a_browser_like_deflate_offer_is_accepted_with_a_small_window(server: ServerProcess) -> None:
+    client = await Client.connect(server.ws_url, compression="deflate")
+    assert client.ws.response is not None
+    accepted = client.ws.response.headers.get("Sec-WebSocket-Extensions", "")
+    assert accepted.startswith("permessage-deflate")
+    assert "server_max_window_bits=12" in accepted  # per-connection memory stays small
+    await assert_usable(client)  # frames compressed by the server decode
+    await client.close()
+
+
 async def test_unparseable_messages_get_client_message_error_and_the_connection_stays_open(
     server: ServerProcess,
 ) -> None:
