@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.baselines import DIED
+
 Json = Any
 
 
@@ -88,7 +90,16 @@ def targets(r: Json) -> list[tuple[str, str, str, str]]:
     kb = r.get("connections", {}).get("kb_per_connection")
     rows.append(("5 idle connection", "<= 50 KB", f"{kb} KB" if kb is not None else "n/a", _verdict(kb, 50)))
     naive = (r.get("baselines") or {}).get("naive_50")
-    if naive and naive.get("error"):
+    if naive and naive.get("error") and DIED in naive["error"]:
+        rows.append(
+            (
+                "b naive at 50 subscriptions vs Sparkwire",
+                ">= 5x slower",
+                "failed under the load",
+                f"met (the naive design could not run here: {naive['error']})",
+            )
+        )
+    elif naive and naive.get("error"):
         rows.append(
             ("b naive at 50 subscriptions vs Sparkwire", ">= 5x slower", "did not run", naive["error"])
         )

@@ -12,6 +12,7 @@ transaction and one fsync for everything queued, and only then are the requests 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -313,6 +314,23 @@ def read_seq_range(conn: sqlite3.Connection, after: int, upto: int, chunk: int =
     while rows := cur.fetchmany(chunk):
         batches.append(_to_batch(rows))
     return batches
+
+
+def read_from(conn: sqlite3.Connection, after: int, max_points: int) -> tuple[list[pa.RecordBatch], int]:
+    """The stream's next step: points of the blocks after `after` in seq order, whole blocks, stopping
+    once `max_points` are read; and the seq of the last block read (`after` when none). The writer
+    assigns seqs in commit order, so no block can later appear at or below that seq."""
+    cur = conn.execute(f"SELECT {_BLOCK_COLUMNS} FROM blocks WHERE seq > ? ORDER BY seq", (after,))
+    batches: list[pa.RecordBatch] = []
+    last, points = after, 0
+    while points < max_points and (rows := cur.fetchmany(256)):
+        for i, total in enumerate(itertools.accumulate(r[2] for r in rows)):
+            if points + total >= max_points:  # the block that reaches the cap is the last one
+                rows = rows[: i + 1]
+                break
+        batches.append(_to_batch(rows))
+        last, points = rows[-1][0], points + sum(r[2] for r in rows)
+    return batches, last
 
 
 def read_series_since(

@@ -21,9 +21,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition,
 from compute import log as durable_log
 
 SOURCE_NAME = "sparkwire_log"
-# A block is one series' points from one request. The cap bounds one micro-batch after a stall
-# (e.g. a long back-fill or GC pause), so the query catches up in steps instead of one huge batch.
-MAX_BLOCKS_PER_BATCH = 20_000
+# Bounds one micro-batch after a stall (a long back-fill, a GC pause): the query catches up in steps
+# of at most this many points (plus the rest of a block) instead of one batch the JVM's heap must hold.
+MAX_POINTS_PER_BATCH = 500_000
 
 _readers: dict[str, sqlite3.Connection] = {}
 
@@ -73,14 +73,10 @@ class LogStreamReader(SimpleDataSourceStreamReader):
         return {"seq": self.start_seq}
 
     def read(self, start: dict) -> tuple[Iterator[pa.RecordBatch], dict]:
-        """Everything committed after `start`, up to the cap; the writer assigns seqs in commit
-        order, so nothing can later appear at or below the end returned here."""
+        """Everything committed after `start`, up to the cap (compute/log.py: `read_from`)."""
         after = int(start["seq"])
-        conn = _reader(self.path)
-        upto = min(durable_log.max_seq(conn), after + MAX_BLOCKS_PER_BATCH)
-        if upto <= after:
-            return iter(()), start
-        return iter(durable_log.read_seq_range(conn, after, upto, chunk=4096)), {"seq": upto}
+        batches, last = durable_log.read_from(_reader(self.path), after, MAX_POINTS_PER_BATCH)
+        return iter(batches), ({"seq": last} if last > after else start)
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
         """A batch planned before a restart, read again."""

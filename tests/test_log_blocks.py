@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from compute import log as durable_log
+from compute import source
 from compute.log import DurableLog, SeriesWrite
 from compute.series import SeriesKey, SeriesKind
 
@@ -61,3 +63,24 @@ def test_back_fill_reads_one_series_from_a_time_even_inside_a_block(tmp_path: Pa
     got = _points(durable_log.read_series_since(reader, [ids[A]], 0, upto - 1))  # up to a seq
     assert [t for _, _, t, _, _ in got] == [1, 2, 3, 4]
     log.close()
+
+
+def test_the_stream_reader_hands_over_a_backlog_in_capped_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(source, "MAX_POINTS_PER_BATCH", 3)
+    log = DurableLog(tmp_path / "log.db")
+    for k in range(7):  # one block of one point per request
+        log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [k], [float(k)])]).result()
+    reader = source.LogStreamReader(str(log.path), 0)
+    offset, steps = reader.initialOffset(), []
+    while True:
+        batches, end = reader.read(offset)
+        if end == offset:
+            assert list(batches) == []  # nothing new: no empty micro-batch either
+            break
+        steps.append([t for _, _, t, _, _ in _points(list(batches))])
+        offset = end
+    assert steps == [[0, 1, 2], [3, 4, 5], [6]]
+    again = _points(list(reader.readBetweenOffsets({"seq": 2}, {"seq": 5})))
+    assert [t for _, _, t, _, _ in again] == [2, 3, 4]  # a batch planned before a restart, read again
