@@ -116,8 +116,35 @@ def _batch_phases(handles: list[Any], t_from: int) -> dict[str, float]:
     return {k: round(float(np.median(v)), 1) for k, v in sorted(samples.items())}
 
 
+def _root_cause(exc: BaseException) -> str:
+    """One line for the report: the JVM running out of heap if it did, else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return next((line for line in lines if "OutOfMemoryError" in line), lines[0])
+
+
 def run_phase(
     spark: Any, log: DurableLog, writer: LogWriter, phase: Json, work: Path, trigger_ms: int
+) -> Json:
+    """One phase's figures; a design that breaks once its queries are running raises with DIED."""
+    handles: list[Any] = []
+    try:
+        return _measure(spark, log, writer, phase, work, trigger_ms, handles)
+    except Exception as exc:
+        if not handles:
+            raise  # nothing of the design ran: a fault of the bench or the machine
+        queries = int(phase.get("queries", 1))
+        started = f"{len(handles)} of {queries} started"
+        raise RuntimeError(f"{phase['name']}: {DIED} ({started}): {_root_cause(exc)}") from exc
+
+
+def _measure(
+    spark: Any,
+    log: DurableLog,
+    writer: LogWriter,
+    phase: Json,
+    work: Path,
+    trigger_ms: int,
+    handles: list[Any],
 ) -> Json:
     from compute.source import SOURCE_NAME
 
@@ -128,7 +155,6 @@ def run_phase(
     start_seq = durable_log.max_seq(writer._reader)
     sids = writer.series_ids()
     callbacks: list[list[tuple[int, int]]] = [[] for _ in range(queries)]
-    handles = []
     for q in range(queries):
         stream = (
             spark.readStream.format(SOURCE_NAME)
@@ -166,9 +192,8 @@ def run_phase(
         h.stop()
     sampler.stop()
     if failed:
-        reasons = [str(e).strip() for e in failed]
-        reason = next((r for r in reasons if "OutOfMemoryError" in r), reasons[0]).splitlines()[0]
-        raise RuntimeError(f"{phase['name']}: {len(failed)} of {queries} {DIED}: {reason}")
+        oom = next((e for e in failed if "OutOfMemoryError" in str(e)), failed[0])
+        raise RuntimeError(f"{len(failed)} died; {_root_cause(oom)}")
     writes = np.array(writer.rows, dtype=np.int64)
     lat = np.concatenate(
         [_latencies(writes, callbacks[q], t_from, t_to) for q in range(queries)] or [np.empty(0)]
@@ -216,7 +241,7 @@ def main() -> None:
                 with contextlib.suppress(Exception):
                     for query in spark.streams.active:
                         query.stop()
-                error = str(exc).splitlines()[0][:300]
+                error = _root_cause(exc)[:400]
                 results.append({**phase, "queries": phase.get("queries", 1), "error": error})
             print(json.dumps(results[-1]), flush=True)
     finally:

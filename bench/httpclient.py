@@ -15,23 +15,46 @@ class HttpConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """The open connection, or a new one; True when it is new."""
         if self._reader is None or self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        return self._reader, self._writer
+            return self._reader, self._writer, True
+        return self._reader, self._writer, False
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        reader, writer = await self._connect()
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
-        writer.write(head + body)
-        await writer.drain()
-        status_line = await reader.readline()
-        if not status_line:
+        reader, writer, new = await self._connect()
+        try:
+            return await self._exchange(reader, writer, head + body)
+        except _Stale:
             self.close()
-            raise ConnectionError("server closed the connection")
+            if new:
+                raise ConnectionError("server closed the connection") from None
+        # The server closes a keep-alive connection left idle (uvicorn: 5 s) without reading from
+        # it, so a request sent on it just before was never seen: send it again on a new one, as
+        # HTTP clients do for pooled connections.
+        reader, writer, _ = await self._connect()
+        try:
+            return await self._exchange(reader, writer, head + body)
+        except _Stale:
+            self.close()
+            raise ConnectionError("server closed the connection") from None
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+    ) -> tuple[int, bytes]:
+        try:
+            writer.write(request)
+            await writer.drain()
+            status_line = await reader.readline()
+        except ConnectionResetError:
+            raise _Stale from None
+        if not status_line:
+            raise _Stale
         status = int(status_line.split()[1])
         length = 0
         while (line := await reader.readline()) not in (b"\r\n", b""):
@@ -45,3 +68,7 @@ class HttpConnection:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+class _Stale(Exception):
+    """The connection ended before any byte of a response."""
