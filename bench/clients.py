@@ -175,11 +175,20 @@ async def stream(spec: Json) -> None:
         np.save(command.split(maxsplit=1)[1], np.array(rows, dtype=np.int64).reshape(-1, 5))
         _say({"dumped": len(rows)})
 
+    cpu_from, wall_from = time.process_time(), time.monotonic()  # the clients share the server's cores
     await _stdin_stop(dump)
+    cpu_cores = (time.process_time() - cpu_from) / max(1e-9, time.monotonic() - wall_from)
     np.save(spec["out"], np.array(rows, dtype=np.int64).reshape(-1, 5))
     for client in clients:
         await client.close()
-    _say({"frames": len(rows), "update_errors": errors[:5], "update_error_count": len(errors)})
+    _say(
+        {
+            "frames": len(rows),
+            "update_errors": errors[:5],
+            "update_error_count": len(errors),
+            "cpu_cores": round(cpu_cores, 2),
+        }
+    )
 
 
 # -- subscribe: time to the FullResult ------------------------------------------------------------------

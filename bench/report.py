@@ -153,11 +153,14 @@ def _why(r: Json) -> list[str]:
             "latency is CPU-bound on this machine."
         )
     fcpu = fan.get("usage", {}).get("cpu_cores")
+    client_cpus = [c["cpu_cores"] for c in fan.get("clients", []) if "cpu_cores" in c]
+    client_cpu = sum(client_cpus) if client_cpus else None
     if fan.get("p99_ms", 0) > 500 and fcpu is not None:
         out.append(
             f"- Workload 2: the server used {fcpu:.2f} cores while sending "
             f"{fan.get('frames_per_s', 0):,} frames/s ({fan.get('mb_per_s', 0)} MB/s); the "
-            f"{r['plan']['fanout_processes']} client processes decoding them share the same 2 cores."
+            f"{r['plan']['fanout_processes']} client processes decoding them share the same 2 cores"
+            + (f" and used {client_cpu:.2f} of them." if client_cpu is not None else ".")
         )
     steps = r.get("ingest", {}).get("steps", [])
     if steps and not steps[-1]["ok"]:

@@ -157,6 +157,18 @@ class Run:
         self.results["baselines"] = {
             r["name"]: r for r in json.loads((self.work / "baselines.out.json").read_text())
         }
+        # A py4j error's first line rarely names the cause; the JVM's log does when its heap ran out.
+        oom = next(
+            (
+                line.strip()
+                for line in child.log_path.read_text(errors="replace").splitlines()
+                if line.startswith("java.lang.OutOfMemoryError")
+            ),
+            None,
+        )
+        for r in self.results["baselines"].values():
+            if r.get("error") and oom and "OutOfMemoryError" not in r["error"]:
+                r["error"] += f" (the JVM logged {oom})"
 
     # -- the server's workloads ------------------------------------------------------------------------------
     def server_workloads(self) -> None:
