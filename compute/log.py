@@ -330,6 +330,7 @@ def read_from(conn: sqlite3.Connection, after: int, max_points: int) -> tuple[li
                 break
         batches.append(_to_batch(rows))
         last, points = rows[-1][0], points + sum(r[2] for r in rows)
+    cur.close()  # stopped early, the statement would hold its read snapshot (and the WAL) open
     return batches, last
 
 
