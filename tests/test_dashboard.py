@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest_asyncio
-from playwright.async_api import Browser, Page
+from playwright.async_api import Browser, Page, expect
 
 from tests.conftest import ServerProcess
 from tests.merge import bucket_width, reference_buckets
@@ -110,7 +110,8 @@ async def test_the_chart_follows_written_points(server: ServerProcess, page: Pag
     data = await until(page, lambda d: [v for _, v in points_of(d, "p")[-3:]] == [100.0, 101.0, 102.0])
     assert len(points_of(data, "p")) == len(history) + 3
     assert data["latencyMs"] is not None  # the appends' latency readout
-    assert await page.locator("#latency").inner_text() != "latency —"
+    # The readout is painted after the state it reads: wait for the paint, not just the state.
+    await expect(page.locator("#latency")).not_to_have_text("latency —", timeout=10_000)
 
     await page.wait_for_timeout(300)  # at least one redraw after the last update
     assert await drawn_pixels(page, "p") > 100
