@@ -16,7 +16,7 @@ from app.limits import http_protocol_with_header_deadline
 from app.logging_setup import configure_logging
 from app.server import create_app
 from app.shutdown import drain
-from app.ws_compression import FanOutWebSocketProtocol
+from app.ws_protocol import FanOutWebSocketProtocol
 
 
 class DrainingServer(uvicorn.Server):

@@ -1,4 +1,4 @@
-"""uvicorn's WebSocket protocol with permessage-deflate tuned for fan-out and idle connections.
+"""permessage-deflate tuned for fan-out and idle connections.
 
 Every frame is compressed once per connection (each keeps its own deflate context), so with
 thousands of subscribers compression is the server's largest cost: 41% of its samples in a fan-out
@@ -7,9 +7,6 @@ fast as the default level 6 for ~11% more bytes. A compressor holds ~30 KB from 
 is created at a connection's first message worth compressing: small messages (a pong, an error) go
 uncompressed, which RFC 7692 allows, and an idle dashboard never pays for one
 (docs/decisions/0010-deflate-level.md). The window and memLevel stay uvicorn's (12 bits, 5).
-
-It also closes a connection whose message broke the limits without a TCP reset (see
-`handle_parser_exception`), so the client always reads the close code.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.extensions.base import Extension
 from websockets.extensions.permessage_deflate import PerMessageDeflate, ServerPerMessageDeflateFactory
 from websockets.frames import CONT, CTRL_OPCODES, Frame
@@ -72,36 +68,3 @@ def deflate_factory() -> ServerPerMessageDeflateFactory:
         client_max_window_bits=WINDOW_BITS,
         compress_settings={"memLevel": MEM_LEVEL, "level": DEFLATE_LEVEL},
     )
-
-
-class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._discarding = False  # a broken message was refused: read and drop until the peer closes
-        if self.config.ws_per_message_deflate:
-            # Nothing is negotiated before the handshake, so swapping the offer here is safe.
-            self.conn.available_extensions = [deflate_factory()]
-
-    def handle_parser_exception(self) -> None:
-        """A message over the size limit (or a broken frame): send the close frame, then half-close.
-
-        uvicorn closes the socket at once, and the rest of a message the client is still sending
-        then makes the kernel answer with a reset, which can destroy the close frame (1009) before
-        the client reads it. Reading and dropping until the client closes avoids the reset."""
-        assert self.conn.close_sent is not None
-        close = self.conn.close_sent
-        self.queue.put_nowait({"type": "websocket.disconnect", "code": close.code, "reason": close.reason})
-        self.transport.write(b"".join(self.conn.data_to_send()))
-        self.close_sent = True
-        self._discarding = True
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
-
-    def data_received(self, data: bytes) -> None:
-        if not self._discarding:
-            super().data_received(data)
-
-    def eof_received(self) -> None:
-        if self._discarding:  # everything the client sent has been read: no reset
-            self.transport.close()

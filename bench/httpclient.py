@@ -27,22 +27,17 @@ class HttpConnection:
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
-        reader, writer, new = await self._connect()
-        try:
-            return await self._exchange(reader, writer, head + body)
-        except _Stale:
-            self.close()
-            if new:
-                raise ConnectionError("server closed the connection") from None
-        # The server closes a keep-alive connection left idle (uvicorn: 5 s) without reading from
-        # it, so a request sent on it just before was never seen: send it again on a new one, as
-        # HTTP clients do for pooled connections.
-        reader, writer, _ = await self._connect()
-        try:
-            return await self._exchange(reader, writer, head + body)
-        except _Stale:
-            self.close()
-            raise ConnectionError("server closed the connection") from None
+        while True:  # at most twice: the second try is on a new connection
+            reader, writer, new = await self._connect()
+            try:
+                return await self._exchange(reader, writer, head + body)
+            except _Stale:
+                self.close()
+                if new:
+                    raise ConnectionError("server closed the connection") from None
+            # The server closes a keep-alive connection left idle (uvicorn: 5 s) without reading
+            # from it, so a request sent on it just before was never seen: send it again on a new
+            # one, as HTTP clients do for pooled connections.
 
     async def _exchange(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes

@@ -1,0 +1,44 @@
+"""uvicorn's WebSocket protocol as Sparkwire serves it: the deflate offer of app/ws_compression.py,
+and a connection refused for a broken or oversized message closed without a TCP reset, so the
+client always reads the close code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from app.ws_compression import deflate_factory
+
+
+class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._discarding = False  # a broken message was refused: read and drop until the peer closes
+        if self.config.ws_per_message_deflate:
+            # Nothing is negotiated before the handshake, so swapping the offer here is safe.
+            self.conn.available_extensions = [deflate_factory()]
+
+    def handle_parser_exception(self) -> None:
+        """A message over the size limit (or a broken frame): send the close frame, then half-close.
+
+        uvicorn closes the socket at once, and the rest of a message the client is still sending
+        then makes the kernel answer with a reset, which can destroy the close frame (1009) before
+        the client reads it. Reading and dropping until the client closes avoids the reset."""
+        assert self.conn.close_sent is not None
+        close = self.conn.close_sent
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": close.code, "reason": close.reason})
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        self._discarding = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._discarding:
+            super().data_received(data)
+
+    def eof_received(self) -> None:
+        if self._discarding:  # everything the client sent has been read: no reset
+            self.transport.close()
