@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -65,7 +66,12 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
             settings.stream_restart_max_delay,
         )
         state.supervisor.start()
-        log.info("ready: streaming query running")
+        # What exists now (Spark's py4j client, the app, pydantic's schemas: ~130,000 objects) lives
+        # as long as the server. Frozen, full collections stop rescanning it each time requests
+        # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
+        gc.collect()
+        gc.freeze()
+        log.info("ready: streaming query running (%d startup objects frozen)", gc.get_freeze_count())
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
         log.exception("Spark failed to start")

@@ -1,14 +1,23 @@
-"""`POST /storage/writer/v1`: Nominal's WriteBatchesRequestExternal, the subset Sparkwire stores.
+"""`POST /storage/writer/v1`: Nominal's WriteBatchesRequestExternal, the subset Sparkwire stores,
+read two ways.
 
-TypedDicts, not models: pydantic-core validates them without building an object per point.
+- `write_request_decoder` (msgspec) reads the common, well-formed body straight from its bytes. It is
+  strict (exact JSON types, no coercion) and its point structs are not tracked by the garbage
+  collector, so a 200,000-point/s feed neither builds a dict per point nor sets off collections
+  (docs/decisions/0011-typed-ingest-decoder.md).
+- `write_request_adapter` (pydantic, TypedDicts) is the lenient validator: it decides every body the
+  strict decoder declines, and its errors are the ones clients see.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, NotRequired
 
+import msgspec
 from pydantic import Field, TypeAdapter
 from typing_extensions import TypedDict
+
+MAX_SECONDS = (2**63 - 1) // 1_000_000_000 - 1  # timestamps are stored as int64 nanoseconds
 
 
 class WireTimestamp(TypedDict):
@@ -51,3 +60,42 @@ class WriteBatchesRequest(TypedDict):
 
 
 write_request_adapter: TypeAdapter[WriteBatchesRequest] = TypeAdapter(WriteBatchesRequest)
+
+
+# The strict reader. Each constraint is one the validator also enforces, so whatever it accepts the
+# validator accepts unchanged (tests/test_ingest_parsing.py checks this property).
+class StrictTimestamp(msgspec.Struct, gc=False):
+    seconds: Annotated[int, msgspec.Meta(ge=0, le=MAX_SECONDS)]
+    nanos: Annotated[int, msgspec.Meta(ge=0, lt=1_000_000_000)]
+
+
+class StrictDoublePoint(msgspec.Struct, gc=False):
+    timestamp: StrictTimestamp
+    value: float
+
+
+class StrictStringPoint(msgspec.Struct, gc=False):
+    timestamp: StrictTimestamp
+    value: str
+
+
+class StrictDoublePoints(msgspec.Struct, tag_field="type", tag="double"):
+    double: list[StrictDoublePoint]
+
+
+class StrictStringPoints(msgspec.Struct, tag_field="type", tag="string"):
+    string: list[StrictStringPoint]
+
+
+class StrictRecordsBatch(msgspec.Struct):
+    channel: Annotated[str, msgspec.Meta(min_length=1)]
+    points: StrictDoublePoints | StrictStringPoints
+    tags: dict[str, str] = {}
+
+
+class StrictWriteBatchesRequest(msgspec.Struct):
+    dataSourceRid: Annotated[str, msgspec.Meta(min_length=1)]
+    batches: list[StrictRecordsBatch]
+
+
+write_request_decoder = msgspec.json.Decoder(StrictWriteBatchesRequest)
