@@ -3,7 +3,8 @@
 The stream starts at the log's end on every process start (history reaches computations by
 back-fill from the durable log), so the checkpoint never has to survive the process: its offset and
 commit files only pace the running query. They are written on every micro-batch; on this project's
-machines their cost is Spark's file handling, not the device (docs/decisions/0004-checkpoint-placement.md),
+machines their cost is Hadoop's file handling, not the device (docs/decisions/0004-checkpoint-placement.md,
+0012-checkpoint-without-subprocesses.md),
 so the default stays under the data dir, and `checkpoint_dir` can move it (e.g. to /dev/shm when the
 data dir is a slow network volume).
 """
