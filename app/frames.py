@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.ws_compression import SharedPayload, spliced
 from compute.computation import GroupKey
 from compute.errors import ComputeError
 from compute.results import (
@@ -202,15 +203,12 @@ def error_update(err: ComputeError) -> bytes:
     return orjson.dumps({"type": "error", "error": {"serializableError": error_json(err)}})
 
 
-def subscription_update(subscription_id: str, update: bytes) -> str:
-    """Splice one encoded update (shared by all subscribers of a computation) into an envelope."""
-    return (
-        b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"'
-        + subscription_id.encode()
-        + b'","update":'
-        + update
-        + b"}}"
-    ).decode()
+def subscription_update(subscription_id: str, update: bytes | SharedPayload) -> str:
+    """Splice one encoded update (shared by all subscribers of a computation) into an envelope; a
+    compressing connection deflates the shared update once for all (app/ws_compression.py)."""
+    shared = update if isinstance(update, SharedPayload) else SharedPayload(update)
+    head = b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"' + subscription_id.encode()
+    return spliced(head + b'","update":', shared, b"}}")
 
 
 _NO_UNIT = {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": []}}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from app import frames
 from app.connection import Connection
 from app.metrics import Metrics
+from app.ws_compression import SharedPayload
 from compute.computation import Change, Computation
 from compute.engine import Engine
 from compute.errors import ComputeError
@@ -73,7 +74,7 @@ class FrameCache:
     computation changes again."""
 
     def __init__(self) -> None:
-        self._frames: dict[Computation, dict[tuple[int | None, int, bool], bytes]] = {}
+        self._frames: dict[Computation, dict[tuple[int | None, int, bool], SharedPayload]] = {}
 
     def invalidate(self, computation: Computation) -> None:
         self._frames.pop(computation, None)
@@ -81,7 +82,7 @@ class FrameCache:
     def clear(self) -> None:
         self._frames.clear()
 
-    def get(self, computation: Computation, pending: _Pending, options: DeliveryOptions) -> bytes:
+    def get(self, computation: Computation, pending: _Pending, options: DeliveryOptions) -> SharedPayload:
         full = pending.first or pending.full or not (options.allow_appends or options.append_only)
         if full and options.append_only and pending.first:
             full = False  # append-only subscribers get their first window as an append
@@ -91,8 +92,7 @@ class FrameCache:
         frames_of = self._frames.setdefault(computation, {})
         frame = frames_of.get(key)
         if frame is None:
-            frame = _encode(computation, start, end, full)
-            frames_of[key] = frame
+            frame = frames_of[key] = SharedPayload(_encode(computation, start, end, full))
         return frame
 
 

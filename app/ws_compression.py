@@ -1,38 +1,96 @@
 """permessage-deflate tuned for fan-out and idle connections.
 
-Every frame is compressed once per connection (each keeps its own deflate context), so with
-thousands of subscribers compression is the server's largest cost: 41% of its samples in a fan-out
-profile (1,000 subscriptions on 200 connections). zlib level 1 compresses our JSON frames twice as
-fast as the default level 6 for ~11% more bytes. A compressor holds ~30 KB from its creation, so it
-is created at a connection's first message worth compressing: small messages (a pong, an error) go
-uncompressed, which RFC 7692 allows, and an idle dashboard never pays for one
-(docs/decisions/0010-deflate-level.md). The window and memLevel stay uvicorn's (12 bits, 5).
+Fan-out sends one computation's update to every subscriber, each in its own envelope (the
+subscription id), often on different connections. The server therefore negotiates
+`server_no_context_takeover`: every message it sends decodes on its own, so the update's deflated
+bytes can be computed once (`SharedPayload`) and spliced between the envelope's two ends, which go
+as stored (uncompressed) deflate blocks. Compressing each frame once per connection took 26-41% of
+the server's samples in a fan-out profile (1,000 subscriptions on 200 connections,
+docs/decisions/0013-shared-deflate.md).
+
+Other messages are compressed per message at zlib level 1, twice as fast as the default level 6
+for ~11% more bytes (docs/decisions/0010-deflate-level.md). Messages under 256 bytes (a pong, an
+error) go uncompressed, which RFC 7692 allows. The window and memLevel stay uvicorn's (12 bits, 5).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import struct
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from websockets.extensions.base import Extension
 from websockets.extensions.permessage_deflate import PerMessageDeflate, ServerPerMessageDeflateFactory
-from websockets.frames import CONT, CTRL_OPCODES, Frame
+from websockets.frames import CONT, CTRL_OPCODES, TEXT, Frame
 from websockets.typing import ExtensionParameter
 
 DEFLATE_LEVEL = 1
 WINDOW_BITS = 12
 MEM_LEVEL = 5
-MIN_COMPRESSED_BYTES = 256  # below this, deflate saves a few bytes for the CPU and a compressor
+MIN_COMPRESSED_BYTES = 256  # below this, deflate saves a few bytes for the CPU it costs
+MAX_STORED_BLOCK = 65_535
 
 
-class LazyPerMessageDeflate(PerMessageDeflate):
-    """permessage-deflate that sends small messages as they are and creates its compressor on the
-    first message it compresses."""
+class SharedPayload:
+    """Bytes that many messages carry, deflated at most once per window size."""
+
+    __slots__ = ("_deflated", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._deflated: dict[int, bytes] = {}
+
+    def deflated(self, window_bits: int) -> bytes:
+        """A raw deflate stream of `data` that starts and ends on a byte boundary (sync flush) and
+        refers to nothing before itself, so it may follow any other such blocks in a message."""
+        out = self._deflated.get(window_bits)
+        if out is None:
+            compressor = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -window_bits, MEM_LEVEL)
+            out = compressor.compress(self.data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+            self._deflated[window_bits] = out
+        return out
+
+
+class SplicedBytes(bytes):
+    """A message's UTF-8 bytes, `head + shared.data + tail`, which still knows its three parts."""
+
+    parts: tuple[bytes, SharedPayload, bytes]
+
+
+class SplicedText(str):
+    """A text message built as `head + shared + tail`. The server encodes it with `.encode()`
+    (uvicorn), which keeps the parts for `SharedDeflate.encode`."""
+
+    parts: tuple[bytes, SharedPayload, bytes]
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        head, shared, tail = self.parts
+        data = SplicedBytes(head + shared.data + tail)
+        data.parts = self.parts
+        return data
+
+
+def spliced(head: bytes, shared: SharedPayload, tail: bytes) -> SplicedText:
+    text = SplicedText((head + shared.data + tail).decode())
+    text.parts = (head, shared, tail)
+    return text
+
+
+def _stored(data: bytes) -> bytes:
+    """One stored (uncompressed) deflate block, not final, starting on a byte boundary (RFC 1951
+    3.2.4): a header byte (BFINAL 0, BTYPE 00, padding), LEN, NLEN, the bytes."""
+    return b"\x00" + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
+
+
+class SharedDeflate(PerMessageDeflate):
+    """permessage-deflate without server context takeover that splices shared payloads' deflated
+    bytes, sends small messages as they are, and holds no compressor between messages."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.__dict__.pop("encoder", None)  # created on the first message that needs it
+        self.__dict__.pop("encoder", None)  # created per compressed message (no context takeover)
         self._compressing = False  # whether the message being sent is compressed (fragments)
 
     def encode(self, frame: Frame) -> Frame:
@@ -42,28 +100,37 @@ class LazyPerMessageDeflate(PerMessageDeflate):
             self._compressing = not frame.fin or len(frame.data) >= MIN_COMPRESSED_BYTES
         if not self._compressing:
             return frame  # RSV1 unset: the peer reads it as an uncompressed message
-        if not self.local_no_context_takeover and "encoder" not in self.__dict__:
-            self.encoder = zlib.compressobj(wbits=-self.local_max_window_bits, **self.compress_settings)
+        parts = getattr(frame.data, "parts", None)
+        # Splicing needs the peer to decode each message on its own (always agreed: deflate_factory).
+        if parts is not None and frame.opcode is TEXT and frame.fin and self.local_no_context_takeover:
+            head, shared, tail = parts
+            if len(head) <= MAX_STORED_BLOCK and len(tail) <= MAX_STORED_BLOCK:
+                # The peer appends 00 00 ff ff (RFC 7692 7.2.2): the final 00 makes that an empty
+                # stored block, as the sync flush that the sender strips would have been.
+                body = shared.deflated(self.local_max_window_bits)
+                data = _stored(head) + body + _stored(tail) + b"\x00"
+                return dataclasses.replace(frame, data=data, rsv1=True)
         return super().encode(frame)
 
 
-class LazyDeflateFactory(ServerPerMessageDeflateFactory):
+class SharedDeflateFactory(ServerPerMessageDeflateFactory):
     def process_request_params(
         self, params: Sequence[ExtensionParameter], accepted_extensions: Sequence[Extension]
     ) -> tuple[list[ExtensionParameter], PerMessageDeflate]:
         response, agreed = super().process_request_params(params, accepted_extensions)
-        lazy = LazyPerMessageDeflate(
+        shared = SharedDeflate(
             agreed.remote_no_context_takeover,
             agreed.local_no_context_takeover,
             agreed.remote_max_window_bits,
             agreed.local_max_window_bits,
             self.compress_settings,
         )
-        return response, lazy
+        return response, shared
 
 
 def deflate_factory() -> ServerPerMessageDeflateFactory:
-    return LazyDeflateFactory(
+    return SharedDeflateFactory(
+        server_no_context_takeover=True,
         server_max_window_bits=WINDOW_BITS,
         client_max_window_bits=WINDOW_BITS,
         compress_settings={"memLevel": MEM_LEVEL, "level": DEFLATE_LEVEL},

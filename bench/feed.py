@@ -90,7 +90,7 @@ async def run(spec: FeedSpec) -> dict[str, object]:
         stop.set()
 
     threading.Thread(target=wait_for_stop, daemon=True).start()
-    last_k = time.time_ns() // tick
+    last_k = first_k = time.time_ns() // tick
     step = spec.request_ms / 1000
     loop = asyncio.get_running_loop()
     begin = loop.time()
@@ -121,6 +121,8 @@ async def run(spec: FeedSpec) -> dict[str, object]:
         "failed": int((~ok).sum()),
         "skipped_slots": skipped,
         "points_acked": int(arr[ok, 3].sum()),
+        # The time the sent points cover: the step's length less the slot still due when it ended.
+        "span_s": (last_k - first_k) * tick / 1e9,
         "cpu_cores": round(cpu_cores, 2),
     }
 

@@ -392,7 +392,7 @@ class Computation:
             seq, pos, ts, values = (np.concatenate(c) for c in zip(*parts, strict=True))
             order = np.lexsort((pos, seq))  # write order across the group's series
             window = SeriesWindow(np.float64)
-            window.ts, window.values = latest_per_ts(ts[order], values[order])
+            window.replace(*latest_per_ts(ts[order], values[order]))
             self.groups.setdefault(key, _Group()).windows[index] = window
         self._stores = None
         self.agg_width = 0

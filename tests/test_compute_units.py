@@ -17,6 +17,7 @@ from compute.compiler import Limits, ResultOptions, compile_plan
 from compute.computation import Computation, Rows
 from compute.results import OPEN_END, NumericPoints, Ranges
 from compute.series import SeriesInfo, SeriesKey, SeriesKind
+from compute.window import SeriesWindow
 from tests.client_view import ResultView, clip_ranges, first_difference, merge_ranges
 from tests.reference import Store, evaluate
 from tests.test_compute_property import REL, WINDOW_NS, computable, variables, writes
@@ -207,3 +208,34 @@ def test_grouped_frames_decode_with_the_same_result_type_in_every_group() -> Non
         (("vehicle", "v1"),): "bucketedNumeric",
         (("vehicle", "v2"),): "bucketedNumeric",
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 300), st.floats(-5, 5)), max_size=40),
+            st.integers(0, 300),
+        ),
+        max_size=30,
+    )
+)
+def test_series_window_matches_a_plain_model_and_never_changes_what_it_returned(
+    steps: list[tuple[list[tuple[int, float]], int]],
+) -> None:
+    """Batches of (ts, value) in write order, each followed by a trim: the window holds the last
+    write of each timestamp >= the trim, sorted; columns returned earlier keep their contents."""
+    window = SeriesWindow(np.float64)
+    model: dict[int, float] = {}
+    earlier: list[tuple[np.ndarray, np.ndarray, list[int], list[float]]] = []
+    for points, trim in steps:
+        window.insert(np.array([t for t, _ in points], np.int64), np.array([v for _, v in points]))
+        model.update(points)
+        window.trim_before(trim)
+        model = {t: v for t, v in model.items() if t >= trim}
+        assert window.ts.tolist() == sorted(model)
+        assert window.values.tolist() == [model[t] for t in sorted(model)]
+        assert len(window) == len(model)
+        earlier.append((window.ts, window.values, window.ts.tolist(), window.values.tolist()))
+    for ts, values, ts_then, values_then in earlier:
+        assert ts.tolist() == ts_then and values.tolist() == values_then

@@ -8,8 +8,12 @@ import datetime
 import itertools
 import json
 import time
+from typing import Any
 
 import httpx
+import websockets
+from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory, PerMessageDeflate
+from websockets.frames import Frame
 
 from tests.conftest import ServerProcess
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
@@ -44,6 +48,65 @@ async def test_a_browser_like_deflate_offer_is_accepted_with_a_small_window(serv
     assert "server_max_window_bits=12" in accepted  # per-connection memory stays small
     await assert_usable(client)  # frames compressed by the server decode
     await client.close()
+
+
+class CountingDeflate(PerMessageDeflate):
+    """Client-side permessage-deflate that counts the messages that arrived compressed."""
+
+    compressed = 0
+
+    def decode(self, frame: Frame, *, max_size: int | None = None) -> Frame:
+        if frame.rsv1:
+            CountingDeflate.compressed += 1
+        return super().decode(frame, max_size=max_size)
+
+
+class CountingDeflateFactory(ClientPerMessageDeflateFactory):
+    def process_response_params(self, params: Any, accepted_extensions: Any) -> PerMessageDeflate:
+        agreed = super().process_response_params(params, accepted_extensions)
+        assert isinstance(agreed, PerMessageDeflate)
+        return CountingDeflate(
+            agreed.remote_no_context_takeover,
+            agreed.local_no_context_takeover,
+            agreed.remote_max_window_bits,
+            agreed.local_max_window_bits,
+        )
+
+
+async def test_subscribers_of_one_computation_on_compressed_connections_decode_the_same_update(
+    server: ServerProcess,
+) -> None:
+    """The server deflates a shared update once and splices it into each subscriber's envelope
+    (app/ws_compression.py): every client must still inflate exactly the server's JSON."""
+    rid = rid_for("shared")
+    variables = {"x": channel_variable(rid, "p")}
+    t0 = time.time_ns() - 5 * NANOS
+    await write_points(server.base_url, rid, "p", [(t0 + i * 1_000_000, float(i)) for i in range(400)])
+    CountingDeflate.compressed = 0
+    clients = [
+        Client(await websockets.connect(server.ws_url, max_size=None, extensions=[CountingDeflateFactory()]))
+        for _ in range(2)
+    ]
+    for client in clients:
+        assert client.ws.response is not None
+        assert "server_no_context_takeover" in client.ws.response.headers["Sec-WebSocket-Extensions"]
+    ids = [new_id(), new_id(), new_id()]
+    sub = subscription(series_node(), variables, 60)
+    await clients[0].subscribe({ids[0]: sub, ids[1]: sub})  # two on one connection, one on the other
+    await clients[1].subscribe({ids[2]: sub})
+    fulls = [await clients[i].update(sub_id) for i, sub_id in ((0, ids[0]), (0, ids[1]), (1, ids[2]))]
+    assert fulls[0]["type"] == "full"
+    assert fulls[0] == fulls[1] == fulls[2]
+    assert len(fulls[0]["full"]["result"]["numeric"]["values"]) == 400
+    await write_points(server.base_url, rid, "p", [(t0 + (400 + i) * 1_000_000, 0.5 + i) for i in range(200)])
+    appends = [await clients[i].update(sub_id) for i, sub_id in ((0, ids[0]), (0, ids[1]), (1, ids[2]))]
+    assert appends[0] == appends[1] == appends[2]
+    assert appends[0]["type"] == "append"
+    assert appends[0]["append"]["result"]["numeric"]["values"][-1] == 199.5
+    assert CountingDeflate.compressed >= 6  # the three FullResults and the three appends
+    for client in clients:
+        await assert_usable(client)
+        await client.close()
 
 
 async def test_unparseable_messages_get_client_message_error_and_the_connection_stays_open(
