@@ -66,6 +66,8 @@ class SplicedText(str):
     parts: tuple[bytes, SharedPayload, bytes]
 
     def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        if encoding.lower().replace("-", "").replace("_", "") != "utf8":
+            return str.encode(self, encoding, errors)
         head, shared, tail = self.parts
         data = SplicedBytes(head + shared.data + tail)
         data.parts = self.parts

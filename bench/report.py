@@ -44,7 +44,8 @@ def _verdict(measured: float | None, target: float, higher_is_better: bool = Fal
         return "met"
     if higher_is_better:
         return f"missed: {measured / target:.0%} of the target ({target - measured:,.0f} short)"
-    return f"missed by {measured - target:,.0f} ({measured / target:.1f}x the target)"
+    by = f"{measured - target:.2f}" if target < 10 else f"{measured - target:,.0f}"  # ratios vs ms
+    return f"missed by {by} ({measured / target:.1f}x the target)"
 
 
 def _floor_for_server(r: Json) -> Json | None:
@@ -138,9 +139,10 @@ def _why(r: Json) -> list[str]:
             f"- The machine was not idle when the run started (load average {load[0]}): "
             "every figure includes that contention."
         )
-    missed_1 = lat.get("p50_ms", 0) > 250 or lat.get("p99_ms", 0) > 500
-    if missed_1 and floor and floor.get("latency", {}).get("n"):
-        fl = floor["latency"]
+    fl = floor.get("latency", {}) if floor else {}
+    over_floor = bool(fl.get("n")) and lat.get("p50_ms", 0) > 1.5 * fl["p50_ms"]
+    missed_1 = lat.get("p50_ms", 0) > 250 or lat.get("p99_ms", 0) > 500 or over_floor
+    if missed_1 and fl.get("n"):
         out.append(
             "- Workload 1: Spark's floor alone (same source, trigger and checkpoint placement, an empty "
             f"foreachBatch) measured p50 {_ms(fl['p50_ms'])} / p99 {_ms(fl['p99_ms'])} in this run; "
