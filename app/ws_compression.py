@@ -91,8 +91,7 @@ class SharedDeflate(PerMessageDeflate):
     bytes, sends small messages as they are, and holds no compressor between messages."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.__dict__.pop("encoder", None)  # created per compressed message (no context takeover)
+        super().__init__(*args, **kwargs)  # without server context takeover it creates no compressor
         self._compressing = False  # whether the message being sent is compressed (fragments)
 
     def encode(self, frame: Frame) -> Frame:
