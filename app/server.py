@@ -71,7 +71,8 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
         gc.collect()
         gc.freeze()
-        log.info("ready: streaming query running (%d startup objects frozen)", gc.get_freeze_count())
+        log.info("%d startup objects frozen (out of the collector's full passes)", gc.get_freeze_count())
+        log.info("ready: streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
         log.exception("Spark failed to start")
