@@ -45,7 +45,7 @@ def build_session(
         # The checkpoint is written twice per micro-batch and never resumed (compute/checkpoint.py).
         # Spark's default manager writes it through Hadoop's FileContext, which (without Hadoop's
         # native library) starts a `chmod` and two `readlink` processes per file; the FileSystem
-        # manager over raw local files starts none and writes no .crc files (decision 0012).
+        # manager over raw local files starts only the `chmod` and writes no .crc files (0012).
         .set("spark.sql.streaming.checkpointFileManagerClass", FILESYSTEM_CHECKPOINT_MANAGER)
         .set("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
