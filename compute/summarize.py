@@ -4,7 +4,7 @@ epoch-aligned buckets (timestamp = exclusive end) beyond, per PROTOCOL.md."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -103,3 +103,73 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
         counts.astype(np.int64),
         categories,
     )
+
+
+def _concat(parts: list[NumericBuckets]) -> NumericBuckets:
+    cols = [f.name for f in fields(NumericBuckets) if f.name != "width"]
+    return NumericBuckets(parts[0].width, *(np.concatenate([getattr(p, c) for p in parts]) for c in cols))
+
+
+def _take(b: NumericBuckets, lo: int, hi: int) -> NumericBuckets:
+    cols = [f.name for f in fields(NumericBuckets) if f.name != "width"]
+    return NumericBuckets(b.width, *(getattr(b, c)[lo:hi] for c in cols))
+
+
+@dataclass
+class _Bucketed:
+    ts: np.ndarray
+    values: np.ndarray
+    out: NumericBuckets
+
+
+class BucketMemo:
+    """`numeric_buckets` of a window that slides: a bucket whose points are the same as last time is
+    taken from the last result instead of being summed again. Between two micro-batches a 60 s window
+    of a 1 kHz channel gains ~100 points and loses as many, so only the bucket cut by the window's
+    start and the buckets from the last old point on are computed (re-bucketing the whole window was
+    ~11% of the server's fan-out profile). Reused buckets are bit-identical: each bucket's figures
+    depend only on its own points. Inputs must never be written after they are given (windows and
+    nodes hand out new or append-only arrays, compute/window.py)."""
+
+    def __init__(self) -> None:
+        self._last: dict[object, _Bucketed] = {}
+
+    def buckets(self, key: object, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets:
+        prev = self._last.get(key)
+        out = self._reuse(prev, ts, values, width) if prev is not None else None
+        if out is None:
+            out = numeric_buckets(ts, values, width)
+        self._last[key] = _Bucketed(ts, values, out)
+        return out
+
+    def retain(self, keys: object) -> None:
+        """Forget every key not in `keys` (a group that vanished, or raw output again)."""
+        self._last = {k: v for k, v in self._last.items() if k in keys}  # type: ignore[operator]
+
+    @staticmethod
+    def _reuse(prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets | None:
+        if prev.out.width != width or not len(ts) or not len(prev.ts):
+            return None
+        j = int(np.searchsorted(prev.ts, ts[0], side="left"))
+        m = min(len(prev.ts) - j, len(ts))  # ts[:m] must be exactly prev.ts[j:j + m], values too
+        if m <= 0 or not np.array_equal(prev.ts[j : j + m], ts[:m]):
+            return None
+        if not np.array_equal(prev.values[j : j + m].view(np.int64), values[:m].view(np.int64)):
+            return None
+        # Buckets strictly between the first one (cut by the window's start) and the one holding the
+        # last common point (it may go on in the new points) hold exactly the same points as before.
+        first_key, last_key = int(ts[0]) // width, int(ts[m - 1]) // width
+        prev_keys = prev.out.end // width - 1
+        lo = int(np.searchsorted(prev_keys, first_key, side="right"))
+        hi = int(np.searchsorted(prev_keys, last_key, side="left"))
+        if hi <= lo:
+            return None
+        head = int(np.searchsorted(ts, (first_key + 1) * width, side="left"))
+        tail = int(np.searchsorted(ts, last_key * width, side="left"))
+        return _concat(
+            [
+                numeric_buckets(ts[:head], values[:head], width),
+                _take(prev.out, lo, hi),
+                numeric_buckets(ts[tail:], values[tail:], width),
+            ]
+        )

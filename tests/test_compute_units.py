@@ -5,6 +5,7 @@ same trees run against a real server in test_compute_property.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -15,8 +16,9 @@ from hypothesis import strategies as st
 from app import frames
 from compute.compiler import Limits, ResultOptions, compile_plan
 from compute.computation import Computation, Rows
-from compute.results import OPEN_END, NumericPoints, Ranges
+from compute.results import OPEN_END, NumericBuckets, NumericPoints, Ranges
 from compute.series import SeriesInfo, SeriesKey, SeriesKind
+from compute.summarize import BucketMemo, numeric_buckets
 from compute.window import SeriesWindow
 from tests.client_view import ResultView, clip_ranges, first_difference, merge_ranges
 from tests.reference import Store, evaluate
@@ -239,3 +241,40 @@ def test_series_window_matches_a_plain_model_and_never_changes_what_it_returned(
         earlier.append((window.ts, window.values, window.ts.tolist(), window.values.tolist()))
     for ts, values, ts_then, values_then in earlier:
         assert ts.tolist() == ts_then and values.tolist() == values_then
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 400), st.sampled_from([0.5, -1.25, 3.0, 1e300, float("nan")])),
+                max_size=40,
+            ),
+            st.integers(0, 400),
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([1, 7, 25, 1000]),
+)
+def test_bucket_memo_gives_bit_identical_buckets_as_the_window_slides(
+    steps: list[tuple[list[tuple[int, float]], int]], width: int
+) -> None:
+    """A window fed batches (late points and rewrites included) and trimmed after each: the memo's
+    buckets equal re-bucketing the whole window, bit for bit (NaN in the same places)."""
+    window = SeriesWindow(np.float64)
+    memo = BucketMemo()
+    for points, trim in steps:
+        window.insert(np.array([t for t, _ in points], np.int64), np.array([v for _, v in points]))
+        window.trim_before(trim)
+        with np.errstate(over="ignore", invalid="ignore"):  # 1e300 squared: inf in both
+            got, expected = (
+                memo.buckets("g", window.ts, window.values, width),
+                numeric_buckets(window.ts, window.values, width),
+            )
+        for f in dataclasses.fields(NumericBuckets):
+            a, b = getattr(got, f.name), getattr(expected, f.name)
+            if isinstance(a, np.ndarray):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f.name
+            else:
+                assert a == b

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from compute.results import (
     Ranges,
     RangesSummary,
 )
-from compute.summarize import MS, Decimation, enum_buckets, numeric_buckets
+from compute.summarize import MS, BucketMemo, Decimation, enum_buckets
 
 DEFAULT_MAX_RANGES = 2000
 
@@ -43,6 +43,8 @@ class SummarizeSeries(OutputNode):
     decimation: Decimation
     decimate: bool = True  # false: resultConfiguration.appendOnly.decimateResults = false
     max_points: int = 10_000_000
+    # the last buckets per group: a window that slid since is re-bucketed only where it changed
+    memo: BucketMemo = field(default_factory=BucketMemo, compare=False, repr=False)
 
     @property
     def input(self) -> SeriesNode:
@@ -56,10 +58,12 @@ class SummarizeSeries(OutputNode):
                     raise _undecimated_too_many(len(s), "points")
             return dict(series)
         if all(len(s) <= self.decimation.max_points for s in series.values()):
+            self.memo.retain(())
             return dict(series)
         width = self.decimation.bucket_width
+        self.memo.retain(series.keys())
         return {
-            k: numeric_buckets(s.ts, s.values, width)
+            k: self.memo.buckets(k, s.ts, s.values, width)
             if isinstance(s, NumericPoints)
             else enum_buckets(s.ts, s.codes, s.categories, width)
             for k, s in series.items()
