@@ -94,7 +94,8 @@ class PointLog(Protocol):
     # -- direct reads from the driver (pre-aggregation's exactness fallbacks, compute/bucketed.py) --
     @property
     def range_reads(self) -> bool:
-        """Whether `read_series_range` works; without it no series is ever pre-aggregated."""
+        """Whether the driver can read the log itself (`read_series_range`, `read_history`); without
+        it no series is ever pre-aggregated and every back-fill is a Spark batch job."""
         ...
 
     def read_series_range(
@@ -102,6 +103,11 @@ class PointLog(Protocol):
     ) -> pa.Table:
         """A numeric series' points with from_ts <= ts < to_ts and after_seq < seq <= upto_seq, in
         write order, as (seq, pos, ts, value) (`pos`: the point's index among its record's points)."""
+        ...
+
+    def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
+        """What the back-fill's batch read returns (`backfill_options`), read by the driver itself:
+        (seq, series_id, ts, value, str) of these series with ts >= from_ts and seq <= upto_seq."""
         ...
 
     def close(self) -> None: ...

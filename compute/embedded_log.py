@@ -161,6 +161,11 @@ class EmbeddedLog:
                 self._range_conn, series_id, from_ts, to_ts, after_seq, upto_seq
             )
 
+    def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
+        with self._range_lock:
+            batches = durable_log.read_series_since(self._range_conn, series_ids, from_ts, upto_seq)
+        return pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA)
+
     def close(self) -> None:
         self.durable.close()
         self._conn.close()

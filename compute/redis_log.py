@@ -335,6 +335,9 @@ class RedisLog:
     ) -> pa.Table:
         raise NotImplementedError("the redis log has no range reads")
 
+    def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
+        raise NotImplementedError("the redis log is read by Spark's executors, partition by partition")
+
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)

@@ -10,6 +10,7 @@ import pytest
 
 from compute import log as durable_log
 from compute import source
+from compute.embedded_log import EmbeddedLog
 from compute.log import DurableLog, SeriesWrite
 from compute.series import SeriesKey, SeriesKind
 
@@ -84,3 +85,30 @@ def test_the_stream_reader_hands_over_a_backlog_in_capped_steps(
     assert steps == [[0, 1, 2], [3, 4, 5], [6]]
     again = _points(list(reader.readBetweenOffsets({"seq": 2}, {"seq": 5})))
     assert [t for _, _, t, _, _ in again] == [2, 3, 4]  # a batch planned before a restart, read again
+
+
+def test_the_drivers_history_read_is_what_the_back_fill_data_source_reads(tmp_path: Path) -> None:
+    """The embedded log's back-fill is read by the driver (decision record 0016); the Spark data
+    source's batch reader, given the same options, reads the same points."""
+    log = DurableLog(tmp_path / "log.db")
+    embedded = EmbeddedLog(log, "test")
+    log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [1, 2, 3, 4], [1.0, float("nan"), 3.0, 4.0])]).result()
+    log.submit([SeriesWrite(B, SeriesKind.ENUM, [3, 9], ["x", "y"])]).result()
+    upto = embedded.end_offset()
+    log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [5, 2], [5.0, 2.5])]).result()  # after the mark
+    ids = sorted(info.id for info in log.series())
+    options = embedded.backfill_options(ids, 2, upto)
+    data_source = embedded.data_source(options)
+    reader = data_source.reader(data_source.schema())
+    via_spark_reader = [b for p in reader.partitions() for b in reader.read(p)]
+    direct = embedded.read_history(ids, 2, upto)
+    assert direct.schema == durable_log.POINT_SCHEMA
+    assert str(direct.to_pylist()) == str(pa.Table.from_batches(via_spark_reader).to_pylist())  # NaN == NaN
+    assert [(r["ts"], r["str"]) for r in direct.to_pylist()] == [
+        (2, None),
+        (3, None),
+        (4, None),
+        (3, "x"),
+        (9, "y"),
+    ]
+    embedded.close()
