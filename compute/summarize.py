@@ -4,6 +4,7 @@ epoch-aligned buckets (timestamp = exclusive end) beyond, per PROTOCOL.md."""
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -142,13 +143,15 @@ class BucketMemo:
         self._last[key] = _Bucketed(ts, values, out)
         return out
 
-    def retain(self, keys: object) -> None:
+    def retain(self, keys: Container[object]) -> None:
         """Forget every key not in `keys` (a group that vanished, or raw output again)."""
-        self._last = {k: v for k, v in self._last.items() if k in keys}  # type: ignore[operator]
+        self._last = {k: v for k, v in self._last.items() if k in keys}
 
     @staticmethod
     def _reuse(prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets | None:
         if prev.out.width != width or not len(ts) or not len(prev.ts):
+            return None
+        if values.dtype != np.float64 or prev.values.dtype != np.float64:  # compared as int64 bits
             return None
         j = int(np.searchsorted(prev.ts, ts[0], side="left"))
         m = min(len(prev.ts) - j, len(ts))  # ts[:m] must be exactly prev.ts[j:j + m], values too
