@@ -162,8 +162,12 @@ class EmbeddedLog:
             )
 
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
-        with self._range_lock:
-            batches = durable_log.read_series_since(self._range_conn, series_ids, from_ts, upto_seq)
+        # A connection of its own: a long history read must not hold up the batch thread's range reads.
+        conn = durable_log.connect_reader(self.durable.path)
+        try:
+            batches = durable_log.read_series_since(conn, series_ids, from_ts, upto_seq)
+        finally:
+            conn.close()
         return pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA)
 
     def close(self) -> None:
