@@ -238,12 +238,11 @@ class Engine:
         with a width come back pre-aggregated per (series, bucket of that width). Raw history of a log
         the driver can read itself (the embedded one) is read directly: a Spark batch read through
         the Python data source costs ~0.75 s even for no rows (decision record 0016)."""
-        if self.log.range_reads and not any(widths.values()):
-            return dict(split_by_series(self.log.read_history(series_ids, from_ts, upto_seq)))
-        options = self.log.backfill_options(series_ids, from_ts, upto_seq)
-        points = self.spark.read.format(self._source).options(**options).load()
         if not any(widths.values()):
-            return dict(split_by_series(points.toArrow()))
+            if self.log.range_reads:
+                return dict(split_by_series(self.log.read_history(series_ids, from_ts, upto_seq)))
+            return dict(split_by_series(self._history_points(series_ids, from_ts, upto_seq).toArrow()))
+        points = self._history_points(series_ids, from_ts, upto_seq)
         table = self.spark.createDataFrame(
             [(sid, widths.get(sid, 0)) for sid in series_ids], "series_id long, agg_width long"
         )
@@ -252,6 +251,11 @@ class Engine:
         out: Batch = dict(split_by_series(raw))
         out.update(agg)
         return out
+
+    def _history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
+        """The Spark batch read of the log's history (the data source's batch reader)."""
+        options = self.log.backfill_options(series_ids, from_ts, upto_seq)
+        return self.spark.read.format(self._source).options(**options).load()
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _widths(self) -> dict[int, int]:

@@ -106,14 +106,15 @@ def enum_buckets(ts: np.ndarray, codes: np.ndarray, categories: list[str], width
     )
 
 
+_COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name != "width")  # in constructor order
+
+
 def _concat(parts: list[NumericBuckets]) -> NumericBuckets:
-    cols = [f.name for f in fields(NumericBuckets) if f.name != "width"]
-    return NumericBuckets(parts[0].width, *(np.concatenate([getattr(p, c) for p in parts]) for c in cols))
+    return NumericBuckets(parts[0].width, *(np.concatenate([getattr(p, c) for p in parts]) for c in _COLUMNS))
 
 
 def _take(b: NumericBuckets, lo: int, hi: int) -> NumericBuckets:
-    cols = [f.name for f in fields(NumericBuckets) if f.name != "width"]
-    return NumericBuckets(b.width, *(getattr(b, c)[lo:hi] for c in cols))
+    return NumericBuckets(b.width, *(getattr(b, c)[lo:hi] for c in _COLUMNS))
 
 
 @dataclass
