@@ -165,7 +165,7 @@ def _measure(
 
         def callback(df: Any, batch_id: int, q: int = q) -> None:
             if kind == "naive":
-                df.filter(f"series_id = {sids[q % len(sids)]}").toArrow()
+                durable_log.points_of_blocks(df.filter(f"series_id = {sids[q % len(sids)]}").toArrow())
             done = time.time_ns()
             # read now: Spark purges offset files of old batches (it keeps the last 100)
             callbacks[q].append((done, _batch_end_seq(base / f"q{q}", batch_id)))

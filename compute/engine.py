@@ -25,7 +25,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import ArrayType
 
+from compute import log as durable_log
 from compute import preaggregate
 from compute.backend import PointLog
 from compute.backfill import BackfillQueue
@@ -73,6 +75,7 @@ class Engine:
         # 0: pre-aggregation off; else the points per bucket a summarized series needs for it
         self.preaggregate_min_points = preaggregate_min_points if durable.range_reads else 0
         self._query: StreamingQuery | None = None
+        self._stream_blocks = False  # whether the stream's rows are blocks (BLOCK_SCHEMA), not points
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/supervisor.py)
         self._backfills = BackfillQueue(self._read_history)
@@ -85,6 +88,8 @@ class Engine:
         """Start the query at the log's current end: history reaches computations by back-fill."""
         options = self.log.stream_options()
         stream = self.spark.readStream.format(self._source).options(**options).load()
+        # The embedded log's stream hands Spark blocks (compute/source.py), the Redis log's points.
+        self._stream_blocks = isinstance(stream.schema["ts"].dataType, ArrayType)
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{self.trigger_ms} milliseconds")
@@ -253,9 +258,10 @@ class Engine:
         return out
 
     def _history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
-        """The Spark batch read of the log's history (the data source's batch reader)."""
+        """The Spark batch read of the log's history (the data source's batch reader), as points."""
         options = self.log.backfill_options(series_ids, from_ts, upto_seq)
-        return self.spark.read.format(self._source).options(**options).load()
+        reader = self.spark.read.format(self._source).schema(durable_log.POINT_SCHEMA_DDL)
+        return reader.options(**options).load()
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _widths(self) -> dict[int, int]:
@@ -304,10 +310,15 @@ class Engine:
         agg: dict[int, preaggregate.AggRows] = {}
         if self._series_df is not None:
             any_raw = not all(self._series_widths.values())
-            table, agg = preaggregate.split(preaggregate.plan(batch, self._series_df, any_raw).toArrow())
+            points = explode_blocks(batch) if self._stream_blocks else batch
+            table, agg = preaggregate.split(preaggregate.plan(points, self._series_df, any_raw).toArrow())
         else:
             assert self._series_filter is not None  # set whenever a series is in use
-            table = batch.where(self._series_filter).select(*preaggregate.POINT_COLUMNS).toArrow()
+            in_use = batch.where(self._series_filter)
+            if self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
+                table = durable_log.points_of_blocks(in_use.toArrow())
+            else:
+                table = in_use.select(*preaggregate.POINT_COLUMNS).toArrow()
         now = time.time_ns()
         by_series: Batch = dict(split_by_series(table))
         by_series.update(agg)
@@ -351,6 +362,15 @@ class Engine:
 
 
 _PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
+
+
+def explode_blocks(blocks: DataFrame) -> DataFrame:
+    """BLOCK_SCHEMA rows -> POINT_SCHEMA rows in Spark, for plans over points (pre-aggregation)."""
+    exploded = blocks.select("seq", "series_id", F.posexplode("ts").alias("pos", "ts"), "value", "str")
+    pos = F.col("pos")
+    return exploded.select(
+        "seq", "series_id", "ts", F.get("value", pos).alias("value"), F.get("str", pos).alias("str")
+    )
 
 
 def split_by_series(table: pa.Table) -> dict[int, Rows]:

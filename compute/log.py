@@ -18,7 +18,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from compute.series import SeriesInfo, SeriesKey, SeriesKind
 
@@ -42,6 +43,19 @@ POINT_SCHEMA = pa.schema(
     ]
 )
 POINT_SCHEMA_DDL = "seq long, series_id long, ts long, value double, str string"
+# The stream's rows: one per block, its points as arrays (a numeric block's `str` and an enum block's
+# `value` are null). Spark copies and serializes every row the stream reader hands it, so a row per
+# point cost the JVM per point (docs/decisions/0017-stream-rows-are-blocks.md).
+BLOCK_SCHEMA = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("series_id", pa.int64()),
+        ("ts", pa.list_(pa.int64())),
+        ("value", pa.list_(pa.float64())),
+        ("str", pa.list_(pa.string())),
+    ]
+)
+BLOCK_SCHEMA_DDL = "seq long, series_id long, ts array<long>, value array<double>, str array<string>"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS series (
@@ -302,24 +316,80 @@ def _to_batch(rows: list[BlockRow], from_ts: int | None = None) -> pa.RecordBatc
     return batch
 
 
+def _to_blocks(rows: list[BlockRow]) -> pa.RecordBatch:
+    """Blocks -> one row per block (BLOCK_SCHEMA), in seq order."""
+    if not rows:
+        return pa.RecordBatch.from_pylist([], schema=BLOCK_SCHEMA)
+    n = len(rows)
+    counts = np.fromiter((r[2] for r in rows), np.int64, n)
+    is_enum = np.fromiter((r[5] is not None for r in rows), np.bool_, n)
+    ts = _lists(counts, pa.array(np.frombuffer(b"".join(r[3] for r in rows), dtype="<i8")))
+    numeric = np.frombuffer(b"".join(r[4] or b"" for r in rows if r[5] is None), dtype="<f8")
+    if not is_enum.any():  # the common case
+        value, text = _lists(counts, pa.array(numeric)), pa.nulls(n, BLOCK_SCHEMA.field("str").type)
+    else:
+        strings = [s for r in rows if r[5] is not None for s in orjson.loads(r[5])]
+        value = _lists(np.where(is_enum, 0, counts), pa.array(numeric), null=is_enum)
+        text = _lists(np.where(is_enum, counts, 0), pa.array(strings, pa.string()), null=~is_enum)
+    seq = pa.array(np.fromiter((r[0] for r in rows), np.int64, n))
+    sid = pa.array(np.fromiter((r[1] for r in rows), np.int64, n))
+    return pa.RecordBatch.from_arrays([seq, sid, ts, value, text], schema=BLOCK_SCHEMA)
+
+
+def _lists(counts: np.ndarray, values: pa.Array, null: np.ndarray | None = None) -> pa.ListArray:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=None if null is None else pa.array(null))
+
+
+def points_of_blocks(table: pa.Table) -> pa.Table:
+    """BLOCK_SCHEMA rows (e.g. a micro-batch's `toArrow()`) -> POINT_SCHEMA rows, in the same order."""
+    counts = pc.list_value_length(table.column("ts")).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = int(counts.sum())
+    seq = np.repeat(table.column("seq").to_numpy(), counts)
+    sid = np.repeat(table.column("series_id").to_numpy(), counts)
+    ts = pc.list_flatten(table.column("ts"))
+    value_lists, str_lists = table.column("value"), table.column("str")
+    if value_lists.null_count == 0:  # numeric only
+        value, text = pc.list_flatten(value_lists), pa.nulls(total, pa.string())
+    else:
+        enum_point = np.repeat(value_lists.is_null().to_numpy(zero_copy_only=False), counts)
+        values = np.full(total, np.nan)
+        values[~enum_point] = pc.list_flatten(value_lists).to_numpy()
+        strings = np.full(total, None, dtype=object)
+        strings[enum_point] = pc.list_flatten(str_lists).to_pylist()
+        value, text = pa.array(values, mask=enum_point), pa.array(strings, pa.string())
+    return pa.table([seq, sid, ts, value, text], schema=POINT_SCHEMA)
+
+
 _BLOCK_COLUMNS = "seq, series_id, n, ts, value, str"
 
 
-def read_seq_range(conn: sqlite3.Connection, after: int, upto: int, chunk: int = 256) -> list[pa.RecordBatch]:
-    """Points of the blocks with after < seq <= upto, in seq order, `chunk` blocks per Arrow batch."""
+def _blocks_between(
+    conn: sqlite3.Connection, after: int, upto: int, chunk: int = 256
+) -> Iterator[list[BlockRow]]:
+    """The blocks with after < seq <= upto, in seq order, `chunk` at a time."""
     cur = conn.execute(
         f"SELECT {_BLOCK_COLUMNS} FROM blocks WHERE seq > ? AND seq <= ? ORDER BY seq", (after, upto)
     )
-    batches = []
     while rows := cur.fetchmany(chunk):
-        batches.append(_to_batch(rows))
-    return batches
+        yield rows
+
+
+def read_seq_range(conn: sqlite3.Connection, after: int, upto: int) -> list[pa.RecordBatch]:
+    """Points (POINT_SCHEMA) of the blocks with after < seq <= upto, in seq order."""
+    return [_to_batch(rows) for rows in _blocks_between(conn, after, upto)]
+
+
+def read_block_range(conn: sqlite3.Connection, after: int, upto: int) -> list[pa.RecordBatch]:
+    """The blocks (BLOCK_SCHEMA) with after < seq <= upto, in seq order: a planned batch read again."""
+    return [_to_blocks(rows) for rows in _blocks_between(conn, after, upto)]
 
 
 def read_from(conn: sqlite3.Connection, after: int, max_points: int) -> tuple[list[pa.RecordBatch], int]:
-    """The stream's next step: points of the blocks after `after` in seq order, whole blocks, stopping
-    once `max_points` are read; and the seq of the last block read (`after` when none). The writer
-    assigns seqs in commit order, so no block can later appear at or below that seq."""
+    """The stream's next step: the blocks (BLOCK_SCHEMA) after `after` in seq order, stopping once
+    they hold `max_points` points; and the seq of the last block read (`after` when none). The
+    writer assigns seqs in commit order, so no block can later appear at or below that seq."""
     cur = conn.execute(f"SELECT {_BLOCK_COLUMNS} FROM blocks WHERE seq > ? ORDER BY seq", (after,))
     batches: list[pa.RecordBatch] = []
     last, points = after, 0
@@ -328,7 +398,7 @@ def read_from(conn: sqlite3.Connection, after: int, max_points: int) -> tuple[li
             if points + total >= max_points:  # the block that reaches the cap is the last one
                 rows = rows[: i + 1]
                 break
-        batches.append(_to_batch(rows))
+        batches.append(_to_blocks(rows))
         last, points = rows[-1][0], points + sum(r[2] for r in rows)
     cur.close()  # stopped early, the statement would hold its read snapshot (and the WAL) open
     return batches, last

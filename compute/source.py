@@ -7,6 +7,12 @@ micro-batch while planning it and hands the rows to the JVM, so the batch's job 
 worker task. The partitioned reader this replaced cost ~0.3-0.4 s per micro-batch in worker tasks
 for a few thousand rows (docs/decisions/0009-driver-side-stream-read.md); the embedded log is a
 file on the driver's machine, so reading it in parallel on executors bought nothing.
+
+The stream's rows are the log's blocks (`BLOCK_SCHEMA`: a series' points of one request as arrays),
+not points: Spark copies and serializes every row the driver-side reader hands it, so a row per
+point made that JVM work per point (docs/decisions/0017-stream-rows-are-blocks.md). The back-fill
+reader yields points; its read must ask for `POINT_SCHEMA_DDL` (the source's default schema is the
+stream's).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ class LogDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return durable_log.POINT_SCHEMA_DDL
+        return durable_log.BLOCK_SCHEMA_DDL
 
     # No streamReader(): Spark then wraps simpleStreamReader() (see the module's docstring).
     def simpleStreamReader(self, schema: object) -> SimpleDataSourceStreamReader:
@@ -73,14 +79,14 @@ class LogStreamReader(SimpleDataSourceStreamReader):
         return {"seq": self.start_seq}
 
     def read(self, start: dict) -> tuple[Iterator[pa.RecordBatch], dict]:
-        """Everything committed after `start`, up to the cap (compute/log.py: `read_from`)."""
+        """The blocks committed after `start`, up to the cap (compute/log.py: `read_from`)."""
         after = int(start["seq"])
         batches, last = durable_log.read_from(_reader(self.path), after, MAX_POINTS_PER_BATCH)
         return iter(batches), ({"seq": last} if last > after else start)
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
         """A batch planned before a restart, read again."""
-        return iter(durable_log.read_seq_range(_reader(self.path), int(start["seq"]), int(end["seq"])))
+        return iter(durable_log.read_block_range(_reader(self.path), int(start["seq"]), int(end["seq"])))
 
     def commit(self, end: dict) -> None:
         """The log keeps every point (back-fill reads history); nothing to release."""
