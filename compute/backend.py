@@ -40,7 +40,7 @@ class PointLog(Protocol):
     def read(self, limit: int, timeout_ms: int) -> ReadResult:
         """Up to `limit` records after this reader's position (initially its committed offsets),
         waiting at most `timeout_ms` for the first one; an empty result when none arrived. A record
-        is one point in the embedded log and one series' points of one request in Redis."""
+        is one series' points of one request (a block) in both logs; the result holds their points."""
         ...
 
     def commit(self, offsets: Offsets) -> None:
