@@ -93,9 +93,9 @@ def test_the_stream_reader_hands_over_a_backlog_in_capped_steps(
     assert [t for _, _, t, _, _ in again] == [2, 3, 4]  # a batch planned before a restart, read again
 
 
-def test_the_streams_block_rows_unpack_to_the_logs_points(tmp_path: Path) -> None:
+def test_the_streams_block_rows_unpack_to_the_points_written(tmp_path: Path) -> None:
     """The stream hands Spark one row per block (decision record 0017); unpacked, they are the
-    points of the same blocks, numeric (NaN included) and enum blocks interleaved or alone."""
+    points written, numeric (NaN and -0.0 included) and enum blocks interleaved or alone."""
     log = DurableLog(tmp_path / "log.db")
     log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [3, 1], [float("nan"), -0.0])]).result()
     log.submit(
@@ -105,15 +105,24 @@ def test_the_streams_block_rows_unpack_to_the_logs_points(tmp_path: Path) -> Non
         ]
     ).result()
     log.submit([SeriesWrite(B, SeriesKind.ENUM, [7], ["x"])]).result()
+    ids = {info.key: info.id for info in log.series()}
+    a, b = ids[A], ids[B]
+    by_seq = {  # seq -> the points of its block, in write order
+        1: [(1, a, 3, float("nan"), None), (1, a, 1, -0.0, None)],
+        2: [(2, b, 2, None, "on"), (2, b, 4, None, ""), (2, b, 4, None, "off")],
+        3: [(3, a, 5, 1e308, None)],
+        4: [(4, b, 7, None, "x")],
+    }
     reader = durable_log.connect_reader(log.path)
-    upto = durable_log.max_seq(reader)
-    for after in range(upto):
-        for end in range(after + 1, upto + 1):  # numeric only, enum only, and mixed
+    assert durable_log.max_seq(reader) == 4
+    for after in range(4):
+        for end in range(after + 1, 5):  # numeric only, enum only, and mixed
             blocks = durable_log.read_block_range(reader, after, end)
             assert [b.schema for b in blocks] == [durable_log.BLOCK_SCHEMA]
-            expected = _points(durable_log.read_seq_range(reader, after, end))
-            assert str(_stream_points(blocks)) == str(expected)  # str: NaN equals NaN
-    assert _stream_points(durable_log.read_block_range(reader, upto, upto)) == []
+            expected = [p for seq in range(after + 1, end + 1) for p in by_seq[seq]]
+            got = _stream_points(blocks)
+            assert str(got) == str(expected)  # str: NaN equals NaN, and -0.0 stays -0.0
+    assert _stream_points(durable_log.read_block_range(reader, 4, 4)) == []
     log.close()
 
 
