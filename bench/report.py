@@ -187,6 +187,18 @@ def _why(r: Json) -> list[str]:
     return out
 
 
+def _naive_notes(b: Json, lat: Json) -> str:
+    """The naive design against Sparkwire's workload 1 (p50 and p99), and any restarted starts."""
+    out = ""
+    if b["latency"].get("n") and lat.get("p50_ms"):
+        p50 = b["latency"]["p50_ms"] / lat["p50_ms"]
+        p99 = b["latency"]["p99_ms"] / lat["p99_ms"]
+        out += f"; **{p50:.1f}x Sparkwire's p50, {p99:.1f}x its p99** (workload 1)"
+    if b.get("start_retries"):
+        out += f"; {b['start_retries']} queries died on their first trigger and were restarted"
+    return out
+
+
 def render(r: Json) -> str:
     m, p = r["machine"], r["plan"]
     lines = [
@@ -311,14 +323,10 @@ def render(r: Json) -> str:
                 if b["kind"] == "floor"
                 else f"naive: {b['queries']} streaming queries, one per subscription"
             )
-            lines.append(
-                _lat_row(
-                    what,
-                    b["latency"],
-                    b["usage"],
-                    f"{b['batches_per_query']} batches/s per query; commit -> callback",
-                )
-            )
+            notes = f"{b['batches_per_query']} batches/s per query; commit -> callback"
+            if b["kind"] == "naive":
+                notes += _naive_notes(b, lat)
+            lines.append(_lat_row(what, b["latency"], b["usage"], notes))
         lines += [
             "",
             "The floor and naive figures start at the log's commit (no HTTP) and end in the Spark",

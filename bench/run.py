@@ -147,7 +147,10 @@ class Run:
             "phases": phases,
         }
         log(f"baselines: {', '.join(ph['name'] for ph in phases)}")
-        self._baseline_budget = 300 + sum(ph["warmup_s"] + ph["duration_s"] + 60 for ph in phases)
+        # each query gets through its first trigger before the next starts (a few seconds each)
+        self._baseline_budget = 300 + sum(
+            ph["warmup_s"] + ph["duration_s"] + 60 + 10 * ph.get("queries", 1) for ph in phases
+        )
         return self.child("bench.baselines", "baselines", spec)
 
     def finish_baselines(self, child: Child) -> None:

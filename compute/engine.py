@@ -111,19 +111,8 @@ class Engine:
         return self.query_active() and not self.degraded
 
     def first_trigger_ran(self, timeout: float) -> bool:
-        """Whether the query got through its first trigger (False: it died, or not yet in time).
-
-        The first trigger starts the source's Python runner, which must connect back to the JVM
-        within a window Spark fixes at 10 s; a busy machine can miss it, and the query dies."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            query = self._query
-            if query is None or not query.isActive:
-                return False
-            if query.lastProgress is not None or query.status["message"] in _PAST_FIRST_TRIGGER:
-                return True
-            time.sleep(0.2)
-        return False
+        """Whether the query got through its first trigger (False: it died, or not yet in time)."""
+        return self._query is not None and first_trigger_ran(self._query, timeout)
 
     def stop(self) -> None:
         if self._query is not None:
@@ -362,6 +351,21 @@ class Engine:
 
 
 _PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
+
+
+def first_trigger_ran(query: StreamingQuery, timeout: float) -> bool:
+    """Whether a query got through its first trigger (False: it died, or not yet in time).
+
+    The first trigger starts the source's Python runner, which must connect back to the JVM
+    within a window Spark fixes at 10 s; a busy machine can miss it, and the query dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not query.isActive:
+            return False
+        if query.lastProgress is not None or query.status["message"] in _PAST_FIRST_TRIGGER:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def explode_blocks(blocks: DataFrame) -> DataFrame:

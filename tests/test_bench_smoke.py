@@ -44,6 +44,8 @@ def test_smoke_benchmark_measures_every_workload_and_writes_the_report(tmp_path:
     baselines = results["baselines"]
     assert {"floor_disk", "floor_tmpfs", "naive_2"} <= baselines.keys()
     assert baselines["floor_disk"]["latency"]["n"] > 0 and baselines["floor_tmpfs"]["latency"]["n"] > 0
+    # the naive design ran (a query dying on its first trigger is restarted) and is compared
+    assert "error" not in baselines["naive_2"] and baselines["naive_2"]["latency"]["n"] > 0
     for usage in (results["latency"]["usage"], baselines["floor_disk"]["usage"]):
         assert usage["cpu_cores"] > 0 and usage["rss_max_mb"] > 100  # a JVM is in the tree
 
@@ -58,3 +60,4 @@ def test_smoke_benchmark_measures_every_workload_and_writes_the_report(tmp_path:
         assert heading in report
     assert "Reproduce: `python -m bench.run --smoke" in report
     assert "1 latency p99" in report and "5 idle connection" in report
+    assert "x Sparkwire's p50" in report
