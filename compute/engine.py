@@ -29,6 +29,7 @@ from pyspark.sql.types import ArrayType
 
 from compute import log as durable_log
 from compute import preaggregate
+from compute.arrow_collect import collect_arrow
 from compute.backend import PointLog
 from compute.backfill import BackfillQueue
 from compute.computation import Batch, Change, Computation, Rows
@@ -305,9 +306,9 @@ class Engine:
             assert self._series_filter is not None  # set whenever a series is in use
             in_use = batch.where(self._series_filter)
             if self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
-                table = durable_log.points_of_blocks(in_use.toArrow())
+                table = durable_log.points_of_blocks(collect_arrow(in_use, durable_log.BLOCK_SCHEMA))
             else:
-                table = in_use.select(*preaggregate.POINT_COLUMNS).toArrow()
+                table = collect_arrow(in_use.select(*preaggregate.POINT_COLUMNS), durable_log.POINT_SCHEMA)
         now = time.time_ns()
         by_series: Batch = dict(split_by_series(table))
         by_series.update(agg)

@@ -122,3 +122,15 @@ async def chromium() -> AsyncIterator[Browser]:
         )
         yield browser
         await browser.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A Spark session in the test process, for tests of the engine's Spark calls on their own
+    (Sparkwire's own settings; started only if such a test runs)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from compute.session import build_session
+
+    session = build_session("local[2]")
+    yield session
+    session.stop()
