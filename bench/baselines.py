@@ -6,7 +6,8 @@ Spark session (bench-only code, never part of the server):
   holds it. The stream reader reads the log while Spark plans a batch (decision record 0009), so
   the floor includes reading every point. Run twice: checkpoint in the data dir, and on tmpfs.
 - naive: one streaming query per subscription, each filtering its own series and collecting it in
-  its own callback. Latency = commit -> that query's callback has collected the write.
+  its own callback. Latency = commit -> that query's callback has collected the write. The queries
+  start one at a time; one that dies on its first trigger is started again (counted in the report).
 
 The writer thread uses the server's own DurableLog (group commit, fsync before acknowledging).
 Run: python -m bench.baselines @spec.json

@@ -20,6 +20,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from bench.computations import included_through
+from bench.stats import summarize
 
 Json = Any
 
@@ -43,6 +44,7 @@ class BenchClient:
         self.creations: dict[str, Json] = {}
         self.first_update: dict[str, asyncio.Future[int]] = {}
         self.pongs = 0
+        self.last_pong_ns = 0
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -90,6 +92,7 @@ class BenchClient:
                         await self.ws.send(orjson.dumps({"type": "pong", "pong": pong}).decode())
                     elif health["type"] == "pong":
                         self.pongs += 1
+                        self.last_pong_ns = recv_ns
                     elif health["type"] == "clientMessageError":
                         print(f"clientMessageError: {health}", file=sys.stderr, flush=True)
         except websockets.ConnectionClosed:
@@ -215,19 +218,22 @@ async def subscribe_latency(spec: Json) -> None:
 
 # -- idle: many connections that only keep alive --------------------------------------------------------
 async def idle(spec: Json) -> None:
-    """spec: url, count, deflate. Ready once all are open; on stop, each pings and awaits its pong."""
+    """spec: url, count, deflate. Ready once all are open; on stop, all ping at once and await their
+    pongs: how long the server takes to answer every connection when all speak together."""
     started = time.monotonic()
     clients = await _connect_all(spec["url"], spec["count"], spec["deflate"])
     _say({"open": len(clients), "seconds": round(time.monotonic() - started, 1)})
     await _stdin_stop()
+    sent = time.time_ns()
     await asyncio.gather(*(c.ping() for c in clients))
     deadline = time.monotonic() + 60
     # two pings each: the one sent on connecting and this one
     while sum(min(c.pongs, 2) for c in clients) < 2 * len(clients) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-    answered = sum(1 for c in clients if c.pongs >= 2)
+    answered = [c for c in clients if c.pongs >= 2]
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-    _say({"answered": answered})
+    round_trips = [(c.last_pong_ns - sent) / 1e6 for c in answered]
+    _say({"answered": len(answered), "ping_ms": summarize(round_trips).as_dict()})
 
 
 MODES = {"stream": stream, "subscribe": subscribe_latency, "idle": idle}

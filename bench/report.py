@@ -290,14 +290,17 @@ def render(r: Json) -> str:
         "",
         "### Workload 4: ingest ramp",
         "",
-        "| target points/s | achieved points/s | p50 | p99 | max | server CPU | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| target points/s | achieved points/s | p50 | p99 | max | server CPU "
+        "| server RSS MB (all / main) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in r.get("ingest", {}).get("steps", []):
+        u = s["usage"]
         lines.append(
             f"| {s['target']:,} | {s['achieved']:,} | "
             + " | ".join(_ms(s["latency"][k]) for k in ("p50_ms", "p99_ms", "max_ms"))
-            + f" | {s['usage']['cpu_cores']:.2f} | {'held' if s['ok'] else 'not held'} |"
+            + f" | {u['cpu_cores']:.2f} | {u['rss_max_mb']:,.0f} / {u['rss_main_max_mb']:,.0f}"
+            + f" | {'held' if s['ok'] else 'not held'} |"
         )
     c = r.get("connections", {})
     if c:
@@ -311,6 +314,17 @@ def render(r: Json) -> str:
             f"**{c['kb_per_connection']} KB per connection** "
             f"(whole process tree: {c['tree_kb_per_connection']} KB).",
         ]
+        if c.get("ping"):
+            lines += [
+                "",
+                *LAT_HEAD,
+                _lat_row(
+                    f"5 ping -> pong, all {c['count']:,} connections at once",
+                    c["ping"],
+                    c.get("usage"),
+                    "CPU and RSS over opening, idling and the pings",
+                ),
+            ]
     base = r.get("baselines")
     if base:
         lines += ["", "## Baselines (same run, same machine)", "", *LAT_HEAD]

@@ -332,6 +332,7 @@ class Run:
             sampler.rss_main_now(),
             sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
         )
+        mark = sampler.mark()
         w5 = self.child(
             "bench.clients",
             "w5",
@@ -348,6 +349,8 @@ class Run:
             "count": opened["open"],
             "open_seconds": opened["seconds"],
             "answered_ping": answered["answered"],
+            "ping": answered["ping_ms"],
+            "usage": sampler.usage_since(mark).as_dict(),
             "server_rss_before_mb": round(before_main / 2**20, 1),
             "server_rss_after_mb": round(after_main / 2**20, 1),
             "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),

@@ -41,6 +41,7 @@ def test_smoke_benchmark_measures_every_workload_and_writes_the_report(tmp_path:
     idle = results["connections"]
     assert idle["count"] == idle["answered_ping"] == results["plan"]["idle_connections"]
     assert idle["kb_per_connection"] > 0
+    assert idle["ping"]["n"] == idle["count"] and idle["ping"]["p50_ms"] > 0
     baselines = results["baselines"]
     assert {"floor_disk", "floor_tmpfs", "naive_2"} <= baselines.keys()
     assert baselines["floor_disk"]["latency"]["n"] > 0 and baselines["floor_tmpfs"]["latency"]["n"] > 0
@@ -61,3 +62,4 @@ def test_smoke_benchmark_measures_every_workload_and_writes_the_report(tmp_path:
     assert "Reproduce: `python -m bench.run --smoke" in report
     assert "1 latency p99" in report and "5 idle connection" in report
     assert "x Sparkwire's p50" in report
+    assert f"5 ping -> pong, all {idle['count']:,} connections at once" in report
