@@ -42,7 +42,7 @@ class Run:
     def __init__(self, plan: Plan, work: Path) -> None:
         self.plan, self.work = plan, work
         self.tick = 1_000_000_000 // plan.rate_hz
-        self._baseline_budget = 0.0
+        self._baseline_budget: dict[str, float] = {}
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
 
     # -- helpers -------------------------------------------------------------------------------------------
@@ -109,9 +109,9 @@ class Run:
             time.sleep(1)
 
     # -- baselines -----------------------------------------------------------------------------------------
-    def start_baselines(self) -> Child:
+    def baseline_phases(self) -> list[Json]:
         p = self.plan
-        phases: list[dict[str, Any]] = [
+        return [
             {
                 "name": "floor_disk",
                 "kind": "floor",
@@ -137,29 +137,32 @@ class Run:
             }
             for n in p.naive_queries
         ]
+
+    def start_baselines(self, name: str, phases: list[Json]) -> Child:
+        """One baselines process (its own Spark session) running `phases` in order."""
+        p = self.plan
         spec = {
-            "work_dir": str(self.work / "baselines"),
-            "out": str(self.work / "baselines.out.json"),
+            "work_dir": str(self.work / name),
+            "out": str(self.work / f"{name}.out.json"),
             "channels": p.channels,
             "rate_hz": p.rate_hz,
             "request_ms": p.request_ms,
             "trigger_ms": p.trigger_ms,
             "phases": phases,
         }
-        log(f"baselines: {', '.join(ph['name'] for ph in phases)}")
+        log(f"{name}: {', '.join(ph['name'] for ph in phases)}")
         # each query gets through its first trigger before the next starts (a few seconds each)
-        self._baseline_budget = 300 + sum(
+        self._baseline_budget[name] = 300 + sum(
             ph["warmup_s"] + ph["duration_s"] + 60 + 10 * ph.get("queries", 1) for ph in phases
         )
-        return self.child("bench.baselines", "baselines", spec)
+        return self.child("bench.baselines", name, spec)
 
-    def finish_baselines(self, child: Child) -> None:
-        child.process.wait(self._baseline_budget)
+    def finish_baselines(self, name: str, child: Child) -> None:
+        child.process.wait(self._baseline_budget[name])
         if child.process.returncode != 0:
-            raise RuntimeError(f"baselines failed:\n{child.log_path.read_text(errors='replace')[-3000:]}")
-        self.results["baselines"] = {
-            r["name"]: r for r in json.loads((self.work / "baselines.out.json").read_text())
-        }
+            raise RuntimeError(f"{name} failed:\n{child.log_path.read_text(errors='replace')[-3000:]}")
+        results = self.results.setdefault("baselines", {})
+        results.update((r["name"], r) for r in json.loads((self.work / f"{name}.out.json").read_text()))
         # A py4j error's first line rarely names the cause; the JVM's log does when its heap ran out.
         oom = next(
             (
@@ -169,7 +172,7 @@ class Run:
             ),
             None,
         )
-        for r in self.results["baselines"].values():
+        for r in results.values():
             if r.get("error") and oom and "OutOfMemoryError" not in r["error"]:
                 r["error"] += f" (the JVM logged {oom})"
 
@@ -209,11 +212,15 @@ class Run:
         [w1] = self.stream_clients(server, "w1", [latency_sub], 1, 1)
         children.append(w1)
         time.sleep(p.warmup_s)
-        t_from, mark = time.time_ns(), sampler.mark()
+        t_from, mark, before = time.time_ns(), sampler.mark(), server.metrics()
         time.sleep(p.latency_s)
-        t_to, usage = time.time_ns(), sampler.usage_since(mark)
+        t_to, usage, after = time.time_ns(), sampler.usage_since(mark), server.metrics()
         self.catch_up([w1], "w1", t_to // self.tick * self.tick)
-        self.results["latency"] = {"window": [t_from, t_to], "usage": usage.as_dict()}
+        self.results["latency"] = {
+            "window": [t_from, t_to],
+            "usage": usage.as_dict(),
+            "batch": _batch_means(before, after, p.latency_s),
+        }
 
         # 2. fan-out: many subscriptions over distinct computations
         log("workload 2: fan-out")
@@ -377,6 +384,18 @@ class Run:
         return ok or ["raw"]
 
 
+def _batch_means(before: dict[str, float], after: dict[str, float], seconds: float) -> Json:
+    """The server's micro-batches between two /metrics samples: how many per second, and the mean
+    time each spent in the engine's callback (the narrow Spark job, then the evaluators)."""
+    name = "sparkwire_microbatch_duration_seconds"
+    count = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
+    total = after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)
+    return {
+        "per_s": round(count / seconds, 2),
+        "callback_ms": round(1000 * total / count, 1) if count else None,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -398,12 +417,19 @@ def main(argv: list[str] | None = None) -> None:
     run.results["command"] = " ".join(
         ["python -m bench.run", *(["--smoke"] if args.smoke else []), *args.overrides]
     )
-    if plan.baselines and not plan.baselines_alongside:
-        run.finish_baselines(run.start_baselines())
-    alongside = run.start_baselines() if plan.baselines and plan.baselines_alongside else None
+    phases = run.baseline_phases() if plan.baselines else []
+    if phases and not plan.baselines_alongside:
+        # The naive design first, then the floor in a fresh process: the floor is measured right
+        # before the server starts, so workload 1's ratio to it spans minutes, not the whole
+        # baseline run, of this shared machine's drifting speed.
+        for name, kind in (("baselines-naive", "naive"), ("baselines-floor", "floor")):
+            part = [ph for ph in phases if ph["kind"] == kind]
+            if part:
+                run.finish_baselines(name, run.start_baselines(name, part))
+    alongside = run.start_baselines("baselines", phases) if phases and plan.baselines_alongside else None
     run.server_workloads()
     if alongside is not None:
-        run.finish_baselines(alongside)
+        run.finish_baselines("baselines", alongside)
     run.results["duration_s"] = round(time.time() - started)
     (args.out.with_suffix(".json")).write_text(json.dumps(run.results, indent=1, default=str))
     args.out.write_text(render(run.results))

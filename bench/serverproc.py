@@ -50,6 +50,13 @@ class Server:
     def pid(self) -> int:
         return self.process.pid
 
+    def metrics(self) -> dict[str, float]:
+        """The server's unlabelled Prometheus samples (`GET /metrics`), by name."""
+        with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        samples = (line.split() for line in text.splitlines() if line and line[0] != "#" and "{" not in line)
+        return {parts[0]: float(parts[1]) for parts in samples if len(parts) == 2}
+
     def stop(self, timeout: float = 60) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)

@@ -32,6 +32,7 @@ def test_smoke_benchmark_measures_every_workload_and_writes_the_report(tmp_path:
 
     assert results["latency"]["n"] > 0
     assert results["latency"]["p50_ms"] > 0
+    assert results["latency"]["batch"]["per_s"] > 0 and results["latency"]["batch"]["callback_ms"] > 0
     assert results["fanout"]["n"] > 0
     assert results["fanout"]["measured_subscriptions"] > 0
     assert results["subscribe"]["new"]["n"] == results["plan"]["subscribe_new"]
