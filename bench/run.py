@@ -161,8 +161,8 @@ class Run:
         child.process.wait(self._baseline_budget[name])
         if child.process.returncode != 0:
             raise RuntimeError(f"{name} failed:\n{child.log_path.read_text(errors='replace')[-3000:]}")
-        results = self.results.setdefault("baselines", {})
-        results.update((r["name"], r) for r in json.loads((self.work / f"{name}.out.json").read_text()))
+        results = json.loads((self.work / f"{name}.out.json").read_text())
+        self.results.setdefault("baselines", {}).update((r["name"], r) for r in results)
         # A py4j error's first line rarely names the cause; the JVM's log does when its heap ran out.
         oom = next(
             (
@@ -172,7 +172,7 @@ class Run:
             ),
             None,
         )
-        for r in results.values():
+        for r in results:
             if r.get("error") and oom and "OutOfMemoryError" not in r["error"]:
                 r["error"] += f" (the JVM logged {oom})"
 
