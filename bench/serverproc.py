@@ -13,6 +13,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,9 +55,8 @@ class Server:
     def metrics(self) -> dict[str, float]:
         """The server's unlabelled Prometheus samples (`GET /metrics`), by name."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        samples = (line.split() for line in text.splitlines() if line and line[0] != "#" and "{" not in line)
-        return {parts[0]: float(parts[1]) for parts in samples if len(parts) == 2}
+            families = text_string_to_metric_families(r.read().decode())
+        return {s.name: s.value for family in families for s in family.samples if not s.labels}
 
     def stop(self, timeout: float = 60) -> None:
         if self.process.poll() is None:
