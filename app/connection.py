@@ -174,12 +174,18 @@ class Connection:
         self._queue.clear()
         self._offers.clear()
         self.closed.set()
+        if self.websocket.client_state is WebSocketState.DISCONNECTED:
+            # The protocol layer ended the WebSocket (the peer's close, or its own 1009) and closes
+            # the socket itself: a reset now could destroy a close frame the client has not read.
+            return
         if self.websocket.application_state is WebSocketState.CONNECTED:
             try:
                 await asyncio.wait_for(self.websocket.close(code=code, reason=reason), CLOSE_TIMEOUT)
-            except Exception:  # TimeoutError included
+            except TimeoutError:
                 # The close frame cannot get through (the client stopped reading): drop the socket.
                 _abort(self.websocket)
+            except Exception as exc:  # the protocol layer closed first; its close stands
+                log.debug("connection %d: close not sent (%s)", self.id, exc)
 
     def heard(self) -> None:
         self.last_heard = time.monotonic()

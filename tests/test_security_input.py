@@ -4,7 +4,9 @@ browser Origins are refused before the upgrade, and a connection holds at most 1
 
 from __future__ import annotations
 
+import asyncio
 import json
+import select
 import time
 
 import httpx
@@ -17,6 +19,7 @@ from tests.hostile import (
     close_code,
     connect,
     frames_until,
+    ping_message,
     still_usable,
     unique_rid,
 )
@@ -48,6 +51,22 @@ async def test_the_limit_counts_every_fragment_of_a_message(server: ServerProces
     text = bulky(MIB + 100)
     third = len(text) // 3
     await ws.send([text[:third], text[third : 2 * third], text[2 * third :]])
+    assert await close_code(ws) == 1009
+
+
+async def test_the_1009_reaches_a_client_that_reads_it_late(server: ServerProcess) -> None:
+    """A busy client may still be writing when the server refuses its message, and read the close
+    frame only later. The server must end the connection without a TCP reset, which would destroy the
+    unread 1009 and fail the client's next write."""
+    ws = await connect(server.ws_url, compression=None)
+    ws.transport.pause_reading()  # what the server sends stays unread in the kernel, as for a busy client
+    await ws.send(bulky(MIB + 100))
+    sock = ws.transport.get_extra_info("socket")
+    readable, _, _ = await asyncio.to_thread(select.select, [sock], [], [], 30)
+    assert readable, "the server sent nothing after the oversized message"
+    await asyncio.sleep(0.5)  # room for the server to finish closing its side
+    await ws.send(ping_message())  # still writing: a reset would fail this with a broken pipe
+    ws.transport.resume_reading()
     assert await close_code(ws) == 1009
 
 
