@@ -8,6 +8,10 @@ as stored (uncompressed) deflate blocks. Compressing each frame once per connect
 the server's samples in a fan-out profile (1,000 subscriptions on 200 connections,
 docs/decisions/0013-shared-deflate.md).
 
+It also asks for `client_no_context_takeover`: the client's messages decode on their own too, so
+no inflater is kept between them and an idle connection holds no zlib state
+(docs/decisions/0020-client-no-context-takeover.md).
+
 Other messages are compressed per message at zlib level 1, twice as fast as the default level 6
 for ~11% more bytes (docs/decisions/0010-deflate-level.md). Messages under 256 bytes (a pong, an
 error) go uncompressed, which RFC 7692 allows. The window and memLevel stay uvicorn's (12 bits, 5).
@@ -88,7 +92,7 @@ def _stored(data: bytes) -> bytes:
 
 class SharedDeflate(PerMessageDeflate):
     """permessage-deflate without server context takeover that splices shared payloads' deflated
-    bytes, sends small messages as they are, and holds no compressor between messages."""
+    bytes, sends small messages as they are, and holds no zlib state between messages."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # without server context takeover it creates no compressor
@@ -132,6 +136,7 @@ class SharedDeflateFactory(ServerPerMessageDeflateFactory):
 def deflate_factory() -> ServerPerMessageDeflateFactory:
     return SharedDeflateFactory(
         server_no_context_takeover=True,
+        client_no_context_takeover=True,
         server_max_window_bits=WINDOW_BITS,
         client_max_window_bits=WINDOW_BITS,
         compress_settings={"memLevel": MEM_LEVEL, "level": DEFLATE_LEVEL},

@@ -163,3 +163,42 @@ async def test_the_page_reconnects_after_losing_its_connection(server: ServerPro
         assert await page.locator("#state").inner_text() == "open"
     finally:
         await proxy.close()
+
+
+async def test_chromium_compresses_each_message_on_its_own_and_is_answered(
+    page: Page, server: ServerProcess
+) -> None:
+    """The server asks browsers for client_no_context_takeover (docs/decisions/0020): Chromium must
+    accept it, and its compressed messages, each inflated on its own, must still be read."""
+    await page.goto(server.base_url + "/")
+    result = await page.evaluate(
+        """(url) => new Promise((resolve, reject) => {
+            setTimeout(() => reject(new Error("no pong within 30 s")), 30000);
+            const ws = new WebSocket(url);
+            const sentAt = new Date().toISOString();
+            ws.onerror = () => reject(new Error("websocket error"));
+            ws.onclose = (event) => reject(new Error(`closed with ${event.code}`));
+            ws.onopen = () => {
+                // two ~3.8 KB messages, which Chromium sends deflated, then a ping
+                for (let i = 0; i < 2; i++) {
+                    ws.send(JSON.stringify({type: "unsubscribe", unsubscribe: Array.from(
+                        {length: 100}, () => crypto.randomUUID())}));
+                }
+                ws.send(JSON.stringify({type: "ping", ping: {sentAt}}));
+            };
+            ws.onmessage = (event) => {
+                const frame = JSON.parse(event.data);
+                if (frame.type !== "health") return;
+                if (frame.health.type === "clientMessageError") reject(new Error(event.data));
+                const echoed = frame.health.type === "pong" && frame.health.pong.pingOriginallySentAt;
+                if (echoed && Date.parse(echoed) === Date.parse(sentAt)) {
+                    ws.onclose = null;
+                    resolve({extensions: ws.extensions});
+                    ws.close();
+                }
+            };
+        })""",
+        server.ws_url,
+    )
+    assert result["extensions"].startswith("permessage-deflate")
+    assert "client_no_context_takeover" in result["extensions"]

@@ -46,6 +46,7 @@ async def test_a_browser_like_deflate_offer_is_accepted_with_a_small_window(serv
     accepted = client.ws.response.headers.get("Sec-WebSocket-Extensions", "")
     assert accepted.startswith("permessage-deflate")
     assert "server_max_window_bits=12" in accepted  # per-connection memory stays small
+    assert "client_no_context_takeover" in accepted  # no inflater held between a client's messages
     await assert_usable(client)  # frames compressed by the server decode
     await client.close()
 
