@@ -1,6 +1,7 @@
 """The dashboard in a real browser (Debian's headless Chromium driven by Playwright) against the real
 server: its chart's data (published on window.sparkwire) follows the points written, buckets carry
-the reference min/max/mean, and the page reconnects by itself after losing its connection."""
+the reference min/max/mean, and the page reconnects by itself after losing its connection. Chromium's
+own WebSocket also agrees to the server's deflate terms and has its deflated messages read."""
 
 from __future__ import annotations
 
