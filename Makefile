@@ -16,7 +16,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
-install: $(VENV)/.installed
+# Nominal's own `nominal` SDK pins older nominal-api and nominal-streaming than ours, so the tests
+# that drive it run it from a virtual environment of its own (tests/test_nominal_sdk.py).
+NOMINAL_VENV ?= .venv-nominal
+$(NOMINAL_VENV)/.installed:
+	$(PYTHON) -m venv $(NOMINAL_VENV)
+	$(NOMINAL_VENV)/bin/pip install --quiet "nominal==1.180.1"
+	touch $@
+
+install: $(VENV)/.installed $(NOMINAL_VENV)/.installed
 
 # The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
 run: install
@@ -37,4 +45,4 @@ bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NOMINAL_VENV) data .pytest_cache .mypy_cache .ruff_cache
