@@ -93,6 +93,11 @@ class WriteRejected(ValueError):
     """A request the log refuses as a whole (e.g. string points on a double series)."""
 
 
+class InsufficientStorage(Exception):
+    """The log refuses a request because the disk is below its free-space floor; nothing of it is
+    stored, and writes are accepted again once space returns (ingest answers 507)."""
+
+
 @dataclass
 class SeriesWrite:
     key: SeriesKey
