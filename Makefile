@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: lint
 # Full run (~20 min, writes BENCHMARKS.md); BENCH_ARGS takes --smoke or NAME=VALUE plan overrides.
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# A server left under a realistic load for 30 minutes (SOAK_ARGS="duration_s=600" for less); writes SOAK.md.
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) $(NOMINAL_VENV) data .pytest_cache .mypy_cache .ruff_cache
