@@ -22,25 +22,19 @@ from compute.nodes.outputs import DEFAULT_MAX_RANGES
 from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
 from compute.nodes.time_ops import NANOS_PER_UNIT
 from compute.nominal_variants import (
+    DURATION_UNIT_NANOS,
     ENUMS,
     INVALID_TYPES,
+    NANOS,
     POLLING_ONLY_TYPES,
     STRATEGY_POLLING_ONLY,
+    THRESHOLD_COMPARISONS,
     VARIANTS,
 )
 from compute.series import ChannelSelector
 from compute.summarize import Decimation
 
 Json = Any
-NANOS = 1_000_000_000
-DURATION_UNITS = {
-    "nanoseconds": 1,
-    "milliseconds": 1_000_000,
-    "seconds": NANOS,
-    "minutes": 60 * NANOS,
-    "hours": 3600 * NANOS,
-    "days": 86400 * NANOS,
-}
 
 
 class MalformedNode(ValueError):
@@ -176,8 +170,9 @@ class _Builder:
         if kind == "reference":
             name = self.obj(inner, "Reference").get("name")
             return _duration(self.typed_variable(name, ("duration",))[1])
-        if kind in DURATION_UNITS:
-            return self.integer_constant(self.get(self.obj(inner, kind), kind, kind)) * DURATION_UNITS[kind]
+        if kind in DURATION_UNIT_NANOS:
+            unit_ns = DURATION_UNIT_NANOS[kind]
+            return self.integer_constant(self.get(self.obj(inner, kind), kind, kind)) * unit_ns
         o = self.obj(inner, kind)
         if kind == "negate":
             return -self.duration_expression(self.get(o, "input", kind))
@@ -214,6 +209,38 @@ class _Builder:
             tags=tuple(sorted((k, self.string_constant(v)) for k, v in tags.items())),
             group_by=tuple(sorted(set(group_by))),
         )
+        return self.read(selector, expect)
+
+    def select_series(self, value: Json, expect: str) -> nodes.ChannelInput:
+        """`selectNumeric` / `selectEnum` (a `SelectSeries`): one channel, by name, of a saved
+        dataset, read as a `DataSourceChannel` of that rid with no tags and no groupByTags."""
+        what = "selectNumeric" if expect == "numeric" else "selectEnum"
+        o = self.obj(value, what)
+        if o.get("sampling") is not None:
+            raise invalid_computation(f"{what}.sampling (subsampling) is not supported; omit it", "sampling")
+        if o.get("storage") is not None:  # which engine to read: Sparkwire has one store
+            self.enum_value("SeriesStorage", o["storage"], f"{what}.storage")
+        if o.get("name") is None:
+            raise invalid_computation(f"{what} without a name (all channels) is not supported", "name")
+        if o.get("dataset") is None:
+            raise invalid_computation(f"{what} needs a dataset outside a withSeries dataset", "dataset")
+        selector = ChannelSelector(
+            data_source_rid=self.saved_dataset(o["dataset"]),
+            channel=self.string_constant(o["name"]),
+            tags=(),
+        )
+        return self.read(selector, expect)
+
+    def saved_dataset(self, value: Json) -> str:
+        """The rid of a `Dataset.saved`; every other kind of dataset is refused by name."""
+        kind, inner = self.variant("Dataset", value)
+        if kind != "saved":
+            raise invalid_computation(
+                f"Dataset '{kind}' is not supported by Sparkwire; select from a saved dataset (its rid)", kind
+            )
+        return self.string_constant(self.get(self.obj(inner, "SavedDataset"), "rid", "SavedDataset"))
+
+    def read(self, selector: ChannelSelector, expect: str | None) -> nodes.ChannelInput:
         self.selectors.append(selector)
         return nodes.ChannelInput(len(self.selectors) - 1, expect)
 
@@ -358,6 +385,7 @@ def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
 NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "numeric"),
     "channel": lambda b, v: b.channel_series(v, "numeric"),
+    "selectNumeric": lambda b, v: b.select_series(v, "numeric"),
     "constant": _constant,
     **{op: _unary(op) for op in UNARY_OPS},
     **{op: _binary(op) for op in BINARY_OPS},
@@ -370,6 +398,7 @@ NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
 ENUM_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "enum"),
     "channel": lambda b, v: b.channel_series(v, "enum"),
+    "selectEnum": lambda b, v: b.select_series(v, "enum"),
 }
 
 
@@ -390,6 +419,42 @@ def _persistence(b: _Builder, o: dict[str, Json], what: str) -> None:
     )
     if not trivial:
         raise invalid_computation(f"{what} with a persistence window cannot stream", "POINT_PERSISTENCE")
+
+
+def _persistence_v2(b: _Builder, o: dict[str, Json]) -> None:
+    """`ThresholdRangesV2`'s persistence fields stream only at their defaults (one point, one
+    nanosecond, the range starting at the first matching point); otherwise refused by name."""
+    refusal: tuple[str, object] | None = None
+    min_points, min_duration, start = o.get("minPoints"), o.get("minDuration"), o.get("rangeStart")
+    if min_points is not None and (points := b.integer_constant(min_points)) != 1:
+        refusal = ("minPoints", points)
+    elif min_duration is not None and (duration_ns := b.duration_expression(min_duration)) > 1:
+        refusal = ("minDuration", f"{duration_ns} ns")
+    elif start is not None and (kind := b.enum_value("RangeStart", start, "rangeStart")) != "CONDITION_START":
+        refusal = ("rangeStart", kind)
+    if refusal is not None:
+        field_name, value = refusal
+        raise ComputeError(
+            "InvalidComputation",
+            f"thresholdRangesV2.{field_name} = {value} asks for a persistence window, which cannot stream",
+            {"invalidTypes": "POINT_PERSISTENCE", "field": field_name},
+        )
+
+
+def _threshold_v2(b: _Builder, v: Json) -> nodes.RangeNode:
+    o = b.obj(v, "thresholdRangesV2")
+    _persistence_v2(b, o)
+    x = b.timed(b.numeric(b.get(o, "input", "thresholdRangesV2")), "thresholdRangesV2")
+    kind, comparison = b.variant("ThresholdRangesComparison", b.get(o, "comparison", "thresholdRangesV2"))
+    c = b.obj(comparison, kind)
+    threshold = b.double_constant(b.get(c, "threshold", kind))
+    tolerance = 0.0
+    if kind in ("eq", "ne") and c.get("tolerance") is not None:
+        tolerance = b.double_constant(c["tolerance"])
+        if not tolerance >= 0.0:  # NaN too
+            message = f"thresholdRangesV2 {kind}.tolerance must be >= 0, got {tolerance}"
+            raise invalid_computation(message, "tolerance")
+    return nodes.Threshold(x, THRESHOLD_COMPARISONS[kind], threshold, tolerance)
 
 
 def _threshold(b: _Builder, v: Json) -> nodes.RangeNode:
@@ -431,6 +496,7 @@ def _range_inputs(b: _Builder, v: Json, what: str) -> list[nodes.RangeNode]:
 
 RANGE_BUILDERS: dict[str, RangeBuilder] = {
     "threshold": _threshold,
+    "thresholdRangesV2": _threshold_v2,
     "minMaxThreshold": _min_max_threshold,
     "enumFilter": _enum_filter,
     "not": lambda b, v: nodes.NotRanges(b.ranges(b.get(b.obj(v, "not"), "input", "not"))),

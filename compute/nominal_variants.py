@@ -1,10 +1,33 @@
-"""Variant names of Nominal's compute unions (nominal-api 0.1505.0's Conjure IR).
+"""Variant names of Nominal's compute unions and values of its enums (nominal-api 0.1505.0's
+Conjure IR), and the one table of each kind of operator and unit name: the compiler and the
+evaluators take their names from here, and tests/test_nominal_compute.py checks every table
+against the IR.
 
 A variant listed here but not evaluated by Sparkwire gets an honest `InvalidComputation` or
 `PollingOnlyComputation`; a variant not listed at all is a malformed message.
 """
 
 from __future__ import annotations
+
+NANOS = 1_000_000_000
+# The unit variants of `scout.compute.api.Duration`, with their length in nanoseconds.
+DURATION_UNIT_NANOS: dict[str, int] = {
+    "nanoseconds": 1,
+    "milliseconds": 1_000_000,
+    "seconds": NANOS,
+    "minutes": 60 * NANOS,
+    "hours": 3600 * NANOS,
+    "days": 86400 * NANOS,
+}
+# `ThresholdRangesV2.comparison` (a `ThresholdRangesComparison`) -> the `ThresholdOperator` it means.
+THRESHOLD_COMPARISONS: dict[str, str] = {
+    "gt": "GREATER_THAN",
+    "ge": "GREATER_THAN_OR_EQUAL_TO",
+    "lt": "LESS_THAN",
+    "le": "LESS_THAN_OR_EQUAL_TO",
+    "eq": "EQUAL_TO",
+    "ne": "NOT_EQUAL_TO",
+}
 
 VARIANTS: dict[str, frozenset[str]] = {
     "ComputableNode": frozenset(
@@ -216,36 +239,32 @@ VARIANTS: dict[str, frozenset[str]] = {
     "DoubleConstant": frozenset(["literal", "variable", "builtin"]),
     "DurationConstant": frozenset(["literal", "variable"]),
     "IntegerConstant": frozenset(["literal", "variable"]),
-    "Duration": frozenset(
-        [
-            "reference",
-            "nanoseconds",
-            "milliseconds",
-            "seconds",
-            "minutes",
-            "hours",
-            "days",
-            "add",
-            "subtract",
-            "negate",
-        ]
-    ),
+    "Duration": frozenset(["reference", *DURATION_UNIT_NANOS, "add", "subtract", "negate"]),
     "StringConstant": frozenset(["literal", "variable"]),
     "StringSetConstant": frozenset(["literal", "variable"]),
     "SummarizationStrategy": frozenset(["decimate", "largestTriangleThreeBuckets", "page", "truncate"]),
     "OutputRangeStart": frozenset(["firstPointMatchingCondition", "afterPersistenceWindow"]),
-}
-ENUMS: dict[str, frozenset[str]] = {
-    "ThresholdOperator": frozenset(
+    "ThresholdRangesComparison": frozenset(THRESHOLD_COMPARISONS),
+    "Dataset": frozenset(
         [
-            "GREATER_THAN",
-            "GREATER_THAN_OR_EQUAL_TO",
-            "LESS_THAN",
-            "LESS_THAN_OR_EQUAL_TO",
-            "EQUAL_TO",
-            "NOT_EQUAL_TO",
+            "asset",
+            "run",
+            "saved",
+            "search",
+            "combine",
+            "tag",
+            "filter",
+            "timeShift",
+            "alignByAnchor",
+            "withSeries",
+            "dropSeries",
+            "reference",
+            "withDimensions",
         ]
     ),
+}
+ENUMS: dict[str, frozenset[str]] = {
+    "ThresholdOperator": frozenset(THRESHOLD_COMPARISONS.values()),
     "MinMaxThresholdOperator": frozenset(
         ["OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS"]
     ),
@@ -253,6 +272,8 @@ ENUMS: dict[str, frozenset[str]] = {
     "TimeUnit": frozenset(
         ["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
     ),
+    "RangeStart": frozenset(["CONDITION_START", "PERSISTENCE_START"]),
+    "SeriesStorage": frozenset(["ICEBERG", "CLICKHOUSE"]),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.

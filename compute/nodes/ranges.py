@@ -52,15 +52,23 @@ def complement(r: Ranges) -> Ranges:
 
 @dataclass
 class Threshold(RangeNode):
+    """`value <operator> threshold`. A tolerance (thresholdRangesV2's eq / ne) widens EQUAL_TO to
+    |value - threshold| <= tolerance; NOT_EQUAL_TO is its negation (NaN is never equal)."""
+
     input: SeriesNode
     operator: str
     threshold: float
+    tolerance: float = 0.0
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         s = numeric(self.input.evaluate(env), "threshold")
+        if self.tolerance and self.operator in ("EQUAL_TO", "NOT_EQUAL_TO"):
+            with np.errstate(all="ignore"):  # inf - inf is NaN: equal infinities stay equal below
+                near = (s.values == self.threshold) | (np.abs(s.values - self.threshold) <= self.tolerance)
+            return condition_ranges(s.ts, near if self.operator == "EQUAL_TO" else ~near)
         return condition_ranges(s.ts, THRESHOLD_OPS[self.operator](s.values, self.threshold))
 
 
