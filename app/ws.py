@@ -73,7 +73,7 @@ class Session:
             pass  # liveness is recorded for every message received
         elif isinstance(message, Unsubscribe):
             for sub_id in message.unsubscribe:
-                self._drop(str(sub_id))
+                self._drop(sub_id)
         elif isinstance(message, Subscribe):
             self._subscribe(message)
         elif isinstance(message, ClientUpdateToken):
@@ -126,8 +126,7 @@ class Session:
         settings = self.state.settings
         limits = Limits(int(settings.max_window_seconds * 1e9), settings.max_points)
         compiled: list[tuple[str, StreamingComputeNodeSubscription, Any]] = []
-        for uuid_id, sub in message.subscribe.items():
-            sub_id = str(uuid_id)
+        for sub_id, sub in message.subscribe.items():
             request = sub.compute_request
             options = sub.subscription_options
             rc = options.result_configuration
@@ -245,11 +244,15 @@ def _iso(value: Any) -> str:
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = ".".join(_short(str(p)) for p in first["loc"])  # a key may be an oversized id
         return f"not a ClientMessage: {where}: {first['msg']} ({exc.error_count()} problem(s))"
     if isinstance(exc, orjson.JSONDecodeError | json.JSONDecodeError):
         return f"not JSON: {exc}"
     return f"not a ClientMessage: {exc}"
+
+
+def _short(text: str, keep: int = 40) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...({len(text)} characters)"
 
 
 async def _heartbeat(state: ServerState, connection: Connection) -> None:

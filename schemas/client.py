@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, StringConstraints, TypeAdapter
 
 from schemas.conjure import ConjureModel, ConjureUnion, Duration
 
-SubscriptionId = uuid.UUID
+# Nominal's IR declares SubscriptionId a UUID, but its generated Python type is a plain `str` that
+# the Conjure decoder never checks, so clients send names such as "my-sub-1". Any non-empty string
+# of at most 256 characters is an id (UUIDs, 36 characters, included): far above any name a client
+# picks, while every update frame repeats the id and each connection keeps one per subscription.
+SUBSCRIPTION_ID_MAX_LENGTH = 256
+SubscriptionId = Annotated[
+    str,
+    StringConstraints(strict=True, min_length=1, max_length=SUBSCRIPTION_ID_MAX_LENGTH),
+    Field(description="A subscription id: any non-empty string of at most 256 characters, UUIDs included"),
+]
 
 
 class Context(ConjureModel):
