@@ -59,6 +59,16 @@ class Settings(BaseSettings):
     handshake_timeout: float = Field(10.0, gt=0, description="seconds for request headers, then 1st message")
     send_queue_limit: int = Field(1000, gt=0, description="frames queued for a client before close 4008")
     slow_consumer_timeout: float = Field(30.0, gt=0, description="seconds a client may lag before close 4008")
+    # -- ingest limits (app/request_body.py, app/ingest.py): checked before anything is stored
+    max_request_bytes: int = Field(
+        64 << 20, gt=0, description="largest ingest body, bytes after Content-Encoding is undone (413)"
+    )
+    max_points_per_request: int = Field(1_000_000, gt=0, description="points in one ingest request (413)")
+    max_tags_per_series: int = Field(64, ge=0, description="tags of one series in an ingest request (400)")
+    max_tag_key_length: int = Field(256, gt=0, description="characters of a tag key (400)")
+    max_tag_value_length: int = Field(1024, gt=0, description="characters of a tag value (400)")
+    max_channel_length: int = Field(1024, gt=0, description="characters of a channel name (400)")
+    max_data_source_rid_length: int = Field(256, gt=0, description="characters of a dataSourceRid (400)")
     # -- recovery (compute/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")

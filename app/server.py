@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from app import asyncapi, catalog, dashboard, health, metrics, openapi
 from app.config import Settings
+from app.errors import install_error_handlers
 from app.hub import Hub
 from app.ingest import write_points
 from app.logging_setup import spark_output_path
@@ -109,6 +110,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(catalog.router)
     app.include_router(dashboard.router)
     app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
+    install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
     app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
     openapi.install(app)
     return app
