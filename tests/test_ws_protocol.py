@@ -117,7 +117,7 @@ async def test_unparseable_messages_get_client_message_error_and_the_connection_
     bad_messages = [
         "not json at all",
         json.dumps({"type": "launch", "launch": {}}),
-        json.dumps({"type": "unsubscribe", "unsubscribe": ["not-a-uuid"]}),
+        json.dumps({"type": "unsubscribe", "unsubscribe": [""]}),
         "[" * 100 + "]" * 100,
     ]
     for text in bad_messages:
