@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
+import sys
 from pathlib import Path
 from types import FrameType
 
@@ -16,41 +18,67 @@ from app.limits import http_protocol_with_header_deadline
 from app.logging_setup import configure_logging
 from app.server import create_app
 from app.shutdown import drain
+from app.state import ServerState
 from app.ws_protocol import FanOutWebSocketProtocol
+
+log = logging.getLogger("app.cli")
+SPARK_WATCH_SECONDS = 1.0  # how often the server checks that Spark's JVM is still there
 
 
 class DrainingServer(uvicorn.Server):
-    """Uvicorn, except that the first SIGTERM/SIGINT drains connections before the server stops."""
+    """Uvicorn, except that the first SIGTERM/SIGINT drains connections before the server stops
+    (app/shutdown.py; a second one stops it at once), and that a Spark JVM gone for good drains it
+    too, ending with exit status 1: a query cannot be restarted without its JVM, and a fresh process
+    from the service manager (systemd's Restart=on-failure, Kubernetes) can serve again."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self._draining: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.exit_status = 0
 
     async def serve(self, sockets: list | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        watch = self._loop.create_task(self._watch_spark(), name="spark-watch")
+        try:
+            await super().serve(sockets)
+        finally:
+            watch.cancel()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        app = _find_app(self.config.loaded_app)
-        state = getattr(getattr(app, "state", None), "sparkwire", None)
+        state = self._state()
         if self._draining is not None or state is None or self._loop is None:
             self.should_exit = True
             if self._draining is not None:
                 self.force_exit = True
             return
         loop = self._loop
+        loop.call_soon_threadsafe(self._begin_drain, state)
 
-        def begin() -> None:
-            self._draining = loop.create_task(self._drain_then_exit(state))
+    def _begin_drain(self, state: ServerState) -> None:
+        if self._draining is None and self._loop is not None:
+            self._draining = self._loop.create_task(self._drain_then_exit(state))
 
-        loop.call_soon_threadsafe(begin)
-
-    async def _drain_then_exit(self, state: object) -> None:
+    async def _drain_then_exit(self, state: ServerState) -> None:
         try:
-            await drain(state)  # type: ignore[arg-type]
+            await drain(state)
         finally:
             self.should_exit = True
+
+    async def _watch_spark(self) -> None:
+        while True:
+            await asyncio.sleep(SPARK_WATCH_SECONDS)
+            state = self._state()
+            if state is None or state.draining or state.supervisor is None or not state.supervisor.gave_up:
+                continue
+            log.error("%s: the server stops, with exit status 1", state.supervisor.last_error)
+            self.exit_status = 1
+            self._begin_drain(state)
+            return
+
+    def _state(self) -> ServerState | None:
+        app = _find_app(self.config.loaded_app)
+        return getattr(getattr(app, "state", None), "sparkwire", None)
 
 
 def _find_app(app: object) -> object:
@@ -61,7 +89,7 @@ def _find_app(app: object) -> object:
 
 
 def serve(settings: Settings) -> None:
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(settings.log_level, settings.log_format, settings.access_log)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
     config = uvicorn.Config(
@@ -70,6 +98,7 @@ def serve(settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level.lower(),
         log_config=None,  # uvicorn's loggers go through configure_logging's handler
+        access_log=settings.access_log,  # off: app/request_summary.py's summary line instead
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
@@ -78,6 +107,8 @@ def serve(settings: Settings) -> None:
     )
     server = DrainingServer(config)
     server.run()
+    if server.exit_status:
+        sys.exit(server.exit_status)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
     )
+    access_log: bool = Field(False, description="a log line per HTTP request and WebSocket handshake")
+    summary_interval: float = Field(
+        60.0, ge=0, description="seconds between summary log lines (requests, points, rejects; 0 = none)"
+    )
     source: Literal["embedded", "redis"] = Field(
         "embedded", description="point log: embedded (SQLite in data-dir) or redis (Redis Streams, shared)"
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,30 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
-def configure_logging(level: str, log_format: str) -> None:
-    """Route every Python logger (uvicorn's included) through one stderr handler."""
+class _WebSocketHandshakeLines(logging.Filter):
+    """uvicorn's INFO lines for each WebSocket (the handshake accepted, then the websockets
+    library's "connection open" and "connection closed"): an access log by another name, shown
+    only with `access_log`. Refused handshakes (403, 401) keep their line."""
+
+    MESSAGES = frozenset({'%s - "WebSocket %s" [accepted]', "connection open", "connection closed"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.msg in self.MESSAGES)
+
+
+class _Py4jOnRoot(logging.Filter):
+    """py4j logs "Exception while sending command." with a traceback at INFO on the root logger
+    (not on its own, which _QUIET keeps at WARNING) each time it retries a call to a JVM that has
+    gone; the call itself then fails and is reported by whoever made it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def configure_logging(level: str, log_format: str, access_log: bool = False) -> None:
+    """Route every Python logger (uvicorn's included) through one stderr handler. Without
+    `access_log`, requests that succeed leave no line of their own: app/request_summary.py
+    counts them in its periodic summary line (uvicorn's access log is off in app/cli.py)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
@@ -56,10 +79,18 @@ def configure_logging(level: str, log_format: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for quiet in [f for f in root.filters if isinstance(f, _Py4jOnRoot)]:
+        root.removeFilter(quiet)
+    root.addFilter(_Py4jOnRoot())
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uv = logging.getLogger(name)
         uv.handlers.clear()
         uv.propagate = True
+    uv_error = logging.getLogger("uvicorn.error")
+    for old_filter in [f for f in uv_error.filters if isinstance(f, _WebSocketHandshakeLines)]:
+        uv_error.removeFilter(old_filter)
+    if not access_log:
+        uv_error.addFilter(_WebSocketHandshakeLines())
     for name, quiet_level in _QUIET.items():
         logging.getLogger(name).setLevel(quiet_level)
 

@@ -100,8 +100,18 @@ class Metrics:
             "raw points those pre-aggregated buckets summarized (never sent to the driver)",
             registry=r,
         )
+        self.http_requests = Counter(
+            "sparkwire_http_requests",
+            "HTTP requests answered, by status class (2xx, 4xx, ...); health probes and scrapes not counted",
+            ["status"],
+            registry=r,
+        )
+        self.websocket_connections_opened = Counter(
+            "sparkwire_websocket_connections_opened", "WebSocket handshakes accepted", registry=r
+        )
         for reason in ("invalid", "late"):
             self.points_rejected.labels(reason)  # present (at 0) from the first scrape
+        self._requests_by_class = {c: self.http_requests.labels(f"{c}xx") for c in range(1, 6)}
 
     # -- hooks -------------------------------------------------------------------------------------
     def observe_batch(self, stats: BatchStats) -> None:
@@ -113,6 +123,12 @@ class Metrics:
         if stats.aggregated_buckets:
             self.preaggregated_buckets.inc(stats.aggregated_buckets)
             self.preaggregated_points.inc(stats.aggregated_points)
+
+    def count_request(self, status: int) -> None:
+        """One HTTP answer (app/request_summary.py)."""
+        counter = self._requests_by_class.get(status // 100)
+        if counter is not None:
+            counter.inc()
 
     def reject_request(self, body: bytes) -> None:
         self.requests_rejected.inc()

@@ -19,6 +19,7 @@ from app.hub import Hub
 from app.ingest import write_points
 from app.logging_setup import spark_output_path
 from app.point_log import open_point_log
+from app.request_summary import RequestLog, Summary
 from app.state import ServerState
 from app.ws import websocket_endpoint
 
@@ -48,7 +49,11 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         state.hub.engine = engine
         engine.on_batch = state.metrics.observe_batch
         state.engine = engine
+        if _shutting_down(state):
+            return
         engine.warm_up()
+        if _shutting_down(state):
+            return
         for attempt in range(1, START_ATTEMPTS + 1):  # ready only once the query really runs
             engine.start()
             if engine.first_trigger_ran(timeout=120):
@@ -80,6 +85,13 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         state.startup_error = str(exc)
 
 
+def _shutting_down(state: ServerState) -> bool:
+    """A SIGTERM during start-up: the rest of it is skipped (the lifespan stops what was started)."""
+    if state.draining:
+        log.info("shutting down: Spark start-up stops here")
+    return state.draining
+
+
 def create_app(settings: Settings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -91,15 +103,20 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.sparkwire = state
         starter = threading.Thread(target=_start_spark, args=(state, loop), name="spark-start", daemon=True)
         starter.start()
+        summary = Summary(state, settings.summary_interval)
+        summary.start()
         try:
             yield
         finally:
+            await summary.stop()  # the last summary line: up to the end of the drain
             await asyncio.to_thread(starter.join)
             if state.supervisor is not None:
                 await asyncio.to_thread(state.supervisor.stop)
             if state.engine is not None:
+                from compute.session import stop_session  # as in _start_spark: pyspark loads late
+
                 await asyncio.to_thread(state.engine.stop)
-                await asyncio.to_thread(state.engine.spark.stop)
+                await asyncio.to_thread(stop_session, state.engine.spark)
             durable.close()
             log.info("stopped")
 
@@ -109,6 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(asyncapi.router)
     app.include_router(catalog.router)
     app.include_router(dashboard.router)
+    app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/request_summary.py)
     app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
     app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)

@@ -1,10 +1,17 @@
-"""Graceful drain on SIGTERM: not ready, shutdownNotice to everyone, updates keep flowing for the
-grace period, then every connection closes with 1012 (service restart)."""
+"""Graceful drain on SIGTERM or SIGINT: not ready, shutdownNotice to everyone, updates keep flowing
+for the grace period, then every connection still open closes with 1012 (service restart).
+
+The grace period is for clients to move elsewhere, so it ends as soon as none is left: a server
+without WebSocket clients stops at once, and one whose clients all left after the notice stops
+then. The streaming query is no longer restarted from the moment the drain begins
+(compute/supervisor.py): a restart would outlive the process it serves.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from app import frames
 from app.state import ServerState
@@ -12,20 +19,31 @@ from app.state import ServerState
 log = logging.getLogger(__name__)
 
 SERVICE_RESTART = 1012
+POLL_SECONDS = 0.1  # how often the drain looks for clients that have left
 
 
 async def drain(state: ServerState) -> None:
     state.draining = True
+    if state.supervisor is not None:
+        state.supervisor.begin_shutdown()
     connections = list(state.connections)
-    log.info(
-        "draining: shutdownNotice to %d connection(s), grace %.1fs",
-        len(connections),
-        state.settings.shutdown_grace,
-    )
+    grace = state.settings.shutdown_grace
+    if not connections:
+        log.info("draining: no connections, stopping now")
+        return
+    log.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections), grace)
     for connection in connections:
         connection.send(frames.shutdown_notice())
-    await asyncio.sleep(state.settings.shutdown_grace)
+    started = time.monotonic()
+    deadline = started + grace
+    while state.connections and time.monotonic() < deadline:
+        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+    remaining = list(state.connections)
+    if not remaining:
+        log.info("draining: every client left after %.1fs, stopping now", time.monotonic() - started)
+        return
+    log.info("draining: grace period over, closing %d connection(s) with 1012", len(remaining))
     await asyncio.gather(
-        *(c.close(SERVICE_RESTART, "server shutting down") for c in list(state.connections)),
+        *(c.close(SERVICE_RESTART, "server shutting down") for c in remaining),
         return_exceptions=True,
     )

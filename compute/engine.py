@@ -34,6 +34,7 @@ from compute.backend import PointLog
 from compute.backfill import BackfillQueue
 from compute.computation import Batch, Change, Computation, Rows
 from compute.errors import ComputeError
+from compute.session import jvm_exit_status
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,12 @@ class Engine:
         return self._query
 
     def query_active(self) -> bool:
-        return self._query is not None and self._query.isActive
+        if self._query is None or jvm_exit_status(self.spark) is not None:
+            return False
+        try:
+            return bool(self._query.isActive)
+        except Exception:  # the JVM is going: a query it cannot answer for is not running
+            return False
 
     @property
     def running(self) -> bool:
@@ -117,11 +123,15 @@ class Engine:
 
     def stop(self) -> None:
         if self._query is not None:
+            query, self._query = self._query, None
+            status = jvm_exit_status(self.spark)
+            if status is not None:  # a JVM that exited took the query with it: nothing to stop
+                log.info("streaming query not stopped: Spark's JVM had already exited (status %d)", status)
+                return
             try:
-                self._query.stop()
-            except Exception:  # stopping may race with a dying JVM; nothing left to save
-                log.warning("stopping the streaming query failed", exc_info=True)
-            self._query = None
+                query.stop()
+            except Exception as exc:  # stopping may race with a dying JVM; nothing left to save
+                log.warning("stopping the streaming query failed: %s", _first_line(exc))
 
     def recover(self) -> None:
         """Replace a failed query with a new one at the log's end and rebuild every computation
@@ -352,6 +362,10 @@ class Engine:
 
 
 _PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def first_trigger_ran(query: StreamingQuery, timeout: float) -> bool:

@@ -1,11 +1,23 @@
-"""The one SparkSession of a Sparkwire process: local[2] by default, quiet, sized to the cores."""
+"""The one SparkSession of a Sparkwire process: local[2] by default, quiet, sized to the cores.
+
+Stopping belongs to the Python process. Spark's JVM is started ignoring SIGTERM (PySpark already
+starts it ignoring SIGINT), so a SIGTERM sent to the whole process group (`kill -TERM -- -PGID`) or
+to every process of a cgroup at once (systemd's KillMode=control-group) leaves it running while the
+server drains; the server then stops the query and the session itself. The JVM still goes when the
+Python process goes, however it goes: PySpark's gateway exits when its stdin pipe from Python closes
+(docs/decisions/0025-stopping-under-any-supervisor.md).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -56,9 +68,12 @@ def build_session(
     if jvm_output is not None and SparkContext._active_spark_context is None:
         jvm_output.parent.mkdir(parents=True, exist_ok=True)
         with jvm_output.open("ab") as sink:  # the JVM keeps its own copy of the descriptor
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+            popen_kwargs = _JvmPopenKwargs(stdout=sink, stderr=sink)
+            gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
         SparkContext(conf=conf, gateway=gateway)
         log.info("Spark's console output goes to %s", jvm_output)
+        if not jvm_ignores_sigterm(gateway.proc):
+            log.warning("Spark's JVM does not ignore SIGTERM: a signal to the process group stops it at once")
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if is_cluster(master):
@@ -66,3 +81,69 @@ def build_session(
         log.info("executors import compute from %s", executor_code_origin(spark))
     log.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
     return spark
+
+
+class _JvmPopenKwargs(dict[str, Any]):
+    """`launch_gateway`'s Popen arguments. PySpark sets its own `preexec_fn` in them (the JVM ignores
+    SIGINT, so Ctrl+C in a terminal reaches only Python); this one adds SIGTERM to it.
+
+    A signal ignored when a program starts stays ignored across exec (spark-submit is a shell
+    script that execs the JVM), and HotSpot installs no shutdown handler for a SIGHUP, SIGINT or
+    SIGTERM that is ignored at start-up (the `nohup` convention), so the JVM and the Python
+    processes it starts with that disposition (the streaming source's runner) ignore SIGTERM.
+    """
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "preexec_fn":
+            value = _also_ignoring_sigterm(value)
+        super().__setitem__(key, value)
+
+
+def _also_ignoring_sigterm(preexec: Callable[[], None] | None) -> Callable[[], None]:
+    def preexec_fn() -> None:  # runs in the forked child, before exec
+        if preexec is not None:
+            preexec()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    return preexec_fn
+
+
+def jvm_ignores_sigterm(process: subprocess.Popen[bytes] | None) -> bool:
+    """Whether the JVM process ignores SIGTERM (True where it cannot be told: not Linux, no process)."""
+    if process is None:
+        return True
+    try:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except OSError:
+        return True
+    ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), None)
+    return ignored is None or bool(int(ignored, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def jvm_process(spark: SparkSession) -> subprocess.Popen[bytes] | None:
+    """The JVM this process started for the session (None: a gateway it did not start)."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    return getattr(gateway, "proc", None)
+
+
+def jvm_exit_status(spark: SparkSession) -> int | None:
+    """The JVM's exit status once it has exited; None while it runs (or when it is not ours)."""
+    process = jvm_process(spark)
+    return None if process is None else process.poll()
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop the session, or say in one line why there is nothing left to stop (a JVM that exited on
+    its own, killed or crashed, leaves nothing to save; no traceback for it)."""
+    status = jvm_exit_status(spark)
+    if status is not None:
+        log.warning("Spark's JVM had already exited (status %d); nothing to stop", status)
+        return
+    try:
+        spark.stop()
+    except Exception as exc:
+        status = jvm_exit_status(spark)
+        if status is None:
+            log.warning("stopping the Spark session failed: %s", exc)
+        else:
+            log.warning("Spark's JVM exited while the session stopped (status %d)", status)

@@ -4,6 +4,11 @@ the supervisor notices within a poll, tells the subscribers (`JobInvalidState`, 
 "the streaming compute job entered a terminal state unexpectedly"), restarts the query with
 exponential backoff (first retry after `first_delay` <= 5 s) and, once every computation has been
 rebuilt from the log, tells them again so each subscriber gets a fresh FullResult.
+
+Once the server begins to shut down (`begin_shutdown`, at the first SIGTERM), a query that stops is
+only reported, in one line: restarting it would outlive the process, and Spark's JVM may be going
+too. A JVM that has exited cannot be restarted from here either: the supervisor says so once and
+leaves the restart to whatever supervises the process (docs/decisions/0025).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 
 from compute.engine import Engine
 from compute.errors import ComputeError
+from compute.session import jvm_exit_status
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +45,23 @@ class StreamSupervisor:
         self.restarts = 0  # successful restarts
         self.next_attempt_at: float | None = None  # unix time of the next restart while degraded
         self.last_error: str | None = None
+        self.gave_up = False  # the query stopped and will not be restarted (shutdown, or no JVM)
         self._delay = first_delay
         self._recovered_at = 0.0
         self._stop = threading.Event()
+        self._shutting_down = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stream-supervisor", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def begin_shutdown(self) -> None:
+        """The server is draining: from now on a query that stops is not restarted (non-blocking)."""
+        self._shutting_down.set()
+
     def stop(self) -> None:
         """Before the engine stops the query on purpose, so that is not taken for a failure."""
+        self._shutting_down.set()
         self._stop.set()
         self._thread.join(timeout=30)
 
@@ -56,6 +69,8 @@ class StreamSupervisor:
     def status(self) -> str:
         if not self.engine.degraded:
             return "running"
+        if self.gave_up:
+            return f"streaming query stopped ({self.last_error}); not restarted"
         wait = None if self.next_attempt_at is None else max(0.0, self.next_attempt_at - time.time())
         when = "" if wait is None else f" in {wait:.1f}s"
         return f"streaming query failed ({self.last_error}); restart attempt{when}"
@@ -66,7 +81,33 @@ class StreamSupervisor:
                 continue
             if self._stop.is_set():
                 return
+            jvm_status = jvm_exit_status(self.engine.spark)
+            if self._shutting_down.is_set() or jvm_status is not None:
+                self._give_up(jvm_status)
+                return
             self._recover(self.engine.failure_reason())
+
+    def _give_up(self, jvm_status: int | None) -> None:
+        """A query that stopped when it cannot or must not be restarted: one line, no restart."""
+        self.engine.degraded = True
+        self.next_attempt_at = None
+        self.gave_up = True
+        if jvm_status is not None:
+            self.last_error = f"Spark's JVM exited (status {jvm_status})"
+        else:
+            self.last_error = self.engine.failure_reason()
+        if self._shutting_down.is_set():
+            log.warning("streaming query stopped during shutdown (%s); not restarted", self.last_error)
+            return
+        self.failures += 1
+        log.error("streaming query terminated: %s; it cannot be restarted in this process", self.last_error)
+        self.on_failed(
+            ComputeError(
+                "JobInvalidState",
+                f"the streaming query stopped unexpectedly ({self.last_error}) and cannot be restarted",
+                status_code=500,
+            )
+        )
 
     def _recover(self, reason: str) -> None:
         self.failures += 1
@@ -87,13 +128,23 @@ class StreamSupervisor:
         while True:
             self.next_attempt_at = time.time() + delay
             log.info("restarting the streaming query in %.1fs (attempt %d)", delay, attempt)
-            if self._stop.wait(delay):
+            if self._stop.wait(delay) or self._shutting_down.is_set():
                 return
             try:
                 self.engine.recover()
                 if not self.engine.query_active():
                     raise RuntimeError(self.engine.failure_reason())
             except Exception as exc:
+                if self._shutting_down.is_set():
+                    log.warning("restarting the streaming query stopped by the shutdown: %s", exc)
+                    return
+                jvm_status = jvm_exit_status(self.engine.spark)
+                if jvm_status is not None:
+                    self.gave_up = True
+                    self.next_attempt_at = None
+                    self.last_error = f"Spark's JVM exited (status {jvm_status})"
+                    log.error("restarting the streaming query failed: %s; not retried", self.last_error)
+                    return
                 self.last_error = f"restart failed: {exc}"
                 log.exception("restarting the streaming query failed")
                 delay = min(self.max_delay, delay * 2)
