@@ -121,7 +121,8 @@ async def accept_writes(request: Request, decode: Callable[[bytes], list[SeriesW
     `decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
     the data sources the token reaches (403), then the durable log (WriteRejected: 400,
     InsufficientStorage: 507). 200 once every point is durable; on any refusal nothing is stored.
-    Every error body is a Conjure error (app/errors.py)."""
+    Every error body is a Conjure error (app/errors.py). `decode` runs on the event loop and must
+    raise InvalidWrite for anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire
     if not state.origins.permits(request.headers):
         return error_response(403, "this Origin may not write here")
