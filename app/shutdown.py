@@ -28,10 +28,10 @@ async def drain(state: ServerState) -> None:
         state.supervisor.begin_shutdown()
     connections = list(state.connections)
     grace = state.settings.shutdown_grace
+    log.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections), grace)
     if not connections:
         log.info("draining: no connections, stopping now")
         return
-    log.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections), grace)
     for connection in connections:
         connection.send(frames.shutdown_notice())
     started = time.monotonic()
