@@ -15,14 +15,15 @@ import math
 import re
 import uuid
 from collections import Counter
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from app.auth import ANONYMOUS, AuthError, bearer_token
 from app.errors import HttpError
+from app.request_body import read_body
 
 router = APIRouter()
 
@@ -51,6 +52,9 @@ class GetDatasetsRequest(BaseModel):
     """nominal_api.scout_catalog.GetDatasetsRequest."""
 
     datasetRids: list[str] = Field(max_length=MAX_DATASETS_PER_REQUEST)
+
+
+_REQUEST: TypeAdapter[GetDatasetsRequest | list[str]] = TypeAdapter(GetDatasetsRequest | list[str])
 
 
 def dataset_uuid(rid: str) -> str:
@@ -95,10 +99,14 @@ def enriched_dataset(rid: str, series_count: int, now: str, retention_seconds: f
 @router.post(
     "/catalog/v1/datasets/multiple",
     summary="Nominal's getEnrichedDatasets: the datasets (data sources) with these rids",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _REQUEST.json_schema()}},
+        }
+    },
 )
-async def get_enriched_datasets(
-    request: Request, body: Annotated[GetDatasetsRequest | list[str], Body()]
-) -> JSONResponse:
+async def get_enriched_datasets(request: Request) -> JSONResponse:
     state = request.app.state.sparkwire
     if not state.origins.permits(request.headers):
         raise HttpError(403, "this Origin may not read the catalog")
@@ -108,6 +116,14 @@ async def get_enriched_datasets(
             principal = state.auth.authenticate(bearer_token(request.headers))
         except AuthError as exc:
             raise HttpError(401, str(exc)) from None
+    # Read like an ingest body: the `nominal` SDK zstd-compresses every body it sends.
+    raw = await read_body(request, state.settings.max_request_bytes)
+    try:
+        body = _REQUEST.validate_json(raw)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"]) or "body"
+        raise HttpError(400, f"{where}: {problem['msg']} (a GetDatasetsRequest or a list of rids)") from None
     rids = body.datasetRids if isinstance(body, GetDatasetsRequest) else body
     if len(rids) > MAX_DATASETS_PER_REQUEST:
         raise HttpError(400, f"at most {MAX_DATASETS_PER_REQUEST} dataset rids per request")

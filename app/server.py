@@ -17,6 +17,7 @@ from app.config import Settings
 from app.errors import install_error_handlers
 from app.hub import Hub
 from app.ingest import write_points
+from app.ingest_nominal import write_nominal
 from app.logging_setup import spark_output_path
 from app.point_log import open_point_log
 from app.request_summary import RequestLog, Summary
@@ -128,6 +129,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(dashboard.router)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/request_summary.py)
     app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
+    app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
     app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
     openapi.install(app)

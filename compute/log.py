@@ -102,8 +102,8 @@ class InsufficientStorage(Exception):
 class SeriesWrite:
     key: SeriesKey
     kind: SeriesKind
-    ts: list[int]
-    values: list[float] | list[str]
+    ts: list[int] | np.ndarray  # int64 nanoseconds; the protobuf decoder hands numpy columns
+    values: list[float] | list[str] | np.ndarray  # a numeric series' float64 column, or strings
 
 
 @dataclass
