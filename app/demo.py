@@ -23,7 +23,7 @@ from sparkwire_client.writer import WriteError, Writer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RID = "ri.sparkwire.demo"
+DEFAULT_RID = "ri.sparkwire.main.dataset.demo"
 MODES = ("PARK", "DRIVE", "NEUTRAL", "REVERSE")
 NUMERIC_CHANNELS = ("engine.temp", "engine.rpm", "battery.voltage", "speed")
 STRING_CHANNEL = "drive.mode"

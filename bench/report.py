@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from bench.baselines import DIED
+from bench.ingest_ceiling import kept_section
 
 Json = Any
 
@@ -360,4 +361,6 @@ def render(r: Json) -> str:
             "include both ends.",
         ]
     lines.append("")
-    return "\n".join(lines)
+    # The ingest-ceiling section comes from its own run (bench/ingest_ceiling.py): carried over.
+    kept = kept_section()
+    return "\n".join(lines) + ("\n\n" + kept if kept else "")

@@ -6,7 +6,7 @@ import { colorOf, draw } from "./chart.js";
 import { LiveConnection, MergedView, newId, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
-  rid: "ri.sparkwire.demo",
+  rid: "ri.sparkwire.main.dataset.demo",
   channels: "engine.temp",
   tags: "",
   groupBy: "vehicle",

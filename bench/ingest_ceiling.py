@@ -1,0 +1,306 @@
+"""The ingest ceiling of each write endpoint, from one run: `python -m bench.ingest_ceiling`.
+
+One server, one subscriber to a raw window of the feed's first channel (as workload 1), then for each
+endpoint a ramp of total rates, `step_s` seconds each, until a step fails to hold: fewer than 95%
+of the target points stored, an end-to-end p99 over 500 ms, or a failed request. The ceiling is the
+highest rate held. The endpoints:
+- json: bench/feed.py, `POST /storage/writer/v1`, one request every 10 ms, latency from each 200;
+- protobuf: Nominal's own client (`nominal-streaming`, its Rust core: protobuf + zstd to
+  `POST /storage/writer/v1/nominal/{rid}`), fed `enqueue_batch` every 10 ms with its request delay
+  at 10 ms too. The client answers nothing per request, so a point's latency runs from its enqueue
+  (the client's own batching included) to the frame, and the points stored are the server's count
+  (`sparkwire_points_ingested_total`).
+Both feeds run on the same two cores as the server; the report gives each one's CPU beside the
+server's, split into the server's Python process (HTTP, decoding, the log's commits), Spark's JVM
+and Spark's Python runners (the stream's reads of the log).
+
+Writes its table into BENCHMARKS.md between the `ingest-ceiling` markers (bench/report.py keeps that
+section when it rewrites the file) and every figure to BENCHMARKS.ingest.json.
+
+    python -m bench.ingest_ceiling [step_s=20] [json_rates=...] [protobuf_rates=...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import computations as comps
+from bench.children import Child, write_spec
+from bench.feed import TABLE, channel_name
+from bench.procstat import cpu_seconds, tree
+from bench.serverproc import ROOT, Server, start_server
+from bench.stats import delivery_latency, summarize
+
+Json = Any
+RID = "ri.bench.main.dataset.ingest"  # five parts: the Rust client refuses anything else
+MARK_BEGIN = "<!-- ingest-ceiling:begin -->"
+MARK_END = "<!-- ingest-ceiling:end -->"
+
+
+@dataclass
+class CeilingPlan:
+    channels: int = 10
+    step_s: float = 20.0
+    warmup_s: float = 4.0
+    json_rates: str = "100000,200000,300000,400000,500000,600000,800000"
+    protobuf_rates: str = "100000,200000,300000,400000,500000,600000,800000,1000000,1200000"
+
+    @classmethod
+    def parse(cls, args: list[str]) -> CeilingPlan:
+        plan = cls()
+        known = {f.name: type(getattr(plan, f.name)) for f in fields(cls)}
+        for arg in args:
+            name, _, value = arg.partition("=")
+            if name not in known:
+                raise SystemExit(f"unknown setting {name!r}; known: {', '.join(known)}")
+            setattr(plan, name, known[name](value))
+        return plan
+
+
+# -- the protobuf feed: Nominal's Rust client, run as a child process ------------------------------------
+def protobuf_feed(spec: Json) -> None:
+    """Enqueue every tick since the last one, every 10 ms, for `duration_s`; rows as bench/feed.py's
+    (sent, "200" = enqueue time, newest point ts, points, 200), saved to `out` after close()."""
+    from nominal_streaming import NominalDatasetStream, PyNominalStreamOpts
+
+    tick = 1_000_000_000 // spec["rate_hz"]
+    opts = PyNominalStreamOpts(max_request_delay_secs=0.01).with_api_base_url(spec["base_url"])
+    table = np.asarray(TABLE)
+    rows: list[tuple[int, int, int, int, int]] = []
+    stop = threading.Event()
+
+    def stop_on_stdin() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=stop_on_stdin, daemon=True).start()
+    cpu_before, began = time.process_time(), time.monotonic()
+    with NominalDatasetStream("bench", opts).with_core_consumer(spec["rid"]) as stream:
+        last_k = time.time_ns() // tick
+        i = 0
+        while time.monotonic() - began < spec["duration_s"] and not stop.is_set():
+            i += 1
+            time.sleep(max(0.0, began + i * 0.01 - time.monotonic()))
+            now_k = time.time_ns() // tick
+            if now_k <= last_k:
+                continue
+            ks = np.arange(last_k + 1, now_k + 1, dtype=np.int64)
+            stamps = ks * tick
+            sent = time.time_ns()
+            for c in range(spec["channels"]):
+                values = table[(ks + 97 * c) % 1000] + c
+                stream.enqueue_batch(channel_name(c), stamps, values)
+            rows.append((sent, sent, int(stamps[-1]), len(ks) * spec["channels"], 200))
+            last_k = now_k
+    closed = time.monotonic()
+    np.save(spec["out"], np.array(rows, dtype=np.int64).reshape(-1, 5))
+    print(
+        json.dumps(
+            {
+                "requests": len(rows),
+                "points_sent": int(sum(r[3] for r in rows)),
+                "seconds": round(closed - began, 2),
+                "cpu_cores": round((time.process_time() - cpu_before) / max(1e-9, closed - began), 2),
+            }
+        ),
+        flush=True,
+    )
+
+
+# -- the ramp -----------------------------------------------------------------------------------------
+def _cpu_split(pid: int) -> dict[str, float]:
+    """CPU seconds so far of the server's Python process, its JVM and its other (Python) children."""
+    split = {"server_python": cpu_seconds(pid), "jvm": 0.0, "spark_python": 0.0}
+    for p in tree(pid)[1:]:
+        try:
+            comm = Path(f"/proc/{p}/comm").read_text().strip()
+        except OSError:
+            continue
+        split["jvm" if comm == "java" else "spark_python"] += cpu_seconds(p)
+    return split
+
+
+def _points_ingested(server: Server) -> float:
+    return server.metrics().get("sparkwire_points_ingested_total", 0.0)
+
+
+class Ramp:
+    def __init__(self, plan: CeilingPlan, server: Server, work: Path, latency: Child) -> None:
+        self.plan, self.server, self.work, self.latency = plan, server, work, latency
+
+    def step(self, endpoint: str, rate: int) -> Json:
+        per_channel = max(1, rate // self.plan.channels)
+        name = f"{endpoint}_{rate}"
+        spec = {
+            "port": self.server.port,
+            "base_url": self.server.base_url,
+            "rid": RID,
+            "channels": self.plan.channels,
+            "rate_hz": per_channel,
+            "request_ms": 10,
+            "duration_s": self.plan.step_s,
+            "out": str(self.work / f"{name}.npy"),
+        }
+        before_points, before_cpu = _points_ingested(self.server), _cpu_split(self.server.pid)
+        started, wall = time.time_ns(), time.monotonic()
+        if endpoint == "json":
+            feed_spec = {k: v for k, v in spec.items() if k != "base_url"}
+            feed = Child("bench.feed", [json.dumps(feed_spec)], self.work / f"{name}.log")
+        else:
+            feed = Child(
+                "bench.ingest_ceiling",
+                ["feed", write_spec(self.work / f"{name}.json", spec)],
+                self.work / f"{name}.log",
+            )
+        done = feed.read(timeout=self.plan.step_s + 180)
+        feed.process.wait(60)
+        seconds = time.monotonic() - wall
+        after_cpu = _cpu_split(self.server.pid)
+        stored = _points_ingested(self.server) - before_points
+        rows = np.load(self.work / f"{name}.npy")
+        newest = int(rows[:, 2].max()) if len(rows) else 0
+        frames = self._frames_through(name, newest)
+        lat = delivery_latency(rows, frames, started + int(self.plan.warmup_s * 1e9), time.time_ns())
+        s = summarize(lat.latencies_ms)
+        span = done.get("span_s") or done.get("seconds") or self.plan.step_s
+        achieved = stored / span
+        failed = int(done.get("failed", 0))
+        ok = bool(s.n) and s.p99 <= 500 and achieved >= 0.95 * rate and failed == 0
+        cpu = {k: round((after_cpu[k] - before_cpu[k]) / seconds, 2) for k in after_cpu}
+        result = {
+            "endpoint": endpoint,
+            "target": rate,
+            "achieved": round(achieved),
+            "latency": s.as_dict(),
+            "missing": lat.missing,
+            "failed_requests": failed,
+            "server_cpu_cores": cpu,
+            "feed_cpu_cores": done.get("cpu_cores"),
+            "ok": ok,
+        }
+        print(
+            f"[ingest] {endpoint} {rate:>9,} points/s: stored {achieved:>11,.0f}/s, p99 {s.p99:7.1f} ms, "
+            f"server {sum(cpu.values()):.2f} cores {cpu}, feed {done.get('cpu_cores')} "
+            f"-> {'held' if ok else 'NOT held'}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return result
+
+    def _frames_through(self, name: str, newest: int, timeout: float = 60) -> np.ndarray:
+        """The latency subscriber's frames, once they include the step's newest point (or timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            path = self.work / f"frames_{name}.npy"
+            self.latency.send(f"dump {path}")
+            self.latency.read(timeout=60)
+            frames = np.load(path)
+            if (len(frames) and frames[:, 2].max() >= newest) or time.monotonic() > deadline:
+                return frames
+            time.sleep(0.5)
+
+
+def run(plan: CeilingPlan) -> Json:
+    work = Path(tempfile.mkdtemp(prefix="sparkwire-ingest-"))
+    server = start_server(work / "data", work / "server.log", {})
+    results: Json = {"plan": asdict(plan), "steps": []}
+    try:
+        sub = comps.raw(RID, 0, 5000)
+        spec = {
+            "url": server.ws_url,
+            "deflate": True,
+            "out": str(work / "latency.npy"),
+            "connections": [[{"sub": sub.body, "measure": sub.measure}]],
+        }
+        latency = Child(
+            "bench.clients", ["stream", write_spec(work / "latency.json", spec)], work / "latency.log"
+        )
+        latency.read(timeout=300)
+        ramp = Ramp(plan, server, work, latency)
+        for endpoint, rates in (("json", plan.json_rates), ("protobuf", plan.protobuf_rates)):
+            for rate in (int(r) for r in rates.split(",") if r):
+                step = ramp.step(endpoint, rate)
+                results["steps"].append(step)
+                if not step["ok"]:
+                    break
+        latency.finish(timeout=60)
+    finally:
+        server.stop()
+    for endpoint in ("json", "protobuf"):
+        held = [s["achieved"] for s in results["steps"] if s["endpoint"] == endpoint and s["ok"]]
+        results[f"{endpoint}_ceiling"] = max(held, default=0)
+    return results
+
+
+def render(results: Json) -> str:
+    plan = results["plan"]
+    lines = [
+        MARK_BEGIN,
+        "## Ingest ceiling per endpoint (`python -m bench.ingest_ceiling`)",
+        "",
+        f"Written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. One server, one raw subscriber; "
+        f"each step {plan['step_s']:.0f} s over {plan['channels']} channels; a step is held when at least "
+        "95% of its points are stored, end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, "
+        "latency from each 200. Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), "
+        "latency from each enqueue. CPU in cores: the server's Python process (HTTP, decoding, log "
+        "commits), Spark's JVM, Spark's Python runners (the stream's log reads), and the feed's own.",
+        "",
+        f"**Ceilings: JSON {results['json_ceiling']:,} points/s, protobuf + zstd "
+        f"{results['protobuf_ceiling']:,} points/s** (target: 1,000,000 points/s through protobuf + zstd).",
+        "",
+        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python | JVM | Spark Python | feed "
+        "| held |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in results["steps"]:
+        cpu = s["server_cpu_cores"]
+        lines.append(
+            f"| {s['endpoint']} | {s['target']:,} | {s['achieved']:,} | {s['latency']['p50_ms']} | "
+            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu['jvm']} | {cpu['spark_python']} | "
+            f"{s['feed_cpu_cores']} | {'yes' if s['ok'] else 'no'} |"
+        )
+    lines.append(MARK_END)
+    return "\n".join(lines) + "\n"
+
+
+def write_section(section: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
+    text = path.read_text() if path.exists() else ""
+    if MARK_BEGIN in text and MARK_END in text:
+        head, rest = text.split(MARK_BEGIN, 1)
+        tail = rest.split(MARK_END, 1)[1].lstrip("\n")
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def kept_section(path: Path = ROOT / "BENCHMARKS.md") -> str:
+    """The ingest-ceiling section of an existing report, for bench/report.py to carry over."""
+    text = path.read_text() if path.exists() else ""
+    if MARK_BEGIN not in text or MARK_END not in text:
+        return ""
+    return MARK_BEGIN + text.split(MARK_BEGIN, 1)[1].split(MARK_END, 1)[0] + MARK_END + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "feed":
+        arg = sys.argv[2]
+        protobuf_feed(json.loads(Path(arg[1:]).read_text() if arg.startswith("@") else arg))
+        return
+    results = run(CeilingPlan.parse(sys.argv[1:]))
+    (ROOT / "BENCHMARKS.ingest.json").write_text(json.dumps(results, indent=1))
+    write_section(render(results))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
