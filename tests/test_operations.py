@@ -250,8 +250,19 @@ async def test_openapi_describes_the_writer_body_from_the_same_schemas(server: S
     }
     body_schema.validate(good)
     assert not body_schema.is_valid({"batches": []})  # no data source
-    assert "400" in operation["responses"]
     assert "/series" in document["paths"]
+    # Both writers document every refusal with Conjure's error body, and a real refusal matches it.
+    nominal = document["paths"]["/storage/writer/v1/nominal/{dataSourceRid}"]["post"]
+    assert "application/x-protobuf" in nominal["requestBody"]["content"]
+    for op in (operation, nominal):
+        assert {"200", "400", "401", "403", "413", "415", "507"} <= set(op["responses"])
+    error_ref = operation["responses"]["400"]["content"]["application/json"]["schema"]["$ref"]
+    error_schema = jsonschema.Draft202012Validator({"$ref": error_ref, "components": document["components"]})
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        refused = await http.post("/storage/writer/v1", content=b"{nope")
+    assert refused.status_code == 400
+    error_schema.validate(refused.json())
+    assert not error_schema.is_valid({"name": "Default:InvalidArgument"})  # the old body alone
 
 
 async def test_series_lists_what_was_written(server: ServerProcess) -> None:
