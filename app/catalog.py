@@ -138,7 +138,7 @@ async def get_enriched_datasets(request: Request) -> JSONResponse:
     infos = await asyncio.to_thread(state.log.series)
     series = Counter(info.key.data_source_rid for info in infos)
     now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
-    retention = state.settings.redis_retention_seconds if state.settings.source == "redis" else 0.0
+    retention = state.settings.retention
     # Every rid asked for is answered, with or without points: Sparkwire has no "create dataset"
     # step (any rid names a data source, and its first write creates it), so a new user's
     # `client.get_dataset(rid)`, which the SDK calls before writing to it, must find the dataset

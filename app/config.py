@@ -8,6 +8,9 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+EMBEDDED_RETENTION_S = 7 * 86400.0
+REDIS_RETENTION_S = 86400.0
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPARKWIRE_", extra="ignore")
@@ -40,11 +43,27 @@ class Settings(BaseSettings):
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
     redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
     redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
-    redis_retention_seconds: float = Field(
-        86400.0, ge=0, description="redis source: trim points appended longer ago (MINID); 0 = keep"
+    redis_retention_seconds: float | None = Field(
+        None, ge=0, description="deprecated name of retention-seconds, still read (redis source)"
     )
     redis_maxlen: int = Field(
         0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
+    )
+    # -- retention and disk (compute/log.py, compute/disk_space.py)
+    retention_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="keep points this long (embedded: by point timestamp; redis: by append time, MINID); "
+        "0 = forever; default 7 days embedded, 1 day redis (it holds points in memory)",
+    )
+    max_log_bytes: int = Field(
+        0, ge=0, description="embedded log: prune the oldest points while it is larger; 0 = no cap"
+    )
+    min_free_bytes: int | None = Field(
+        None,
+        ge=0,
+        description="refuse writes (507) while the data dir's disk has less free; "
+        "default the smaller of 1 GiB and 5% of the disk; 0 = no floor",
     )
     preaggregate_min_points: int = Field(
         0,
@@ -76,3 +95,12 @@ class Settings(BaseSettings):
     # -- recovery (compute/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")
+
+    @property
+    def retention(self) -> float:
+        """Seconds points are kept by the configured source (0 = forever)."""
+        if self.retention_seconds is not None:
+            return self.retention_seconds
+        if self.source == "redis":
+            return REDIS_RETENTION_S if self.redis_retention_seconds is None else self.redis_retention_seconds
+        return EMBEDDED_RETENTION_S

@@ -17,6 +17,11 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> JSONResponse:
     state = request.app.state.sparkwire
     if state.ready:
+        # Below the free-space floor writes are refused (507) but subscriptions are served from what
+        # is stored, so the server stays ready (in rotation) and says why writes fail.
+        durable = getattr(state.log, "durable", None)
+        if durable is not None and durable.floor.below():
+            return JSONResponse({"status": "ready", "writes": "refused", "reason": durable.floor.describe()})
         return JSONResponse({"status": "ready"})
     if state.draining:
         reason = "shutting down"

@@ -135,7 +135,40 @@ class Metrics:
         self.points_rejected.labels("invalid").inc(_points_in(body))
 
     # -- scrape ------------------------------------------------------------------------------------
+    def _storage_gauges(self) -> None:
+        r = self.registry
+        self.free_bytes = Gauge(
+            "sparkwire_data_dir_free_bytes", "free bytes on the data directory's file system", registry=r
+        )
+        self.min_free_bytes = Gauge(
+            "sparkwire_min_free_bytes",
+            "the free-space floor below which writes are refused (507)",
+            registry=r,
+        )
+        self.log_bytes = Gauge(
+            "sparkwire_log_bytes", "the embedded log's files (database and WAL)", registry=r
+        )
+        self.pruned_points = Gauge(
+            "sparkwire_log_pruned_points",
+            "points pruned by retention or the byte cap since start",
+            registry=r,
+        )
+        self.pruned_blocks = Gauge("sparkwire_log_pruned_blocks", "log blocks pruned since start", registry=r)
+        self.prune_step_seconds = Gauge(
+            "sparkwire_log_prune_step_seconds", "duration of the last prune step", registry=r
+        )
+
     async def render(self, state: ServerState) -> bytes:
+        durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/log.py)
+        if durable is not None:
+            if not hasattr(self, "free_bytes"):
+                self._storage_gauges()
+            self.free_bytes.set(durable.floor.free_bytes())
+            self.min_free_bytes.set(durable.floor.min_bytes)
+            self.log_bytes.set(durable.size_bytes())
+            self.pruned_points.set(durable.pruned.points)
+            self.pruned_blocks.set(durable.pruned.blocks)
+            self.prune_step_seconds.set(durable.pruned.last_step_s)
         self.connections.set(len(state.connections))
         self.subscriptions.set(state.hub.subscriber_count())
         engine = state.engine

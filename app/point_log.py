@@ -16,11 +16,17 @@ def open_point_log(settings: Settings) -> PointLog:
     if settings.source == "redis":
         from compute.redis_log import RedisLog, Retention
 
-        retention = Retention(settings.redis_retention_seconds, settings.redis_maxlen)
+        retention = Retention(settings.retention, settings.redis_maxlen)
         return RedisLog(
             settings.redis_url, settings.redis_partitions, consumer, retention, settings.redis_prefix
         )
+    from compute.disk_space import Retention as LogRetention
     from compute.embedded_log import EmbeddedLog
     from compute.log import DurableLog
 
-    return EmbeddedLog(DurableLog(settings.data_dir / "log.db"), consumer)
+    durable = DurableLog(
+        settings.data_dir / "log.db",
+        retention=LogRetention(settings.retention, settings.max_log_bytes),
+        min_free_bytes=settings.min_free_bytes,
+    )
+    return EmbeddedLog(durable, consumer)

@@ -18,6 +18,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compute.disk_space import FreeSpaceFloor, Retention, default_min_free_bytes
 from compute.series import SeriesInfo, SeriesKey, SeriesKind
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,9 @@ _INDEXES = """
 DROP INDEX IF EXISTS blocks_by_series_time;
 CREATE INDEX IF NOT EXISTS blocks_by_series_span ON blocks (series_id, max_ts, min_ts);
 """
+_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+PRUNE_BLOCKS = 2000  # blocks deleted per prune step: one short transaction between group commits
+PRUNE_INTERVAL_S = 1.0
 _INSERT_BLOCK = (
     "INSERT INTO blocks (series_id, n, max_ts, min_ts, ts, value, str) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -114,6 +119,14 @@ class _Pending:
 
 def connect_writer(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    # Pruned pages go back to the file system only with auto_vacuum, which must be chosen before
+    # the first table exists; a log made before retention existed is switched by one VACUUM.
+    fresh = not conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if not fresh:
+            log.info("switching %s to incremental auto-vacuum (one VACUUM, once)", path)
+            conn.execute("VACUUM")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # the commit's fsync is what makes a 200 durable
     conn.executescript(_DDL)
@@ -155,10 +168,41 @@ def run_groups(requests: queue.SimpleQueue[T | None], handle: Callable[[list[T]]
             return
 
 
-class DurableLog:
-    """Owns the writer connection and thread; readers open their own connections (other processes)."""
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and (
+        getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    )
 
-    def __init__(self, path: Path, on_new_series: Callable[[SeriesInfo], None] | None = None) -> None:
+
+class _Prune:
+    """A queue item asking the writer thread for one prune step after its next group commit, so that
+    pruning never runs beside a commit and never holds the write lock for long."""
+
+
+@dataclass
+class PruneStats:
+    blocks: int = 0
+    points: int = 0
+    steps: int = 0
+    last_step_s: float = 0.0
+
+
+class DurableLog:
+    """Owns the writer connection and thread; readers open their own connections (other processes).
+
+    Before each group commit the writer checks the free-space floor: below it, the group's requests
+    fail with InsufficientStorage and nothing is stored. With a retention policy, a pruner thread
+    asks the writer for a prune step every second: up to PRUNE_BLOCKS blocks older than the
+    retention (by their newest point's timestamp, in append order) or, past the byte cap, the oldest
+    blocks, then an incremental vacuum that returns the pages to the file system."""
+
+    def __init__(
+        self,
+        path: Path,
+        on_new_series: Callable[[SeriesInfo], None] | None = None,
+        retention: Retention | None = None,
+        min_free_bytes: int | None = 0,
+    ) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = connect_writer(path)
@@ -166,9 +210,16 @@ class DurableLog:
         for info in self._load_series(self._conn):
             self._series[info.key] = info
         self.on_new_series = on_new_series
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self.retention = retention or Retention(0, 0)
+        floor = default_min_free_bytes(path.parent) if min_free_bytes is None else min_free_bytes
+        self.floor = FreeSpaceFloor(path.parent, floor)
+        self.pruned = PruneStats()
+        self._queue: queue.SimpleQueue[_Pending | _Prune | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sparkwire-log-writer", daemon=True)
         self._thread.start()
+        self._stop = threading.Event()
+        if self.retention.prunes:
+            threading.Thread(target=self._ask_for_pruning, name="sparkwire-log-pruner", daemon=True).start()
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, writes: list[SeriesWrite]) -> Future[int]:
@@ -178,14 +229,38 @@ class DurableLog:
         return pending.future
 
     def close(self) -> None:
+        self._stop.set()
         self._queue.put(None)
         self._thread.join(timeout=10)
         self._conn.close()
 
+    def size_bytes(self) -> int:
+        """The log's files on disk (the database and its WAL)."""
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    def _ask_for_pruning(self) -> None:
+        while not self._stop.wait(PRUNE_INTERVAL_S):
+            self._queue.put(_Prune())
+
     def _run(self) -> None:
-        run_groups(self._queue, self._commit_group)
+        run_groups(self._queue, self._handle)
+
+    def _handle(self, items: list[_Pending | _Prune]) -> None:
+        group = [item for item in items if isinstance(item, _Pending)]
+        if group:
+            self._commit_group(group)
+        if len(group) < len(items):
+            try:
+                self._prune_step()
+            except sqlite3.Error:
+                log.exception("pruning the log failed; it is retried at the next step")
 
     def _commit_group(self, group: list[_Pending]) -> None:
+        if self.floor.below():
+            refusal = InsufficientStorage(self.floor.describe())
+            for pending in group:
+                pending.future.set_exception(refusal)
+            return
         conn = self._conn
         outcomes: list[tuple[_Pending, int | BaseException]] = []
         new_series: list[SeriesInfo] = []
@@ -213,7 +288,11 @@ class DurableLog:
                     self.on_new_series(info)
             conn.execute("COMMIT")
         except BaseException as exc:
-            log.exception("log commit failed")
+            if _disk_full(exc):  # filled between the floor's readings: refused, not a server error
+                exc = InsufficientStorage(f"the disk under {self.path.parent} is full: {exc}")
+                log.warning("log commit refused: %s", exc)
+            else:
+                log.exception("log commit failed")
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             for info in new_series:
@@ -226,6 +305,52 @@ class DurableLog:
                 pending.future.set_exception(outcome)
             else:
                 pending.future.set_result(outcome)
+
+    def _prune_step(self) -> None:
+        """One bounded prune: expired blocks first, then, while the log is over its byte cap, the
+        oldest blocks that cover the excess. The newest block always stays, so seq (the rowid)
+        never starts over."""
+        conn, started = self._conn, time.monotonic()
+        oldest = (
+            "SELECT seq, n, max_ts, length(ts) + coalesce(length(value), 0) + coalesce(length(str), 0) "
+            "FROM blocks WHERE seq < (SELECT MAX(seq) FROM blocks) ORDER BY seq LIMIT ?"
+        )
+        victims: list[tuple[int, int]] = []
+        if self.retention.seconds > 0:
+            horizon = time.time_ns() - int(self.retention.seconds * 1e9)
+            rows = conn.execute(oldest, (PRUNE_BLOCKS,)).fetchall()
+            victims = [(seq, n) for seq, n, max_ts, _ in rows if max_ts < horizon]
+        if not victims and self.retention.max_bytes > 0:
+            excess = self._live_bytes() - self.retention.max_bytes
+            for seq, n, _, size in conn.execute(oldest, (PRUNE_BLOCKS,)) if excess > 0 else ():
+                if excess <= 0:
+                    break
+                victims.append((seq, n))
+                excess -= size
+        if not victims:
+            return
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("DELETE FROM blocks WHERE seq = ?", [(seq,) for seq, _ in victims])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        # The freed pages back to the file system. executescript steps the pragma to its end: a
+        # cursor's execute() would free one page only.
+        conn.executescript("PRAGMA incremental_vacuum;")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and the WAL back to nothing
+        stats = self.pruned
+        stats.blocks += len(victims)
+        stats.points += sum(n for _, n in victims)
+        stats.steps += 1
+        stats.last_step_s = time.monotonic() - started
+
+    def _live_bytes(self) -> int:
+        """Pages in use (the file's size less its free pages): what pruning can bring down."""
+        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+        free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * self._conn.execute("PRAGMA page_size").fetchone()[0])
 
     def _insert(self, writes: list[SeriesWrite], created: list[SeriesInfo]) -> int:
         conn = self._conn
