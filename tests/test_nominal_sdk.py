@@ -232,3 +232,24 @@ def test_gzip_and_plain_bodies_are_accepted_too(server: ServerProcess) -> None:
         ("a", t, 1.5),
         ("b", t, 2.5),
     ]
+
+
+def test_a_big_request_is_decoded_off_the_event_loop_exactly_and_refused_the_same(
+    server: ServerProcess,
+) -> None:
+    """Past 64 KiB a body is decoded in a worker process (app/decode_pool.py): the same points stored,
+    the same refusals, named the same way."""
+    rid = five_part_rid()
+    t = 1_700_000_000 * NANOS
+    points = [(t + i * 1_000, i * 0.25) for i in range(40_000)]  # ~0.9 MB of protobuf
+    big = request(doubles("wide", points), integers("count", [(t + i, i) for i in range(10_000)]))
+    assert len(big.SerializeToString()) > 64 << 10
+    r = post(server, rid, zstd(big), {"Content-Encoding": "zstd"})
+    assert r.status_code == 200, r.text
+    rows = stored_rows(server.data_dir, rid)
+    assert [(ts, v) for c, _, ts, v, _ in rows if c == "wide"] == points
+    assert [(ts, v) for c, _, ts, v, _ in rows if c == "count"] == [(t + i, float(i)) for i in range(10_000)]
+    bad = request(doubles("wide", points), integers("count", [(t, 2**53 + 1)]))
+    refused = post(server, five_part_rid(), zstd(bad), {"Content-Encoding": "zstd"})
+    assert refused.status_code == 400, refused.text
+    assert "series.1 (channel 'count').points.integer_points.0.value" in refused.json()["message"]
