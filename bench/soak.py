@@ -132,7 +132,8 @@ class CrowdMember:
 
 
 async def _slow_reader(url: str, subs: dict[str, Json], counts: dict[str, int]) -> None:
-    """Subscribes, never reads; the server must close it (4008). Then does it again."""
+    """Subscribes, then stops reading for a minute: the server must give up on it (its pings go
+    unanswered). Then it reads again to learn how it was closed, and starts over."""
     while True:
         try:
             async with websockets.connect(url, max_size=None, ping_interval=None, max_queue=1) as ws:
@@ -140,8 +141,12 @@ async def _slow_reader(url: str, subs: dict[str, Json], counts: dict[str, int]) 
                 ws.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 await ws.send(orjson.dumps({"type": "subscribe", "subscribe": subs}).decode())
                 ws.transport.pause_reading()
-                await ws.wait_closed()
-                counts[f"slow_closed_{ws.close_code}"] = counts.get(f"slow_closed_{ws.close_code}", 0) + 1
+                await asyncio.sleep(60)
+                ws.transport.resume_reading()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_drain(ws), 30)
+                key = f"slow_closed_{ws.close_code}"
+                counts[key] = counts.get(key, 0) + 1
         except (OSError, websockets.WebSocketException):
             counts["slow_errors"] = counts.get("slow_errors", 0) + 1
         subs = {str(uuid.uuid4()): body for body in subs.values()}
