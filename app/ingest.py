@@ -7,9 +7,8 @@ reaches, then the durable log; 200 only after fsync. A refused request stores no
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -116,17 +115,14 @@ async def write_points(request: Request) -> Response:
     return await accept_writes(request, json_writes)
 
 
-async def accept_writes(
-    request: Request, decode: Callable[[bytes], list[SeriesWrite] | Awaitable[list[SeriesWrite]]]
-) -> Response:
+async def accept_writes(request: Request, decode: Callable[[bytes], list[SeriesWrite]]) -> Response:
     """Every write endpoint's pipeline: Origin (403), bearer token (401), the body read under
     SPARKWIRE_MAX_REQUEST_BYTES with its Content-Encoding undone (413, 415, 400),
     `decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
     the data sources the token reaches (403), then the durable log (WriteRejected: 400,
     InsufficientStorage: 507). 200 once every point is durable; on any refusal nothing is stored.
-    Every error body is a Conjure error (app/errors.py). `decode` runs on the event loop (or returns
-    an awaitable, to decode elsewhere) and must raise InvalidWrite for anything it cannot accept:
-    any other exception is a bug (500)."""
+    Every error body is a Conjure error (app/errors.py). `decode` runs on the event loop and must
+    raise InvalidWrite for anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire
     if not state.origins.permits(request.headers):
         return error_response(403, "this Origin may not write here")
@@ -139,8 +135,7 @@ async def accept_writes(
     body = b""
     try:
         body = await read_body(request, state.settings.max_request_bytes)
-        decoded = decode(body)
-        writes = await decoded if inspect.isawaitable(decoded) else decoded
+        writes = decode(body)
         check_limits(writes, state.settings)
         if denied := _denied(principal, writes):
             return denied

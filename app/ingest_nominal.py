@@ -13,8 +13,7 @@ Point kinds (docs/decisions/0026-protobuf-ingest.md):
 
 The messages are decoded by protobuf's upb runtime; each point's fields are read once into Python
 lists and turned into numpy columns, which the log stores as they are (~1.5 million points/s of
-decode on one core of the benchmark machine). Bodies past 64 KiB are decoded in a worker process
-(app/decode_pool.py), so decoding never takes the event loop's core.
+decode on one core of the benchmark machine).
 """
 
 from __future__ import annotations
@@ -55,10 +54,7 @@ async def write_nominal(request: Request, dataSourceRid: str) -> Response:
             "(application/x-protobuf); JSON goes to POST /storage/writer/v1",
             params={"contentType": shown},
         )
-    decoder = request.app.state.sparkwire.decoder
-    return await accept_writes(
-        request, lambda body: decoder.run(len(body), nominal_writes, body, dataSourceRid)
-    )
+    return await accept_writes(request, lambda body: nominal_writes(body, dataSourceRid))
 
 
 def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:

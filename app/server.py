@@ -118,7 +118,6 @@ def create_app(settings: Settings) -> FastAPI:
 
                 await asyncio.to_thread(state.engine.stop)
                 await asyncio.to_thread(stop_session, state.engine.spark)
-            state.decoder.shutdown()
             durable.close()
             log.info("stopped")
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from app.auth import Authenticator
 from app.config import Settings
-from app.decode_pool import DecodePool
 from app.metrics import Metrics
 from app.origin import OriginPolicy
 from compute.backend import PointLog
@@ -33,7 +32,6 @@ class ServerState:
     points_ingested: int = 0
     metrics: Metrics = field(default_factory=Metrics)
     supervisor: StreamSupervisor | None = None
-    decoder: DecodePool = field(default_factory=DecodePool)  # big protobuf bodies (app/ingest_nominal.py)
     auth: Authenticator | None = field(init=False)  # None: authentication is off
     origins: OriginPolicy = field(init=False)
 

@@ -11,8 +11,8 @@ highest rate held. The endpoints:
   (the client's own batching included) to the frame, and the points stored are the server's count
   (`sparkwire_points_ingested_total`).
 Both feeds run on the same two cores as the server; the report gives each one's CPU beside the
-server's, split into the server's Python process (HTTP, decoding, the log's commits), its protobuf
-decoding worker, Spark's JVM and Spark's Python runners (the stream's reads of the log).
+server's, split into the server's Python process (HTTP, decoding, the log's commits), Spark's JVM
+and Spark's Python runners (the stream's reads of the log).
 
 Writes its table into BENCHMARKS.md between the `ingest-ceiling` markers (bench/report.py keeps that
 section when it rewrites the file) and every figure to BENCHMARKS.ingest.json.
@@ -118,21 +118,14 @@ def protobuf_feed(spec: Json) -> None:
 
 # -- the ramp -----------------------------------------------------------------------------------------
 def _cpu_split(pid: int) -> dict[str, float]:
-    """CPU seconds so far of the server's Python process, its protobuf decoding worker
-    (app/decode_pool.py), its JVM and Spark's Python runners."""
-    split = {"server_python": cpu_seconds(pid), "decode_worker": 0.0, "jvm": 0.0, "spark_python": 0.0}
+    """CPU seconds so far of the server's Python process, its JVM and its other (Python) children."""
+    split = {"server_python": cpu_seconds(pid), "jvm": 0.0, "spark_python": 0.0}
     for p in tree(pid)[1:]:
         try:
             comm = Path(f"/proc/{p}/comm").read_text().strip()
-            cmdline = Path(f"/proc/{p}/cmdline").read_bytes()
         except OSError:
             continue
-        if comm == "java":
-            split["jvm"] += cpu_seconds(p)
-        elif b"multiprocessing" in cmdline:
-            split["decode_worker"] += cpu_seconds(p)
-        else:
-            split["spark_python"] += cpu_seconds(p)
+        split["jvm" if comm == "java" else "spark_python"] += cpu_seconds(p)
     return split
 
 
@@ -259,22 +252,20 @@ def render(results: Json) -> str:
         "95% of its points are stored, end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, "
         "latency from each 200. Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), "
         "latency from each enqueue. CPU in cores: the server's Python process (HTTP, decoding, log "
-        "commits), its protobuf decoding worker (bodies past 64 KiB), Spark's JVM, Spark's Python runners "
-        "(the stream's log reads), and the feed's own.",
+        "commits), Spark's JVM, Spark's Python runners (the stream's log reads), and the feed's own.",
         "",
         f"**Ceilings: JSON {results['json_ceiling']:,} points/s, protobuf + zstd "
         f"{results['protobuf_ceiling']:,} points/s** (target: 1,000,000 points/s through protobuf + zstd).",
         "",
-        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python | decode worker | JVM "
-        "| Spark Python | feed | held |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python | JVM | Spark Python | feed "
+        "| held |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in results["steps"]:
         cpu = s["server_cpu_cores"]
         lines.append(
             f"| {s['endpoint']} | {s['target']:,} | {s['achieved']:,} | {s['latency']['p50_ms']} | "
-            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu['decode_worker']} | {cpu['jvm']} | "
-            f"{cpu['spark_python']} | "
+            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu['jvm']} | {cpu['spark_python']} | "
             f"{s['feed_cpu_cores']} | {'yes' if s['ok'] else 'no'} |"
         )
     lines.append(MARK_END)
