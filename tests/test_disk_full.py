@@ -73,6 +73,11 @@ async def test_below_the_floor_writes_are_refused_and_resume_when_space_returns(
         filler = small_disk / "filler"
         with filler.open("wb") as f:
             f.write(b"\0" * max(0, free_bytes(small_disk) - 8 * MIB))
+        # The floor reads free space at most every 100 ms: /readyz says when it has seen the change.
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{server.base_url}/readyz").json().get("writes") != "refused":
+            assert time.monotonic() < deadline, "the server never saw the disk below its floor"
+            time.sleep(0.05)
         refused = post(server.base_url, t0 + NANOS, 2.0)
         assert refused.status_code == 507, refused.text
         error = refused.json()
