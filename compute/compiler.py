@@ -22,6 +22,7 @@ from compute.nodes.outputs import DEFAULT_MAX_RANGES
 from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
 from compute.nodes.time_ops import NANOS_PER_UNIT
 from compute.nominal_variants import (
+    BOOLEAN_COMPARISONS,
     DURATION_UNIT_NANOS,
     ENUMS,
     INVALID_TYPES,
@@ -31,6 +32,7 @@ from compute.nominal_variants import (
     THRESHOLD_COMPARISONS,
     VARIANTS,
 )
+from compute.results import INT64_MAX
 from compute.series import ChannelSelector
 from compute.summarize import Decimation
 
@@ -61,6 +63,14 @@ class Plan:
     window_ns: int
     lookback_ns: int
     grouped: bool
+
+
+@dataclass
+class _Subject:
+    """The one series a condition is about: its JSON and its node, once seen."""
+
+    json: Json = None
+    node: nodes.SeriesNode | None = None
 
 
 @dataclass
@@ -276,6 +286,48 @@ class _Builder:
             raise self.unsupported("RangeSeries", kind)
         return build(self, inner)
 
+    def condition(self, value: Json, subject: _Subject, what: str, field_name: str) -> nodes.Condition:
+        """A `BooleanSeries` whose operands are constants or one and the same series (`subject`):
+        it is evaluated at that series' own points and needs no alignment. A condition on two
+        different series is refused: Nominal aligns the compared series as arithmetic would, but
+        does not say whether a nested condition aligns each comparison first or all its series at
+        once, and with a 1 s forward-fill radius the two give different points."""
+        kind, inner = self.variant("BooleanSeries", value)
+        o = self.obj(inner, kind)
+        left, right = self.get(o, "left", kind), self.get(o, "right", kind)
+        if kind in ("and", "or"):
+            a = self.condition(left, subject, what, field_name)
+            b = self.condition(right, subject, what, field_name)
+            return nodes.BothHold(a, b) if kind == "and" else nodes.EitherHolds(a, b)
+        return nodes.Comparison(
+            BOOLEAN_COMPARISONS[kind],
+            self.operand(left, subject, what, field_name),
+            self.operand(right, subject, what, field_name),
+        )
+
+    def operand(self, value: Json, subject: _Subject, what: str, field_name: str) -> float | None:
+        """A comparison's side: a constant (its value) or the subject (None)."""
+        mark = len(self.selectors)
+        node = self.numeric(value)
+        if isinstance(node, nodes.Constant):
+            return node.value
+        if subject.node is None:
+            subject.json, subject.node = value, node
+            return None
+        del self.selectors[mark:]  # the subject again: it is read once, through its first node
+        if value != subject.json:
+            raise ComputeError(
+                "InvalidComputation",
+                f"{what}.{field_name} compares two different series; a condition streams only over "
+                + (
+                    "the filtered input and constants"
+                    if what == "filterWhere"
+                    else "one series and constants (intersectRange / unionRange combine ranges of several)"
+                ),
+                {"invalidTypes": what, "field": field_name},
+            )
+        return None
+
     def timed(self, node: nodes.SeriesNode, where: str) -> nodes.SeriesNode:
         """A series with timestamps of its own: a constant has none, so it cannot feed `where`."""
         if isinstance(node, nodes.Constant):
@@ -353,10 +405,27 @@ def _value_difference(b: _Builder, v: Json) -> nodes.SeriesNode:
     return nodes.ValueDifference(x, _negatives(b, o))
 
 
-def _time_shift(b: _Builder, v: Json) -> nodes.SeriesNode:
-    o = b.obj(v, "timeShift")
-    x = b.timed(b.numeric(b.get(o, "input", "timeShift")), "timeShift")
-    return nodes.TimeShift(x, b.duration_constant(b.get(o, "duration", "timeShift")))
+def _time_shift(version: str, family: str) -> SeriesBuilder:
+    """`timeShift` (a `DurationConstant`) and `timeShiftV2` (a `Duration` expression, which is what
+    nominal-compute's `.time_shift()` emits) of a numeric or an enum series: one evaluator."""
+
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        o = b.obj(v, version)
+        raw_input = b.get(o, "input", version)
+        x = b.timed(b.numeric(raw_input) if family == "numeric" else b.enum(raw_input), version)
+        duration = b.get(o, "duration", version)
+        shift_ns = (
+            b.duration_constant(duration) if version == "timeShift" else b.duration_expression(duration)
+        )
+        if abs(shift_ns) > INT64_MAX:
+            raise ComputeError(
+                "InvalidComputation",
+                f"{version}.duration of {shift_ns} ns is beyond int64 nanoseconds (about 292 years)",
+                {"invalidTypes": version, "field": "duration"},
+            )
+        return nodes.TimeShift(x, shift_ns)
+
+    return build
 
 
 def _threshold_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
@@ -364,6 +433,18 @@ def _threshold_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
     x = b.timed(b.numeric(b.get(o, "input", "thresholdFilter")), "thresholdFilter")
     op = b.enum_value("ThresholdOperator", b.get(o, "operator", "thresholdFilter"), "thresholdFilter")
     return nodes.ThresholdFilter(x, op, b.double_constant(b.get(o, "threshold", "thresholdFilter")))
+
+
+def _filter_where(b: _Builder, v: Json) -> nodes.SeriesNode:
+    """`filterWhere` (nominal-compute's `.filter_where(condition)`): the input's points where a
+    condition over the input itself and constants holds; `x.filter_where(x > c)` is thresholdFilter."""
+    o = b.obj(v, "filterWhere")
+    raw_input = b.get(o, "input", "filterWhere")
+    x = b.timed(b.numeric(raw_input), "filterWhere")
+    condition = b.condition(
+        b.get(o, "condition", "filterWhere"), _Subject(raw_input, x), "filterWhere", "condition"
+    )
+    return nodes.FilterWhere(x, condition)
 
 
 def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
@@ -391,14 +472,18 @@ NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     **{op: _binary(op) for op in BINARY_OPS},
     "derivative": _derivative,
     "valueDifference": _value_difference,
-    "timeShift": _time_shift,
+    "timeShift": _time_shift("timeShift", "numeric"),
+    "timeShiftV2": _time_shift("timeShiftV2", "numeric"),
     "thresholdFilter": _threshold_filter,
+    "filterWhere": _filter_where,
     "numericAggregation": _numeric_aggregation,
 }
 ENUM_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "enum"),
     "channel": lambda b, v: b.channel_series(v, "enum"),
     "selectEnum": lambda b, v: b.select_series(v, "enum"),
+    "timeShift": _time_shift("timeShift", "enum"),
+    "timeShiftV2": _time_shift("timeShiftV2", "enum"),
 }
 
 
@@ -421,9 +506,10 @@ def _persistence(b: _Builder, o: dict[str, Json], what: str) -> None:
         raise invalid_computation(f"{what} with a persistence window cannot stream", "POINT_PERSISTENCE")
 
 
-def _persistence_v2(b: _Builder, o: dict[str, Json]) -> None:
-    """`ThresholdRangesV2`'s persistence fields stream only at their defaults (one point, one
-    nanosecond, the range starting at the first matching point); otherwise refused by name."""
+def _persistence_v2(b: _Builder, o: dict[str, Json], what: str) -> None:
+    """The persistence fields of `thresholdRangesV2`, `categoryFilterRangesV2` and `booleanRanges`
+    stream only at their defaults (one point, one nanosecond, the range starting at the first
+    matching point); otherwise refused by name."""
     refusal: tuple[str, object] | None = None
     min_points, min_duration, start = o.get("minPoints"), o.get("minDuration"), o.get("rangeStart")
     if min_points is not None and (points := b.integer_constant(min_points)) != 1:
@@ -436,14 +522,14 @@ def _persistence_v2(b: _Builder, o: dict[str, Json]) -> None:
         field_name, value = refusal
         raise ComputeError(
             "InvalidComputation",
-            f"thresholdRangesV2.{field_name} = {value} asks for a persistence window, which cannot stream",
+            f"{what}.{field_name} = {value} asks for a persistence window, which cannot stream",
             {"invalidTypes": "POINT_PERSISTENCE", "field": field_name},
         )
 
 
 def _threshold_v2(b: _Builder, v: Json) -> nodes.RangeNode:
     o = b.obj(v, "thresholdRangesV2")
-    _persistence_v2(b, o)
+    _persistence_v2(b, o, "thresholdRangesV2")
     x = b.timed(b.numeric(b.get(o, "input", "thresholdRangesV2")), "thresholdRangesV2")
     kind, comparison = b.variant("ThresholdRangesComparison", b.get(o, "comparison", "thresholdRangesV2"))
     c = b.obj(comparison, kind)
@@ -485,6 +571,39 @@ def _enum_filter(b: _Builder, v: Json) -> nodes.RangeNode:
     return nodes.EnumFilter(b.enum(b.get(o, "input", "enumFilter")), values, negate=op == "IS_NOT_IN")
 
 
+def _category_filter_v2(b: _Builder, v: Json) -> nodes.RangeNode:
+    """`categoryFilterRangesV2` (nominal-compute's `.category_ranges().is_in()` and siblings) is
+    `enumFilter` with its values as a list of `StringConstant`s."""
+    what = "categoryFilterRangesV2"
+    o = b.obj(v, what)
+    _persistence_v2(b, o, what)
+    op = b.enum_value("EnumFilterOperator", b.get(o, "operator", what), f"{what}.operator")
+    if op == "MATCHES_ANY_REGEX":
+        raise ComputeError(
+            "InvalidComputation",
+            f"{what}.operator MATCHES_ANY_REGEX (RE2 patterns) is not supported; use IS_IN",
+            {"invalidTypes": op, "field": "operator"},
+        )
+    values = b.get(o, "values", what)
+    if not isinstance(values, list):
+        raise MalformedNode(f"{what}.values must be a list")
+    labels = frozenset(b.string_constant(x) for x in values)
+    return nodes.EnumFilter(b.enum(b.get(o, "input", what)), labels, negate=op == "IS_NOT_IN")
+
+
+def _boolean_ranges(b: _Builder, v: Json) -> nodes.RangeNode:
+    """`booleanRanges` (nominal-compute's `(x > a).ranges()`, `((x > a) & (x < b)).ranges()`, ...):
+    where a condition over one series and constants holds."""
+    what = "booleanRanges"
+    o = b.obj(v, what)
+    _persistence_v2(b, o, what)
+    subject = _Subject()
+    condition = b.condition(b.get(o, "input", what), subject, what, "input")
+    if subject.node is None:
+        raise invalid_computation(f"'{what}' needs a series that reads a channel, not only constants", what)
+    return nodes.ConditionRanges(subject.node, condition)
+
+
 def _range_inputs(b: _Builder, v: Json, what: str) -> list[nodes.RangeNode]:
     inputs = b.get(b.obj(v, what), "inputs", what)
     if not isinstance(inputs, list):
@@ -499,6 +618,8 @@ RANGE_BUILDERS: dict[str, RangeBuilder] = {
     "thresholdRangesV2": _threshold_v2,
     "minMaxThreshold": _min_max_threshold,
     "enumFilter": _enum_filter,
+    "categoryFilterRangesV2": _category_filter_v2,
+    "booleanRanges": _boolean_ranges,
     "not": lambda b, v: nodes.NotRanges(b.ranges(b.get(b.obj(v, "not"), "input", "not"))),
     "intersectRange": lambda b, v: nodes.IntersectRanges(_range_inputs(b, v, "intersectRange")),
     "unionRange": lambda b, v: nodes.UnionRanges(_range_inputs(b, v, "unionRange")),

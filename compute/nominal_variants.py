@@ -28,6 +28,15 @@ THRESHOLD_COMPARISONS: dict[str, str] = {
     "eq": "EQUAL_TO",
     "ne": "NOT_EQUAL_TO",
 }
+# `BooleanSeries`' comparisons (`left <op> right`, two numeric series) -> the `ThresholdOperator` it means.
+BOOLEAN_COMPARISONS: dict[str, str] = {
+    "greaterThan": "GREATER_THAN",
+    "greaterThanOrEqualTo": "GREATER_THAN_OR_EQUAL_TO",
+    "lessThan": "LESS_THAN",
+    "lessThanOrEqualTo": "LESS_THAN_OR_EQUAL_TO",
+    "equalTo": "EQUAL_TO",
+    "notEqualTo": "NOT_EQUAL_TO",
+}
 
 VARIANTS: dict[str, frozenset[str]] = {
     "ComputableNode": frozenset(
@@ -202,6 +211,7 @@ VARIANTS: dict[str, frozenset[str]] = {
             "paddedRangesV2",
         ]
     ),
+    "BooleanSeries": frozenset([*BOOLEAN_COMPARISONS, "and", "or"]),
     "SelectValue": frozenset(
         [
             "firstPoint",

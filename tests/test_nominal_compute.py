@@ -1,9 +1,12 @@
 """Nodes as Nominal's own builder (`nominal-compute`) emits them, over a real server: a channel
 selected by dataset rid and name (`selectNumeric`), `thresholdRangesV2`, arithmetic on two selected
 series, `selectEnum` (built with nominal-api's classes: `nominal-compute` has no builder for it),
-the older Reference + channel-variable form, refusals named by field, and subscription ids that are
-any non-empty string up to 256 characters. Every node JSON comes from `.to_json()` or from
-nominal-api's Conjure classes, decoded by nominal-api before it is sent.
+the older Reference + channel-variable form, `timeShiftV2` of numeric and enum series,
+`categoryFilterRangesV2`, `filterWhere` and `booleanRanges` over one series, the builder's
+arithmetic, derivative, value difference and rolling nodes with exact values, refusals named by
+field, and subscription ids that are any non-empty string up to 256 characters. Every node JSON
+comes from `.to_json()` or from nominal-api's Conjure classes, decoded by nominal-api before it is
+sent.
 
 Also: each table of Nominal names in compute/nominal_variants.py equals nominal-api's Conjure IR,
 and the evaluators' tables name exactly those values."""
@@ -11,7 +14,11 @@ and the evaluators' tables name exactly those values."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
+import re
+import statistics
 import time
 import typing
 import uuid
@@ -24,12 +31,19 @@ import nominal_api
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
+from nominal_api import scout_run_api
 
 from compute.nodes.arithmetic import THRESHOLD_OPS
 from compute.nodes.ranges import MIN_MAX_OPS
 from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
 from compute.nodes.time_ops import NANOS_PER_UNIT
-from compute.nominal_variants import DURATION_UNIT_NANOS, ENUMS, THRESHOLD_COMPARISONS, VARIANTS
+from compute.nominal_variants import (
+    BOOLEAN_COMPARISONS,
+    DURATION_UNIT_NANOS,
+    ENUMS,
+    THRESHOLD_COMPARISONS,
+    VARIANTS,
+)
 from schemas.client import SUBSCRIPTION_ID_MAX_LENGTH
 from sparkwire_client import nodes as client_nodes
 from tests.client_view import ResultView
@@ -50,6 +64,17 @@ def unique_rid() -> str:
 # -- ComputableNodes from nominal-compute expressions, through nominal-api's classes --------------
 def encoded(value: Any) -> Json:
     return dict(ConjureEncoder.do_encode(value))
+
+
+def enum_of(expr: nc.CategoricalSeries) -> sc.EnumSeries:
+    decoded: sc.EnumSeries = DECODER.read_from_string(expr.to_json(), sc.EnumSeries)
+    return decoded
+
+
+def enum_series_node(expr: nc.CategoricalSeries | sc.EnumSeries) -> Json:
+    enum = expr if isinstance(expr, sc.EnumSeries) else enum_of(expr)
+    summarize = sc.SummarizeSeries(input=sc.Series(enum=enum), numeric_aggregations={})
+    return encoded(sc.ComputableNode(series=summarize))
 
 
 def numeric_of(expr: nc.NumericSeries) -> sc.NumericSeries:
@@ -256,9 +281,243 @@ async def test_the_reference_and_channel_variable_form_still_works_and_mixes_wit
     await appended_until(client, "ref-ranges", above, ranges([(t0, t0 + NANOS), (fresh[0], INF)]))
 
 
+# -- timeShiftV2 (`.time_shift()`), numeric and enum --------------------------------------------------
+async def test_time_shift_v2_moves_numeric_and_enum_points(server: ServerProcess, client: Client) -> None:
+    rid, t0 = unique_rid(), time.time_ns() - 60 * NANOS
+    written = [(t0 + i * 700 * MS + i, v) for i, v in enumerate([1.5, -2.0, 0.25, 8.0])]
+    states = [(t0 + i * NANOS + 3, s) for i, s in enumerate(["idle", "run", "fault"])]
+    await write_points(server.base_url, rid, "p", written)
+    await write_points(server.base_url, rid, "state", states)
+    variables = {
+        "state": channel_variable(rid, "state"),
+        "shift": {"type": "duration", "duration": {"seconds": 4, "nanos": 250}},
+    }
+    p, state = select(rid, "p"), nc.CategoricalSeries.Reference("state")
+    v1_enum = sc.EnumSeries(  # EnumSeries.timeShift (a DurationConstant), from nominal-api's classes
+        time_shift=sc.EnumTimeShiftSeries(
+            input=enum_of(state),
+            duration=sc.DurationConstant(literal=scout_run_api.Duration(seconds=1, nanos=500)),
+        )
+    )
+    shifts: dict[str, tuple[Json, int]] = {
+        "later": (series_node(p.time_shift(nc.Duration.Seconds(2))), 2 * NANOS),
+        "earlier": (series_node(p.time_shift(-nc.Duration.Milliseconds(1500))), -1500 * MS),
+        "sum": (series_node(p.time_shift(nc.Duration.Seconds(1) + nc.Duration.Nanoseconds(7))), NANOS + 7),
+        "variable": (series_node(p.time_shift(nc.Duration.Reference("shift"))), 4 * NANOS + 250),
+        "enum": (enum_series_node(state.time_shift(nc.Duration.Seconds(3))), 3 * NANOS),
+        "enum_v1": (enum_series_node(v1_enum), NANOS + 500),
+    }
+    views = {name: await subscribe(client, name, node, variables) for name, (node, _) in shifts.items()}
+
+    def expected(name: str, numbers: list[tuple[int, float]], labels: list[tuple[int, str]]) -> Any:
+        shift = shifts[name][1]
+        if name.startswith("enum"):
+            return ("enum", [(t + shift, s) for t, s in labels])
+        return numeric([(t + shift, v) for t, v in numbers])
+
+    for name, view in views.items():
+        assert view.snapshot() == {(): expected(name, written, states)}, name
+
+    fresh, fresh_state = (time.time_ns(), 3.75), (time.time_ns() + 11, "stop")
+    await write_points(server.base_url, rid, "p", [fresh])
+    await write_points(server.base_url, rid, "state", [fresh_state])
+    for name, view in views.items():
+        await appended_until(client, name, view, expected(name, [*written, fresh], [*states, fresh_state]))
+
+
+# -- categoryFilterRangesV2 (`.category_ranges()`) ----------------------------------------------------
+STATES = ["idle", "run", "run", "fault", "idle", "run"]  # one point a second from t0
+CATEGORY_RANGES: dict[str, tuple[Callable[[nc.CategoricalSeries], nc.RangeSeries], list[tuple[int, int]]]] = {
+    # name: (ranges over the enum channel, expected ranges as point indices; len(STATES) = still open)
+    "is_in": (lambda s: s.category_ranges().is_in(["run", "fault"]), [(1, 4), (5, 6)]),
+    "is_not_in": (lambda s: s.category_ranges().is_not_in(["run"]), [(0, 1), (3, 5)]),
+    "eq": (lambda s: s.category_ranges().eq("fault"), [(3, 4)]),
+    "ne": (lambda s: s.category_ranges().ne("idle"), [(1, 4), (5, 6)]),
+    "variable": (
+        lambda s: s.category_ranges().is_in([nc.StringConstant.Reference("wanted")]),
+        [(0, 1), (4, 5)],
+    ),
+    "none": (lambda s: s.category_ranges().is_in([]), []),
+    "all": (lambda s: s.category_ranges().is_not_in([]), [(0, 6)]),
+    "persistence_at_its_defaults": (
+        lambda s: s.category_ranges(
+            min_points=1, min_duration=nc.Duration.Nanoseconds(1), range_start="condition_start"
+        ).is_in(["run"]),
+        [(1, 3), (5, 6)],
+    ),
+}
+# after one more point, "fault"
+CATEGORY_RANGES_AFTER: dict[str, list[tuple[int, int]]] = {
+    "is_in": [(1, 4), (5, 7)],
+    "is_not_in": [(0, 1), (3, 5), (6, 7)],
+    "eq": [(3, 4), (6, 7)],
+    "ne": [(1, 4), (5, 7)],
+    "variable": [(0, 1), (4, 5)],
+    "none": [],
+    "all": [(0, 7)],
+    "persistence_at_its_defaults": [(1, 3), (5, 6)],
+}
+
+
+async def test_category_ranges_v2_on_an_enum_channel(server: ServerProcess, client: Client) -> None:
+    rid, t0 = unique_rid(), time.time_ns() - 60 * NANOS
+    stamps = [t0 + i * NANOS for i in range(len(STATES))]
+    await write_points(server.base_url, rid, "state", list(zip(stamps, STATES, strict=True)))
+    variables = {"state": channel_variable(rid, "state"), "wanted": {"type": "string", "string": "idle"}}
+    state = nc.CategoricalSeries.Reference("state")
+    views = {
+        name: await subscribe(client, name, ranges_node(build(state)), variables)
+        for name, (build, _) in CATEGORY_RANGES.items()
+    }
+    # on a time-shifted enum series: `run` a second later
+    shifted_node = ranges_node(state.time_shift(nc.Duration.Seconds(1)).category_ranges().eq("run"))
+    shifted = await subscribe(client, "shifted", shifted_node, variables)
+    for name, (_, indices) in CATEGORY_RANGES.items():
+        assert views[name].snapshot() == {(): ranges(spans(indices, stamps))}, name
+    assert shifted.snapshot() == {
+        (): ranges([(stamps[1] + NANOS, stamps[3] + NANOS), (stamps[5] + NANOS, INF)])
+    }
+
+    # Stamped 2 s behind the clock, so that the shifted range ends 1 s behind it: an append for a
+    # range that changes ahead of the server's clock has a `start` after its `end` (the append's
+    # end follows the newest point of point results only; compute/computation.py).
+    newest = time.time_ns() - 2 * NANOS
+    await write_points(server.base_url, rid, "state", [(newest, "fault")])
+    for name, indices in CATEGORY_RANGES_AFTER.items():
+        expected_after = ranges(spans(indices, [*stamps, newest]))
+        if views[name].snapshot() != {(): expected_after}:  # unchanged ones need no update
+            await appended_until(client, name, views[name], expected_after)
+    shifted_after = [(stamps[1] + NANOS, stamps[3] + NANOS), (stamps[5] + NANOS, newest + NANOS)]
+    await appended_until(client, "shifted", shifted, ranges(shifted_after))
+
+
+# -- filterWhere (`.filter_where()`) and booleanRanges (`(...).ranges()`) over one series ------------
+FilterBuild = Callable[[nc.NumericSeries], nc.NumericSeries]
+FILTERS: dict[str, FilterBuild] = {
+    # name: filter over the selected channel; expected: the points of VALUES the predicate keeps
+    "gt": lambda s: s.filter_where(s > 2.5),
+    "inside": lambda s: s.filter_where((s >= 2.0) & (s < 4.0)),
+    "outside": lambda s: s.filter_where((s < 1.0) | (s > 4.0)),
+    "eq": lambda s: s.filter_where(s == 2.5),
+    "ne": lambda s: s.filter_where(s != 2.5),
+    "constant_on_the_left": lambda s: s.filter_where(nc.NumericSeries.Constant(2.5) <= s),
+}
+KEEPS: dict[str, Callable[[float], bool]] = {
+    "gt": lambda v: v > 2.5,
+    "inside": lambda v: 2.0 <= v < 4.0,
+    "outside": lambda v: v < 1.0 or v > 4.0,
+    "eq": lambda v: v == 2.5,
+    "ne": lambda v: v != 2.5,
+    "constant_on_the_left": lambda v: v >= 2.5,
+}
+BOOLEAN_RANGES: dict[str, tuple[Build, list[tuple[int, int]]]] = {
+    # name: (ranges over the selected channel, expected ranges as indices into VALUES)
+    "gt": (lambda s: (s > 2.5).ranges(), [(1, 2), (3, 4), (5, 6)]),
+    "inside_bounds": (lambda s: ((s > 2.0) & (s < 4.0)).ranges(), [(1, 3), (6, 7)]),
+    "outside_or_equal": (lambda s: ((s <= 2.0) | (s >= 4.0)).ranges(), [(0, 1), (3, 6), (7, 8)]),
+    "nested": (lambda s: (((s > 0.5) & (s < 3.0)) | (s == 5.0)).ranges(), [(0, 1), (2, 3), (4, 7)]),
+    "persistence_at_its_defaults": (
+        lambda s: (s > 2.5).ranges(
+            min_points=1, min_duration=nc.Duration.Nanoseconds(1), range_start="condition_start"
+        ),
+        [(1, 2), (3, 4), (5, 6)],
+    ),
+}
+BOOLEAN_RANGES_AFTER: dict[str, list[tuple[int, int]]] = {  # after one more point, 2.5
+    "gt": [(1, 2), (3, 4), (5, 6)],
+    "inside_bounds": [(1, 3), (6, 7), (8, 9)],
+    "outside_or_equal": [(0, 1), (3, 6), (7, 8)],
+    "nested": [(0, 1), (2, 3), (4, 7), (8, 9)],
+    "persistence_at_its_defaults": [(1, 2), (3, 4), (5, 6)],
+}
+
+
+async def test_filter_where_and_boolean_ranges_over_one_series(server: ServerProcess, client: Client) -> None:
+    rid, t0 = unique_rid(), time.time_ns() - 60 * NANOS
+    stamps = [t0 + i * NANOS for i in range(len(VALUES))]
+    points = list(zip(stamps, VALUES, strict=True))
+    await write_points(server.base_url, rid, "p", points)
+    channel = select(rid, "p")
+    filters = {
+        f"filter_{n}": await subscribe(client, f"filter_{n}", series_node(b(channel)))
+        for n, b in FILTERS.items()
+    }
+    boolean = {
+        f"ranges_{n}": await subscribe(client, f"ranges_{n}", ranges_node(b(channel)))
+        for n, (b, _) in BOOLEAN_RANGES.items()
+    }
+    for name, keeps in KEEPS.items():
+        expected = numeric([(t, v) for t, v in points if keeps(v)])
+        assert filters[f"filter_{name}"].snapshot() == {(): expected}, name
+    for name, (_, indices) in BOOLEAN_RANGES.items():
+        assert boolean[f"ranges_{name}"].snapshot() == {(): ranges(spans(indices, stamps))}, name
+
+    fresh = (time.time_ns(), 2.5)
+    await write_points(server.base_url, rid, "p", [fresh])
+    for name, keeps in KEEPS.items():
+        expected_after = numeric([(t, v) for t, v in [*points, fresh] if keeps(v)])
+        if filters[f"filter_{name}"].snapshot() != {(): expected_after}:
+            await appended_until(client, f"filter_{name}", filters[f"filter_{name}"], expected_after)
+    for name, indices in BOOLEAN_RANGES_AFTER.items():
+        expected_after = ranges(spans(indices, [*stamps, fresh[0]]))
+        if boolean[f"ranges_{name}"].snapshot() != {(): expected_after}:
+            await appended_until(client, f"ranges_{name}", boolean[f"ranges_{name}"], expected_after)
+
+
+# -- what the builder emits for the rest of the subset: the same nodes, with exact values ------------
+async def test_arithmetic_derivative_value_difference_and_rolling_as_the_builder_emits_them(
+    server: ServerProcess, client: Client
+) -> None:
+    rid, t0 = unique_rid(), time.time_ns() - 60 * NANOS
+    stamps = [t0 + i * NANOS for i in range(len(VALUES))]
+    points = list(zip(stamps, VALUES, strict=True))
+    await write_points(server.base_url, rid, "p", points)
+    s = select(rid, "p")
+    window = nc.Duration.Seconds(2)  # (t - 2 s, t]: a point and the one a second before it
+    # VALUES are short binary fractions: every sum, mean and variance below is exact in any order
+
+    def pairs(f: Callable[[float, float], float]) -> list[tuple[int, float]]:
+        return [(b[0], f(a[1], b[1])) for a, b in itertools.pairwise(points)]
+
+    def rolled(f: Callable[[list[float]], float]) -> list[tuple[int, float]]:
+        return [(t, f([v for u, v in points if t - 2 * NANOS < u <= t])) for t, _ in points]
+
+    cases: dict[str, tuple[nc.NumericSeries, list[tuple[int, float]]]] = {
+        "arithmetic": (nc.abs(2.0 * s - 5.0) / 2.0, [(t, abs(2.0 * v - 5.0) / 2.0) for t, v in points]),
+        "sqrt_negate": (-s.sqrt(), [(t, -math.sqrt(v)) for t, v in points]),
+        "derivative_ms": (s.derivative(time_unit="milliseconds"), pairs(lambda a, b: (b - a) / 1000.0)),
+        "derivative_no_negatives": (
+            s.derivative(
+                negative_values_configuration=nc.NegativeValueConfiguration.SetNegativeValuesToZero()
+            ),
+            pairs(lambda a, b: max(b - a, 0.0)),
+        ),
+        "value_difference_excluding_negatives": (
+            s.value_difference(nc.NegativeValueConfiguration.ExcludeNegativeValues()),
+            [(t, d) for t, d in pairs(lambda a, b: b - a) if d >= 0],
+        ),
+        "rolling_sum": (s.rolling_time(window).sum(), rolled(sum)),
+        "rolling_mean": (s.rolling_time(window).mean(), rolled(lambda xs: sum(xs) / len(xs))),
+        "rolling_min": (s.rolling_time(window).min(), rolled(min)),
+        "rolling_max": (s.rolling_time(window).max(), rolled(max)),
+        "rolling_count": (s.rolling_time(window).count(), rolled(lambda xs: float(len(xs)))),
+        "rolling_std": (s.rolling_time(window).std(), rolled(lambda xs: math.sqrt(statistics.pvariance(xs)))),
+        "rolling_rms": (
+            s.rolling_time(window).root_mean_square(),
+            rolled(lambda xs: math.sqrt(sum(x * x for x in xs) / len(xs))),
+        ),
+    }
+    for name, (expr, expected) in cases.items():
+        view = await subscribe(client, name, series_node(expr))
+        assert view.snapshot() == {(): numeric(expected)}, name
+
+
 # -- refusals ------------------------------------------------------------------------------------
 RID = "ri.sparkwire.test.dataset.refused"
 CHANNEL = select(RID, "p")
+OTHER = select(RID, "q")
+STATE = nc.CategoricalSeries.Reference("state")
+REFUSED_VARIABLES = {"state": channel_variable(RID, "state")}
 REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     # name: (node, params the InvalidComputation must carry)
     "dataset_asset": (
@@ -310,11 +569,66 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ranges_node(CHANNEL.threshold_ranges().eq(1.0, tolerance=-0.5)),
         {"invalidTypes": "tolerance"},
     ),
+    "time_shift_beyond_int64": (
+        series_node(CHANNEL.time_shift(nc.Duration.Days(2**31 - 1))),
+        {"invalidTypes": "timeShiftV2", "field": "duration"},
+    ),
+    "enum_time_shift_beyond_int64": (
+        enum_series_node(STATE.time_shift(-nc.Duration.Days(2**31 - 1))),
+        {"invalidTypes": "timeShiftV2", "field": "duration"},
+    ),
+    "category_regex": (
+        ranges_node(STATE.category_ranges().matches_regex(["r.*"])),
+        {"invalidTypes": "MATCHES_ANY_REGEX", "field": "operator"},
+    ),
+    "category_min_points": (
+        ranges_node(STATE.category_ranges(min_points=2).is_in(["run"])),
+        {"invalidTypes": "POINT_PERSISTENCE", "field": "minPoints"},
+    ),
+    "category_min_duration": (
+        ranges_node(STATE.category_ranges(min_duration=nc.Duration.Milliseconds(500)).is_in(["run"])),
+        {"invalidTypes": "POINT_PERSISTENCE", "field": "minDuration"},
+    ),
+    "category_persistence_start": (
+        ranges_node(STATE.category_ranges(range_start="persistence_start").is_in(["run"])),
+        {"invalidTypes": "POINT_PERSISTENCE", "field": "rangeStart"},
+    ),
+    "boolean_ranges_min_points": (
+        ranges_node((CHANNEL > 1.0).ranges(min_points=2)),
+        {"invalidTypes": "POINT_PERSISTENCE", "field": "minPoints"},
+    ),
+    "boolean_ranges_over_two_series": (
+        ranges_node(((CHANNEL > 1.0) & (OTHER < 2.0)).ranges()),
+        {"invalidTypes": "booleanRanges", "field": "input"},
+    ),
+    "boolean_ranges_comparing_two_series": (
+        ranges_node((CHANNEL > OTHER).ranges()),
+        {"invalidTypes": "booleanRanges", "field": "input"},
+    ),
+    "boolean_ranges_of_constants": (
+        ranges_node((nc.NumericSeries.Constant(2.0) > 1.0).ranges()),
+        {"invalidTypes": "booleanRanges"},
+    ),
+    "filter_where_on_another_series": (
+        series_node(CHANNEL.filter_where(OTHER > 1.0)),
+        {"invalidTypes": "filterWhere", "field": "condition"},
+    ),
+    "filter_where_on_a_derived_series": (
+        series_node(CHANNEL.filter_where(CHANNEL.derivative() > 0.0)),
+        {"invalidTypes": "filterWhere", "field": "condition"},
+    ),
+    "unit_conversion": (series_node(CHANNEL.unit_conversion("km")), {"invalidTypes": "unitConversion"}),
+    "filter_within_ranges": (
+        series_node(CHANNEL.filter_within(CHANNEL.threshold_ranges().gt(1.0))),
+        {"invalidTypes": "filterTransformation"},
+    ),
 }
 
 
 async def test_what_cannot_stream_is_refused_by_name_and_the_rest_still_works(client: Client) -> None:
-    await client.subscribe({name: subscription(node, {}, WINDOW_S) for name, (node, _) in REFUSED.items()})
+    await client.subscribe(
+        {name: subscription(node, REFUSED_VARIABLES, WINDOW_S) for name, (node, _) in REFUSED.items()}
+    )
     for name, (_, params) in REFUSED.items():
         creation = await client.creation(name)
         assert creation["type"] == "error", (name, creation)
@@ -410,6 +724,13 @@ def test_every_table_of_nominal_names_equals_nominal_apis_ir() -> None:
     assert set(THRESHOLD_COMPARISONS) == ir_names(ir, "ThresholdRangesComparison")
     assert set(THRESHOLD_COMPARISONS.values()) == ir_names(ir, "ThresholdOperator")
     assert set(DURATION_UNIT_NANOS) | {"reference", "add", "subtract", "negate"} == ir_names(ir, "Duration")
+    assert set(BOOLEAN_COMPARISONS) | {"and", "or"} == ir_names(ir, "BooleanSeries")
+    for (
+        comparison,
+        operator,
+    ) in BOOLEAN_COMPARISONS.items():  # greaterThanOrEqualTo -> GREATER_THAN_OR_EQUAL_TO
+        assert re.sub("([A-Z])", r"_\1", comparison).upper() == operator, comparison
+    assert set(BOOLEAN_COMPARISONS.values()) == ir_names(ir, "ThresholdOperator")
 
 
 def test_the_evaluators_and_the_client_name_exactly_nominals_values() -> None:

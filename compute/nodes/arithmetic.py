@@ -1,8 +1,11 @@
 """Pointwise numeric nodes: unary maths, binary arithmetic (aligned by forward fill, a constant
-broadcast), and the threshold filter. IEEE semantics throughout: sqrt(-1) is NaN, x/0 is +-inf."""
+broadcast), the threshold filter, and conditions (a `BooleanSeries` over one series' own points)
+with the filter that keeps the points where one holds. IEEE semantics throughout: sqrt(-1) is NaN,
+x/0 is +-inf, a comparison with NaN is false except `!=`."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,4 +106,65 @@ class ThresholdFilter(SeriesNode):
     def evaluate(self, env: EvalEnv) -> NumericPoints:
         s = numeric(self.input.evaluate(env), "thresholdFilter")
         keep = THRESHOLD_OPS[self.operator](s.values, self.threshold)
+        return NumericPoints(s.ts[keep], s.values[keep])
+
+
+class Condition(ABC):
+    """A `BooleanSeries` whose numeric operands are constants or one and the same series: it holds
+    or not at each of that series' points, so no alignment is involved."""
+
+    @abstractmethod
+    def holds(self, values: np.ndarray) -> np.ndarray:
+        """One bool per value of the series."""
+
+
+@dataclass
+class Comparison(Condition):
+    """`left <operator> right`, each side a constant or (None) the series' own value."""
+
+    operator: str  # a ThresholdOperator
+    left: float | None
+    right: float | None
+
+    def holds(self, values: np.ndarray) -> np.ndarray:
+        a = values if self.left is None else np.float64(self.left)
+        b = values if self.right is None else np.float64(self.right)
+        return np.asarray(THRESHOLD_OPS[self.operator](a, b), bool) & np.ones(len(values), bool)
+
+
+@dataclass
+class BothHold(Condition):
+    """`and`."""
+
+    left: Condition
+    right: Condition
+
+    def holds(self, values: np.ndarray) -> np.ndarray:
+        return self.left.holds(values) & self.right.holds(values)
+
+
+@dataclass
+class EitherHolds(Condition):
+    """`or`."""
+
+    left: Condition
+    right: Condition
+
+    def holds(self, values: np.ndarray) -> np.ndarray:
+        return self.left.holds(values) | self.right.holds(values)
+
+
+@dataclass
+class FilterWhere(SeriesNode):
+    """`filterWhere`: only the points of `input` at which `condition` (over `input` itself) holds."""
+
+    input: SeriesNode
+    condition: Condition
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "filterWhere")
+        keep = self.condition.holds(s.values)
         return NumericPoints(s.ts[keep], s.values[keep])

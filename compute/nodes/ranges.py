@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.arithmetic import THRESHOLD_OPS
+from compute.nodes.arithmetic import THRESHOLD_OPS, Condition
 from compute.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
 from compute.results import NO_START, OPEN_END, Ranges
 
@@ -73,6 +73,21 @@ class Threshold(RangeNode):
 
 
 @dataclass
+class ConditionRanges(RangeNode):
+    """`booleanRanges`: where a condition over one series' own points holds."""
+
+    input: SeriesNode
+    condition: Condition
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Ranges:
+        s = numeric(self.input.evaluate(env), "booleanRanges")
+        return condition_ranges(s.ts, self.condition.holds(s.values))
+
+
+@dataclass
 class MinMaxThreshold(RangeNode):
     input: SeriesNode
     operator: str
@@ -98,7 +113,7 @@ class MinMaxThreshold(RangeNode):
 
 @dataclass
 class EnumFilter(RangeNode):
-    """IS_IN / IS_NOT_IN over an enum series' categories."""
+    """IS_IN / IS_NOT_IN over an enum series' categories (`enumFilter`, `categoryFilterRangesV2`)."""
 
     input: SeriesNode
     values: frozenset[str]

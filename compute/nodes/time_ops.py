@@ -1,4 +1,4 @@
-"""Nodes over consecutive points and time: derivative, valueDifference, timeShift.
+"""Nodes over consecutive points and time: derivative, valueDifference, timeShift (numeric or enum).
 
 `derivative` and `valueDifference` emit one point per input point after the first, at that point's
 timestamp; the first held point has no predecessor, so near the start of the held history (the
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.base import EvalEnv, Node, SeriesNode, numeric
-from compute.results import NumericPoints
+from compute.nodes.base import EvalEnv, Node, Series, SeriesNode, numeric
+from compute.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints
 
 NANOS_PER_UNIT: dict[str, int] = {
     "DAYS": 86_400_000_000_000,
@@ -69,10 +69,12 @@ class ValueDifference(SeriesNode):
 
 @dataclass
 class TimeShift(SeriesNode):
-    """Every point moves by `shift_ns` (negative: earlier). A positive shift needs that much history."""
+    """Every point, numeric or enum, moves by `shift_ns` (negative: earlier). A positive shift needs
+    that much history. A point that the shift would carry outside int64 nanoseconds (before 1677 or
+    after 2262) cannot be represented and is left out rather than wrapped around."""
 
     input: SeriesNode
-    shift_ns: int
+    shift_ns: int  # the compiler keeps |shift_ns| <= INT64_MAX
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -80,6 +82,16 @@ class TimeShift(SeriesNode):
     def own_lookback_ns(self) -> int:
         return max(self.shift_ns, 0)
 
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "timeShift")
-        return NumericPoints(s.ts + self.shift_ns, s.values)
+    def evaluate(self, env: EvalEnv) -> Series:
+        s = self.input.evaluate(env)  # its builder already checked numeric or enum
+        shift = self.shift_ns
+        if shift > 0:
+            keep = s.ts < INT64_MAX - shift
+        elif shift < 0:
+            keep = s.ts > INT64_MIN - shift
+        else:
+            return s
+        ts = s.ts[keep] + np.int64(shift)
+        if isinstance(s, EnumPoints):
+            return EnumPoints(ts, s.codes[keep], s.categories)
+        return NumericPoints(ts, s.values[keep])
