@@ -22,6 +22,9 @@ class Settings(BaseSettings):
         None, description="where the stream's checkpoint goes (default DATA_DIR/checkpoints), e.g. /dev/shm"
     )
     spark_master: str = Field("local[2]", description="Spark master URL (local[N] or spark://host:port)")
+    driver_memory: str = Field(
+        "1g", pattern=r"^[0-9]+[kmgtKMGT]$", description="Spark driver's heap, taken whole at start (e.g. 1g)"
+    )
     trigger_ms: int = Field(100, ge=10, description="micro-batch trigger interval, milliseconds")
     shutdown_grace: float = Field(10.0, ge=0, description="seconds updates keep flowing after SIGTERM")
     ping_interval: float = Field(20.0, gt=0, description="seconds of silence before the server pings")

@@ -37,7 +37,11 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
 
     try:
         settings = state.settings
-        spark = build_session(settings.spark_master, jvm_output=spark_output_path(settings.data_dir))
+        spark = build_session(
+            settings.spark_master,
+            jvm_output=spark_output_path(settings.data_dir),
+            driver_memory=settings.driver_memory,
+        )
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
         engine = Engine(
             spark,

@@ -32,11 +32,21 @@ FILESYSTEM_CHECKPOINT_MANAGER = (
 )
 
 
+DRIVER_MEMORY = "1g"
+
+
 def build_session(
-    master: str, shuffle_partitions: int | None = None, jvm_output: Path | None = None
+    master: str,
+    shuffle_partitions: int | None = None,
+    jvm_output: Path | None = None,
+    driver_memory: str = DRIVER_MEMORY,
 ) -> SparkSession:
     """`jvm_output`: a file for the JVM's own console output (log4j, JVM warnings, the Python
-    workers it starts), which would otherwise interleave with the server's logs."""
+    workers it starts), which would otherwise interleave with the server's logs.
+
+    `driver_memory`: the driver JVM's heap, taken whole at start (-Xms = -Xmx, pre-touched): a heap
+    that grows into its cap over hours looks like a leak to an operator, one taken at start does not
+    grow (docs/decisions/0027-driver-heap-taken-at-start.md)."""
     # Executors' Python must be ours, so the data source and evaluators import the same code.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -63,7 +73,11 @@ def build_session(
         # manager over raw local files starts only the `chmod` and writes no .crc files (0012).
         .set("spark.sql.streaming.checkpointFileManagerClass", FILESYSTEM_CHECKPOINT_MANAGER)
         .set("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
+        .set("spark.driver.memory", driver_memory)
+        .set(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} -Xms{driver_memory} -XX:+AlwaysPreTouch",
+        )
     )
     if jvm_output is not None and SparkContext._active_spark_context is None:
         jvm_output.parent.mkdir(parents=True, exist_ok=True)
