@@ -31,7 +31,7 @@ import jwt
 
 from app.config import Settings
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 BEARER_SUBPROTOCOL = "bearer"
 CLAIM = "dataSourceRids"
@@ -103,7 +103,7 @@ class TokensFile:
                 if self.path.stat().st_mtime_ns != self._mtime_ns:
                     self._load()
             except (OSError, ValueError):
-                log.exception("tokens file %s unreadable; keeping the tokens loaded before", self.path)
+                logger.exception("tokens file %s unreadable; keeping the tokens loaded before", self.path)
             return self._tokens.get(_digest(token))
 
 

@@ -21,7 +21,7 @@ from app.shutdown import drain
 from app.state import ServerState
 from app.ws_protocol import FanOutWebSocketProtocol
 
-log = logging.getLogger("app.cli")
+logger = logging.getLogger("app.cli")
 SPARK_WATCH_SECONDS = 1.0  # how often the server checks that Spark's JVM is still there
 
 
@@ -71,7 +71,7 @@ class DrainingServer(uvicorn.Server):
             state = self._state()
             if state is None or state.draining or state.supervisor is None or not state.supervisor.gave_up:
                 continue
-            log.error("%s: the server stops, with exit status 1", state.supervisor.last_error)
+            logger.error("%s: the server stops, with exit status 1", state.supervisor.last_error)
             self.exit_status = 1
             self._begin_drain(state)
             return

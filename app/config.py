@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     redis_maxlen: int = Field(
         0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
     )
-    # -- retention and disk (compute/log.py, compute/disk_space.py)
+    # -- retention and disk (compute/log.py, compute/storage/disk_space.py)
     retention_seconds: float | None = Field(
         None,
         ge=0,
@@ -67,12 +67,6 @@ class Settings(BaseSettings):
         ge=0,
         description="refuse writes (507) while the data dir's disk has less free; "
         "default the smaller of 1 GiB and 5% of the disk; 0 = no floor",
-    )
-    preaggregate_min_points: int = Field(
-        0,
-        ge=0,
-        description="pre-aggregate a summarized raw channel in Spark when its buckets average at least "
-        "this many points (0 = off; compute/preaggregate.py)",
     )
     # -- security (app/auth.py, app/origin.py): authentication is off unless a secret or file is set
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret: accept bearer JWTs (with exp)")
@@ -95,7 +89,7 @@ class Settings(BaseSettings):
     max_tag_value_length: int = Field(1024, gt=0, description="characters of a tag value (400)")
     max_channel_length: int = Field(1024, gt=0, description="characters of a channel name (400)")
     max_data_source_rid_length: int = Field(256, gt=0, description="characters of a dataSourceRid (400)")
-    # -- recovery (compute/supervisor.py)
+    # -- recovery (compute/spark/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")
 

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from starlette.websockets import WebSocket, WebSocketState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SLOW_CONSUMER = 4008  # private-use close code: the client did not read fast enough
 CLOSE_TIMEOUT = 5.0  # seconds for flushing and the close frame before the socket is dropped
@@ -55,8 +55,6 @@ class Connection:
         self._in_flight_since: float | None = None
         self._wake = asyncio.Event()
         self._closing = False
-        self.last_heard = time.monotonic()
-        self.awaiting_pong_since: float | None = None
         self.closed = asyncio.Event()
         self.close_code: int | None = None
         self._closer: asyncio.Task[None] | None = None
@@ -103,7 +101,7 @@ class Connection:
             try:
                 frame = source.take_frame()
             except Exception:  # one subscription's broken frame must not stop the connection's others
-                log.exception("connection %d: building a frame failed", self.id)
+                logger.exception("connection %d: building a frame failed", self.id)
                 continue
             if frame is not None:
                 return frame
@@ -123,7 +121,7 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except Exception:  # the peer went away; the receive loop notices and cleans up
-            log.debug("connection %d: send failed", self.id, exc_info=True)
+            logger.debug("connection %d: send failed", self.id, exc_info=True)
         finally:
             self._in_flight_since = None
             self.closed.set()
@@ -141,7 +139,7 @@ class Connection:
     def _give_up(self, why: str) -> None:
         if self._closing:
             return
-        log.warning("connection %d: slow consumer (%s), closing with %d", self.id, why, SLOW_CONSUMER)
+        logger.warning("connection %d: slow consumer (%s), closing with %d", self.id, why, SLOW_CONSUMER)
         self._closing = True
         self.close_soon(SLOW_CONSUMER, "client cannot keep up", flush=False)
 
@@ -163,7 +161,7 @@ class Connection:
         self._closing = True
         self._watchdog.cancel()
         if code != 1000:
-            log.info("connection %d: closing with %d (%s)", self.id, code, reason)
+            logger.info("connection %d: closing with %d (%s)", self.id, code, reason)
         if flush:
             self._wake.set()
             with contextlib.suppress(Exception):  # TimeoutError included
@@ -185,11 +183,7 @@ class Connection:
                 # The close frame cannot get through (the client stopped reading): drop the socket.
                 _abort(self.websocket)
             except Exception as exc:  # the protocol layer closed first; its close stands
-                log.debug("connection %d: close not sent (%s)", self.id, exc)
-
-    def heard(self) -> None:
-        self.last_heard = time.monotonic()
-        self.awaiting_pong_since = None
+                logger.debug("connection %d: close not sent (%s)", self.id, exc)
 
 
 def _abort(websocket: WebSocket) -> None:
@@ -200,7 +194,7 @@ def _abort(websocket: WebSocket) -> None:
     protocol = getattr(getattr(websocket, "_receive", None), "__self__", None)
     transport = getattr(protocol, "transport", None)
     if transport is None or not hasattr(transport, "abort"):
-        log.warning("cannot abort the socket of a stalled WebSocket")
+        logger.warning("cannot abort the socket of a stalled WebSocket")
         return
     sock = transport.get_extra_info("socket")
     if sock is not None:  # linger 0: close() resets instead of keeping unsent data for the peer

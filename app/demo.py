@@ -21,7 +21,7 @@ import httpx
 
 from sparkwire_client.writer import WriteError, Writer
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 DEFAULT_RID = "ri.sparkwire.main.dataset.demo"
 MODES = ("PARK", "DRIVE", "NEUTRAL", "REVERSE")
@@ -106,7 +106,7 @@ async def run_demo(config: DemoConfig) -> DemoStats:
         for i in range(config.vehicles)
     ]
     await wait_for_server(config.url, config.wait_for_server)
-    log.info(
+    logger.info(
         "demo feed: %d vehicle(s) x %d channels at %.0f Hz into %s (data source %s)",
         len(vehicles),
         len(NUMERIC_CHANNELS) + 1,
@@ -140,7 +140,7 @@ async def run_demo(config: DemoConfig) -> DemoStats:
                     stats.points += 1
                     stats.late_points += 1
             except (httpx.HTTPError, WriteError) as exc:  # e.g. the server restarts: wait for it
-                log.warning("demo feed: write failed (%s); waiting for the server", exc)
+                logger.warning("demo feed: write failed (%s); waiting for the server", exc)
                 await wait_for_server(config.url, config.wait_for_server)
                 next_tick = time.monotonic()
             next_tick += tick
@@ -150,7 +150,7 @@ async def run_demo(config: DemoConfig) -> DemoStats:
             stats.points += 1
             stats.late_points += 1
     stats.requests = writer.requests_sent
-    log.info(
+    logger.info(
         "demo feed stopped: %d points (%d late) in %d requests",
         stats.points,
         stats.late_points,

@@ -28,7 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Conjure's generic errors (namespace Default) and the status each travels with. UNAUTHORIZED is
 # not in conjure's ErrorCode definition but is what Palantir's runtimes answer a bad token with
@@ -155,7 +155,7 @@ async def _on_unhandled(request: Request, exc: Exception) -> Response:
     """A bug: 500 INTERNAL. Starlette re-raises the exception after this answer, so the server's
     log gets its traceback right after this line, which ties it to the errorInstanceId."""
     body = serializable_error(default_name(500), "internal server error", 500)
-    log.error(
+    logger.error(
         "unhandled %s in %s %s (errorInstanceId %s)",
         type(exc).__name__,
         request.method,

@@ -13,9 +13,9 @@ import numpy as np
 import orjson
 
 from app.ws_compression import SharedPayload, spliced
-from compute.computation import GroupKey
-from compute.errors import ComputeError
-from compute.results import (
+from compute.evaluation.computation import GroupKey
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.results import (
     NO_START,
     OPEN_END,
     EnumBuckets,
@@ -28,18 +28,18 @@ from compute.results import (
     Ranges,
     RangesSummary,
 )
+from schemas.timestamps import split_nanos, split_nanos_array
 
-NANOS = 1_000_000_000
 Json = Any
 
 
 def timestamp(ns: int) -> dict[str, int]:
-    s, n = divmod(int(ns), NANOS)
+    s, n = split_nanos(ns)
     return {"seconds": s, "nanos": n}
 
 
 def timestamps(ns: np.ndarray) -> list[dict[str, int]]:
-    s, n = np.divmod(ns, NANOS)
+    s, n = split_nanos_array(ns)
     return [{"seconds": a, "nanos": b} for a, b in zip(s.tolist(), n.tolist(), strict=True)]
 
 

@@ -13,17 +13,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app import frames
 from app.connection import Connection
 from app.metrics import Metrics
 from app.ws_compression import SharedPayload
-from compute.computation import Change, Computation
-from compute.engine import Engine
-from compute.errors import ComputeError
+from compute.evaluation.computation import Change, Computation
+from compute.evaluation.errors import ComputeError
+from compute.spark.engine import Engine
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,6 @@ class Subscriber:
     error: ComputeError | None = None  # an error owed replaces any data owed
     timer: asyncio.TimerHandle | None = None
     active: bool = True
-    sent: int = field(default=0)
 
     def take_frame(self) -> str | None:
         """Called by the connection when the socket can take a frame (app/connection.py)."""
@@ -115,7 +114,6 @@ class Hub:
         self._subscribers: dict[Computation, set[Subscriber]] = {}
         self._creating: dict[str, asyncio.Task[Computation]] = {}
         self._cache = FrameCache()
-        self.frames_sent = 0
 
     @property
     def engine(self) -> Engine:
@@ -132,7 +130,7 @@ class Hub:
         self.loop.call_soon_threadsafe(self._fan_out, changes, time.monotonic())
 
     def on_stream_failed(self, error: ComputeError) -> None:
-        """The streaming query died: every subscriber is told (compute/supervisor.py restarts it)."""
+        """The streaming query died: every subscriber is told (compute/spark/supervisor.py restarts it)."""
         self.loop.call_soon_threadsafe(self._owe_everyone, error)
 
     def on_stream_recovered(self) -> None:
@@ -260,8 +258,6 @@ class Hub:
             return None
         update = self._cache.get(subscriber.computation, pending, subscriber.options)
         subscriber.last_sent = time.monotonic()
-        subscriber.sent += 1
-        self.frames_sent += 1
         self.metrics.frames_sent.inc()
         if not pending.first:
             self.metrics.frame_latency.observe(subscriber.last_sent - pending.since)

@@ -27,10 +27,9 @@ from app.errors import (
     error_response,
 )
 from app.request_body import read_body
-from compute.log import InsufficientStorage, SeriesWrite, WriteRejected
-from compute.series import SeriesKey, SeriesKind
+from compute.storage.contract import InsufficientStorage, SeriesWrite, WriteRejected
+from compute.storage.series import SeriesKey, SeriesKind
 from schemas.ingest import (
-    MAX_SECONDS,
     StrictDoublePoint,
     StrictDoublePoints,
     StrictStringPoint,
@@ -38,8 +37,9 @@ from schemas.ingest import (
     write_request_adapter,
     write_request_decoder,
 )
+from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class InvalidWrite(ValueError):
@@ -64,7 +64,8 @@ def fast_writes(body: bytes) -> list[SeriesWrite] | None:
             plist, kind = points.double, SeriesKind.NUMERIC
         else:
             plist, kind = points.string, SeriesKind.ENUM
-        ts = [p.timestamp.seconds * 1_000_000_000 + p.timestamp.nanos for p in plist]
+        # to_nanos, inlined: a call per point would cost this decoder a tenth of its speed
+        ts = [p.timestamp.seconds * NANOS_PER_SECOND + p.timestamp.nanos for p in plist]
         values: list[Any] = [p.value for p in plist]
         writes.append(SeriesWrite(SeriesKey.of(rid, batch.channel, batch.tags), kind, ts, values))
     return writes
@@ -90,7 +91,7 @@ def to_writes(request: WriteBatchesRequest) -> list[SeriesWrite]:
                     f"batches.{i}.points.{points['type']}.{j}.timestamp.seconds: "
                     f"{t['seconds']} is outside 0..{MAX_SECONDS}"
                 )
-            ts.append(t["seconds"] * 1_000_000_000 + t["nanos"])
+            ts.append(to_nanos(t["seconds"], t["nanos"]))
             values.append(p["value"])
         writes.append(SeriesWrite(key, kind, ts, values))
     return writes
@@ -151,9 +152,8 @@ async def accept_writes(request: Request, decode: Callable[[bytes], list[SeriesW
         # Conjure has no code for 507: CUSTOM_SERVER (app/errors.py) is its code for a server error
         # the generic ones do not name. INTERNAL would tell a client the server failed, when it is
         # in fact refusing, on purpose, until disk space returns; the status and name say so.
-        log.warning("ingest refused, storage below its floor: %s", exc)
+        logger.warning("ingest refused, storage below its floor: %s", exc)
         return error_response(507, str(exc) or "the server is low on disk space", INSUFFICIENT_STORAGE)
-    state.points_ingested += count
     state.metrics.points_ingested.inc(count)
     return Response(status_code=200)
 

@@ -29,11 +29,10 @@ from nominal.protos.write.nominal_write_pb2 import WriteRequestNominal
 
 from app.errors import error_response
 from app.ingest import InvalidWrite, accept_writes
-from compute.log import SeriesWrite
-from compute.series import SeriesKey, SeriesKind
-from schemas.ingest import MAX_SECONDS
+from compute.storage.contract import SeriesWrite
+from compute.storage.series import SeriesKey, SeriesKind
+from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos_array
 
-NANOS = 1_000_000_000
 # The content types Nominal's clients send for this body (the Rust client: application/x-protobuf).
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf", "application/octet-stream"})
 NUMERIC_KINDS = {
@@ -97,14 +96,14 @@ def _timestamps(seconds: Sequence[int], nanos: Sequence[int], where: str) -> np.
     """int64 nanoseconds since the epoch, refusing what the JSON endpoint refuses."""
     s = np.asarray(seconds, dtype=np.int64)
     n = np.asarray(nanos, dtype=np.int64)
-    bad = (s < 0) | (s > MAX_SECONDS) | (n < 0) | (n >= NANOS)
+    bad = (s < 0) | (s > MAX_SECONDS) | (n < 0) | (n >= NANOS_PER_SECOND)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         raise InvalidWrite(
             f"{where}.{j}.timestamp: seconds {int(s[j])}, nanos {int(n[j])} is outside "
-            f"seconds 0..{MAX_SECONDS}, nanos 0..{NANOS - 1}"
+            f"seconds 0..{MAX_SECONDS}, nanos 0..{NANOS_PER_SECOND - 1}"
         )
-    return s * NANOS + n
+    return to_nanos_array(s, n)
 
 
 def _numeric(values: list[Any], dtype: type, where: str) -> np.ndarray:

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import numpy as np
@@ -56,16 +55,16 @@ class MessageRate:
     """Token bucket: `rate` messages per second, bursts up to 2x. A client that goes on sending a
     whole burst's worth after being told it is over the limit is closed."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, now: float) -> None:
+        """`now` and every call's: seconds on a monotonic clock (the caller's, so tests can drive it)."""
         self.rate = rate
         self.burst = max(1.0, 2 * rate)
         self.tokens = self.burst
-        self.refilled = time.monotonic()
+        self.refilled = now
         self.dropped = 0  # messages dropped since the client last stayed within the limit
-        self.last_notice = 0.0
+        self.last_notice = float("-inf")
 
-    def allow(self) -> bool:
-        now = time.monotonic()
+    def allow(self, now: float) -> bool:
         self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
         self.refilled = now
         if self.tokens >= 1:
@@ -75,9 +74,8 @@ class MessageRate:
         self.dropped += 1
         return False
 
-    def should_notify(self) -> bool:
+    def should_notify(self, now: float) -> bool:
         """At most one over-the-limit notice per second (notices must not become a flood)."""
-        now = time.monotonic()
         if now - self.last_notice >= 1.0:
             self.last_notice = now
             return True

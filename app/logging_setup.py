@@ -1,6 +1,6 @@
 """Process logging: human-readable lines, or one JSON object per line for log shippers.
 
-Spark's JVM writes to its own stderr, outside Python's logging: compute/session.py sends that to a
+Spark's JVM writes to its own stderr, outside Python's logging: compute/spark/session.py sends that to a
 file (see `spark_output_path`), so the server's own output stays one format and free of JVM noise.
 """
 

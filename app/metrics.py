@@ -1,29 +1,21 @@
-"""`GET /metrics` in Prometheus text format. Counters are bumped where things happen (hub, ingest,
-the engine's batch hook); gauges that describe the current state are read at scrape time."""
+"""The server's Prometheus registry: counters bumped where things happen (hub, ingest, the engine's
+batch hook), and the gauges that `GET /metrics` (app/metrics_route.py) sets at scrape time."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
     disable_created_metrics,
-    generate_latest,
 )
 
 if TYPE_CHECKING:
-    from app.state import ServerState
-    from compute.engine import BatchStats
-
-router = APIRouter()
+    from compute.spark.engine import BatchStats
 
 disable_created_metrics()  # no `_created` series beside every counter: scrapers rarely want them
 
@@ -90,16 +82,6 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
-        self.preaggregated_buckets = Counter(
-            "sparkwire_preaggregated_buckets",
-            "buckets micro-batches handed to the driver instead of raw points (pre-aggregation)",
-            registry=r,
-        )
-        self.preaggregated_points = Counter(
-            "sparkwire_preaggregated_points",
-            "raw points those pre-aggregated buckets summarized (never sent to the driver)",
-            registry=r,
-        )
         self.http_requests = Counter(
             "sparkwire_http_requests",
             "HTTP requests answered, by status class (2xx, 4xx, ...); health probes and scrapes not counted",
@@ -113,6 +95,16 @@ class Metrics:
             self.points_rejected.labels(reason)  # present (at 0) from the first scrape
         self._requests_by_class = {c: self.http_requests.labels(f"{c}xx") for c in range(1, 6)}
 
+        self.stream_failures = Counter(
+            "sparkwire_stream_failures",
+            "streaming queries lost (failed or stopped unasked) since start-up",
+            registry=r,
+        )
+        self.stream_restarts = Counter(
+            "sparkwire_stream_restarts", "streaming queries restarted successfully since start-up", registry=r
+        )
+        self._supervisor_seen = (0, 0)  # the supervisor's (failures, restarts) at the last scrape
+
     # -- hooks -------------------------------------------------------------------------------------
     def observe_batch(self, stats: BatchStats) -> None:
         """The engine's per-batch hook (runs on the Spark batch thread)."""
@@ -120,9 +112,13 @@ class Metrics:
         self.batch_rows.observe(stats.rows)
         if stats.late_points:
             self.points_rejected.labels("late").inc(stats.late_points)
-        if stats.aggregated_buckets:
-            self.preaggregated_buckets.inc(stats.aggregated_buckets)
-            self.preaggregated_points.inc(stats.aggregated_points)
+
+    def observe_supervisor(self, failures: int, restarts: int) -> None:
+        """The supervisor's counts since start-up (they only grow), as counters at scrape time."""
+        seen_failures, seen_restarts = self._supervisor_seen
+        self.stream_failures.inc(max(0, failures - seen_failures))
+        self.stream_restarts.inc(max(0, restarts - seen_restarts))
+        self._supervisor_seen = (failures, restarts)
 
     def count_request(self, status: int) -> None:
         """One HTTP answer (app/request_summary.py)."""
@@ -158,28 +154,6 @@ class Metrics:
             "sparkwire_log_prune_step_seconds", "duration of the last prune step", registry=r
         )
 
-    async def render(self, state: ServerState) -> bytes:
-        durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/log.py)
-        if durable is not None:
-            if not hasattr(self, "free_bytes"):
-                self._storage_gauges()
-            self.free_bytes.set(durable.floor.free_bytes())
-            self.min_free_bytes.set(durable.floor.min_bytes)
-            self.log_bytes.set(durable.size_bytes())
-            self.pruned_points.set(durable.pruned.points)
-            self.pruned_blocks.set(durable.pruned.blocks)
-            self.prune_step_seconds.set(durable.pruned.last_step_s)
-        self.connections.set(len(state.connections))
-        self.subscriptions.set(state.hub.subscriber_count())
-        engine = state.engine
-        if engine is not None:  # Spark calls and the engine's lock stay off the event loop
-            computations, pending = await asyncio.to_thread(
-                lambda: (len(engine.computations()), engine.pending_points())
-            )
-            self.computations.set(computations)
-            self.source_pending.set(pending)
-        return generate_latest(self.registry)
-
 
 def _points_in(body: bytes) -> int:
     """How many points a refused request carried, as far as its JSON can be read."""
@@ -192,9 +166,3 @@ def _points_in(body: bytes) -> int:
         return total
     except Exception:
         return 0
-
-
-@router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
-    state: ServerState = request.app.state.sparkwire
-    return Response(await state.metrics.render(state), media_type=CONTENT_TYPE_LATEST)

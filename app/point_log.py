@@ -7,22 +7,22 @@ import os
 import socket
 
 from app.config import Settings
-from compute.backend import PointLog
+from compute.storage.contract import PointLog
 
 
 def open_point_log(settings: Settings) -> PointLog:
     # A consumer name per server process: its committed offsets and lag are its own.
     consumer = f"{socket.gethostname()}-{settings.port}-{os.getpid()}"
     if settings.source == "redis":
-        from compute.redis_log import RedisLog, Retention
+        from compute.storage.redis.point_log import RedisLog, Retention
 
         retention = Retention(settings.retention, settings.redis_maxlen)
         return RedisLog(
             settings.redis_url, settings.redis_partitions, consumer, retention, settings.redis_prefix
         )
-    from compute.disk_space import Retention as LogRetention
-    from compute.embedded_log import EmbeddedLog
-    from compute.log import DurableLog
+    from compute.storage.disk_space import Retention as LogRetention
+    from compute.storage.sqlite.point_log import EmbeddedLog
+    from compute.storage.sqlite.writer import DurableLog
 
     durable = DurableLog(
         settings.data_dir / "log.db",

@@ -22,7 +22,7 @@ import orjson
 if TYPE_CHECKING:
     from app.state import ServerState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -91,7 +91,7 @@ def _log_refusal(scope: Scope, status: int, body: bytes) -> None:
     where = client[0] if client else "unknown client"
     method, path = scope["method"], scope["path"]
     reason = _reason(body)
-    log.log(
+    logger.log(
         logging.ERROR if status >= 500 else logging.WARNING,
         "%d %s %s from %s: %s",
         status,
@@ -153,7 +153,7 @@ class Summary:
         fields = _fields(delta)
         fields["connections"] = len(self.state.connections)
         fields["subscriptions"] = self.state.hub.subscriber_count()
-        log.info(
+        logger.info(
             "last %.0fs: %s", seconds, _describe(fields), extra={"interval_s": round(seconds, 3), **fields}
         )
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import asyncapi, catalog, dashboard, health, metrics, openapi
+from app import asyncapi, catalog, dashboard, health, metrics_route, openapi
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.hub import Hub
@@ -24,16 +24,16 @@ from app.request_summary import RequestLog, Summary
 from app.state import ServerState
 from app.ws import websocket_endpoint
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 START_ATTEMPTS = 3
 
 
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
     """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
-    from compute.checkpoint import checkpoint_dir
-    from compute.engine import Engine
-    from compute.session import build_session
-    from compute.supervisor import StreamSupervisor
+    from compute.spark.checkpoint import checkpoint_dir
+    from compute.spark.engine import Engine
+    from compute.spark.session import build_session
+    from compute.spark.supervisor import StreamSupervisor
 
     try:
         settings = state.settings
@@ -43,14 +43,7 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
             driver_memory=settings.driver_memory,
         )
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
-        engine = Engine(
-            spark,
-            state.log,
-            checkpoint,
-            settings.trigger_ms,
-            state.hub.on_changes,
-            settings.preaggregate_min_points,
-        )
+        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
         state.hub.engine = engine
         engine.on_batch = state.metrics.observe_batch
         state.engine = engine
@@ -63,12 +56,12 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
             engine.start()
             if engine.first_trigger_ran(timeout=120):
                 break
-            log.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
+            logger.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
             engine.stop()
             checkpoint_dir(settings.checkpoint_dir, settings.data_dir)  # empty it for the next attempt
         else:
             raise RuntimeError(f"the streaming query failed to start {START_ATTEMPTS} times")
-        # From now on a query that dies is restarted (compute/supervisor.py).
+        # From now on a query that dies is restarted (compute/spark/supervisor.py).
         state.supervisor = StreamSupervisor(
             engine,
             state.hub.on_stream_failed,
@@ -82,18 +75,18 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
         gc.collect()
         gc.freeze()
-        log.info("%d startup objects frozen (out of the collector's full passes)", gc.get_freeze_count())
-        log.info("ready: streaming query running")
+        logger.info("%d startup objects frozen (out of the collector's full passes)", gc.get_freeze_count())
+        logger.info("ready: streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
-        log.exception("Spark failed to start")
+        logger.exception("Spark failed to start")
         state.startup_error = str(exc)
 
 
 def _shutting_down(state: ServerState) -> bool:
     """A SIGTERM during start-up: the rest of it is skipped (the lifespan stops what was started)."""
     if state.draining:
-        log.info("shutting down: Spark start-up stops here")
+        logger.info("shutting down: Spark start-up stops here")
     return state.draining
 
 
@@ -118,16 +111,16 @@ def create_app(settings: Settings) -> FastAPI:
             if state.supervisor is not None:
                 await asyncio.to_thread(state.supervisor.stop)
             if state.engine is not None:
-                from compute.session import stop_session  # as in _start_spark: pyspark loads late
+                from compute.spark.session import stop_session  # as in _start_spark: pyspark loads late
 
                 await asyncio.to_thread(state.engine.stop)
                 await asyncio.to_thread(stop_session, state.engine.spark)
             durable.close()
-            log.info("stopped")
+            logger.info("stopped")
 
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)
-    app.include_router(metrics.router)
+    app.include_router(metrics_route.router)
     app.include_router(asyncapi.router)
     app.include_router(catalog.router)
     app.include_router(dashboard.router)

@@ -4,7 +4,7 @@ for the grace period, then every connection still open closes with 1012 (service
 The grace period is for clients to move elsewhere, so it ends as soon as none is left: a server
 without WebSocket clients stops at once, and one whose clients all left after the notice stops
 then. The streaming query is no longer restarted from the moment the drain begins
-(compute/supervisor.py): a restart would outlive the process it serves.
+(compute/spark/supervisor.py): a restart would outlive the process it serves.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from app import frames
 from app.state import ServerState
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SERVICE_RESTART = 1012
 POLL_SECONDS = 0.1  # how often the drain looks for clients that have left
@@ -28,9 +28,9 @@ async def drain(state: ServerState) -> None:
         state.supervisor.begin_shutdown()
     connections = list(state.connections)
     grace = state.settings.shutdown_grace
-    log.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections), grace)
+    logger.info("draining: shutdownNotice to %d connection(s), grace %.1fs", len(connections), grace)
     if not connections:
-        log.info("draining: no connections, stopping now")
+        logger.info("draining: no connections, stopping now")
         return
     for connection in connections:
         connection.send(frames.shutdown_notice())
@@ -40,9 +40,9 @@ async def drain(state: ServerState) -> None:
         await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
     remaining = list(state.connections)
     if not remaining:
-        log.info("draining: every client left after %.1fs, stopping now", time.monotonic() - started)
+        logger.info("draining: every client left after %.1fs, stopping now", time.monotonic() - started)
         return
-    log.info("draining: grace period over, closing %d connection(s) with 1012", len(remaining))
+    logger.info("draining: grace period over, closing %d connection(s) with 1012", len(remaining))
     await asyncio.gather(
         *(c.close(SERVICE_RESTART, "server shutting down") for c in remaining),
         return_exceptions=True,

@@ -10,13 +10,13 @@ from app.auth import Authenticator
 from app.config import Settings
 from app.metrics import Metrics
 from app.origin import OriginPolicy
-from compute.backend import PointLog
+from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
     from app.connection import Connection
     from app.hub import Hub
-    from compute.engine import Engine
-    from compute.supervisor import StreamSupervisor
+    from compute.spark.engine import Engine
+    from compute.spark.supervisor import StreamSupervisor
 
 
 @dataclass
@@ -29,7 +29,6 @@ class ServerState:
     ready_event: asyncio.Event = field(default_factory=asyncio.Event)
     draining: bool = False
     startup_error: str | None = None
-    points_ingested: int = 0
     metrics: Metrics = field(default_factory=Metrics)
     supervisor: StreamSupervisor | None = None
     auth: Authenticator | None = field(init=False)  # None: authentication is off

@@ -1,274 +1,165 @@
-"""`WS /persistent-compute/ws`: refuse foreign origins and bad tokens before the upgrade, decode
-ClientMessages within the limits (app/limits.py), create and drop subscriptions the token allows,
-answer pings, ping idle peers and close dead ones."""
+"""`WS /persistent-compute/ws`: the I/O around a connection's protocol (app/session.py).
+
+Refuses foreign origins and bad tokens before the upgrade, accepts, then feeds every message, the
+heartbeat's ticks, the token's expiry and the outcome of each subscription's start to the session,
+and carries out what it answers: frames through the connection (app/connection.py), subscriptions
+started and stopped through the hub (app/hub.py), the expiry timer, the close."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
-import json
 import logging
 import time
-from typing import Any
 
-import orjson
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app import frames
 from app.auth import ANONYMOUS, BEARER_SUBPROTOCOL, AuthError, Principal, bearer_token
+from app.config import Settings
 from app.connection import Connection
 from app.errors import serializable_error
-from app.hub import DeliveryOptions, Hub, Subscriber
-from app.limits import MAX_JSON_DEPTH, POLICY_VIOLATION, TRY_AGAIN_LATER, MessageRate, json_depth
-from app.state import ServerState
-from compute.compiler import Limits, MalformedNode, ResultOptions, compile_plan, computation_key
-from compute.computation import Computation
-from compute.errors import ComputeError
-from schemas.client import (
-    ClientPing,
-    ClientPong,
-    ClientUpdateToken,
-    StreamingComputeNodeSubscription,
-    Subscribe,
-    Unsubscribe,
-    client_message_adapter,
+from app.hub import DeliveryOptions, Subscriber
+from app.limits import POLICY_VIOLATION, TRY_AGAIN_LATER
+from app.session import (
+    Action,
+    ArmExpiry,
+    Close,
+    DisarmExpiry,
+    Instant,
+    Send,
+    Session,
+    SessionConfig,
+    StartSubscription,
+    StopSubscription,
 )
+from app.state import ServerState
+from compute.evaluation.compiler import Limits
+from compute.evaluation.computation import Computation
+from compute.evaluation.errors import ComputeError
+from schemas.timestamps import NANOS_PER_SECOND
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
 
-class Session:
-    """The subscriptions of one connection, and the token they were made with."""
-
-    def __init__(self, state: ServerState, connection: Connection, principal: Principal) -> None:
-        self.state = state
-        self.hub: Hub = state.hub
-        self.connection = connection
-        self.principal = principal
-        self.subscriptions: dict[str, Subscriber] = {}
-        self._starting: dict[str, asyncio.Task[None]] = {}  # subscriptions still being created
-        self._rids: dict[str, list[str]] = {}  # subscription id -> data sources it reads
-        self._expiry: asyncio.TimerHandle | None = None
-        self._arm_expiry()
-
-    async def handle(self, raw: str) -> None:
-        if json_depth(raw.encode()) > MAX_JSON_DEPTH:
-            self.connection.send(
-                frames.client_message_error(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-            )
-            return
-        try:
-            message = client_message_adapter.validate_python(orjson.loads(raw))
-        except (orjson.JSONDecodeError, ValidationError, ValueError) as exc:
-            self.connection.send(frames.client_message_error(_describe(exc)))
-            return
-        if isinstance(message, ClientPing):
-            self.connection.send(frames.pong(_iso(message.ping.sent_at)))
-        elif isinstance(message, ClientPong):
-            pass  # liveness is recorded for every message received
-        elif isinstance(message, Unsubscribe):
-            for sub_id in message.unsubscribe:
-                self._drop(sub_id)
-        elif isinstance(message, Subscribe):
-            self._subscribe(message)
-        elif isinstance(message, ClientUpdateToken):
-            self._update_token(message.update_token.token)
-
-    # -- tokens --------------------------------------------------------------------------------------
-    def _arm_expiry(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        expires_at = self.principal.expires_at
-        if expires_at is not None:
-            loop = asyncio.get_running_loop()
-            self._expiry = loop.call_later(max(0.0, expires_at - time.time()), self._token_expired)
-
-    def _token_expired(self) -> None:
-        """Every subscription gets SubscriptionAuthExpired, then the connection closes (1008)."""
-        self._expiry = None
-        log.info("connection %d: token of %s expired", self.connection.id, self.principal.subject)
-        err = _auth_expired()
-        for sub_id in self._live_ids():
-            self._drop(sub_id)
-            self.connection.send(frames.subscription_update(sub_id, frames.error_update(err)))
-        self.connection.close_soon(POLICY_VIOLATION, "token expired")
-
-    def _update_token(self, token: str) -> None:
-        """`updateToken` (extension): a fresh token replaces the old one before it expires."""
-        if self.state.auth is None:
-            return  # authentication is off: nothing to refresh
-        try:
-            principal = self.state.auth.authenticate(token)
-        except AuthError as exc:
-            log.info("connection %d: updateToken refused: %s", self.connection.id, exc)
-            self.connection.close_soon(POLICY_VIOLATION, f"updateToken refused: {exc}"[:120])
-            return
-        self.principal = principal
-        self._arm_expiry()
-        for sub_id, rids in list(self._rids.items()):  # the new claim may reach less than the old
-            denied = principal.denied(rids)
-            if denied:
-                self._drop(sub_id)
-                update = frames.error_update(_permission_denied(denied))
-                self.connection.send(frames.subscription_update(sub_id, update))
-
-    # -- subscriptions -------------------------------------------------------------------------------
-    def _live_ids(self) -> list[str]:
-        return list(dict.fromkeys([*self.subscriptions, *self._starting]))
-
-    def _subscribe(self, message: Subscribe) -> None:
-        settings = self.state.settings
-        limits = Limits(int(settings.max_window_seconds * 1e9), settings.max_points)
-        compiled: list[tuple[str, StreamingComputeNodeSubscription, Any]] = []
-        for sub_id, sub in message.subscribe.items():
-            request = sub.compute_request
-            options = sub.subscription_options
-            rc = options.result_configuration
-            result_options = ResultOptions(
-                append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True
-            )
-            context = {k: v.as_json() for k, v in request.context.variables.items()}
-            try:
-                outcome: Any = compile_plan(
-                    request.node.as_json(), request.window_width.to_nanos(), context, limits, result_options
-                )
-            except MalformedNode as exc:  # one malformed subscription: the whole message is refused
-                self.connection.send(frames.client_message_error(f"subscription {sub_id}: {exc}"))
-                return
-            except ComputeError as exc:
-                outcome = exc
-            compiled.append((sub_id, sub, outcome))
-        live = set(self._live_ids())
-        for sub_id, sub, outcome in compiled:
-            self._drop(sub_id)  # re-using a live id replaces that subscription
-            live.discard(sub_id)
-            if not isinstance(outcome, ComputeError):
-                outcome = self._refusal(outcome, len(live)) or outcome
-            if isinstance(outcome, ComputeError):
-                self.connection.send(frames.creation_error(sub_id, outcome))
-                continue
-            live.add(sub_id)
-            self._rids[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
-            self.connection.send(frames.creation_success(sub_id))
-            task = asyncio.create_task(self._start(sub_id, sub, outcome))
-            self._starting[sub_id] = task
-            task.add_done_callback(functools.partial(self._started, sub_id))
-
-    def _refusal(self, plan: Any, live: int) -> ComputeError | None:
-        """Why this connection may not have this (valid) subscription, if it may not."""
-        if self.principal.expired():
-            return _auth_expired()
-        denied = self.principal.denied(s.data_source_rid for s in plan.selectors)
-        if denied:
-            return _permission_denied(denied)
-        limit = self.state.settings.max_subscriptions_per_connection
-        if live >= limit:
-            return ComputeError(
-                "TooManySubscriptions",
-                f"a connection may hold at most {limit} subscriptions",
-                {"limit": str(limit)},
-            )
-        return None
-
-    async def _start(self, sub_id: str, sub: StreamingComputeNodeSubscription, plan: Any) -> None:
-        request, options = sub.compute_request, sub.subscription_options
-        lateness = options.allowed_lateness.to_nanos() if options.allowed_lateness else None
-        context = {k: v.as_json() for k, v in request.context.variables.items()}
-        key = computation_key(request.node.as_json(), request.window_width.to_nanos(), context, lateness)
-        delivery = DeliveryOptions(
-            min_delay_s=options.min_delay / 1000.0,
-            allow_appends=bool(options.allow_appends),
-            append_only=options.result_configuration is not None,
-        )
-        try:
-            await self.state.wait_ready()
-            subscriber = await self.hub.subscribe(
-                self.connection, sub_id, key, lambda: Computation(key, plan, lateness), delivery
-            )
-        except ComputeError as exc:
-            self.connection.send(frames.subscription_update(sub_id, frames.error_update(exc)))
-            return
-        except Exception as exc:
-            log.exception("subscription %s failed to start", sub_id)
-            err = ComputeError("ComputeFailed", f"the computation could not start: {exc}", status_code=500)
-            self.connection.send(frames.subscription_update(sub_id, frames.error_update(err)))
-            return
-        if self.connection.closed.is_set():
-            self.hub.unsubscribe(subscriber)
-            return
-        self.subscriptions[sub_id] = subscriber
-
-    def _started(self, sub_id: str, task: asyncio.Task[None]) -> None:
-        if self._starting.get(sub_id) is task:
-            del self._starting[sub_id]
-
-    def _drop(self, sub_id: str) -> None:
-        starting = self._starting.pop(sub_id, None)
-        if starting is not None:
-            starting.cancel()  # only its wait: the computation's creation is shared (app/hub.py)
-        self._rids.pop(sub_id, None)
-        subscriber = self.subscriptions.pop(sub_id, None)
-        if subscriber is not None:
-            self.hub.unsubscribe(subscriber)
-
-    def close(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-        for sub_id in self._live_ids():
-            self._drop(sub_id)
+def _now() -> Instant:
+    return Instant(time.monotonic(), time.time())
 
 
-def _auth_expired() -> ComputeError:
-    return ComputeError("SubscriptionAuthExpired", "the token expired; send updateToken", status_code=403)
-
-
-def _permission_denied(rids: list[str]) -> ComputeError:
-    return ComputeError(
-        "PermissionDenied",
-        "the token does not reach these data sources: " + ", ".join(rids),
-        {"rids": ",".join(rids)},
-        status_code=403,
+def session_config(settings: Settings) -> SessionConfig:
+    return SessionConfig(
+        max_subscriptions=settings.max_subscriptions_per_connection,
+        limits=Limits(int(settings.max_window_seconds * NANOS_PER_SECOND), settings.max_points),
+        max_messages_per_second=settings.max_messages_per_second,
+        max_message_bytes=settings.max_message_bytes,
+        ping_interval=settings.ping_interval,
+        ping_timeout=settings.ping_timeout,
     )
 
 
-def _iso(value: Any) -> str:
-    return value.isoformat().replace("+00:00", "Z")
+class SessionDriver:
+    """Carries out one session's actions on its connection, and reports back to it what became of
+    the subscriptions it started."""
 
+    def __init__(self, state: ServerState, connection: Connection, session: Session) -> None:
+        self.state = state
+        self.connection = connection
+        self.session = session
+        self._starting: dict[str, asyncio.Task[None]] = {}
+        self._subscribers: dict[str, Subscriber] = {}
+        self._expiry: asyncio.TimerHandle | None = None
 
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(_short(str(p)) for p in first["loc"])  # a key may be an oversized id
-        return f"not a ClientMessage: {where}: {first['msg']} ({exc.error_count()} problem(s))"
-    if isinstance(exc, orjson.JSONDecodeError | json.JSONDecodeError):
-        return f"not JSON: {exc}"
-    return f"not a ClientMessage: {exc}"
+    def perform(self, actions: list[Action]) -> Close | None:
+        """Everything but the close, which is returned for the caller to carry out (awaited by the
+        receive loop and the heartbeat; scheduled with `act` elsewhere)."""
+        close: Close | None = None
+        for action in actions:
+            if isinstance(action, Send):
+                self.connection.send(action.frame)
+            elif isinstance(action, Close):
+                close = close or action
+            elif isinstance(action, StartSubscription):
+                task = asyncio.create_task(self._start(action))
+                self._starting[action.subscription_id] = task
+            elif isinstance(action, StopSubscription):
+                self._stop(action.subscription_id)
+            elif isinstance(action, ArmExpiry):
+                self._disarm()
+                delay = max(0.0, action.at - time.time())
+                self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
+            elif isinstance(action, DisarmExpiry):
+                self._disarm()
+        return close
 
+    def act(self, actions: list[Action]) -> None:
+        """`perform`, from code that cannot wait for a close."""
+        close = self.perform(actions)
+        if close is not None:
+            self.connection.close_soon(close.code, close.reason)
 
-def _short(text: str, keep: int = 40) -> str:
-    return text if len(text) <= 2 * keep else f"{text[:keep]}...({len(text)} characters)"
+    async def _start(self, action: StartSubscription) -> None:
+        sub_id = action.subscription_id
+        try:
+            outcome: Subscriber | Exception = await self._attach(action)
+        except Exception as exc:
+            outcome = exc
+        finally:
+            if self._starting.get(sub_id) is asyncio.current_task():
+                del self._starting[sub_id]  # what follows is synchronous: nothing left to cancel
+        if isinstance(outcome, Exception):
+            if not isinstance(outcome, ComputeError):
+                logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
+            self.act(self.session.subscription_failed(sub_id, outcome))
+        elif self.connection.closed.is_set():
+            self.state.hub.unsubscribe(outcome)
+        else:
+            self._subscribers[sub_id] = outcome
+            self.act(self.session.subscription_started(sub_id))
 
+    async def _attach(self, action: StartSubscription) -> Subscriber:
+        key, plan, lateness, d = action.key, action.plan, action.allowed_lateness_ns, action.delivery
+        await self.state.wait_ready()
+        return await self.state.hub.subscribe(
+            self.connection,
+            action.subscription_id,
+            key,
+            lambda: Computation(key, plan, lateness),
+            DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only),
+        )
 
-async def _heartbeat(state: ServerState, connection: Connection) -> None:
-    """Ping a peer that has been silent for ping_interval; close it if no pong within ping_timeout."""
-    interval, timeout = state.settings.ping_interval, state.settings.ping_timeout
-    while not connection.closed.is_set():
-        await asyncio.sleep(min(interval, timeout) / 2)
-        now = time.monotonic()
-        if connection.awaiting_pong_since is not None:
-            if now - connection.awaiting_pong_since > timeout:
-                log.info("connection %d: no pong in %.1fs, closing", connection.id, timeout)
-                await connection.close(1001, "ping timeout")
+    def _stop(self, sub_id: str) -> None:
+        starting = self._starting.pop(sub_id, None)
+        if starting is not None:
+            starting.cancel()  # only its wait: the computation's creation is shared (app/hub.py)
+        subscriber = self._subscribers.pop(sub_id, None)
+        if subscriber is not None:
+            self.state.hub.unsubscribe(subscriber)
+
+    def _token_expired(self) -> None:
+        self._expiry = None
+        self.act(self.session.token_expired())
+
+    def _disarm(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    async def heartbeat(self) -> None:
+        """Tick the session's liveness check until the connection closes."""
+        period = self.session.config.heartbeat_period
+        while not self.connection.closed.is_set():
+            await asyncio.sleep(period)
+            close = self.perform(self.session.heartbeat(_now()))
+            if close is not None:
+                await self.connection.close(close.code, close.reason)
                 return
-        elif now - connection.last_heard > interval:
-            connection.awaiting_pong_since = now
-            connection.send(frames.ping())
+
+    def close(self) -> None:
+        """The connection is over: every subscription and the timer go."""
+        self.perform(self.session.close())
 
 
 async def _refuse(websocket: WebSocket, status: int, name: str, message: str) -> None:
@@ -285,7 +176,7 @@ async def _refuse(websocket: WebSocket, status: int, name: str, message: str) ->
 async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, str | None] | None:
     """Origin, then token, before the upgrade: (who, subprotocol to select), or None if refused."""
     if not state.origins.permits(websocket.headers):
-        log.info("refused WebSocket from Origin %s", websocket.headers.get("origin"))
+        logger.info("refused WebSocket from Origin %s", websocket.headers.get("origin"))
         await _refuse(websocket, 403, "Default:PermissionDenied", "this Origin may not open WebSockets here")
         return None
     offered = websocket.scope.get("subprotocols") or []
@@ -318,12 +209,19 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     )
     state.connections.add(connection)  # before any await: the limit above counts it at once
     heartbeat: asyncio.Task[None] | None = None
-    session: Session | None = None
-    rate = MessageRate(settings.max_messages_per_second)
+    driver: SessionDriver | None = None
     try:
         await websocket.accept(subprotocol=subprotocol)
-        session = Session(state, connection, principal)
-        heartbeat = asyncio.create_task(_heartbeat(state, connection))
+        session = Session(
+            principal,
+            session_config(settings),
+            _now(),
+            authenticate=state.auth.authenticate if state.auth is not None else None,
+            label=f"connection {connection.id}",
+        )
+        driver = SessionDriver(state, connection, session)
+        driver.act(session.start())
+        heartbeat = asyncio.create_task(driver.heartbeat())
         if state.draining:
             connection.send(frames.shutdown_notice())
         first = True
@@ -339,37 +237,20 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
                 message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 break
-            connection.heard()
-            if not rate.allow():
-                if rate.abusive:
-                    await connection.close(POLICY_VIOLATION, "message rate limit exceeded")
-                    break
-                if rate.should_notify():
-                    connection.send(
-                        frames.client_message_error(
-                            f"over {settings.max_messages_per_second:g} messages per second: message dropped"
-                        )
-                    )
-                continue
-            raw = message.get("text")
-            if raw is None:
+            data = message.get("text")
+            if data is None:
                 data = message.get("bytes") or b""
-                try:
-                    raw = data.decode()
-                except UnicodeDecodeError:
-                    connection.send(frames.client_message_error("binary frame is not UTF-8 JSON"))
-                    continue
-            if len(raw.encode()) > settings.max_message_bytes:
-                await connection.close(1009, "message too big")
+            close = driver.perform(session.receive(data, _now()))
+            if close is not None:
+                await connection.close(close.code, close.reason)
                 break
-            await session.handle(raw)
     except WebSocketDisconnect:
         pass
     finally:
         if heartbeat is not None:
             heartbeat.cancel()
-        if session is not None:
-            session.close()
+        if driver is not None:
+            driver.close()
         state.connections.discard(connection)
         with contextlib.suppress(Exception):
             await connection.close(1000)

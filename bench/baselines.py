@@ -32,9 +32,11 @@ import numpy as np
 from bench.feed import channel_name, value_at
 from bench.procstat import TreeSampler
 from bench.stats import summarize
-from compute import log as durable_log
-from compute.log import DurableLog, SeriesWrite
-from compute.series import SeriesKey, SeriesKind
+from compute.storage import records
+from compute.storage.contract import SeriesWrite
+from compute.storage.series import SeriesKey, SeriesKind
+from compute.storage.sqlite import blocks
+from compute.storage.sqlite.writer import DurableLog
 
 Json = Any
 DIED = "streaming queries died"  # the report tells a design that failed under load by this
@@ -49,7 +51,7 @@ class LogWriter:
         self.tick = 1_000_000_000 // rate_hz
         self.rows: list[tuple[int, int]] = []
         self._stop = threading.Event()
-        self._reader = durable_log.connect_reader(log.path)
+        self._reader = blocks.connect_reader(log.path)
         self._thread = threading.Thread(target=self._run, name="bench-writer", daemon=True)
 
     def start(self) -> None:
@@ -78,7 +80,7 @@ class LogWriter:
             ]
             self.log.submit(writes).result()
             committed = time.time_ns()
-            self.rows.append((committed, durable_log.max_seq(self._reader)))
+            self.rows.append((committed, blocks.max_seq(self._reader)))
             last_k = now_k
 
     def series_ids(self) -> list[int]:
@@ -148,14 +150,14 @@ def _measure(
     trigger_ms: int,
     handles: list[Any],
 ) -> Json:
-    from compute.engine import first_trigger_ran
-    from compute.source import SOURCE_NAME
+    from compute.spark.engine import first_trigger_ran
+    from compute.storage.sqlite.spark_source import SOURCE_NAME
 
     kind, queries = phase["kind"], int(phase.get("queries", 1))
     base = Path(tempfile.mkdtemp(dir="/dev/shm")) if phase.get("checkpoint") == "tmpfs" else work / "ckpt"
     base = base / phase["name"]
     shutil.rmtree(base, ignore_errors=True)
-    start_seq = durable_log.max_seq(writer._reader)
+    start_seq = blocks.max_seq(writer._reader)
     sids = writer.series_ids()
     callbacks: list[list[tuple[int, int]]] = [[] for _ in range(queries)]
     start_retries = 0
@@ -163,7 +165,7 @@ def _measure(
 
         def callback(df: Any, batch_id: int, q: int = q) -> None:
             if kind == "naive":
-                durable_log.points_of_blocks(df.filter(f"series_id = {sids[q % len(sids)]}").toArrow())
+                records.points_of_blocks(df.filter(f"series_id = {sids[q % len(sids)]}").toArrow())
             done = time.time_ns()
             # read now: Spark purges offset files of old batches (it keeps the last 100)
             callbacks[q].append((done, _batch_end_seq(base / f"q{q}", batch_id)))
@@ -235,8 +237,8 @@ def main() -> None:
     spec = json.loads(Path(arg[1:]).read_text() if arg.startswith("@") else arg)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from compute.session import build_session
-    from compute.source import LogDataSource
+    from compute.spark.session import build_session
+    from compute.storage.sqlite.spark_source import LogDataSource
 
     work = Path(spec["work_dir"])
     work.mkdir(parents=True, exist_ok=True)

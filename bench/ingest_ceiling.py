@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ import numpy as np
 from bench import computations as comps
 from bench.children import Child, write_spec
 from bench.feed import TABLE, channel_name
+from bench.plan import with_overrides
 from bench.procstat import cpu_seconds, tree
 from bench.serverproc import ROOT, Server, start_server
 from bench.stats import delivery_latency, summarize
@@ -56,14 +57,7 @@ class CeilingPlan:
 
     @classmethod
     def parse(cls, args: list[str]) -> CeilingPlan:
-        plan = cls()
-        known = {f.name: type(getattr(plan, f.name)) for f in fields(cls)}
-        for arg in args:
-            name, _, value = arg.partition("=")
-            if name not in known:
-                raise SystemExit(f"unknown setting {name!r}; known: {', '.join(known)}")
-            setattr(plan, name, known[name](value))
-        return plan
+        return with_overrides(cls(), args)
 
 
 # -- the protobuf feed: Nominal's Rust client, run as a child process ------------------------------------

@@ -1,13 +1,14 @@
 """Every size and duration of a benchmark run, so a run can be as short or as long as wanted.
 
 `FULL` is what `make bench` runs (the issue's workloads, ~20 minutes on 2 cores); `SMOKE` is the
-same harness at a tiny load, run by the test suite so the harness never rots.
+same harness at a tiny load, run by `make bench-smoke` and checked by bench/smoke_check.py, so the
+harness never rots.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ SMOKE = Plan(
     ingest_warmup_s=1,
     idle_connections=50,
     idle_settle_s=1,
-    floor_warmup_s=15,  # a fresh JVM's first ~20 s show multi-second batches (DESIGN.md)
+    floor_warmup_s=15,  # a fresh JVM's first ~20 s show multi-second batches (docs/design.md)
     floor_s=6,
     naive_queries=(2,),
     baselines_alongside=True,
@@ -80,9 +81,13 @@ SMOKE = Plan(
 )
 
 
-def with_overrides(plan: Plan, overrides: list[str]) -> Plan:
-    """Apply NAME=VALUE overrides (e.g. latency_s=30, ingest_rates=20000,50000)."""
-    types = {f.name: f.type for f in fields(Plan)}
+P = TypeVar("P")
+
+
+def with_overrides(plan: P, overrides: list[str]) -> P:
+    """Apply NAME=VALUE overrides (e.g. latency_s=30, ingest_rates=20000,50000) to any plan dataclass
+    of bench/ (this one, the soak's, the ingest ceiling's, the retention A/B's)."""
+    types = {f.name: f.type for f in fields(plan)}  # type: ignore[arg-type]
     changes: dict[str, Any] = {}
     for item in overrides:
         name, _, raw = item.partition("=")
@@ -95,4 +100,4 @@ def with_overrides(plan: Plan, overrides: list[str]) -> Plan:
             changes[name] = raw.lower() in ("1", "true", "yes")
         else:
             changes[name] = type(current)(raw)
-    return replace(plan, **changes)
+    return replace(plan, **changes)  # type: ignore[type-var]

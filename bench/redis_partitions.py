@@ -22,11 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import redis
 
-from compute.log import SeriesWrite
-from compute.redis_log import RedisLog
-from compute.redis_source import SOURCE_NAME, RedisDataSource
-from compute.series import SeriesKey, SeriesKind
-from compute.session import build_session
+from compute.spark.session import build_session
+from compute.storage.contract import SeriesWrite
+from compute.storage.redis.point_log import RedisLog
+from compute.storage.redis.spark_source import SOURCE_NAME, RedisDataSource
+from compute.storage.series import SeriesKey, SeriesKind
 
 SERIES = 64
 POINTS_PER_WRITE = 100  # per series

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from bench.clients import BenchClient
 from bench.computations import bucketed, included_through, ranges, raw
 from bench.feed import FeedSpec
 from bench.httpclient import HttpConnection
+from bench.plan import with_overrides
 from bench.procstat import rss_bytes, tree
 from bench.serverproc import ROOT, Server, start_server
 
@@ -69,14 +70,7 @@ class SoakPlan:
 
     @classmethod
     def parse(cls, args: list[str]) -> SoakPlan:
-        plan = cls()
-        kinds = {f.name: type(getattr(plan, f.name)) for f in fields(cls)}
-        for arg in args:
-            name, _, value = arg.partition("=")
-            if name not in kinds:
-                raise SystemExit(f"unknown soak setting {name!r}; known: {', '.join(kinds)}")
-            setattr(plan, name, kinds[name](value))
-        return plan
+        return with_overrides(cls(), args)
 
 
 # -- the crowd: churning subscribers, reconnects and one slow reader ----------------------------------

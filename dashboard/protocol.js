@@ -1,5 +1,5 @@
 // The persistent-compute protocol in the browser: the merged view of a subscription (the merge rules
-// of PROTOCOL.md, as sparkwire_client/view.py applies them) and a connection that answers pings,
+// of docs/protocol.md, as sparkwire_client/view.py applies them) and a connection that answers pings,
 // reconnects with backoff and hands over on shutdownNotice.
 
 const SPECIAL = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };

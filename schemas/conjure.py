@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
-NANOS_PER_SECOND = 1_000_000_000
+from schemas.timestamps import NANOS_PER_SECOND, to_nanos
 
 
 class ConjureModel(BaseModel):
@@ -22,12 +22,7 @@ class Timestamp(ConjureModel):
     nanos: int = Field(ge=0, lt=NANOS_PER_SECOND)
 
     def to_nanos(self) -> int:
-        return self.seconds * NANOS_PER_SECOND + self.nanos
-
-    @classmethod
-    def from_nanos(cls, ns: int) -> Timestamp:
-        seconds, nanos = divmod(ns, NANOS_PER_SECOND)
-        return cls(seconds=seconds, nanos=nanos)
+        return to_nanos(self.seconds, self.nanos)
 
 
 class Duration(ConjureModel):
@@ -37,7 +32,7 @@ class Duration(ConjureModel):
     nanos: int = Field(default=0, ge=0, lt=NANOS_PER_SECOND)
 
     def to_nanos(self) -> int:
-        return self.seconds * NANOS_PER_SECOND + self.nanos
+        return to_nanos(self.seconds, self.nanos)
 
 
 class SerializableError(ConjureModel):

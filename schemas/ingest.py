@@ -17,12 +17,12 @@ import msgspec
 from pydantic import Field, TypeAdapter
 from typing_extensions import TypedDict
 
-MAX_SECONDS = (2**63 - 1) // 1_000_000_000 - 1  # timestamps are stored as int64 nanoseconds
+from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND
 
 
 class WireTimestamp(TypedDict):
     seconds: int
-    nanos: Annotated[int, Field(ge=0, lt=1_000_000_000)]
+    nanos: Annotated[int, Field(ge=0, lt=NANOS_PER_SECOND)]
 
 
 class DoublePoint(TypedDict):
@@ -66,7 +66,7 @@ write_request_adapter: TypeAdapter[WriteBatchesRequest] = TypeAdapter(WriteBatch
 # validator accepts unchanged (tests/test_ingest_parsing.py checks this property).
 class StrictTimestamp(msgspec.Struct, gc=False):
     seconds: Annotated[int, msgspec.Meta(ge=0, le=MAX_SECONDS)]
-    nanos: Annotated[int, msgspec.Meta(ge=0, lt=1_000_000_000)]
+    nanos: Annotated[int, msgspec.Meta(ge=0, lt=NANOS_PER_SECOND)]
 
 
 class StrictDoublePoint(msgspec.Struct, gc=False):

@@ -30,7 +30,7 @@ import websockets
 from sparkwire_client.nodes import Computable, Json
 from sparkwire_client.view import View
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 WS_PATH = "/persistent-compute/ws"
 
 
@@ -255,7 +255,7 @@ class Client:
         except websockets.ConnectionClosed:
             pass
         except Exception:
-            log.exception("connection %d: reading failed", link.generation)
+            logger.exception("connection %d: reading failed", link.generation)
         finally:
             self._links.discard(link)
             if link is self._link and not self._closed:
@@ -312,7 +312,8 @@ class Client:
             if link is self._link and not link.handover:
                 self._replace(reason="shutdownNotice")
         elif kind == "clientMessageError":
-            log.warning("server refused a message: %s", health["clientMessageError"]["error"].get("message"))
+            error = health["clientMessageError"]["error"]
+            logger.warning("server refused a message: %s", error.get("message"))
 
     # -- reconnection and hand-over ----------------------------------------------------------------
     def _replace(self, reason: str) -> None:
@@ -323,13 +324,13 @@ class Client:
         """Open a new connection (retrying with backoff) and subscribe everything there again."""
         handover = reason == "shutdownNotice"
         self.state = "handing-over" if handover else "reconnecting"
-        log.info("opening a new connection: %s", reason)
+        logger.info("opening a new connection: %s", reason)
         delay = self.backoff_initial
         while not self._closed:
             try:
                 link = await self._open(handover)
             except Exception as exc:  # refused, reset, timed out, a failed handshake: all retry
-                log.info("connect failed (%s); retrying in %.2fs", exc, delay)
+                logger.info("connect failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, self.backoff_max)
                 continue

@@ -1,5 +1,5 @@
 """The merged current view of a subscription's window: a FullResult, then every AppendResult applied
-with the merge rules of Nominal's `ComputeNodeAppendResponse` (as PROTOCOL.md states them):
+with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.md states them):
 
 - raw points (`numeric`, `enum`): the points in `[start, end]` replace the ones held there;
 - buckets (`bucketedNumeric`, `bucketedEnum`): a bucket replaces the one with the same end timestamp;

@@ -1,5 +1,5 @@
 """What a client holds after applying a FullResult and every AppendResult, for every result type of
-the compute subset, written from PROTOCOL.md and the merge rules in nominal-api's
+the compute subset, written from docs/protocol.md and the merge rules in nominal-api's
 `ComputeNodeAppendResponse` docs (independent of the server's code).
 
 Normalized form, per group: numeric/enum points as [(t, value)] (enum values as strings), buckets as

@@ -4,6 +4,7 @@ Spark takes ~10 s to start, so tests share it and isolate themselves by data sou
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import socket
@@ -13,6 +14,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType
+from typing import Any
 
 import httpx
 import pytest
@@ -129,8 +132,71 @@ def spark() -> Iterator[object]:
     """A Spark session in the test process, for tests of the engine's Spark calls on their own
     (Sparkwire's own settings; started only if such a test runs)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from compute.session import build_session
+    from compute.spark.session import build_session
 
     session = build_session("local[2]")
     yield session
     session.stop()
+
+
+# -- test tiers --------------------------------------------------------------------------------------
+# `pytest -m unit`: no server, no Spark, seconds. `pytest -m server`: the rest (a real server process,
+# a redis-server, a Spark session or cluster, Chromium). A module or test that sets either marker
+# itself keeps it; every other test is sorted here.
+
+SERVER_FIXTURES = frozenset({"server", "spark", "chromium"})
+# Names that, used by a test, a fixture or a helper they call, start a process that serves or Spark:
+# this file's start_server, a Spark session, any Popen (tests/infra.py's redis-server and Spark
+# cluster, uvicorn in a subprocess), and `python -m app.cli`.
+_STARTERS = frozenset({"start_server", "build_session", "Popen", "app.cli"})
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global and attribute names and the string constants of code and its nested functions."""
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        for const in c.co_consts:
+            if isinstance(const, CodeType):
+                stack.append(const)
+            elif isinstance(const, str) and const in _STARTERS:
+                names.add(const)
+    return names
+
+
+def _starts_a_server(func: Any, seen: set[CodeType]) -> bool:
+    """Whether func, or a function of its module's globals that it calls (transitively), starts one."""
+    func = inspect.unwrap(func)
+    code = getattr(func, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    names = _names(code)
+    if names & _STARTERS:
+        return True
+    scope = getattr(func, "__globals__", {})
+    return any(inspect.isfunction(scope.get(name)) and _starts_a_server(scope[name], seen) for name in names)
+
+
+def _needs_a_server(item: pytest.Function) -> bool:
+    if SERVER_FIXTURES.intersection(item.fixturenames):
+        return True
+    seen: set[CodeType] = set()
+    if _starts_a_server(item.function, seen):
+        return True
+    definitions = item._fixtureinfo.name2fixturedefs
+    return any(
+        _starts_a_server(fixturedef.func, seen)
+        for name in item.fixturenames
+        for fixturedef in definitions.get(name, ())
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not isinstance(item, pytest.Function) or any(item.iter_markers("unit")):
+            continue
+        if not any(item.iter_markers("server")):
+            item.add_marker(pytest.mark.server if _needs_a_server(item) else pytest.mark.unit)

@@ -1,4 +1,4 @@
-"""A client-side merge of FullResult + AppendResults, written from PROTOCOL.md for the tests
+"""A client-side merge of FullResult + AppendResults, written from docs/protocol.md for the tests
 (independent of the server's code), and reference computations over raw points."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A one-shot reference evaluator for the compute subset, written for the tests from PROTOCOL.md in
+"""A one-shot reference evaluator for the compute subset, written for the tests from docs/protocol.md in
 plain Python (lists, dicts, `math`): it reads Nominal node JSON itself and never calls the server's
 code. It evaluates a node over every point written and returns what a client should see, in the
 normalized form of `tests.client_view` (timestamps as int ns, enum values as strings)."""

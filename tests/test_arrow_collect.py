@@ -1,4 +1,4 @@
-"""The micro-batch's lean Arrow collect (compute/arrow_collect.py) returns what `toArrow()` returns:
+"""The micro-batch's lean Arrow collect (compute/spark/arrow_collect.py) returns what `toArrow()` returns:
 the same rows in the same order across partitions, an empty table of the given schema for no rows,
 and the job's own error when the job fails."""
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from compute import log as durable_log
-from compute.arrow_collect import collect_arrow
+from compute.spark.arrow_collect import collect_arrow
+from compute.storage import records
 
 
 def _blocks(spark: Any, partitions: int) -> Any:
@@ -32,7 +32,7 @@ def _blocks(spark: Any, partitions: int) -> Any:
 @pytest.mark.parametrize("partitions", [1, 4])
 def test_same_rows_in_the_same_order_as_to_arrow(spark: Any, partitions: int) -> None:
     df = _blocks(spark, partitions)
-    got = collect_arrow(df, durable_log.BLOCK_SCHEMA)
+    got = collect_arrow(df, records.BLOCK_SCHEMA)
     assert got.num_rows == 600
     assert got.column("seq").to_pylist() == list(range(600))
     expected = df.toArrow()
@@ -46,15 +46,15 @@ def test_same_rows_in_the_same_order_as_to_arrow(spark: Any, partitions: int) ->
     )
     assert got_values.is_null().to_pylist() == expected_values.is_null().to_pylist()
     np.testing.assert_array_equal(got_values.flatten().to_numpy(), expected_values.flatten().to_numpy())
-    unpacked = durable_log.points_of_blocks(got)
+    unpacked = records.points_of_blocks(got)
     assert unpacked.num_rows == 1200
     assert unpacked.column("ts").to_pylist()[:4] == [0, 1, 10, 11]
 
 
 def test_no_rows_give_an_empty_table_of_the_given_schema(spark: Any) -> None:
-    got = collect_arrow(_blocks(spark, 2).where("seq < 0"), durable_log.BLOCK_SCHEMA)
-    assert got.num_rows == 0 and got.schema == durable_log.BLOCK_SCHEMA
-    assert durable_log.points_of_blocks(got).num_rows == 0
+    got = collect_arrow(_blocks(spark, 2).where("seq < 0"), records.BLOCK_SCHEMA)
+    assert got.num_rows == 0 and got.schema == records.BLOCK_SCHEMA
+    assert records.points_of_blocks(got).num_rows == 0
 
 
 def test_a_failing_job_raises_its_own_error(spark: Any) -> None:

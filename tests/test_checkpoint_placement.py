@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compute.checkpoint import checkpoint_dir
+from compute.spark.checkpoint import checkpoint_dir
 
 
 def test_a_configured_directory_is_used_and_only_its_old_stream_is_cleared(tmp_path: Path) -> None:

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app import frames
-from compute.compiler import Limits, ResultOptions, compile_plan
-from compute.computation import Computation, Rows
-from compute.results import OPEN_END, NumericBuckets, NumericPoints, Ranges
-from compute.series import SeriesInfo, SeriesKey, SeriesKind
-from compute.summarize import BucketMemo, numeric_buckets
-from compute.window import SeriesWindow
+from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.computation import Computation, Rows
+from compute.evaluation.results import OPEN_END, NumericBuckets, NumericPoints, Ranges
+from compute.evaluation.summarize import BucketMemo, numeric_buckets
+from compute.evaluation.window import SeriesWindow
+from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests.client_view import ResultView, clip_ranges, first_difference, merge_ranges
 from tests.reference import Store, evaluate
 from tests.test_compute_property import REL, WINDOW_NS, computable, variables, writes
@@ -166,7 +166,7 @@ def test_rolling_values_depend_only_on_their_own_window(
 ) -> None:
     """Each rolling value equals a plain computation over its window, and dropping history older
     than a window changes no bit of the later values (small appends; fresh == live exactly)."""
-    from compute.nodes.rolling import OPERATORS, rolling
+    from compute.evaluation.nodes.rolling import OPERATORS, rolling
 
     ts = np.cumsum(np.array(gaps, np.int64))
     rng = np.random.default_rng(len(gaps))

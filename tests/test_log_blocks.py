@@ -3,30 +3,34 @@ stream (by seq) and for back-fill (by series and time)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from compute import log as durable_log
-from compute import source
-from compute.embedded_log import EmbeddedLog
-from compute.log import DurableLog, SeriesWrite
-from compute.series import SeriesKey, SeriesKind
+from compute.storage import records
+from compute.storage.contract import SeriesWrite
+from compute.storage.disk_space import Retention
+from compute.storage.series import SeriesKey, SeriesKind
+from compute.storage.sqlite import blocks, writer
+from compute.storage.sqlite import spark_source as source
+from compute.storage.sqlite.point_log import EmbeddedLog
+from compute.storage.sqlite.writer import DurableLog
 
 A = SeriesKey.of("ri.a", "temp", {"v": "1"})
 B = SeriesKey.of("ri.a", "mode", {})
 
 
 def _points(batches: list[pa.RecordBatch]) -> list[tuple[int, int, int, float | None, str | None]]:
-    rows = pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA).to_pylist()
+    rows = pa.Table.from_batches(batches, schema=records.POINT_SCHEMA).to_pylist()
     return [(r["seq"], r["series_id"], r["ts"], r["value"], r["str"]) for r in rows]
 
 
 def _stream_points(batches: list[pa.RecordBatch]) -> list[tuple[int, int, int, float | None, str | None]]:
     """The stream's block rows, unpacked as the engine unpacks a micro-batch."""
-    table = pa.Table.from_batches(batches, schema=durable_log.BLOCK_SCHEMA)
-    return _points(durable_log.points_of_blocks(table).to_batches())
+    table = pa.Table.from_batches(batches, schema=records.BLOCK_SCHEMA)
+    return _points(records.points_of_blocks(table).to_batches())
 
 
 def test_points_come_back_exactly_in_write_order(tmp_path: Path) -> None:
@@ -38,8 +42,8 @@ def test_points_come_back_exactly_in_write_order(tmp_path: Path) -> None:
     assert log.submit(first).result() == 5
     assert log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [10, 40], [9.0, 1e300])]).result() == 2
     ids = {info.key: info.id for info in log.series()}
-    reader = durable_log.connect_reader(log.path)
-    points = _points(durable_log.read_seq_range(reader, 0, durable_log.max_seq(reader)))
+    reader = blocks.connect_reader(log.path)
+    points = _points(blocks.read_seq_range(reader, 0, blocks.max_seq(reader)))
     assert [(sid, t, v, s) for _, sid, t, v, s in points] == [
         (ids[A], 30, 1.5, None),
         (ids[A], 10, -2.0, None),
@@ -51,9 +55,9 @@ def test_points_come_back_exactly_in_write_order(tmp_path: Path) -> None:
     ]
     seqs = [p[0] for p in points]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3  # one block per series per request
-    assert _points(durable_log.read_seq_range(reader, seqs[0], seqs[-1])) == points[3:]
-    assert durable_log.count_points(reader, 0, seqs[-1]) == 7
-    assert durable_log.count_points(reader, seqs[0], seqs[-1]) == 4
+    assert _points(blocks.read_seq_range(reader, seqs[0], seqs[-1])) == points[3:]
+    assert blocks.count_points(reader, 0, seqs[-1]) == 7
+    assert blocks.count_points(reader, seqs[0], seqs[-1]) == 4
     log.close()
 
 
@@ -63,11 +67,11 @@ def test_back_fill_reads_one_series_from_a_time_even_inside_a_block(tmp_path: Pa
     log.submit([SeriesWrite(B, SeriesKind.ENUM, [3], ["x"])]).result()
     log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [5], [5.0])]).result()
     ids = {info.key: info.id for info in log.series()}
-    reader = durable_log.connect_reader(log.path)
-    upto = durable_log.max_seq(reader)
-    got = _points(durable_log.read_series_since(reader, [ids[A]], 3, upto))
+    reader = blocks.connect_reader(log.path)
+    upto = blocks.max_seq(reader)
+    got = _points(blocks.read_series_since(reader, [ids[A]], 3, upto))
     assert [(t, v) for _, _, t, v, _ in got] == [(3, 3.0), (4, 4.0), (5, 5.0)]
-    got = _points(durable_log.read_series_since(reader, [ids[A]], 0, upto - 1))  # up to a seq
+    got = _points(blocks.read_series_since(reader, [ids[A]], 0, upto - 1))  # up to a seq
     assert [t for _, _, t, _, _ in got] == [1, 2, 3, 4]
     log.close()
 
@@ -113,16 +117,16 @@ def test_the_streams_block_rows_unpack_to_the_points_written(tmp_path: Path) -> 
         3: [(3, a, 5, 1e308, None)],
         4: [(4, b, 7, None, "x")],
     }
-    reader = durable_log.connect_reader(log.path)
-    assert durable_log.max_seq(reader) == 4
+    reader = blocks.connect_reader(log.path)
+    assert blocks.max_seq(reader) == 4
     for after in range(4):
         for end in range(after + 1, 5):  # numeric only, enum only, and mixed
-            blocks = durable_log.read_block_range(reader, after, end)
-            assert [b.schema for b in blocks] == [durable_log.BLOCK_SCHEMA]
+            read = blocks.read_block_range(reader, after, end)
+            assert [b.schema for b in read] == [records.BLOCK_SCHEMA]
             expected = [p for seq in range(after + 1, end + 1) for p in by_seq[seq]]
-            got = _stream_points(blocks)
+            got = _stream_points(read)
             assert str(got) == str(expected)  # str: NaN equals NaN, and -0.0 stays -0.0
-    assert _stream_points(durable_log.read_block_range(reader, 4, 4)) == []
+    assert _stream_points(blocks.read_block_range(reader, 4, 4)) == []
     log.close()
 
 
@@ -141,7 +145,7 @@ def test_the_drivers_history_read_is_what_the_back_fill_data_source_reads(tmp_pa
     reader = data_source.reader(data_source.schema())
     via_spark_reader = [b for p in reader.partitions() for b in reader.read(p)]
     direct = embedded.read_history(ids, 2, upto)
-    assert direct.schema == durable_log.POINT_SCHEMA
+    assert direct.schema == records.POINT_SCHEMA
     assert str(direct.to_pylist()) == str(pa.Table.from_batches(via_spark_reader).to_pylist())  # NaN == NaN
     assert [(r["ts"], r["str"]) for r in direct.to_pylist()] == [
         (2, None),
@@ -151,3 +155,34 @@ def test_the_drivers_history_read_is_what_the_back_fill_data_source_reads(tmp_pa
         (9, "y"),
     ]
     embedded.close()
+
+
+def test_a_retention_backlog_is_pruned_in_steps_that_come_faster_than_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More expired blocks than one step removes (PRUNE_BLOCKS) are pruned by steps that follow each
+    other every PRUNE_BACKLOG_INTERVAL_S, not every PRUNE_INTERVAL_S: a log fed more blocks a second
+    than a step a second removes would otherwise outgrow its retention. Here the once-a-second pace
+    is made an hour, so only the backlog pace can prune everything (a log just opened starts at it)."""
+    monkeypatch.setattr(writer, "PRUNE_BLOCKS", 100)
+    monkeypatch.setattr(writer, "PRUNE_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(writer, "PRUNE_BACKLOG_INTERVAL_S", 0.05)
+    old = time.time_ns() - 7200 * 1_000_000_000
+    keeper = DurableLog(tmp_path / "log.db")
+    for i in range(50):  # 500 expired blocks: 5 full steps
+        writes = [
+            SeriesWrite(SeriesKey.of("ri.a.b.c.d", f"c{s}", {}), SeriesKind.NUMERIC, [old + i], [1.0])
+            for s in range(10)
+        ]
+        keeper.submit(writes).result(timeout=10)
+    keeper.close()
+
+    log = DurableLog(tmp_path / "log.db", retention=Retention(3600, 0))
+    try:
+        deadline = time.monotonic() + 30
+        while log.pruned.blocks < 499 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log.pruned.blocks == 499, log.pruned  # the newest block always stays
+        assert log.pruned.steps == 5, log.pruned
+    finally:
+        log.close()

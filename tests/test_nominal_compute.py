@@ -8,7 +8,7 @@ field, and subscription ids that are any non-empty string up to 256 characters. 
 comes from `.to_json()` or from nominal-api's Conjure classes, decoded by nominal-api before it is
 sent.
 
-Also: each table of Nominal names in compute/nominal_variants.py equals nominal-api's Conjure IR,
+Also: each table of Nominal names in compute/evaluation/nominal_variants.py equals nominal-api's Conjure IR,
 and the evaluators' tables name exactly those values."""
 
 from __future__ import annotations
@@ -28,20 +28,24 @@ from typing import Any
 
 import nominal.compute as nc
 import nominal_api
+import numpy as np
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
-from compute.nodes.arithmetic import THRESHOLD_OPS
-from compute.nodes.ranges import MIN_MAX_OPS
-from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
-from compute.nodes.time_ops import NANOS_PER_UNIT
-from compute.nominal_variants import (
+from compute.evaluation.nodes.arithmetic import BINARY_OPS, THRESHOLD_OPS, UNARY_OPS
+from compute.evaluation.nodes.ranges import MIN_MAX_OPS
+from compute.evaluation.nodes.rolling import rolling
+from compute.evaluation.nominal_variants import (
+    BINARY_OPERATORS,
     BOOLEAN_COMPARISONS,
     DURATION_UNIT_NANOS,
     ENUMS,
+    ROLLING_OPERATORS,
     THRESHOLD_COMPARISONS,
+    TIME_UNIT_NANOS,
+    UNARY_OPERATORS,
     VARIANTS,
 )
 from schemas.client import SUBSCRIPTION_ID_MAX_LENGTH
@@ -380,7 +384,7 @@ async def test_category_ranges_v2_on_an_enum_channel(server: ServerProcess, clie
 
     # Stamped 2 s behind the clock, so that the shifted range ends 1 s behind it: an append for a
     # range that changes ahead of the server's clock has a `start` after its `end` (the append's
-    # end follows the newest point of point results only; compute/computation.py).
+    # end follows the newest point of point results only; compute/evaluation/computation.py).
     newest = time.time_ns() - 2 * NANOS
     await write_points(server.base_url, rid, "state", [(newest, "fault")])
     for name, indices in CATEGORY_RANGES_AFTER.items():
@@ -715,6 +719,13 @@ def ir_names(ir: dict[tuple[str, str], Json], name: str) -> frozenset[str]:
     return frozenset(v["value"] for v in body["values"])
 
 
+def ir_variant_fields(ir: dict[tuple[str, str], Json], union: str, variant: str) -> frozenset[str]:
+    """The field names of the object a union's variant carries."""
+    members = ir[("io.nominal.scout.compute.api", union)]["union"]
+    (reference,) = [f["type"]["reference"] for f in members if f["fieldName"] == variant]
+    return frozenset(f["fieldName"] for f in ir[(reference["package"], reference["name"])]["fields"])
+
+
 def test_every_table_of_nominal_names_equals_nominal_apis_ir() -> None:
     ir = conjure_ir()
     for union, variants in VARIANTS.items():
@@ -731,13 +742,25 @@ def test_every_table_of_nominal_names_equals_nominal_apis_ir() -> None:
     ) in BOOLEAN_COMPARISONS.items():  # greaterThanOrEqualTo -> GREATER_THAN_OR_EQUAL_TO
         assert re.sub("([A-Z])", r"_\1", comparison).upper() == operator, comparison
     assert set(BOOLEAN_COMPARISONS.values()) == ir_names(ir, "ThresholdOperator")
+    assert set(TIME_UNIT_NANOS) == ir_names(ir, "TimeUnit")
+    for unit in DURATION_UNIT_NANOS:  # {"seconds": {"seconds": <IntegerConstant>}}, as the compiler reads it
+        assert ir_variant_fields(ir, "Duration", unit) == {unit}, unit
+    for op in UNARY_OPERATORS:
+        assert ir_variant_fields(ir, "NumericSeries", op) == {"x"}, op
+    for op in BINARY_OPERATORS:
+        assert ir_variant_fields(ir, "NumericSeries", op) == {"left", "right"}, op
+    assert set(ROLLING_OPERATORS) <= ir_names(ir, "NumericAggregationOperator")
 
 
 def test_the_evaluators_and_the_client_name_exactly_nominals_values() -> None:
     assert set(THRESHOLD_OPS) == ENUMS["ThresholdOperator"]
     assert set(MIN_MAX_OPS) == ENUMS["MinMaxThresholdOperator"]
-    assert set(NANOS_PER_UNIT) == ENUMS["TimeUnit"]
+    assert set(TIME_UNIT_NANOS) == ENUMS["TimeUnit"]
     assert set(ROLLING_OPERATORS) <= VARIANTS["NumericAggregationOperator"]
+    for op in ROLLING_OPERATORS:  # rolling() raises ValueError for an operator it has no evaluator for
+        rolling(op, np.ones(3), np.arange(3, dtype=np.int64), 2)
+    assert set(UNARY_OPS) == set(UNARY_OPERATORS)
+    assert set(BINARY_OPS) == set(BINARY_OPERATORS)
     assert set(typing.get_args(client_nodes.ThresholdOperator)) == ENUMS["ThresholdOperator"]
     assert set(typing.get_args(client_nodes.BoundsOperator)) == ENUMS["MinMaxThresholdOperator"]
     assert set(typing.get_args(client_nodes.TimeUnit)) == ENUMS["TimeUnit"]

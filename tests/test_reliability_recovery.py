@@ -1,6 +1,6 @@
 """Recovery and shutdown, against a server of their own: a streaming query that fails is
 restarted (subscribers get `JobInvalidState`, then a fresh FullResult; /readyz is 503 meanwhile),
-and SIGTERM drains as PROTOCOL.md says without losing an acknowledged write. The SIGTERM test
+and SIGTERM drains as docs/protocol.md says without losing an acknowledged write. The SIGTERM test
 ends this module's server, so it comes last."""
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ async def fresh_full_result(ws: ClientConnection, sub_id: str) -> list[tuple[int
             return numeric_points(update["full"]["result"])
         assert update["type"] == "error", update
         assert update["error"]["serializableError"]["name"] == "PersistentCompute:JobInvalidState"
+
+
+def _sample(metrics_text: str, name: str) -> float:
+    found = re.search(rf"^{name} ([0-9.e+]+)$", metrics_text, re.M)
+    assert found is not None, f"{name} missing from /metrics"
+    return float(found.group(1))
 
 
 def numeric_points(result: dict[str, Any]) -> list[tuple[int, float]]:
@@ -112,6 +118,11 @@ async def test_a_failed_query_restarts_and_subscribers_get_a_fresh_full_result(
         assert await fresh_full_result(late_ws, late_id) == written
         while (await http.get("/readyz")).status_code != 200:  # ready again, once the restart is over
             await asyncio.sleep(0.2)
+        # /metrics counts the loss and the restart (at least one each: a busy machine may need more)
+        scraped = (await http.get("/metrics")).text
+        failures = _sample(scraped, "sparkwire_stream_failures_total")
+        restarts = _sample(scraped, "sparkwire_stream_restarts_total")
+        assert failures >= 1 and 1 <= restarts <= failures, scraped
 
         # The stream goes on from where the log is, without re-announcing what was sent before.
         after = (time.time_ns(), 300.0)

@@ -14,12 +14,12 @@ import httpx
 import pytest
 import redis
 
-from compute.backend import PointLog
-from compute.embedded_log import EmbeddedLog
-from compute.log import DurableLog, SeriesWrite
-from compute.redis_log import RedisLog, Retention
-from compute.redis_streams import RedisLayout
-from compute.series import SeriesKey, SeriesKind
+from compute.storage.contract import PointLog, SeriesWrite
+from compute.storage.redis.layout import RedisLayout
+from compute.storage.redis.point_log import RedisLog, Retention
+from compute.storage.series import SeriesKey, SeriesKind
+from compute.storage.sqlite.point_log import EmbeddedLog
+from compute.storage.sqlite.writer import DurableLog
 from tests import test_end_to_end, test_ingest
 from tests.conftest import ServerProcess, start_server
 from tests.infra import RedisServer, SparkCluster, start_redis, start_spark_cluster

@@ -1,6 +1,6 @@
 """Stopping under any supervisor, each case on a server process of its own, with real signals.
 
-Three ways a SIGTERM arrives, and the drain must be the same in each (PROTOCOL.md, "On SIGTERM"):
+Three ways a SIGTERM arrives, and the drain must be the same in each (docs/protocol.md, "On SIGTERM"):
 - to the main process only: `kill PID`, Kubernetes (PID 1 of the container), systemd KillMode=mixed;
 - to the whole process group: `kill -TERM -- -PGID`, a terminal's Ctrl+C does the same with SIGINT;
 - to every process at once, the JVM and the Python workers included, whatever their group:

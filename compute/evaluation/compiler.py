@@ -1,5 +1,5 @@
 """From a subscription's `ComputableNode` + `Context` to a Plan: the channels it reads (data for the
-single Spark job, never plan branches) and the tree of evaluators (compute/nodes/).
+single Spark job, never plan branches) and the tree of evaluators (compute/evaluation/nodes/).
 
 One builder per node kind, registered by its Conjure variant name. Every refusal of a valid Nominal
 node is a ComputeError carrying Nominal's error name; `MalformedNode` is only for JSON that is not
@@ -15,26 +15,28 @@ from typing import Any
 
 import numpy as np
 
-from compute import nodes
-from compute.errors import ComputeError, invalid_computation, polling_only
-from compute.nodes.arithmetic import BINARY_OPS, UNARY_OPS, apply_binary, apply_unary
-from compute.nodes.outputs import DEFAULT_MAX_RANGES
-from compute.nodes.rolling import OPERATORS as ROLLING_OPERATORS
-from compute.nodes.time_ops import NANOS_PER_UNIT
-from compute.nominal_variants import (
+from compute.evaluation import nodes
+from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
+from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
+from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES
+from compute.evaluation.nominal_variants import (
+    BINARY_OPERATORS,
     BOOLEAN_COMPARISONS,
     DURATION_UNIT_NANOS,
     ENUMS,
     INVALID_TYPES,
-    NANOS,
     POLLING_ONLY_TYPES,
+    ROLLING_OPERATORS,
     STRATEGY_POLLING_ONLY,
     THRESHOLD_COMPARISONS,
+    TIME_UNIT_NANOS,
+    UNARY_OPERATORS,
     VARIANTS,
 )
-from compute.results import INT64_MAX
-from compute.series import ChannelSelector
-from compute.summarize import Decimation
+from compute.evaluation.results import INT64_MAX
+from compute.evaluation.summarize import Decimation
+from compute.storage.series import ChannelSelector
+from schemas.timestamps import NANOS_PER_SECOND, to_nanos
 
 Json = Any
 
@@ -45,9 +47,9 @@ class MalformedNode(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    max_window_ns: int = 24 * 3600 * NANOS
+    max_window_ns: int = 24 * 3600 * NANOS_PER_SECOND
     max_points: int = 1_000_000  # TooManyPoints: a result may not ask for more buckets/points than this
-    max_lookback_ns: int = 24 * 3600 * NANOS  # history a node may need before the window
+    max_lookback_ns: int = 24 * 3600 * NANOS_PER_SECOND  # history a node may need before the window
 
 
 @dataclass(frozen=True)
@@ -352,7 +354,7 @@ def _duration(value: Json) -> int:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (seconds, nanos)):
         raise MalformedNode("a Duration needs integer 'seconds' and 'nanos'")
     assert isinstance(seconds, int) and isinstance(nanos, int)
-    return seconds * NANOS + nanos
+    return to_nanos(seconds, nanos)
 
 
 SeriesBuilder = Callable[[_Builder, Json], nodes.SeriesNode]
@@ -394,9 +396,9 @@ def _negatives(b: _Builder, o: dict[str, Json]) -> str:
 def _derivative(b: _Builder, v: Json) -> nodes.SeriesNode:
     o = b.obj(v, "derivative")
     unit = o.get("timeUnit")
-    unit_ns = NANOS if unit is None else NANOS_PER_UNIT[b.enum_value("TimeUnit", unit, "derivative.timeUnit")]
+    unit = "SECONDS" if unit is None else b.enum_value("TimeUnit", unit, "derivative.timeUnit")
     x = b.timed(b.numeric(b.get(o, "input", "derivative")), "derivative")
-    return nodes.Derivative(x, unit_ns, _negatives(b, o))
+    return nodes.Derivative(x, TIME_UNIT_NANOS[unit], _negatives(b, o))
 
 
 def _value_difference(b: _Builder, v: Json) -> nodes.SeriesNode:
@@ -468,8 +470,8 @@ NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     "channel": lambda b, v: b.channel_series(v, "numeric"),
     "selectNumeric": lambda b, v: b.select_series(v, "numeric"),
     "constant": _constant,
-    **{op: _unary(op) for op in UNARY_OPS},
-    **{op: _binary(op) for op in BINARY_OPS},
+    **{op: _unary(op) for op in UNARY_OPERATORS},
+    **{op: _binary(op) for op in BINARY_OPERATORS},
     "derivative": _derivative,
     "valueDifference": _value_difference,
     "timeShift": _time_shift("timeShift", "numeric"),

@@ -3,22 +3,49 @@ Conjure IR), and the one table of each kind of operator and unit name: the compi
 evaluators take their names from here, and tests/test_nominal_compute.py checks every table
 against the IR.
 
+The evaluators (compute/evaluation/nodes/) are keyed by these names: adding an operator is one
+entry here plus its evaluator there, and tests/test_nominal_compute.py checks that every name has
+one. sparkwire_client/nodes.py keeps its own copy (it must not import the server);
+tests/test_vocabulary.py checks that it names the same operators and units.
+
 A variant listed here but not evaluated by Sparkwire gets an honest `InvalidComputation` or
 `PollingOnlyComputation`; a variant not listed at all is a malformed message.
 """
 
 from __future__ import annotations
 
-NANOS = 1_000_000_000
-# The unit variants of `scout.compute.api.Duration`, with their length in nanoseconds.
-DURATION_UNIT_NANOS: dict[str, int] = {
-    "nanoseconds": 1,
-    "milliseconds": 1_000_000,
-    "seconds": NANOS,
-    "minutes": 60 * NANOS,
-    "hours": 3600 * NANOS,
-    "days": 86400 * NANOS,
+from schemas.timestamps import NANOS_PER_SECOND
+
+# `TimeUnit` (e.g. derivative's timeUnit), with its length in nanoseconds: the one table of unit lengths.
+TIME_UNIT_NANOS: dict[str, int] = {
+    "DAYS": 86_400 * NANOS_PER_SECOND,
+    "HOURS": 3_600 * NANOS_PER_SECOND,
+    "MINUTES": 60 * NANOS_PER_SECOND,
+    "SECONDS": NANOS_PER_SECOND,
+    "MILLISECONDS": 1_000_000,
+    "MICROSECONDS": 1_000,
+    "NANOSECONDS": 1,
 }
+# The unit variants of `scout.compute.api.Duration` (TimeUnit's names in lower case, less
+# microseconds), with their length in nanoseconds.
+DURATION_UNIT_NANOS: dict[str, int] = {
+    unit: TIME_UNIT_NANOS[unit.upper()]
+    for unit in ("nanoseconds", "milliseconds", "seconds", "minutes", "hours", "days")
+}
+# The `NumericSeries` arithmetic Sparkwire evaluates (compute/evaluation/nodes/arithmetic.py):
+# unary variants carry `x`, binary ones `left` and `right`.
+UNARY_OPERATORS: tuple[str, ...] = ("abs", "negate", "sqrt", "ln", "log10")
+BINARY_OPERATORS: tuple[str, ...] = ("add", "subtract", "multiply", "divide")
+# The `NumericAggregationOperator` variants a rolling-time window evaluates (nodes/rolling.py).
+ROLLING_OPERATORS: tuple[str, ...] = (
+    "sum",
+    "average",
+    "min",
+    "max",
+    "count",
+    "standardDeviation",
+    "rootMeanSquare",
+)
 # `ThresholdRangesV2.comparison` (a `ThresholdRangesComparison`) -> the `ThresholdOperator` it means.
 THRESHOLD_COMPARISONS: dict[str, str] = {
     "gt": "GREATER_THAN",
@@ -279,9 +306,7 @@ ENUMS: dict[str, frozenset[str]] = {
         ["OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS"]
     ),
     "EnumFilterOperator": frozenset(["IS_IN", "IS_NOT_IN", "MATCHES_ANY_REGEX"]),
-    "TimeUnit": frozenset(
-        ["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
-    ),
+    "TimeUnit": frozenset(TIME_UNIT_NANOS),
     "RangeStart": frozenset(["CONDITION_START", "PERSISTENCE_START"]),
     "SeriesStorage": frozenset(["ICEBERG", "CLICKHOUSE"]),
 }

@@ -1,5 +1,5 @@
 """Decimation of a series for `SummarizeSeries`: raw points while the window holds at most B of them,
-epoch-aligned buckets (timestamp = exclusive end) beyond, per PROTOCOL.md."""
+epoch-aligned buckets (timestamp = exclusive end) beyond, per docs/protocol.md."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from compute.errors import ComputeError
-from compute.results import EnumBuckets, NumericBuckets
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.results import EnumBuckets, NumericBuckets
 
 MS = 1_000_000
 DEFAULT_BUCKETS = 1000
@@ -36,7 +36,7 @@ class Decimation:
         else:
             b = DEFAULT_BUCKETS
         raw_width = resolution_ns if resolution_ns is not None else math.ceil(window_ns / b)
-        # A resolution finer than 1 ms is refused (PROTOCOL.md); a width derived from a bucket count is
+        # A resolution finer than 1 ms is refused (docs/protocol.md); a width derived from a bucket count is
         # rounded up to whole milliseconds like every other width.
         if raw_width < MS and resolution_ns is not None:
             raise ComputeError(
@@ -131,7 +131,7 @@ class BucketMemo:
     start and the buckets from the last old point on are computed (re-bucketing the whole window was
     ~11% of the server's fan-out profile). Reused buckets are bit-identical: each bucket's figures
     depend only on its own points. Inputs must never be written after they are given (windows and
-    nodes hand out new or append-only arrays, compute/window.py)."""
+    nodes hand out new or append-only arrays, compute/evaluation/window.py)."""
 
     def __init__(self) -> None:
         self._last: dict[object, _Bucketed] = {}

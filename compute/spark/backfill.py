@@ -1,29 +1,22 @@
 """Back-fill of new computations, batched: computations that ask while a back-fill job runs wait and
 share the next one. One Spark batch job reads the union of their series from the oldest timestamp
 any of them needs; each computation then takes only its own rows. Many subscriptions arriving
-together (a dashboard opening) cost one or two Spark jobs instead of one each.
-
-A series read only by computations that may hold buckets (compute/bucketed.py) is pre-aggregated by
-the job (compute/preaggregate.py), at the gcd of their bucket widths: the driver receives buckets."""
+together (a dashboard opening) cost one or two reads instead of one each."""
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-import numpy as np
+from compute.evaluation.computation import Batch, Computation, Rows
 
-from compute.computation import Batch, Computation, Rows
-from compute.preaggregate import AggRows
+logger = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
-
-# (series ids, from timestamp, up to seq, pre-aggregation width per series id (0: raw)) -> rows
-ReadLog = Callable[[list[int], int, int, dict[int, int]], Batch]
+# (series ids, from timestamp, up to seq) -> their rows
+ReadLog = Callable[[list[int], int, int], Batch]
 
 
 class BackfillQueue:
@@ -46,7 +39,7 @@ class BackfillQueue:
         futures: list[Future[None]] = [Future() for _ in computations]
         with self._lock:
             # The epoch says which reset a back-fill belongs to: one started before a reset
-            # (compute/engine.py recover) is dropped by the computation instead of loaded.
+            # (compute/spark/engine.py recover) is dropped by the computation instead of loaded.
             self._pending += [(c, c.epoch, f) for c, f in zip(computations, futures, strict=True)]
             if self._worker is None:
                 self._worker = threading.Thread(target=self._drain, name="sparkwire-backfill", daemon=True)
@@ -69,14 +62,13 @@ class BackfillQueue:
         try:
             if series_ids:
                 from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
-                widths = _widths([c for c, _, _ in batch], series_ids)
-                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch), widths)
+                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch))
         except BaseException as exc:  # the job failed: every computation waiting on it fails
             for _, _, done in batch:
                 done.set_exception(exc)
             return
         if len(batch) > 1:
-            log.info("back-filled %d computations with one job", len(batch))
+            logger.info("back-filled %d computations with one job", len(batch))
         for computation, epoch, done in batch:
             try:
                 computation.load_backfill(_own_rows(computation, rows, now), now, epoch)
@@ -86,31 +78,13 @@ class BackfillQueue:
                 done.set_result(None)
 
 
-def _widths(computations: list[Computation], series_ids: list[int]) -> dict[int, int]:
-    """Per series: the gcd of its readers' bucket widths if every reader may hold buckets, else 0."""
-    widths: dict[int, int] = {}
-    for sid in series_ids:
-        readers = [c for c in computations if sid in c.routes]
-        if readers and all(c.can_bucket() for c in readers):
-            widths[sid] = math.gcd(*(c.bucket_width or 0 for c in readers))
-        else:
-            widths[sid] = 0
-    return widths
-
-
 def _own_rows(computation: Computation, rows: Batch, now: int) -> Batch:
-    """The rows this computation's back-fill covers: its series, its history, seq <= its mark
-    (pre-aggregated rows past the mark are recomputed from the log by the computation)."""
+    """The rows this computation's back-fill covers: its series, its history, seq <= its mark."""
     from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
     out: Batch = {}
     for sid in computation.routes:
         r = rows.get(sid)
         if r is None:
-            continue
-        if isinstance(r, AggRows):
-            mine = np.flatnonzero(r.buckets.last_ts >= from_ts)
-            if len(mine):
-                out[sid] = r.take(mine)
             continue
         keep = (r.ts >= from_ts) & (r.seq <= computation.backfill_seq)
         if not keep.all():

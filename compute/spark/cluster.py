@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SHIPPED_PACKAGES = ("compute", "schemas")  # executors import these; `app` stays on the driver
 
@@ -36,7 +36,7 @@ def build_code_zip(target_dir: Path) -> Path:
 def ship_code(spark: SparkSession) -> Path:
     target = build_code_zip(Path(tempfile.mkdtemp(prefix="sparkwire-code-")))
     spark.sparkContext.addPyFile(str(target))
-    log.info("shipped %s to executors as %s", ", ".join(SHIPPED_PACKAGES), target)
+    logger.info("shipped %s to executors as %s", ", ".join(SHIPPED_PACKAGES), target)
     return target
 
 

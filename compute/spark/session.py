@@ -23,9 +23,9 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from compute.cluster import executor_code_origin, is_cluster, ship_code
+from compute.spark.cluster import executor_code_origin, is_cluster, ship_code
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 FILESYSTEM_CHECKPOINT_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
@@ -67,7 +67,7 @@ def build_session(
         # The stream reader's rows are stored in the block manager and read back by the batch's task,
         # through spark.serializer: Java serialization could not keep up at 200,000 points/s (0014).
         .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        # The checkpoint is written twice per micro-batch and never resumed (compute/checkpoint.py).
+        # The checkpoint is written twice per micro-batch and never resumed (compute/spark/checkpoint.py).
         # Spark's default manager writes it through Hadoop's FileContext, which (without Hadoop's
         # native library) starts a `chmod` and two `readlink` processes per file; the FileSystem
         # manager over raw local files starts only the `chmod` and writes no .crc files (0012).
@@ -85,15 +85,17 @@ def build_session(
             popen_kwargs = _JvmPopenKwargs(stdout=sink, stderr=sink)
             gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
         SparkContext(conf=conf, gateway=gateway)
-        log.info("Spark's console output goes to %s", jvm_output)
+        logger.info("Spark's console output goes to %s", jvm_output)
         if not jvm_ignores_sigterm(gateway.proc):
-            log.warning("Spark's JVM does not ignore SIGTERM: a signal to the process group stops it at once")
+            logger.warning(
+                "Spark's JVM does not ignore SIGTERM: a signal to the process group stops it at once"
+            )
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if is_cluster(master):
         ship_code(spark)
-        log.info("executors import compute from %s", executor_code_origin(spark))
-    log.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
+        logger.info("executors import compute from %s", executor_code_origin(spark))
+    logger.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
     return spark
 
 
@@ -151,13 +153,13 @@ def stop_session(spark: SparkSession) -> None:
     its own, killed or crashed, leaves nothing to save; no traceback for it)."""
     status = jvm_exit_status(spark)
     if status is not None:
-        log.warning("Spark's JVM had already exited (status %d); nothing to stop", status)
+        logger.warning("Spark's JVM had already exited (status %d); nothing to stop", status)
         return
     try:
         spark.stop()
     except Exception as exc:
         status = jvm_exit_status(spark)
         if status is None:
-            log.warning("stopping the Spark session failed: %s", exc)
+            logger.warning("stopping the Spark session failed: %s", exc)
         else:
-            log.warning("Spark's JVM exited while the session stopped (status %d)", status)
+            logger.warning("Spark's JVM exited while the session stopped (status %d)", status)

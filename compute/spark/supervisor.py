@@ -18,11 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from compute.engine import Engine
-from compute.errors import ComputeError
-from compute.session import jvm_exit_status
+from compute.evaluation.errors import ComputeError
+from compute.spark.engine import Engine
+from compute.spark.session import jvm_exit_status
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
 
@@ -97,10 +97,12 @@ class StreamSupervisor:
         else:
             self.last_error = self.engine.failure_reason()
         if self._shutting_down.is_set():
-            log.warning("streaming query stopped during shutdown (%s); not restarted", self.last_error)
+            logger.warning("streaming query stopped during shutdown (%s); not restarted", self.last_error)
             return
         self.failures += 1
-        log.error("streaming query terminated: %s; it cannot be restarted in this process", self.last_error)
+        logger.error(
+            "streaming query terminated: %s; it cannot be restarted in this process", self.last_error
+        )
         self.on_failed(
             ComputeError(
                 "JobInvalidState",
@@ -112,7 +114,7 @@ class StreamSupervisor:
     def _recover(self, reason: str) -> None:
         self.failures += 1
         self.last_error = reason
-        log.error("streaming query terminated: %s", reason)
+        logger.error("streaming query terminated: %s", reason)
         self.engine.degraded = True
         self.on_failed(
             ComputeError(
@@ -127,7 +129,7 @@ class StreamSupervisor:
         attempt = 1
         while True:
             self.next_attempt_at = time.time() + delay
-            log.info("restarting the streaming query in %.1fs (attempt %d)", delay, attempt)
+            logger.info("restarting the streaming query in %.1fs (attempt %d)", delay, attempt)
             if self._stop.wait(delay) or self._shutting_down.is_set():
                 return
             try:
@@ -136,17 +138,17 @@ class StreamSupervisor:
                     raise RuntimeError(self.engine.failure_reason())
             except Exception as exc:
                 if self._shutting_down.is_set():
-                    log.warning("restarting the streaming query stopped by the shutdown: %s", exc)
+                    logger.warning("restarting the streaming query stopped by the shutdown: %s", exc)
                     return
                 jvm_status = jvm_exit_status(self.engine.spark)
                 if jvm_status is not None:
                     self.gave_up = True
                     self.next_attempt_at = None
                     self.last_error = f"Spark's JVM exited (status {jvm_status})"
-                    log.error("restarting the streaming query failed: %s; not retried", self.last_error)
+                    logger.error("restarting the streaming query failed: %s; not retried", self.last_error)
                     return
                 self.last_error = f"restart failed: {exc}"
-                log.exception("restarting the streaming query failed")
+                logger.exception("restarting the streaming query failed")
                 delay = min(self.max_delay, delay * 2)
                 attempt += 1
                 continue
@@ -156,5 +158,5 @@ class StreamSupervisor:
         self.next_attempt_at = None
         self.engine.degraded = False
         self.restarts += 1
-        log.info("streaming query restarted after %d attempt(s)", attempt)
+        logger.info("streaming query restarted after %d attempt(s)", attempt)
         self.on_recovered()

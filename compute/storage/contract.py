@@ -14,13 +14,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource
 
-from compute.log import SeriesWrite
-from compute.series import SeriesInfo
+from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
+
+if TYPE_CHECKING:  # the contract itself imports no Spark: an edge without PySpark writes through it
+    from pyspark.sql.datasource import DataSource
+
+
+class WriteRejected(ValueError):
+    """A request the log refuses as a whole (e.g. string points on a double series)."""
+
+
+class InsufficientStorage(Exception):
+    """The log refuses a request because the disk is below its free-space floor; nothing of it is
+    stored, and writes are accepted again once space returns (ingest answers 507)."""
+
+
+@dataclass
+class SeriesWrite:
+    key: SeriesKey
+    kind: SeriesKind
+    ts: list[int] | np.ndarray  # int64 nanoseconds; the protobuf decoder hands numpy columns
+    values: list[float] | list[str] | np.ndarray  # a numeric series' float64 column, or strings
+
 
 Offsets = dict[int, int]  # partition -> seq of the last record read (the next read starts after it)
 
@@ -91,18 +111,11 @@ class PointLog(Protocol):
         """Options of the batch read of these series' points with ts >= from_ts and seq <= upto_seq."""
         ...
 
-    # -- direct reads from the driver (pre-aggregation's exactness fallbacks, compute/bucketed.py) --
+    # -- history read by the driver itself -----------------------------------------------------------
     @property
-    def range_reads(self) -> bool:
-        """Whether the driver can read the log itself (`read_series_range`, `read_history`); without
-        it no series is ever pre-aggregated and every back-fill is a Spark batch job."""
-        ...
-
-    def read_series_range(
-        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
-    ) -> pa.Table:
-        """A numeric series' points with from_ts <= ts < to_ts and after_seq < seq <= upto_seq, in
-        write order, as (seq, pos, ts, value) (`pos`: the point's index among its record's points)."""
+    def driver_reads(self) -> bool:
+        """Whether the driver can read history itself (`read_history`); without it every back-fill
+        is a Spark batch job over `backfill_options`."""
         ...
 
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:

@@ -1,7 +1,7 @@
 """Evaluators, one class per node kind, grouped by family: inputs (channels, constants), arithmetic,
 time operations, rolling aggregation, ranges, and the outputs a client receives."""
 
-from compute.nodes.arithmetic import (
+from compute.evaluation.nodes.arithmetic import (
     BinaryNode,
     BothHold,
     Comparison,
@@ -11,10 +11,10 @@ from compute.nodes.arithmetic import (
     ThresholdFilter,
     UnaryNode,
 )
-from compute.nodes.base import EvalEnv, GroupKey, Node, OutputNode, RangeNode, SeriesNode
-from compute.nodes.inputs import ChannelInput, Constant
-from compute.nodes.outputs import SelectValue, SummarizeRanges, SummarizeSeries
-from compute.nodes.ranges import (
+from compute.evaluation.nodes.base import EvalEnv, GroupKey, Node, OutputNode, RangeNode, SeriesNode
+from compute.evaluation.nodes.inputs import ChannelInput, Constant
+from compute.evaluation.nodes.outputs import SelectValue, SummarizeRanges, SummarizeSeries
+from compute.evaluation.nodes.ranges import (
     ConditionRanges,
     EnumFilter,
     IntersectRanges,
@@ -23,8 +23,8 @@ from compute.nodes.ranges import (
     Threshold,
     UnionRanges,
 )
-from compute.nodes.rolling import RollingAggregation
-from compute.nodes.time_ops import Derivative, TimeShift, ValueDifference
+from compute.evaluation.nodes.rolling import RollingAggregation
+from compute.evaluation.nodes.time_ops import Derivative, TimeShift, ValueDifference
 
 __all__ = [
     "BinaryNode",

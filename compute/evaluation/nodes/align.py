@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compute.results import NumericPoints
+from compute.evaluation.results import NumericPoints
 
 FFILL_RADIUS_NS = 1_000_000_000
 

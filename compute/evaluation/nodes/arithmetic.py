@@ -12,14 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from compute.nodes.align import FFILL_RADIUS_NS, forward_fill
-from compute.nodes.base import EvalEnv, Node, SeriesNode, numeric
-from compute.nodes.inputs import Constant
-from compute.results import NumericPoints
+from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
+from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nodes.inputs import Constant
+from compute.evaluation.results import NumericPoints
 
 Unary = Callable[[np.ndarray], np.ndarray]
 BinaryOp = Callable[[Any, Any], np.ndarray]  # arrays, or an array and a scalar
 
+# The evaluators, keyed by the names in compute/evaluation/nominal_variants.py (UNARY_OPERATORS,
+# BINARY_OPERATORS, ThresholdOperator); tests/test_nominal_compute.py checks the keys against them.
 UNARY_OPS: dict[str, Unary] = {
     "abs": np.abs,
     "negate": np.negative,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute.errors import ComputeError
-from compute.results import EnumPoints, NumericPoints, Output, Ranges
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.results import EnumPoints, NumericPoints, Output, Ranges
 
 GroupKey = tuple[tuple[str, str], ...]
 Series = NumericPoints | EnumPoints

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.base import EvalEnv, Series, SeriesNode, empty_numeric, enum, numeric
-from compute.results import EnumPoints
+from compute.evaluation.nodes.base import EvalEnv, Series, SeriesNode, empty_numeric, enum, numeric
+from compute.evaluation.results import EnumPoints
 
 
 @dataclass

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute.errors import ComputeError
-from compute.nodes.base import EvalEnv, GroupKey, OutputNode, RangeNode, SeriesNode
-from compute.results import (
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes.base import EvalEnv, GroupKey, OutputNode, RangeNode, SeriesNode
+from compute.evaluation.results import (
     EnumPoints,
     EnumValue,
     NumericPoints,
@@ -22,7 +22,7 @@ from compute.results import (
     Ranges,
     RangesSummary,
 )
-from compute.summarize import MS, BucketMemo, Decimation, enum_buckets
+from compute.evaluation.summarize import MS, BucketMemo, Decimation, enum_buckets
 
 DEFAULT_MAX_RANGES = 2000
 

@@ -4,16 +4,23 @@ the first later point that does not; a range still true at the newest point is o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.arithmetic import THRESHOLD_OPS, Condition
-from compute.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
-from compute.results import NO_START, OPEN_END, Ranges
+from compute.evaluation.nodes.arithmetic import THRESHOLD_OPS, Condition
+from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.evaluation.results import NO_START, OPEN_END, Ranges
 
-MIN_MAX_OPS = ("OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS")
+# MinMaxThresholdOperator -> where `value` meets it, given (value, lower, upper); keyed by the names in
+# nominal_variants' ENUMS, which tests/test_nominal_compute.py checks.
+MIN_MAX_OPS: dict[str, Callable[[np.ndarray, float, float], np.ndarray]] = {
+    "OUTSIDE_BOUNDS": lambda v, lo, hi: (v < lo) | (v > hi),
+    "OUTSIDE_OR_EQUAL_TO_BOUNDS": lambda v, lo, hi: (v <= lo) | (v >= hi),
+    "INSIDE_BOUNDS": lambda v, lo, hi: (v > lo) & (v < hi),
+    "INSIDE_OR_EQUAL_TO_BOUNDS": lambda v, lo, hi: (v >= lo) & (v <= hi),
+}
 
 
 def condition_ranges(ts: np.ndarray, cond: np.ndarray) -> Ranges:
@@ -99,16 +106,7 @@ class MinMaxThreshold(RangeNode):
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         s = numeric(self.input.evaluate(env), "minMaxThreshold")
-        v, lo, hi = s.values, self.lower, self.upper
-        if self.operator == "OUTSIDE_BOUNDS":
-            cond = (v < lo) | (v > hi)
-        elif self.operator == "OUTSIDE_OR_EQUAL_TO_BOUNDS":
-            cond = (v <= lo) | (v >= hi)
-        elif self.operator == "INSIDE_BOUNDS":
-            cond = (v > lo) & (v < hi)
-        else:
-            cond = (v >= lo) & (v <= hi)
-        return condition_ranges(s.ts, cond)
+        return condition_ranges(s.ts, MIN_MAX_OPS[self.operator](s.values, self.lower, self.upper))
 
 
 @dataclass

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.base import EvalEnv, Node, SeriesNode, numeric
-from compute.results import EnumPoints, NumericPoints
+from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nominal_variants import ROLLING_OPERATORS
+from compute.evaluation.results import EnumPoints, NumericPoints
 
-OPERATORS = ("sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare")
+OPERATORS = ROLLING_OPERATORS  # what `rolling` evaluates: the names are nominal_variants' table
 
 
 @dataclass

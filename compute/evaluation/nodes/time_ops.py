@@ -11,19 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.nodes.base import EvalEnv, Node, Series, SeriesNode, numeric
-from compute.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints
-
-NANOS_PER_UNIT: dict[str, int] = {
-    "DAYS": 86_400_000_000_000,
-    "HOURS": 3_600_000_000_000,
-    "MINUTES": 60_000_000_000,
-    "SECONDS": 1_000_000_000,
-    "MILLISECONDS": 1_000_000,
-    "MICROSECONDS": 1_000,
-    "NANOSECONDS": 1,
-}
-NEGATIVE_VALUE_MODES = ("allowNegativeValues", "setNegativeValuesToZero", "excludeNegativeValues")
+from compute.evaluation.nodes.base import EvalEnv, Node, Series, SeriesNode, numeric
+from compute.evaluation.nominal_variants import TIME_UNIT_NANOS
+from compute.evaluation.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints
 
 
 def _negatives(ts: np.ndarray, values: np.ndarray, mode: str) -> NumericPoints:
@@ -38,7 +28,7 @@ def _negatives(ts: np.ndarray, values: np.ndarray, mode: str) -> NumericPoints:
 @dataclass
 class Derivative(SeriesNode):
     input: SeriesNode
-    unit_ns: int = NANOS_PER_UNIT["SECONDS"]
+    unit_ns: int = TIME_UNIT_NANOS["SECONDS"]  # the compiler passes the TimeUnit's length
     negatives: str = "allowNegativeValues"
 
     def children(self) -> Sequence[Node]:

@@ -1,5 +1,5 @@
-"""How Sparkwire's point log lies in Redis, shared by the writer (compute/redis_log.py) and the Spark
-readers (compute/redis_source.py, which run in executors and see only their options).
+"""How Sparkwire's point log lies in Redis, shared by the writer (point_log.py beside this) and the
+Spark readers (spark_source.py, which run in executors and see only their options).
 
 - `{prefix}:points:{p}`: one stream per partition. An entry holds one series' points of one
   request: `s` series id, `t` int64 ns timestamps and `v` float64 values (little-endian bytes, so
@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import redis
 
-from compute.log import POINT_SCHEMA
-from compute.series import SeriesInfo, SeriesKey, SeriesKind
+from compute.storage.records import POINT_SCHEMA
+from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 
 SEQ_BITS = 20  # 2^20 entries per millisecond per partition; ms << 20 stays in int64 until ~2248
 _SEQ_MASK = (1 << SEQ_BITS) - 1

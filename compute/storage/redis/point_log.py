@@ -1,4 +1,4 @@
-"""Redis Streams as the point log several Sparkwire servers share (layout: compute/redis_streams.py).
+"""Redis Streams as the point log several Sparkwire servers share (layout: compute/storage/redis/layout.py).
 
 Ingest appends each series' points to the stream of its partition (a hash of the series, as Kafka
 producers partition by key). One request is one Lua script, so it is atomic: its series are
@@ -23,13 +23,14 @@ import orjson
 import pyarrow as pa
 import redis
 
-from compute import redis_streams as rs
-from compute.backend import Offsets, ReadResult
-from compute.log import POINT_SCHEMA, SeriesWrite, WriteRejected, run_groups
-from compute.redis_source import RedisDataSource
-from compute.series import SeriesInfo, SeriesKind
+from compute.storage.contract import Offsets, ReadResult, SeriesWrite, WriteRejected
+from compute.storage.group_commit import run_groups
+from compute.storage.records import POINT_SCHEMA
+from compute.storage.redis import layout as rs
+from compute.storage.redis.spark_source import RedisDataSource
+from compute.storage.series import SeriesInfo, SeriesKind
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 NANOS_PER_MS = 1_000_000
 BARRIER_WAIT_S = 5.0  # longest wait for Redis' clock to pass a back-fill snapshot
@@ -158,7 +159,7 @@ class RedisLog:
         try:
             replies = pipe.execute(raise_on_error=False)
         except Exception as exc:  # Redis unreachable: nothing is acknowledged
-            log.exception("Redis append failed")
+            logger.exception("Redis append failed")
             for pending, _ in sent:
                 pending.future.set_exception(exc)
             return
@@ -324,16 +325,10 @@ class RedisLog:
             "upto_seq": str(upto_seq),
         }
 
-    # Redis Streams hold no index by series and time: no driver-side range reads, so series in this
-    # log are never pre-aggregated (compute/preaggregate.py) and always reach the driver raw.
+    # Redis Streams hold no index by series and time: history is read by Spark's executors.
     @property
-    def range_reads(self) -> bool:
+    def driver_reads(self) -> bool:
         return False
-
-    def read_series_range(
-        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
-    ) -> pa.Table:
-        raise NotImplementedError("the redis log has no range reads")
 
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
         raise NotImplementedError("the redis log is read by Spark's executors, partition by partition")

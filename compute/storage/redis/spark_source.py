@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-from compute import redis_streams as rs
-from compute.log import POINT_SCHEMA_DDL
+from compute.storage.records import POINT_SCHEMA_DDL
+from compute.storage.redis import layout as rs
 
 SOURCE_NAME = "sparkwire_redis"
 NANOS_PER_MS = 1_000_000

@@ -15,11 +15,12 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
-from compute import log as durable_log
-from compute.backend import Offsets, ReadResult
-from compute.log import DurableLog, SeriesWrite
-from compute.series import SeriesInfo
-from compute.source import LogDataSource, LogStreamReader
+from compute.storage import records
+from compute.storage.contract import Offsets, ReadResult, SeriesWrite
+from compute.storage.series import SeriesInfo
+from compute.storage.sqlite import blocks
+from compute.storage.sqlite.spark_source import LogDataSource, LogStreamReader
+from compute.storage.sqlite.writer import DurableLog
 
 POLL_S = 0.01  # how often a waiting read looks for new rows
 
@@ -68,12 +69,10 @@ class EmbeddedLog:
     def __init__(self, durable: DurableLog, consumer: str) -> None:
         self.durable = durable
         self.consumer = consumer
-        self._conn = durable_log.connect_reader(durable.path)
+        self._conn = blocks.connect_reader(durable.path)
         self._new: list[SeriesInfo] = []
         self._new_lock = threading.Lock()
         self._position: int | None = None  # where `read` stands
-        self._range_conn = durable_log.connect_reader(durable.path)  # driver-side range reads
-        self._range_lock = threading.Lock()
         # The writer announces a series before its first points commit (compute/log.py).
         durable.on_new_series = self._announce
 
@@ -86,13 +85,13 @@ class EmbeddedLog:
             self._position = load_committed(self.durable.path, self.consumer) or 0
         after = self._position
         deadline = time.monotonic() + timeout_ms / 1000
-        newest = durable_log.max_seq(self._conn)
+        newest = blocks.max_seq(self._conn)
         while newest <= after and time.monotonic() < deadline:
             time.sleep(POLL_S)
-            newest = durable_log.max_seq(self._conn)
+            newest = blocks.max_seq(self._conn)
         upto = min(newest, after + limit)  # one record (block) per seq; rolled-back seqs leave gaps
-        batches = durable_log.read_seq_range(self._conn, after, upto) if upto > after else []
-        table = pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA)
+        batches = blocks.read_seq_range(self._conn, after, upto) if upto > after else []
+        table = pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
         self._position = max(after, upto)
         return ReadResult(table, {0: self._position})
 
@@ -101,13 +100,13 @@ class EmbeddedLog:
 
     def pending(self) -> int:
         committed = load_committed(self.durable.path, self.consumer)
-        newest = durable_log.max_seq(self._conn)
+        newest = blocks.max_seq(self._conn)
         # Offsets count blocks (a series' points of one request); lag is counted in points.
-        return durable_log.count_points(self._conn, committed or 0, newest)
+        return blocks.count_points(self._conn, committed or 0, newest)
 
     def ready(self) -> bool:
         try:
-            durable_log.max_seq(self._conn)
+            blocks.max_seq(self._conn)
         except Exception:
             return False
         return True
@@ -138,7 +137,7 @@ class EmbeddedLog:
 
     def end_offset(self) -> int:
         # The writer is the only one assigning seqs, and it does so in commit order.
-        return durable_log.max_seq(self._conn)
+        return blocks.max_seq(self._conn)
 
     def backfill_options(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> dict[str, str]:
         return {
@@ -148,29 +147,20 @@ class EmbeddedLog:
             "upto_seq": str(upto_seq),
         }
 
-    # -- direct range reads ------------------------------------------------------------------------
+    # -- history read by the driver ----------------------------------------------------------------
     @property
-    def range_reads(self) -> bool:
+    def driver_reads(self) -> bool:
         return True
 
-    def read_series_range(
-        self, series_id: int, from_ts: int, to_ts: int, after_seq: int, upto_seq: int
-    ) -> pa.Table:
-        with self._range_lock:
-            return durable_log.read_series_range(
-                self._range_conn, series_id, from_ts, to_ts, after_seq, upto_seq
-            )
-
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
-        # A connection of its own: a long history read must not hold up the batch thread's range reads.
-        conn = durable_log.connect_reader(self.durable.path)
+        # A connection of its own: back-fills run beside the stream's reads of the log.
+        conn = blocks.connect_reader(self.durable.path)
         try:
-            batches = durable_log.read_series_since(conn, series_ids, from_ts, upto_seq)
+            batches = blocks.read_series_since(conn, series_ids, from_ts, upto_seq)
         finally:
             conn.close()
-        return pa.Table.from_batches(batches, schema=durable_log.POINT_SCHEMA)
+        return pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
 
     def close(self) -> None:
         self.durable.close()
         self._conn.close()
-        self._range_conn.close()

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition, SimpleDataSourceStreamReader
 
-from compute import log as durable_log
+from compute.storage import records
+from compute.storage.sqlite import blocks
 
 SOURCE_NAME = "sparkwire_log"
 # Bounds one micro-batch after a stall (a long back-fill, a GC pause): the query catches up in steps
@@ -38,7 +39,7 @@ def _reader(path: str) -> sqlite3.Connection:
     """One read-only connection per worker process and log (Python workers are reused)."""
     conn = _readers.get(path)
     if conn is None:
-        conn = _readers[path] = durable_log.connect_reader(path)
+        conn = _readers[path] = blocks.connect_reader(path)
     return conn
 
 
@@ -55,7 +56,7 @@ class LogDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return durable_log.BLOCK_SCHEMA_DDL
+        return records.BLOCK_SCHEMA_DDL
 
     # No streamReader(): Spark then wraps simpleStreamReader() (see the module's docstring).
     def simpleStreamReader(self, schema: object) -> SimpleDataSourceStreamReader:
@@ -81,12 +82,12 @@ class LogStreamReader(SimpleDataSourceStreamReader):
     def read(self, start: dict) -> tuple[Iterator[pa.RecordBatch], dict]:
         """The blocks committed after `start`, up to the cap (compute/log.py: `read_from`)."""
         after = int(start["seq"])
-        batches, last = durable_log.read_from(_reader(self.path), after, MAX_POINTS_PER_BATCH)
+        batches, last = blocks.read_from(_reader(self.path), after, MAX_POINTS_PER_BATCH)
         return iter(batches), ({"seq": last} if last > after else start)
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
         """A batch planned before a restart, read again."""
-        return iter(durable_log.read_block_range(_reader(self.path), int(start["seq"]), int(end["seq"])))
+        return iter(blocks.read_block_range(_reader(self.path), int(start["seq"]), int(end["seq"])))
 
     def commit(self, end: dict) -> None:
         """The log keeps every point (back-fill reads history); nothing to release."""
@@ -104,6 +105,6 @@ class LogBackfillReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BackfillPartition)
-        yield from durable_log.read_series_since(
+        yield from blocks.read_series_since(
             _reader(self.path), partition.series_ids, partition.from_ts, partition.upto_seq
         )

@@ -1,0 +1,46 @@
+"""`GET /metrics` in Prometheus text format: the gauges that describe the current state are read
+here, at scrape time, then the whole registry (app/metrics.py) is rendered."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.metrics import Metrics
+from app.state import ServerState
+
+router = APIRouter()
+
+
+async def render(metrics: Metrics, state: ServerState) -> bytes:
+    durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/storage/sqlite)
+    if durable is not None:
+        if not hasattr(metrics, "free_bytes"):
+            metrics._storage_gauges()
+        metrics.free_bytes.set(durable.floor.free_bytes())
+        metrics.min_free_bytes.set(durable.floor.min_bytes)
+        metrics.log_bytes.set(durable.size_bytes())
+        metrics.pruned_points.set(durable.pruned.points)
+        metrics.pruned_blocks.set(durable.pruned.blocks)
+        metrics.prune_step_seconds.set(durable.pruned.last_step_s)
+    metrics.connections.set(len(state.connections))
+    metrics.subscriptions.set(state.hub.subscriber_count())
+    if state.supervisor is not None:
+        metrics.observe_supervisor(state.supervisor.failures, state.supervisor.restarts)
+    engine = state.engine
+    if engine is not None:  # Spark calls and the engine's lock stay off the event loop
+        computations, pending = await asyncio.to_thread(
+            lambda: (len(engine.computations()), engine.pending_points())
+        )
+        metrics.computations.set(computations)
+        metrics.source_pending.set(pending)
+    return generate_latest(metrics.registry)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    state: ServerState = request.app.state.sparkwire
+    return Response(await render(state.metrics, state), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""The shared point log: Redis Streams that several servers write and read (`SPARKWIRE_SOURCE=redis`)."""
