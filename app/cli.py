@@ -27,13 +27,16 @@ SPARK_WATCH_SECONDS = 1.0  # how often the server checks that Spark's JVM is sti
 
 class DrainingServer(uvicorn.Server):
     """Uvicorn, except that the first SIGTERM/SIGINT drains connections before the server stops
-    (app/shutdown.py; a second one stops it at once), and that a Spark JVM gone for good drains it
+    (app/shutdown.py), a second one ends the drain's grace period at once (the clients get their
+    1012, Spark is stopped as usual), a third stops the process without waiting for anything, and
+    that a Spark JVM gone for good drains it
     too, ending with exit status 1: a query cannot be restarted without its JVM, and a fresh process
     from the service manager (systemd's Restart=on-failure, Kubernetes) can serve again."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self._draining: asyncio.Task[None] | None = None
+        self._signals = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.exit_status = 0
 
@@ -47,17 +50,24 @@ class DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         state = self._state()
-        if self._draining is not None or state is None or self._loop is None:
-            self.should_exit = True
-            if self._draining is not None:
-                self.force_exit = True
+        if state is None or self._loop is None:  # not serving yet: uvicorn's own handling
+            super().handle_exit(sig, frame)
             return
-        loop = self._loop
-        loop.call_soon_threadsafe(self._begin_drain, state)
+        self._signals += 1
+        if self._signals == 1:
+            self._loop.call_soon_threadsafe(self._begin_drain, state)
+        elif self._signals == 2:  # runs in a signal handler: the loop logs and acts
+            self._loop.call_soon_threadsafe(self._end_grace, state)
+        else:
+            self.should_exit = self.force_exit = True
 
     def _begin_drain(self, state: ServerState) -> None:
         if self._draining is None and self._loop is not None:
             self._draining = self._loop.create_task(self._drain_then_exit(state))
+
+    def _end_grace(self, state: ServerState) -> None:
+        logger.info("second signal: ending the grace period now (a third stops the process at once)")
+        state.end_grace.set()
 
     async def _drain_then_exit(self, state: ServerState) -> None:
         try:

@@ -28,6 +28,7 @@ class ServerState:
     connections: set[Connection] = field(default_factory=set)
     ready_event: asyncio.Event = field(default_factory=asyncio.Event)
     draining: bool = False
+    end_grace: asyncio.Event = field(default_factory=asyncio.Event)  # a second signal: close clients now
     startup_error: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
     supervisor: StreamSupervisor | None = None

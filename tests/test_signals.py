@@ -186,6 +186,28 @@ async def test_the_grace_period_ends_when_the_last_client_leaves(tmp_path: Path)
         assert "Traceback" not in log
 
 
+async def test_a_second_sigterm_ends_the_grace_and_still_stops_cleanly(tmp_path: Path) -> None:
+    """An impatient operator (or two supervisors) sends SIGTERM twice: the second ends the grace
+    period at once, the client gets its 1012, and the server stops as cleanly as after one."""
+    with own_server(tmp_path, LONG_GRACE_S) as server:
+        client, _ = await live_subscriber(server, f"ri.signals.twice.{time.time_ns()}")
+        tree = process_tree(server.process.pid)
+        server.process.send_signal(signal.SIGTERM)
+        assert (await asyncio.wait_for(client.health.get(), 30))["type"] == "shutdownNotice"
+        signalled = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(client.ws.wait_closed(), LONG_GRACE_S / 2)  # long before the grace ends
+        assert client.ws.close_code == 1012
+        assert await exit_status(server, LONG_GRACE_S / 2) == 0
+        assert time.monotonic() - signalled < LONG_GRACE_S / 2
+        await until_gone(tree)
+        log = server.log_text()
+        assert "second signal: ending the grace period now" in log
+        assert "draining: a second signal, closing 1 connection(s) with 1012" in log
+        assert "Application shutdown complete." in log
+        assert "Traceback" not in log
+
+
 async def test_spark_goes_when_the_python_process_is_killed(tmp_path: Path) -> None:
     """The JVM ignores SIGTERM, so it must not outlive its parent: PySpark's gateway exits when its
     stdin pipe from Python closes, whatever killed Python."""
