@@ -16,6 +16,7 @@ from prometheus_client import (
 
 if TYPE_CHECKING:
     from compute.spark.engine import BatchStats
+    from compute.storage.sqlite.writer import DurableLog
 
 disable_created_metrics()  # no `_created` series beside every counter: scrapers rarely want them
 
@@ -119,6 +120,17 @@ class Metrics:
         self.stream_failures.inc(max(0, failures - seen_failures))
         self.stream_restarts.inc(max(0, restarts - seen_restarts))
         self._supervisor_seen = (failures, restarts)
+
+    def observe_log(self, durable: DurableLog) -> None:
+        """The embedded log's disk and pruning figures, at scrape time (its gauges appear then)."""
+        if not hasattr(self, "free_bytes"):
+            self._storage_gauges()
+        self.free_bytes.set(durable.floor.free_bytes())
+        self.min_free_bytes.set(durable.floor.min_bytes)
+        self.log_bytes.set(durable.size_bytes())
+        self.pruned_points.set(durable.pruned.points)
+        self.pruned_blocks.set(durable.pruned.blocks)
+        self.prune_step_seconds.set(durable.pruned.last_step_s)
 
     def count_request(self, status: int) -> None:
         """One HTTP answer (app/request_summary.py)."""

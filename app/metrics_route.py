@@ -18,14 +18,7 @@ router = APIRouter()
 async def render(metrics: Metrics, state: ServerState) -> bytes:
     durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/storage/sqlite)
     if durable is not None:
-        if not hasattr(metrics, "free_bytes"):
-            metrics._storage_gauges()
-        metrics.free_bytes.set(durable.floor.free_bytes())
-        metrics.min_free_bytes.set(durable.floor.min_bytes)
-        metrics.log_bytes.set(durable.size_bytes())
-        metrics.pruned_points.set(durable.pruned.points)
-        metrics.pruned_blocks.set(durable.pruned.blocks)
-        metrics.prune_step_seconds.set(durable.pruned.last_step_s)
+        metrics.observe_log(durable)
     metrics.connections.set(len(state.connections))
     metrics.subscriptions.set(state.hub.subscriber_count())
     if state.supervisor is not None:
