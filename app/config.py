@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from compute.evaluation.compiler import Limits
+from schemas.timestamps import NANOS_PER_SECOND
 
 EMBEDDED_RETENTION_S = 7 * 86400.0
 REDIS_RETENTION_S = 86400.0
@@ -15,6 +18,12 @@ REDIS_RETENTION_S = 86400.0
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPARKWIRE_", extra="ignore")
 
+    role: Literal["all", "compute", "edge"] = Field(
+        "all",
+        description="all: Spark and WebSockets in one process; compute: Spark and every live computation, "
+        "results published to Redis; edge: WebSockets and ingest, results from the compute tier, no JVM "
+        "(compute and edge need source=redis)",
+    )
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, description="port to listen on")
     data_dir: Path = Field(Path("./data"), description="where the embedded log and Spark checkpoints live")
@@ -92,6 +101,20 @@ class Settings(BaseSettings):
     # -- recovery (compute/spark/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")
+
+    @model_validator(mode="after")
+    def _roles_share_redis(self) -> Settings:
+        if self.role != "all" and self.source != "redis":
+            raise ValueError(
+                f"role {self.role} needs the shared log: set source=redis (SPARKWIRE_SOURCE=redis) and "
+                "redis-url; the compute tier and the edges find each other through that Redis"
+            )
+        return self
+
+    @property
+    def compute_limits(self) -> Limits:
+        """What a computation may ask for (compute/evaluation/compiler.py)."""
+        return Limits(int(self.max_window_seconds * NANOS_PER_SECOND), self.max_points)
 
     @property
     def retention(self) -> float:

@@ -31,6 +31,8 @@ async def readyz(request: Request) -> JSONResponse:
         reason = "starting: Spark session warming up"
     elif state.supervisor is not None and state.engine is not None and state.engine.degraded:
         reason = state.supervisor.status
+    elif state.settings.role == "edge":
+        reason = state.hub.computations.status  # app/roles/edge.py: Redis, or the compute tier
     else:
         reason = "streaming query not running"
     return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)

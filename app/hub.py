@@ -12,18 +12,54 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from app import frames
 from app.connection import Connection
 from app.metrics import Metrics
 from app.ws_compression import SharedPayload
-from compute.evaluation.computation import Change, Computation
+from compute.evaluation.compiler import Plan
+from compute.evaluation.computation import Change, GroupKey
 from compute.evaluation.errors import ComputeError
-from compute.spark.engine import Engine
+from compute.evaluation.request import ComputationRequest
+from compute.evaluation.results import Output
 
 logger = logging.getLogger(__name__)
+
+
+class LiveResult(Protocol):
+    """What the hub reads of a shared computation: a `Computation` in this process
+    (compute/evaluation/computation.py), or an edge's copy of one on the compute tier
+    (app/roles/mirror.py)."""
+
+    key: str
+    plan: Plan
+    end: int  # the newest `end` announced
+    error: ComputeError | None
+
+    def snapshot(self, since: int | None) -> dict[GroupKey, Output]: ...
+
+
+class Computations(Protocol):
+    """Where the live computations are: this process's engine (app/roles/local.py) or the compute
+    tier behind Redis (app/roles/edge.py). The hub shares each one among its subscribers."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether new subscriptions can be served now."""
+        ...
+
+    def find(self, key: str) -> LiveResult | None: ...
+
+    async def add(self, request: ComputationRequest, plan: Plan) -> LiveResult:
+        """The live computation of `request`, created (and back-filled) if nobody runs it."""
+        ...
+
+    def remove(self, result: LiveResult) -> None: ...
+
+    def count(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +91,7 @@ class Subscriber:
     hub: Hub
     connection: Connection
     subscription_id: str
-    computation: Computation
+    computation: LiveResult
     options: DeliveryOptions
     last_sent: float = 0.0
     pending: _Pending | None = None
@@ -73,15 +109,15 @@ class FrameCache:
     computation changes again."""
 
     def __init__(self) -> None:
-        self._frames: dict[Computation, dict[tuple[int | None, int, bool], SharedPayload]] = {}
+        self._frames: dict[LiveResult, dict[tuple[int | None, int, bool], SharedPayload]] = {}
 
-    def invalidate(self, computation: Computation) -> None:
+    def invalidate(self, computation: LiveResult) -> None:
         self._frames.pop(computation, None)
 
     def clear(self) -> None:
         self._frames.clear()
 
-    def get(self, computation: Computation, pending: _Pending, options: DeliveryOptions) -> SharedPayload:
+    def get(self, computation: LiveResult, pending: _Pending, options: DeliveryOptions) -> SharedPayload:
         full = pending.first or pending.full or not (options.allow_appends or options.append_only)
         if full and options.append_only and pending.first:
             full = False  # append-only subscribers get their first window as an append
@@ -95,7 +131,7 @@ class FrameCache:
         return frame
 
 
-def _encode(computation: Computation, start: int | None, end: int, full: bool) -> bytes:
+def _encode(computation: LiveResult, start: int | None, end: int, full: bool) -> bytes:
     grouped = computation.plan.grouped
     if full:
         return frames.full_update(computation.snapshot(None), grouped)
@@ -104,79 +140,87 @@ def _encode(computation: Computation, start: int | None, end: int, full: bool) -
     return frames.append_update(computation.snapshot(start), grouped, start, end)
 
 
+Changes = Sequence[tuple[LiveResult, Change | ComputeError]]
+
+
 class Hub:
     def __init__(
-        self, engine: Engine | None, loop: asyncio.AbstractEventLoop, metrics: Metrics | None = None
+        self,
+        computations: Computations | None,
+        loop: asyncio.AbstractEventLoop,
+        metrics: Metrics | None = None,
     ) -> None:
-        self._engine = engine
+        self._computations = computations
         self.loop = loop
         self.metrics = metrics or Metrics()
-        self._subscribers: dict[Computation, set[Subscriber]] = {}
-        self._creating: dict[str, asyncio.Task[Computation]] = {}
+        self._subscribers: dict[LiveResult, set[Subscriber]] = {}
+        self._creating: dict[str, asyncio.Task[LiveResult]] = {}
         self._cache = FrameCache()
 
     @property
-    def engine(self) -> Engine:
-        if self._engine is None:
+    def computations(self) -> Computations:
+        if self._computations is None:
             raise RuntimeError("the engine is not running yet")
-        return self._engine
+        return self._computations
 
-    @engine.setter
-    def engine(self, engine: Engine) -> None:
-        self._engine = engine
+    @computations.setter
+    def computations(self, computations: Computations) -> None:
+        self._computations = computations
 
-    # -- called from Spark threads -----------------------------------------------------------------
-    def on_changes(self, changes: list[tuple[Computation, Change | ComputeError]]) -> None:
-        self.loop.call_soon_threadsafe(self._fan_out, changes, time.monotonic())
+    # -- called from other threads (Spark's batch thread, the supervisor) ----------------------------
+    def on_changes(self, changes: Changes) -> None:
+        self.loop.call_soon_threadsafe(self.fan_out, changes, time.monotonic())
 
     def on_stream_failed(self, error: ComputeError) -> None:
         """The streaming query died: every subscriber is told (compute/spark/supervisor.py restarts it)."""
-        self.loop.call_soon_threadsafe(self._owe_everyone, error)
+        self.loop.call_soon_threadsafe(self.owe_everyone, error)
 
     def on_stream_recovered(self) -> None:
         """The query runs again and every computation was rebuilt from the log: fresh windows."""
-        self.loop.call_soon_threadsafe(self._owe_everyone, None)
+        self.loop.call_soon_threadsafe(self.owe_everyone, None)
 
     # -- on the loop -------------------------------------------------------------------------------
     async def subscribe(
         self,
         connection: Connection,
         subscription_id: str,
-        key: str,
-        make: Callable[[], Computation],
+        request: ComputationRequest,
+        plan: Plan,
         options: DeliveryOptions,
     ) -> Subscriber:
+        key = request.key
         if key in self._creating:
-            computation = await self._create(key, make)
+            computation = await self._create(request, plan)
         else:
-            computation = self.engine.find(key) or await self._create(key, make)
+            computation = self.computations.find(key) or await self._create(request, plan)
         subscriber = Subscriber(self, connection, subscription_id, computation, options)
         self._subscribers.setdefault(computation, set()).add(subscriber)
         self._owe_fresh(subscriber)
         return subscriber
 
-    async def _create(self, key: str, make: Callable[[], Computation]) -> Computation:
+    async def _create(self, request: ComputationRequest, plan: Plan) -> LiveResult:
         """Back-fill a new computation once, however many subscribers ask for it meanwhile.
 
         The creation runs as its own task: a subscriber that goes away mid-way cancels only its
         wait, never the creation others wait for.
         """
+        key = request.key
         task = self._creating.get(key)
         if task is None:
-            task = self.loop.create_task(asyncio.to_thread(self.engine.add, make()))
+            task = self.loop.create_task(self.computations.add(request, plan))
             self._creating[key] = task
             task.add_done_callback(lambda t: self._created(key, t))
         return await asyncio.shield(task)
 
-    def _created(self, key: str, task: asyncio.Task[Computation]) -> None:
+    def _created(self, key: str, task: asyncio.Task[LiveResult]) -> None:
         del self._creating[key]
         if not task.cancelled() and task.exception() is None:
             # If every waiter went away before subscribing, nobody would ever release it.
             self.loop.call_later(5.0, self._release_if_unused, task.result())
 
-    def _release_if_unused(self, computation: Computation) -> None:
+    def _release_if_unused(self, computation: LiveResult) -> None:
         if computation not in self._subscribers:
-            self.engine.remove(computation)
+            self.computations.remove(computation)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
@@ -191,14 +235,13 @@ class Hub:
         if not peers:
             del self._subscribers[subscriber.computation]
             self._cache.invalidate(subscriber.computation)
-            self.engine.remove(subscriber.computation)
+            self.computations.remove(subscriber.computation)
 
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
-    def _fan_out(
-        self, changes: list[tuple[Computation, Change | ComputeError]], produced_at: float | None = None
-    ) -> None:
+    def fan_out(self, changes: Changes, produced_at: float | None = None) -> None:
+        """On the loop: each subscriber of a changed computation is owed the change (or its error)."""
         now = time.monotonic()
         produced_at = now if produced_at is None else produced_at
         for computation, change in changes:
@@ -221,7 +264,8 @@ class Hub:
                     at = self.loop.time() + (due - now)
                     subscriber.timer = self.loop.call_at(at, self._due, subscriber)
 
-    def _owe_everyone(self, error: ComputeError | None) -> None:
+    def owe_everyone(self, error: ComputeError | None) -> None:
+        """On the loop: every subscriber is owed `error`, or (None) a fresh window."""
         self._cache.clear()
         for subscribers in self._subscribers.values():
             for subscriber in subscribers:
@@ -230,6 +274,12 @@ class Hub:
                     subscriber.connection.offer(subscriber)
                 else:
                     self._owe_fresh(subscriber)
+
+    def refresh(self, computation: LiveResult) -> None:
+        """On the loop: the subscribers of one computation are owed a fresh window (or its error)."""
+        self._cache.invalidate(computation)
+        for subscriber in self._subscribers.get(computation, ()):
+            self._owe_fresh(subscriber)
 
     def _owe_fresh(self, subscriber: Subscriber) -> None:
         """A whole window (or the computation's own error), replacing whatever was owed."""

@@ -30,6 +30,8 @@ async def render(metrics: Metrics, state: ServerState) -> bytes:
         )
         metrics.computations.set(computations)
         metrics.source_pending.set(pending)
+    elif state.settings.role == "edge":  # its mirrors of the compute tier's computations
+        metrics.computations.set(state.hub.computations.count())
     return generate_latest(metrics.registry)
 
 

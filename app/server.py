@@ -1,5 +1,9 @@
 """The FastAPI application and its lifespan: the log opens at once, Spark warms up in the background
-(/readyz says 503 until it runs), and everything stops in order on the way out."""
+(/readyz says 503 until it runs), and everything stops in order on the way out.
+
+By role (app/roles/): `all` runs Spark and serves WebSockets; `compute` runs Spark and publishes
+results to the edges (its HTTP is health, metrics and the series list); `edge` serves WebSockets
+and ingest from the compute tier's results, and never imports PySpark."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from app.ingest_nominal import write_nominal
 from app.logging_setup import spark_output_path
 from app.point_log import open_point_log
 from app.request_summary import RequestLog, Summary
+from app.roles.edge import RemoteComputations
 from app.state import ServerState
 from app.ws import websocket_endpoint
 
@@ -44,7 +49,17 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         )
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
         engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
-        state.hub.engine = engine
+        on_failed, on_recovered = state.hub.on_stream_failed, state.hub.on_stream_recovered
+        if settings.role == "compute":
+            from app.roles.compute import ComputeTier
+
+            tier = ComputeTier(engine, settings.redis_url, settings.redis_prefix, settings.compute_limits)
+            engine.on_changes = tier.on_changes
+            on_failed, on_recovered = tier.on_stream_failed, tier.on_stream_recovered
+            state.tier = tier
+        from app.roles.local import LocalComputations
+
+        state.hub.computations = LocalComputations(engine)
         engine.on_batch = state.metrics.observe_batch
         state.engine = engine
         if _shutting_down(state):
@@ -64,12 +79,14 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         # From now on a query that dies is restarted (compute/spark/supervisor.py).
         state.supervisor = StreamSupervisor(
             engine,
-            state.hub.on_stream_failed,
-            state.hub.on_stream_recovered,
+            on_failed,
+            on_recovered,
             settings.stream_restart_delay,
             settings.stream_restart_max_delay,
         )
         state.supervisor.start()
+        if state.tier is not None:
+            state.tier.start()
         # What exists now (Spark's py4j client, the app, pydantic's schemas: ~130,000 objects) lives
         # as long as the server. Frozen, full collections stop rescanning it each time requests
         # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
@@ -90,6 +107,18 @@ def _shutting_down(state: ServerState) -> bool:
     return state.draining
 
 
+def _start_edge(state: ServerState) -> RemoteComputations:
+    """An edge's computations are the compute tier's, mirrored through Redis; no Spark here."""
+    settings = state.settings
+    remote = RemoteComputations(settings.redis_url, settings.redis_prefix)
+    remote.hub = state.hub
+    state.hub.computations = remote
+    remote.start()
+    state.ready_event.set()  # ready from now on whenever the compute tier is (app/state.py)
+    logger.info("edge %s: serving from the compute tier (no Spark in this process)", remote.edge_id)
+    return remote
+
+
 def create_app(settings: Settings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -99,15 +128,27 @@ def create_app(settings: Settings) -> FastAPI:
         state = ServerState(settings, durable)
         state.hub = Hub(None, loop, state.metrics)
         app.state.sparkwire = state
-        starter = threading.Thread(target=_start_spark, args=(state, loop), name="spark-start", daemon=True)
-        starter.start()
+        remote: RemoteComputations | None = None
+        starter: threading.Thread | None = None
+        if settings.role == "edge":
+            remote = _start_edge(state)
+        else:
+            starter = threading.Thread(
+                target=_start_spark, args=(state, loop), name="spark-start", daemon=True
+            )
+            starter.start()
         summary = Summary(state, settings.summary_interval)
         summary.start()
         try:
             yield
         finally:
             await summary.stop()  # the last summary line: up to the end of the drain
-            await asyncio.to_thread(starter.join)
+            if remote is not None:
+                await remote.stop()
+            if starter is not None:
+                await asyncio.to_thread(starter.join)
+            if state.tier is not None:
+                await asyncio.to_thread(state.tier.stop)
             if state.supervisor is not None:
                 await asyncio.to_thread(state.supervisor.stop)
             if state.engine is not None:
@@ -121,13 +162,14 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
     app.include_router(health.router)
     app.include_router(metrics_route.router)
-    app.include_router(asyncapi.router)
     app.include_router(catalog.router)
-    app.include_router(dashboard.router)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/request_summary.py)
-    app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
-    app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
-    app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
+    if settings.role != "compute":  # the compute tier serves no clients: the edges do
+        app.include_router(asyncapi.router)
+        app.include_router(dashboard.router)
+        app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
+        app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
+        app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
     openapi.install(app)
     return app

@@ -23,15 +23,9 @@ from pydantic import ValidationError
 from app import frames
 from app.auth import AuthError, Principal
 from app.limits import MAX_JSON_DEPTH, POLICY_VIOLATION, MessageRate, json_depth
-from compute.evaluation.compiler import (
-    Limits,
-    MalformedNode,
-    Plan,
-    ResultOptions,
-    compile_plan,
-    computation_key,
-)
+from compute.evaluation.compiler import Limits, MalformedNode, Plan, ResultOptions
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.request import ComputationRequest
 from schemas.client import (
     ClientPing,
     ClientPong,
@@ -100,14 +94,21 @@ class Delivery:
 
 @dataclass(frozen=True)
 class StartSubscription:
-    """Attach the subscription to the computation `key` (created from `plan` if nobody runs it);
-    report the outcome with `subscription_started` or `subscription_failed`."""
+    """Attach the subscription to the computation of `request` (created from `plan` if nobody runs
+    it); report the outcome with `subscription_started` or `subscription_failed`."""
 
     subscription_id: str
-    key: str
+    request: ComputationRequest
     plan: Plan
-    allowed_lateness_ns: int | None
     delivery: Delivery
+
+    @property
+    def key(self) -> str:
+        return self.request.key
+
+    @property
+    def allowed_lateness_ns(self) -> int | None:
+        return self.request.allowed_lateness_ns
 
 
 @dataclass(frozen=True)
@@ -279,17 +280,7 @@ class Session:
         return actions
 
     def _compile(self, sub: StreamingComputeNodeSubscription) -> Plan:
-        request, rc = sub.compute_request, sub.subscription_options.result_configuration
-        options = ResultOptions(
-            append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True
-        )
-        return compile_plan(
-            request.node.as_json(),
-            request.window_width.to_nanos(),
-            _context(sub),
-            self.config.limits,
-            options,
-        )
+        return _request(sub).compile(self.config.limits)
 
     def _refusal(self, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this connection may not have this (valid) subscription, if it may not."""
@@ -345,16 +336,26 @@ def _context(sub: StreamingComputeNodeSubscription) -> dict[str, object]:
     return {k: v.as_json() for k, v in sub.compute_request.context.variables.items()}
 
 
-def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> StartSubscription:
+def _request(sub: StreamingComputeNodeSubscription) -> ComputationRequest:
     request, options = sub.compute_request, sub.subscription_options
-    lateness = options.allowed_lateness.to_nanos() if options.allowed_lateness else None
-    key = computation_key(request.node.as_json(), request.window_width.to_nanos(), _context(sub), lateness)
+    rc = options.result_configuration
+    return ComputationRequest(
+        request.node.as_json(),
+        request.window_width.to_nanos(),
+        _context(sub),
+        options.allowed_lateness.to_nanos() if options.allowed_lateness else None,
+        ResultOptions(append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True),
+    )
+
+
+def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> StartSubscription:
+    options = sub.subscription_options
     delivery = Delivery(
         min_delay_s=options.min_delay / 1000.0,
         allow_appends=bool(options.allow_appends),
         append_only=options.result_configuration is not None,
     )
-    return StartSubscription(sub_id, key, plan, lateness, delivery)
+    return StartSubscription(sub_id, _request(sub), plan, delivery)
 
 
 def _client_error(message: str) -> Send:

@@ -15,6 +15,7 @@ from compute.storage.contract import PointLog
 if TYPE_CHECKING:
     from app.connection import Connection
     from app.hub import Hub
+    from app.roles.compute import ComputeTier
     from compute.spark.engine import Engine
     from compute.spark.supervisor import StreamSupervisor
 
@@ -32,6 +33,7 @@ class ServerState:
     startup_error: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
     supervisor: StreamSupervisor | None = None
+    tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
     auth: Authenticator | None = field(init=False)  # None: authentication is off
     origins: OriginPolicy = field(init=False)
 
@@ -41,18 +43,21 @@ class ServerState:
 
     @property
     def ready(self) -> bool:
-        return (
-            self.ready_event.is_set()
-            and not self.draining
-            and self.engine is not None
-            and self.engine.running
-        )
+        """Spark runs and its query is not being restarted (an edge: the compute tier's, reached
+        through Redis)."""
+        return self.ready_event.is_set() and not self.draining and self._computations_ready()
 
     async def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until Spark runs and the streaming query is not being restarted."""
+        """Until the computations can be served (see `ready`)."""
         await asyncio.wait_for(self._until_streaming(), timeout)
 
     async def _until_streaming(self) -> None:
         await self.ready_event.wait()
-        while self.engine is not None and self.engine.degraded:
+        while not self._computations_ready():
             await asyncio.sleep(0.1)
+
+    def _computations_ready(self) -> bool:
+        try:
+            return self.hub.computations.ready
+        except RuntimeError:  # no engine yet
+            return False

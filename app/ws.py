@@ -36,10 +36,7 @@ from app.session import (
     StopSubscription,
 )
 from app.state import ServerState
-from compute.evaluation.compiler import Limits
-from compute.evaluation.computation import Computation
 from compute.evaluation.errors import ComputeError
-from schemas.timestamps import NANOS_PER_SECOND
 
 logger = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -52,7 +49,7 @@ def _now() -> Instant:
 def session_config(settings: Settings) -> SessionConfig:
     return SessionConfig(
         max_subscriptions=settings.max_subscriptions_per_connection,
-        limits=Limits(int(settings.max_window_seconds * NANOS_PER_SECOND), settings.max_points),
+        limits=settings.compute_limits,
         max_messages_per_second=settings.max_messages_per_second,
         max_message_bytes=settings.max_message_bytes,
         ping_interval=settings.ping_interval,
@@ -120,13 +117,13 @@ class SessionDriver:
             self.act(self.session.subscription_started(sub_id))
 
     async def _attach(self, action: StartSubscription) -> Subscriber:
-        key, plan, lateness, d = action.key, action.plan, action.allowed_lateness_ns, action.delivery
+        d = action.delivery
         await self.state.wait_ready()
         return await self.state.hub.subscribe(
             self.connection,
             action.subscription_id,
-            key,
-            lambda: Computation(key, plan, lateness),
+            action.request,
+            action.plan,
             DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only),
         )
 

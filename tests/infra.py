@@ -70,8 +70,9 @@ class RedisServer:
     url: str
 
 
-def start_redis(workdir: Path) -> RedisServer:
-    """A throwaway redis-server. Missing binary fails the test (it must not skip): CI installs it."""
+def start_redis(workdir: Path, port: int | None = None, persistent: bool = False) -> RedisServer:
+    """A throwaway redis-server. Missing binary fails the test (it must not skip): CI installs it.
+    `persistent`: an append-only file in `workdir`, so a restart on the same port keeps the data."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail(
@@ -80,8 +81,9 @@ def start_redis(workdir: Path) -> RedisServer:
             pytrace=False,
         )
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    port = free_port() if port is None else port
+    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    argv += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
     daemon = _spawn("redis-server", [*argv, "--dir", str(workdir)], workdir / "redis.log")
     url = f"redis://127.0.0.1:{port}/0"
     _wait(daemon, lambda: redis.Redis.from_url(url).ping(), 30)

@@ -22,7 +22,8 @@ from app.session import (
     StartSubscription,
     StopSubscription,
 )
-from compute.evaluation.compiler import computation_key
+from compute.evaluation.compiler import ResultOptions
+from compute.evaluation.request import ComputationRequest
 from tests.wire import (
     channel_variable,
     decode_server_message,
@@ -116,12 +117,14 @@ def key_of(sub: dict[str, Any]) -> str:
     [sent_sub] = json.loads(subscribe_message({"id": sub}))["subscribe"].values()
     request, options = sent_sub["computeRequest"], sent_sub["subscriptionOptions"]
     window, lateness = request["windowWidth"], options.get("allowedLateness")
-    return computation_key(
+    rc = options.get("resultConfiguration")
+    return ComputationRequest(
         request["node"],
         window["seconds"] * 10**9 + window["nanos"],
         request["context"]["variables"],
         None if lateness is None else lateness["seconds"] * 10**9 + lateness["nanos"],
-    )
+        ResultOptions(rc is not None, rc["appendOnly"].get("decimateResults", True) if rc else True),
+    ).key
 
 
 def update_token(token: str) -> str:
@@ -431,3 +434,24 @@ def test_close_lets_go_of_every_subscription_and_the_timer() -> None:
     subscribe(session, {b: sub_of()})
     assert session.close() == [StopSubscription(a), StopSubscription(b), DisarmExpiry()]
     assert session.live == []
+
+
+def test_result_options_are_part_of_the_computation_key() -> None:
+    """Decimation and append-only shape the output, so subscriptions differing only there must not
+    share a computation (they did before the request carried its options)."""
+    session = new_session()
+    plain, raw_appends, decimated_appends = sub_of(), sub_of(), sub_of()
+    raw_appends["subscriptionOptions"]["resultConfiguration"] = {
+        "type": "appendOnly",
+        "appendOnly": {"decimateResults": False},
+    }
+    decimated_appends["subscriptionOptions"]["resultConfiguration"] = {
+        "type": "appendOnly",
+        "appendOnly": {"decimateResults": True},
+    }
+    subs = {new_id(): plain, new_id(): raw_appends, new_id(): decimated_appends}
+    starts = of_type(subscribe(session, subs), StartSubscription)
+    assert len(starts) == 3
+    assert len({s.key for s in starts}) == 3
+    assert [s.key for s in starts] == [key_of(s) for s in subs.values()]
+    assert [s.request.options.decimate for s in starts] == [True, False, True]

@@ -75,6 +75,23 @@ def test_writing_through_the_contract_needs_no_pyspark() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_an_edge_server_imports_no_pyspark() -> None:
+    """`sparkwire serve --role edge` (app/roles/edge.py) runs without a JVM: everything it loads,
+    the Redis log it writes to included, imports with PySpark and the Spark wing blocked."""
+    modules = [
+        "app.cli",
+        "app.server",
+        "app.roles.edge",
+        "app.roles.mirror",
+        "app.ws",
+        "app.hub",
+        "compute.storage.redis.point_log",
+        "compute.evaluation.deltas",
+    ]
+    done = _import_with_blocked(modules, ["pyspark", "py4j", "compute.spark"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_the_blocker_does_block() -> None:
     """The check above can fail: the Spark wing itself does not import with PySpark blocked."""
     done = _import_with_blocked(["compute.spark.engine"], ["pyspark"])

@@ -8,7 +8,6 @@ a Nominal node at all.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -727,8 +726,3 @@ def compile_plan(
             "groupByTags",
         )
     return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
-
-
-def computation_key(node: Json, window_ns: int, context: Json, allowed_lateness_ns: int | None) -> str:
-    """Identical subscriptions (same node, window, context and lateness) share one computation."""
-    return json.dumps([node, window_ns, context, allowed_lateness_ns], sort_keys=True, separators=(",", ":"))

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -27,8 +28,10 @@ from compute.storage.contract import Offsets, ReadResult, SeriesWrite, WriteReje
 from compute.storage.group_commit import run_groups
 from compute.storage.records import POINT_SCHEMA
 from compute.storage.redis import layout as rs
-from compute.storage.redis.spark_source import RedisDataSource
 from compute.storage.series import SeriesInfo, SeriesKind
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +96,12 @@ class _Pending:
 
 
 class RedisLog:
-    data_source = RedisDataSource
+    @property
+    def data_source(self) -> type[DataSource]:
+        # Imported here: an edge (app/roles/edge.py) writes to this log without PySpark loaded.
+        from compute.storage.redis.spark_source import RedisDataSource
+
+        return RedisDataSource
 
     def __init__(
         self,

@@ -1,0 +1,82 @@
+"""An edge's copy of one computation on the compute tier: the outputs as of the last message, kept
+identical to the original by applying each published difference (compute/evaluation/deltas.py).
+The hub reads it like a local computation (app/hub.py's `LiveResult`), so a new subscriber's
+FullResult comes from here, with no round trip to Spark."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from app.roles import wire
+from compute.evaluation import deltas
+from compute.evaluation.compiler import Plan
+from compute.evaluation.computation import Change, GroupKey
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.request import ComputationRequest
+from compute.evaluation.results import Output
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The mirror was replaced by a snapshot: its subscribers are owed a whole window."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A message was missed: the mirror waits for a snapshot."""
+
+
+Applied = Change | ComputeError | Fresh | Gap | None
+
+
+class ResultMirror:
+    def __init__(self, request: ComputationRequest, plan: Plan) -> None:
+        self.request = request
+        self.key = request.key
+        self.plan = plan
+        self.channel = ""  # set by the edge (app/roles/wire.py's Names.results)
+        self.end = 0
+        self.error: ComputeError | None = None
+        self.outputs: dict[GroupKey, Output] = {}
+        self.epoch: str | None = None
+        self.version = -1
+        self.synced = False  # holds the compute tier's outputs as of (epoch, version)
+        self.first = asyncio.Event()  # set by the first snapshot (or a failure)
+        self.snapshot_asked = 0.0  # monotonic time of the last request for a snapshot
+
+    def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
+        if since is None:
+            return dict(self.outputs)
+        return {k: v.since(since) for k, v in self.outputs.items()}
+
+    def apply(self, message: dict[str, Any]) -> Applied:
+        kind = message["t"]
+        if kind == wire.SNAPSHOT:
+            if self.synced and (message["e"], message["v"]) == (self.epoch, self.version):
+                return None  # another edge asked for it; this one has it already
+            self.outputs = deltas.apply({}, message["o"])
+            self.epoch, self.version, self.synced = message["e"], message["v"], True
+            self.end = max(self.end, message["end"])
+            self.error = None
+            self.first.set()
+            return Fresh()
+        if kind == wire.CHANGE:
+            if not self.synced or message["e"] != self.epoch or message["v"] != self.version + 1:
+                if self.synced or self.epoch != message["e"]:
+                    self.synced = False
+                    return Gap()
+                return None  # still waiting for a snapshot
+            self.outputs = deltas.apply(self.outputs, message["d"])
+            self.version = message["v"]
+            self.end = max(self.end, message["end"])
+            return Change(message["s"], self.end, message["f"])
+        if kind == wire.ERROR:
+            name, text, params, status = message["err"]
+            error = ComputeError(name, text, dict(params), status)
+            if message.get("sticky"):
+                self.error = error
+                self.first.set()
+            return error
+        return None

@@ -1,0 +1,242 @@
+"""Compute once, serve from many: one `--role compute` process (Spark) and two `--role edge`
+processes (no JVM) on one redis-server, all real processes on 127.0.0.1, with real WebSocket
+clients. The end-to-end checks of tests/test_end_to_end.py run again here through an edge."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import test_end_to_end
+from tests.conftest import ServerProcess, start_server
+from tests.infra import RedisServer, start_redis
+from tests.test_end_to_end import unique_rid
+from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
+
+pytestmark = pytest.mark.timeout(600)
+
+WINDOW_S = 3600.0
+
+
+@dataclass
+class Tier:
+    """The processes of this module; the tests that restart one replace it here."""
+
+    workdir: Path
+    redis: RedisServer
+    compute: ServerProcess
+    edges: list[ServerProcess]
+
+    def env(self, role: str) -> dict[str, str]:
+        return {"SPARKWIRE_ROLE": role, "SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": self.redis.url}
+
+    def start_compute(self) -> ServerProcess:
+        base = self.workdir / f"compute-{time.monotonic_ns()}"
+        return start_server(
+            base / "data", base.with_suffix(".log"), env=self.env("compute"), ready_timeout=300
+        )
+
+    def start_edge(self, name: str) -> ServerProcess:
+        base = self.workdir / f"{name}-{time.monotonic_ns()}"
+        return start_server(base / "data", base.with_suffix(".log"), env=self.env("edge"), ready_timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
+    workdir = tmp_path_factory.mktemp("two-tier")
+    redis_server = start_redis(workdir / "redis", persistent=True)
+    tier = Tier(workdir, redis_server, None, [])  # type: ignore[arg-type]
+    try:
+        tier.compute = tier.start_compute()
+        tier.edges = [tier.start_edge("edge-a"), tier.start_edge("edge-b")]
+        yield tier
+    finally:
+        for process in [*tier.edges, tier.compute]:
+            if process is not None:
+                process.stop()
+        tier.redis.daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tier: Tier) -> ServerProcess:
+    """For the end-to-end checks collected below: they talk to an edge."""
+    return tier.edges[0]
+
+
+# The end-to-end checks of the all-in-one server, through an edge: writes, FullResults, appends,
+# late points, unsubscribing, all with the computations on the compute tier.
+for _name, _test in vars(test_end_to_end).items():
+    if _name.startswith("test_"):
+        globals()[_name] = _test
+
+
+def gauge(process: ServerProcess, name: str) -> float:
+    text = httpx.get(f"{process.base_url}/metrics", timeout=10).text
+    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert match is not None, f"{name} not in /metrics"
+    return float(match.group(1))
+
+
+async def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def values_of(update: dict) -> list[float]:
+    kind = update["type"]
+    result = update[kind]["result"]
+    return list(result["numeric"]["values"])
+
+
+async def next_full(client: Client, sub_id: str, timeout: float = 120) -> dict:
+    """The fresh FullResult after an outage; until then only `JobInvalidState` errors may come (one
+    per outage the edge noticed: the link to Redis, the compute tier's query restarting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        update = await client.update(sub_id, timeout=max(0.1, deadline - time.monotonic()))
+        if update["type"] != "error":
+            assert update["type"] == "full", update
+            return update
+        assert _error_name(update) == "PersistentCompute:JobInvalidState", update
+
+
+async def test_subscribers_on_two_edges_share_one_computation_on_the_compute_tier(tier: Tier) -> None:
+    rid = unique_rid("shared")
+    now = time.time_ns()
+    history = [(now - 30 * NANOS + i * NANOS, float(i)) for i in range(20)]
+    await write_points(tier.edges[0].base_url, rid, "temp", history)
+    sub = subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)
+    before = gauge(tier.compute, "sparkwire_computations")
+    clients = [await Client.connect(edge.ws_url) for edge in tier.edges]
+    try:
+        ids = [new_id() for _ in clients]
+        fulls = []
+        for client, sub_id in zip(clients, ids, strict=True):
+            await client.subscribe({sub_id: sub})
+            assert (await client.creation(sub_id))["type"] == "success"
+            fulls.append(await client.update(sub_id))
+        assert fulls[0]["type"] == "full" and fulls[0] == fulls[1]
+        assert values_of(fulls[0]) == [v for _, v in history]
+        # one computation on the compute tier for both edges, one mirror on each edge
+        assert gauge(tier.compute, "sparkwire_computations") == before + 1
+        assert all(gauge(edge, "sparkwire_computations") >= 1 for edge in tier.edges)
+        # a write to the other edge reaches both subscribers as the same append
+        await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 99.0)])
+        appends = [await client.update(sub_id) for client, sub_id in zip(clients, ids, strict=True)]
+        assert appends[0]["type"] == "append" and appends[0] == appends[1]
+        assert values_of(appends[0]) == [99.0]
+    finally:
+        for client in clients:
+            await client.close()
+    # nobody wants it any more: the edges let go and the compute tier removes it
+    await wait_for(lambda: gauge(tier.compute, "sparkwire_computations") == before, 30, "released")
+
+
+def test_an_edge_runs_no_jvm(tier: Tier) -> None:
+    for edge in tier.edges:
+        pid = edge.process.pid
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "libjvm" not in maps, "an edge loaded a JVM"
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        commands = [Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[0] for c in children]
+        assert not any(c.endswith(b"java") for c in commands), commands
+    compute_children = Path(f"/proc/{tier.compute.process.pid}/task/{tier.compute.process.pid}/children")
+    assert compute_children.read_text().split(), "the compute tier runs Spark's JVM as a child"
+
+
+async def test_an_edge_that_dies_releases_its_computations(tier: Tier) -> None:
+    doomed = tier.start_edge("edge-doomed")
+    rid = unique_rid("doomed")
+    await write_points(doomed.base_url, rid, "temp", [(time.time_ns(), 1.0)])
+    before = gauge(tier.compute, "sparkwire_computations")
+    client = await Client.connect(doomed.ws_url)
+    sub_id = new_id()
+    await client.subscribe(
+        {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)}
+    )
+    assert (await client.update(sub_id))["type"] == "full"
+    assert gauge(tier.compute, "sparkwire_computations") == before + 1
+    doomed.stop(signal.SIGKILL)  # no goodbye: only its lease expiring tells the compute tier
+    await wait_for(
+        lambda: gauge(tier.compute, "sparkwire_computations") == before, 30, "released after the lease"
+    )
+    with pytest.raises(Exception):  # noqa: B017 - the socket is gone, however the client words it
+        await client.update(sub_id, timeout=5)
+
+
+async def _two_subscribers(tier: Tier, rid: str) -> tuple[list[Client], list[str]]:
+    sub = subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)
+    clients = [await Client.connect(edge.ws_url) for edge in tier.edges]
+    ids = [new_id() for _ in clients]
+    for client, sub_id in zip(clients, ids, strict=True):
+        await client.subscribe({sub_id: sub})
+        assert (await client.update(sub_id))["type"] == "full"
+    return clients, ids
+
+
+def _error_name(update: dict) -> str:
+    assert update["type"] == "error", update
+    return str(update["error"]["serializableError"]["name"])
+
+
+async def test_a_compute_restart_keeps_every_client_connected(tier: Tier) -> None:
+    rid = unique_rid("restart")
+    start = time.time_ns()
+    await write_points(tier.edges[0].base_url, rid, "temp", [(start - NANOS, 1.0)])
+    clients, ids = await _two_subscribers(tier, rid)
+    try:
+        assert tier.compute.stop() == 0
+        for client, sub_id in zip(clients, ids, strict=True):
+            assert _error_name(await client.update(sub_id, timeout=30)) == "PersistentCompute:JobInvalidState"
+        # ingest goes on at the edges while the compute tier is away
+        await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 2.0)])
+        tier.compute = await asyncio.to_thread(tier.start_compute)
+        fulls = [
+            await client.update(sub_id, timeout=120) for client, sub_id in zip(clients, ids, strict=True)
+        ]
+        assert fulls[0]["type"] == "full" and fulls[0] == fulls[1]
+        assert values_of(fulls[0]) == [1.0, 2.0]  # the point written while it was down is there
+        await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns(), 3.0)])
+        for client, sub_id in zip(clients, ids, strict=True):
+            assert values_of(await client.update(sub_id)) == [3.0]
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Tier) -> None:
+    rid = unique_rid("redis-gone")
+    await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
+    clients, ids = await _two_subscribers(tier, rid)
+    port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
+    try:
+        tier.redis.daemon.stop()  # SIGTERM: it writes its append-only file and exits
+        for client, sub_id in zip(clients, ids, strict=True):
+            assert _error_name(await client.update(sub_id, timeout=30)) == "PersistentCompute:JobInvalidState"
+        for edge in tier.edges:
+            assert httpx.get(f"{edge.base_url}/readyz", timeout=10).status_code == 503
+        await asyncio.sleep(3)  # a few retries with backoff against nothing
+        tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
+        fulls = [
+            await client.update(sub_id, timeout=120) for client, sub_id in zip(clients, ids, strict=True)
+        ]
+        assert [f["type"] for f in fulls] == ["full", "full"] and fulls[0] == fulls[1]
+        assert values_of(fulls[0]) == [1.0]
+        await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 5.0)])
+        for client, sub_id in zip(clients, ids, strict=True):
+            assert values_of(await client.update(sub_id)) == [5.0]
+    finally:
+        for client in clients:
+            await client.close()
