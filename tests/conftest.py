@@ -74,12 +74,23 @@ def start_server(
     *,
     ready_path: str = "/readyz",
     own_process_group: bool = False,
+    command: list[str] | None = None,
 ) -> ServerProcess:
+    """`command`: what follows `sparkwire` (default `serve`); the port and data dir are added."""
     port = free_port()
     full_env = {**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "2", **(env or {})}
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            *(command or ["serve"]),
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
         cwd=ROOT,
         env=full_env,
         stdout=log_file,

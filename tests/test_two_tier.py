@@ -11,12 +11,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests import test_end_to_end
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
 from tests.test_end_to_end import unique_rid
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
@@ -26,27 +28,51 @@ pytestmark = pytest.mark.timeout(600)
 WINDOW_S = 3600.0
 
 
+COMPOSE = ROOT / "deploy" / "docker-compose.yml"
+
+
+def compose_service(name: str) -> dict[str, Any]:
+    """A service of the docker-compose file README.md's "Running at scale" gives."""
+    return dict(yaml.safe_load(COMPOSE.read_text())["services"][name])
+
+
 @dataclass
 class Tier:
-    """The processes of this module; the tests that restart one replace it here."""
+    """The processes of this module; the tests that restart one replace it here. Each starts with
+    the command and shared-log settings of its service in deploy/docker-compose.yml, with this
+    module's redis-server, port and data directory."""
 
     workdir: Path
     redis: RedisServer
     compute: ServerProcess
     edges: list[ServerProcess]
 
-    def env(self, role: str) -> dict[str, str]:
-        return {"SPARKWIRE_ROLE": role, "SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": self.redis.url}
-
-    def start_compute(self) -> ServerProcess:
-        base = self.workdir / f"compute-{time.monotonic_ns()}"
+    def start(self, service: str, name: str, ready_timeout: float) -> ServerProcess:
+        spec = compose_service(service)
+        command, env = list(spec["command"]), {k: str(v) for k, v in spec["environment"].items()}
+        assert command[0] == "sparkwire"
+        env = {k: v for k, v in env.items() if k.startswith("SPARKWIRE_")}  # not the Spark cluster's
+        env.update(SPARKWIRE_REDIS_URL=self.redis.url)
+        env.pop("SPARKWIRE_SPARK_MASTER", None)  # local Spark here: this machine has no room for a cluster
+        base = self.workdir / f"{name}-{time.monotonic_ns()}"
         return start_server(
-            base / "data", base.with_suffix(".log"), env=self.env("compute"), ready_timeout=300
+            base / "data", base.with_suffix(".log"), env=env, ready_timeout=ready_timeout, command=command[1:]
         )
 
+    def start_compute(self) -> ServerProcess:
+        return self.start("compute", "compute", ready_timeout=300)
+
     def start_edge(self, name: str) -> ServerProcess:
-        base = self.workdir / f"{name}-{time.monotonic_ns()}"
-        return start_server(base / "data", base.with_suffix(".log"), env=self.env("edge"), ready_timeout=120)
+        return self.start("edge-a", name, ready_timeout=120)
+
+
+def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
+    assert compose_service("compute")["command"] == ["sparkwire", "serve", "--role", "compute"]
+    for edge in ("edge-a", "edge-b"):
+        spec = compose_service(edge)
+        assert spec["command"] == ["sparkwire", "serve", "--role", "edge"]
+        assert spec["environment"]["SPARKWIRE_SOURCE"] == "redis"
+    assert {"redis", "spark-master", "spark-worker"} <= set(yaml.safe_load(COMPOSE.read_text())["services"])
 
 
 @pytest.fixture(scope="module")
