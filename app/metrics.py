@@ -121,6 +121,34 @@ class Metrics:
         self.stream_restarts.inc(max(0, restarts - seen_restarts))
         self._supervisor_seen = (failures, restarts)
 
+    def observe_tier(self, edges: int, started: int, snapshots: int, changes: int) -> None:
+        """`--role compute`'s figures at scrape time (its metrics appear then): live edges, and since
+        start-up the computations started (each a back-fill), snapshots and changes published."""
+        if not hasattr(self, "tier_edges"):
+            r = self.registry
+            self.tier_edges = Gauge("sparkwire_tier_edges", "edges whose lease is alive", registry=r)
+            self.tier_started = Counter(
+                "sparkwire_tier_computations_started",
+                "computations started for edges (back-filled)",
+                registry=r,
+            )
+            self.tier_snapshots = Counter(
+                "sparkwire_tier_snapshots", "whole results published (a new edge, a re-sync)", registry=r
+            )
+            self.tier_changes = Counter(
+                "sparkwire_tier_changes", "result differences published, one per change", registry=r
+            )
+            self._tier_seen = (0, 0, 0)
+        self.tier_edges.set(edges)
+        for counter, now, seen in zip(
+            (self.tier_started, self.tier_snapshots, self.tier_changes),
+            (started, snapshots, changes),
+            self._tier_seen,
+            strict=True,
+        ):
+            counter.inc(max(0, now - seen))
+        self._tier_seen = (started, snapshots, changes)
+
     def observe_log(self, durable: DurableLog) -> None:
         """The embedded log's disk and pruning figures, at scrape time (its gauges appear then)."""
         if not hasattr(self, "free_bytes"):

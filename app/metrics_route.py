@@ -23,6 +23,9 @@ async def render(metrics: Metrics, state: ServerState) -> bytes:
     metrics.subscriptions.set(state.hub.subscriber_count())
     if state.supervisor is not None:
         metrics.observe_supervisor(state.supervisor.failures, state.supervisor.restarts)
+    if state.tier is not None:
+        tier = state.tier
+        metrics.observe_tier(tier.edges_alive, tier.started, tier.snapshots, tier.changes)
     engine = state.engine
     if engine is not None:  # Spark calls and the engine's lock stay off the event loop
         computations, pending = await asyncio.to_thread(

@@ -145,23 +145,29 @@ async def test_subscribers_on_two_edges_share_one_computation_on_the_compute_tie
     await write_points(tier.edges[0].base_url, rid, "temp", history)
     sub = subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)
     before = gauge(tier.compute, "sparkwire_computations")
-    clients = [await Client.connect(edge.ws_url) for edge in tier.edges]
+    clients = [await Client.connect(edge.ws_url) for edge in [*tier.edges, tier.edges[0]]]
     try:
         ids = [new_id() for _ in clients]
-        fulls = []
+        fulls, started, snapshots = [], [], []
         for client, sub_id in zip(clients, ids, strict=True):
             await client.subscribe({sub_id: sub})
             assert (await client.creation(sub_id))["type"] == "success"
             fulls.append(await client.update(sub_id))
-        assert fulls[0]["type"] == "full" and fulls[0] == fulls[1]
+            started.append(gauge(tier.compute, "sparkwire_tier_computations_started_total"))
+            snapshots.append(gauge(tier.compute, "sparkwire_tier_snapshots_total"))
+        assert fulls[0]["type"] == "full" and fulls[0] == fulls[1] == fulls[2]
         assert values_of(fulls[0]) == [v for _, v in history]
+        # Started (back-filled) once; the second edge got a snapshot of the live computation, and
+        # the third subscriber, on the first edge again, its FullResult from that edge's mirror.
+        assert started[1] == started[2] == started[0]
+        assert snapshots[1] == snapshots[0] + 1 and snapshots[2] == snapshots[1]
         # one computation on the compute tier for both edges, one mirror on each edge
         assert gauge(tier.compute, "sparkwire_computations") == before + 1
         assert all(gauge(edge, "sparkwire_computations") >= 1 for edge in tier.edges)
         # a write to the other edge reaches both subscribers as the same append
         await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 99.0)])
         appends = [await client.update(sub_id) for client, sub_id in zip(clients, ids, strict=True)]
-        assert appends[0]["type"] == "append" and appends[0] == appends[1]
+        assert appends[0]["type"] == "append" and appends[0] == appends[1] == appends[2]
         assert values_of(appends[0]) == [99.0]
     finally:
         for client in clients:

@@ -58,6 +58,8 @@ class ComputeTier:
         self._adding: set[str] = set()
         self._wanted: dict[str, str] = {}  # key -> request JSON, as of the last reconcile
         self._sync: list[list[str] | None] = []  # snapshot requests (None: every wanted key)
+        # For /metrics (app/metrics.py's observe_tier): since start-up, and edges at the last reconcile.
+        self.started = self.snapshots = self.changes = self.edges_alive = 0
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(ADD_WORKERS, thread_name_prefix="tier-add")
@@ -110,6 +112,7 @@ class ComputeTier:
                     "d": payload,
                 }
                 pipe.publish(published.channel, deltas.encode(message))
+                self.changes += 1
             self._execute(pipe, "results")
 
     def on_stream_failed(self, error: ComputeError) -> None:
@@ -167,6 +170,7 @@ class ComputeTier:
         for edge in edges:
             pipe.exists(self.names.lease(edge))
         alive = [edge for edge, exists in zip(edges, pipe.execute(), strict=True) if exists]
+        self.edges_alive = len(alive)
         gone = sorted(set(edges) - set(alive))
         if gone:  # their wants go with them
             pipe = self.redis.pipeline(transaction=False)
@@ -227,6 +231,7 @@ class ComputeTier:
                 self.engine.remove(computation)
                 return
             self._running[key] = computation
+            self.started += 1
             self._publish_snapshot(key, bump=False)
 
     def _answer_sync(self) -> None:
@@ -261,6 +266,7 @@ class ComputeTier:
             "o": deltas.whole(outputs),
         }
         self._published[key] = _Published(channel, version, outputs)
+        self.snapshots += 1
         try:
             self.redis.publish(channel, deltas.encode(message))
         except redis.RedisError as exc:

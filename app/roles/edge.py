@@ -64,6 +64,9 @@ class RemoteComputations:
         self._compute_alive = False
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        # Orders a key's want and channel being taken and let go: a want re-taken while the old
+        # one is let go must not be deleted after it was written.
+        self._wants_lock = asyncio.Lock()
 
     # -- what the hub asks -------------------------------------------------------------------------
     @property
@@ -90,9 +93,10 @@ class RemoteComputations:
         self._mirrors[mirror.key] = mirror
         self._by_channel[mirror.channel.encode()] = mirror
         try:
-            if self._pubsub is not None:
-                await self._pubsub.subscribe(mirror.channel)
-            await self.redis.hset(self.names.wants(self.edge_id), mirror.key, request.to_json())
+            async with self._wants_lock:
+                if self._pubsub is not None:
+                    await self._pubsub.subscribe(mirror.channel)
+                await self.redis.hset(self.names.wants(self.edge_id), mirror.key, request.to_json())
             await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
             mirror.snapshot_asked = time.monotonic()
             await asyncio.wait_for(mirror.first.wait(), FIRST_SNAPSHOT_TIMEOUT)
@@ -118,11 +122,13 @@ class RemoteComputations:
 
     async def _let_go(self, mirror: ResultMirror) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
-            if mirror.key not in self._mirrors:  # not asked for again meanwhile
+            async with self._wants_lock:
+                if mirror.key in self._mirrors:  # asked for again meanwhile: keep it
+                    return
                 if self._pubsub is not None:
                     await self._pubsub.unsubscribe(mirror.channel)
                 await self.redis.hdel(self.names.wants(self.edge_id), mirror.key)
-                await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
+            await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
 
     # -- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -171,15 +177,17 @@ class RemoteComputations:
                     await pubsub.aclose()
 
     async def _register(self) -> None:
-        """This edge's lease and every want, written again (after a start or a lost link)."""
-        pipe = self.redis.pipeline(transaction=False)
+        """This edge's lease and every want, written again (after a start or a lost link), in one
+        transaction: the compute tier never reads the wants half rewritten."""
+        pipe = self.redis.pipeline(transaction=True)
         pipe.set(self.names.lease(self.edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
         pipe.sadd(self.names.edges, self.edge_id)
-        wants = {m.key: m.request.to_json() for m in self._mirrors.values()}
-        pipe.delete(self.names.wants(self.edge_id))
-        if wants:
-            pipe.hset(self.names.wants(self.edge_id), mapping=wants)  # type: ignore[arg-type]
-        await pipe.execute()
+        async with self._wants_lock:
+            wants = {m.key: m.request.to_json() for m in self._mirrors.values()}
+            pipe.delete(self.names.wants(self.edge_id))
+            if wants:
+                pipe.hset(self.names.wants(self.edge_id), mapping=wants)  # type: ignore[arg-type]
+            await pipe.execute()
         await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
         await self._ask_snapshots([m for m in self._mirrors.values() if not m.synced])
 
