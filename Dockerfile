@@ -6,6 +6,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
+# The client first: its own distribution (client/), on no index; `sparkwire demo` uses it.
+COPY client ./client
+RUN pip install --no-cache-dir ./client
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY compute ./compute

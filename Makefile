@@ -6,14 +6,15 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint bench bench-smoke soak clean
+.PHONY: install run test lint bench bench-smoke bench-scale-out soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+# The client (client/, a distribution of its own, which `sparkwire demo` uses) and the server.
+$(VENV)/.installed: pyproject.toml client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ./client -e ".[test]"
 	touch $@
 
 # Nominal's own `nominal` SDK pins older nominal-api and nominal-streaming than ours, so the tests
@@ -52,6 +53,11 @@ bench-smoke: install
 	mkdir -p $(dir $(SMOKE_OUT))
 	$(BIN)/python -m bench.run --smoke --out $(SMOKE_OUT) $(BENCH_ARGS)
 	$(BIN)/python -m bench.smoke_check $(SMOKE_OUT)
+
+# One compute process and 1, 2, 3 edges on a throwaway redis-server (~12 min); writes
+# BENCHMARKS.scale-out.md. BENCH_ARGS takes NAME=VALUE overrides, or --smoke (into data/bench-smoke/).
+bench-scale-out: install
+	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)
 
 # A server left under a realistic load for 30 minutes (SOAK_ARGS="duration_s=600" for less); writes SOAK.md.
 soak: install

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sparkwire_client.writer import WriteError, Writer
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_RID = "ri.sparkwire.main.dataset.demo"
@@ -100,6 +98,10 @@ async def wait_for_server(url: str, timeout: float) -> None:
 
 
 async def run_demo(config: DemoConfig) -> DemoStats:
+    # The client is a distribution of its own (client/), installed beside the server by `make
+    # install` and the Dockerfile; only the demo needs it, so a server installed alone still serves.
+    from sparkwire_client.writer import WriteError, Writer
+
     rng = random.Random(config.seed)
     vehicles = [
         Vehicle(f"a{i + 1}", random.Random(rng.random()), phase=rng.uniform(0, math.tau))
@@ -139,7 +141,8 @@ async def run_demo(config: DemoConfig) -> DemoStats:
                     writer.add(channel, ts, value, {"vehicle": name})
                     stats.points += 1
                     stats.late_points += 1
-            except (httpx.HTTPError, WriteError) as exc:  # e.g. the server restarts: wait for it
+            # e.g. the server restarts: wait for it (the writer's urllib raises OSError subclasses)
+            except (httpx.HTTPError, OSError, WriteError) as exc:
                 logger.warning("demo feed: write failed (%s); waiting for the server", exc)
                 await wait_for_server(config.url, config.wait_for_server)
                 next_tick = time.monotonic()

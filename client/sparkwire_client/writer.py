@@ -5,19 +5,23 @@
 
 Points are buffered and sent in one request when `max_points` are waiting or `max_delay` seconds
 after the first of them, whichever comes first; `flush()` sends at once and returns when the server
-has made them durable. Requests go out one at a time, in order.
+has made them durable. Requests go out one at a time, in order, with the standard library's HTTP
+client in a worker thread (the event loop never waits on the network). A request the server refuses
+raises `WriteError`; one that cannot reach the server or read its answer raises an `OSError`
+(`ConnectionError`, `TimeoutError`, `urllib.error.URLError`), at the next `add()` or `flush()`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
+import http.client
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
-import orjson
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 NANOS = 1_000_000_000
 WRITER_PATH = "/storage/writer/v1"
@@ -31,6 +35,56 @@ class WriteError(Exception):
         super().__init__(f"write refused ({status}): {body}")
         self.status = status
         self.body = body
+
+
+class HTTPAnswer(Protocol):
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+
+
+class AsyncHTTP(Protocol):
+    """What `Writer(client=...)` takes instead of its own HTTP client: anything with this `post`
+    that resolves paths against the server's base URL, e.g. an `httpx.AsyncClient(base_url=...)`."""
+
+    async def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> HTTPAnswer: ...
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+    text: str
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer like any other non-200 (a POST is not silently turned into a GET)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class _StdlibHTTP:
+    """POSTs with urllib (proxies from the environment, as usual), each in a worker thread."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    async def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> _Answer:
+        return await asyncio.to_thread(self._post, self.base_url + url, content, headers)
+
+    def _post(self, url: str, content: bytes, headers: dict[str, str]) -> _Answer:
+        request = urllib.request.Request(url, data=content, headers=headers, method="POST")
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return _Answer(response.status, response.read().decode("utf-8", "replace"))
+        except urllib.error.HTTPError as answer:  # any status but 2xx: the server's answer
+            with answer:
+                return _Answer(answer.code, answer.read().decode("utf-8", "replace"))
+        except http.client.HTTPException as exc:  # an answer cut short or malformed
+            raise ConnectionError(f"POST {url}: {exc!r}") from exc
 
 
 def to_nanos(timestamp: int | float | datetime.datetime) -> int:
@@ -53,13 +107,13 @@ class Writer:
         *,
         max_points: int = 5_000,
         max_delay: float = 0.05,
-        client: httpx.AsyncClient | None = None,
+        client: AsyncHTTP | None = None,
+        timeout: float = 30.0,
     ) -> None:
         self.data_source_rid = data_source_rid
         self.max_points = max_points
         self.max_delay = max_delay
-        self._http = client or httpx.AsyncClient(base_url=base_url, timeout=30)
-        self._owns_http = client is None
+        self._http: AsyncHTTP = client if client is not None else _StdlibHTTP(base_url, timeout)
         self._buffer: dict[SeriesId, list[Any]] = {}
         self._buffered = 0
         self._send_lock = asyncio.Lock()
@@ -138,7 +192,8 @@ class Writer:
             {"channel": channel, "tags": dict(tags), "points": {"type": kind, kind: points}}
             for (channel, tags, kind), points in buffer.items()
         ]
-        body = orjson.dumps({"dataSourceRid": self.data_source_rid, "batches": batches})
+        request = {"dataSourceRid": self.data_source_rid, "batches": batches}
+        body = json.dumps(request, separators=(",", ":"), ensure_ascii=False).encode()
         response = await self._http.post(
             WRITER_PATH, content=body, headers={"content-type": "application/json"}
         )
@@ -148,9 +203,5 @@ class Writer:
         self.points_written += sum(len(p) for p in buffer.values())
 
     async def close(self) -> None:
-        try:
-            await self.flush()
-        finally:
-            if self._owns_http:
-                with contextlib.suppress(Exception):
-                    await self._http.aclose()
+        """Flush (a client passed as `client=` stays open: it is the caller's)."""
+        await self.flush()

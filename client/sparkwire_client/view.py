@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 NANOS = 1_000_000_000
 GroupKey = tuple[tuple[str, str], ...]
@@ -279,7 +280,14 @@ class View:
         return out
 
     def to_pandas(self) -> pd.DataFrame:
-        """A DataFrame of rows(); timestamps (and range bounds) as UTC datetimes."""
+        """A DataFrame of rows(); timestamps (and range bounds) as UTC datetimes. Needs pandas:
+        `pip install "sparkwire-client[pandas]"`."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError(
+                'View.to_pandas() needs pandas: pip install "sparkwire-client[pandas]"'
+            ) from exc
         frame = pd.DataFrame(self.rows())
         for column in ("timestamp", "start", "end"):
             if column in frame:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import itertools
+import json
 import logging
 import random
 import uuid
@@ -24,7 +25,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
 import websockets
 
 from sparkwire_client.nodes import Computable, Json
@@ -110,6 +110,7 @@ class Subscription:
             yield view
 
     async def dataframes(self) -> AsyncIterator[Any]:
+        """`View.to_pandas()` after each update (needs the `pandas` extra)."""
         async for view in self:
             yield view.to_pandas()
 
@@ -130,7 +131,7 @@ class _Link:
         self.handover = handover
 
     async def send(self, message: Json) -> None:
-        await self.ws.send(orjson.dumps(message).decode())
+        await self.ws.send(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
 
 
 class Client:
@@ -251,7 +252,7 @@ class Client:
     async def _read(self, link: _Link) -> None:
         try:
             async for raw in link.ws:
-                await self._dispatch(link, orjson.loads(raw))
+                await self._dispatch(link, json.loads(raw))
         except websockets.ConnectionClosed:
             pass
         except Exception:
