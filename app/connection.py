@@ -20,7 +20,6 @@ import logging
 import socket
 import struct
 import time
-from collections import deque
 from typing import Protocol
 
 from starlette.websockets import WebSocket, WebSocketState
@@ -37,6 +36,32 @@ class UpdateSource(Protocol):
     def take_frame(self) -> str | None: ...
 
 
+class Flag:
+    """`asyncio.Event`'s is_set / set / wait, with the waiters' deque (760 bytes) made only when
+    somebody waits: every connection has one, and almost nobody waits on it."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: asyncio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
+
+
 class Connection:
     def __init__(
         self,
@@ -50,16 +75,18 @@ class Connection:
         self.id = conn_id
         self.queue_limit = queue_limit
         self.slow_consumer_timeout = slow_consumer_timeout
-        self._queue: deque[tuple[float, str]] = deque()  # (queued at, frame)
+        # (queued at, frame); a list, not a deque: an empty deque takes 760 bytes, and most
+        # connections have nothing queued most of the time (a queue is short: `queue_limit`).
+        self._queue: list[tuple[float, str]] = []
         self._offers: dict[UpdateSource, float] = {}  # insertion order = turn; value: offered at
         self._in_flight_since: float | None = None
-        self._wake = asyncio.Event()
         self._closing = False
-        self.closed = asyncio.Event()
+        self.closed = Flag()
         self.close_code: int | None = None
         self._closer: asyncio.Task[None] | None = None
-        self._sender = asyncio.create_task(self._send_loop(), name=f"ws-send-{conn_id}")
-        self._watchdog = asyncio.create_task(self._watch(), name=f"ws-watch-{conn_id}")
+        # Started when there is something to send and gone when there is not: an idle connection
+        # holds no task of its own (memory per idle connection; app/liveness.py checks them all).
+        self._sender: asyncio.Task[None] | None = None
 
     # -- what the server owes the client ------------------------------------------------------------
     def send(self, text: str) -> None:
@@ -70,14 +97,20 @@ class Connection:
             self._give_up(f"{len(self._queue)} frames queued")
             return
         self._queue.append((time.monotonic(), text))
-        self._wake.set()
+        self._kick()
 
     def offer(self, source: UpdateSource) -> None:
         """A subscription has an update; asking again before it is taken changes nothing."""
         if self._closing or self.closed.is_set():
             return
         self._offers.setdefault(source, time.monotonic())
-        self._wake.set()
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_loop(), name=f"ws-send-{self.id}"
+            )
 
     def withdraw(self, source: UpdateSource) -> None:
         self._offers.pop(source, None)
@@ -95,7 +128,7 @@ class Connection:
     def _next(self) -> str | None:
         while self._queue or self._offers:
             if self._queue:
-                return self._queue.popleft()[1]
+                return self._queue.pop(0)[1]
             source = next(iter(self._offers))
             del self._offers[source]
             try:
@@ -108,33 +141,29 @@ class Connection:
         return None
 
     async def _send_loop(self) -> None:
+        """Send until nothing is owed, then end (the next thing owed starts another)."""
         try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                while (text := self._next()) is not None:
-                    self._in_flight_since = time.monotonic()
-                    await self.websocket.send_text(text)
-                    self._in_flight_since = None
-                if self._closing:
-                    return
+            while (text := self._next()) is not None:
+                self._in_flight_since = time.monotonic()
+                await self.websocket.send_text(text)
+                self._in_flight_since = None
         except asyncio.CancelledError:
             raise
         except Exception:  # the peer went away; the receive loop notices and cleans up
             logger.debug("connection %d: send failed", self.id, exc_info=True)
+            self.closed.set()
         finally:
             self._in_flight_since = None
-            self.closed.set()
 
     # -- slow consumers -----------------------------------------------------------------------------
-    async def _watch(self) -> None:
-        period = min(1.0, self.slow_consumer_timeout / 4)
-        while not self.closed.is_set() and not self._closing:
-            await asyncio.sleep(period)
-            age = self.backlog_age()
-            if age > self.slow_consumer_timeout:
-                self._give_up(f"nothing delivered for {age:.1f}s")
-                return
+    def check_backlog(self, now: float | None = None) -> None:
+        """Called periodically (app/liveness.py): a client that let what it is owed wait too long
+        cannot keep up."""
+        if self.closed.is_set() or self._closing:
+            return
+        age = self.backlog_age(now)
+        if age > self.slow_consumer_timeout:
+            self._give_up(f"nothing delivered for {age:.1f}s")
 
     def _give_up(self, why: str) -> None:
         if self._closing:
@@ -159,16 +188,16 @@ class Connection:
             return
         self.close_code = code
         self._closing = True
-        self._watchdog.cancel()
         if code != 1000:
             logger.info("connection %d: closing with %d (%s)", self.id, code, reason)
-        if flush:
-            self._wake.set()
+        sender = self._sender
+        if flush and sender is not None:
             with contextlib.suppress(Exception):  # TimeoutError included
-                await asyncio.wait_for(asyncio.shield(self._sender), timeout=CLOSE_TIMEOUT)
-        self._sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._sender
+                await asyncio.wait_for(asyncio.shield(sender), timeout=CLOSE_TIMEOUT)
+        if sender is not None:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
         self._queue.clear()
         self._offers.clear()
         self.closed.set()

@@ -38,8 +38,7 @@ REASON_BYTES = 2048  # of an error body, enough for its Conjure name and message
 
 
 class RequestLog:
-    """ASGI middleware: counts HTTP answers by status class and WebSocket connections accepted
-    (`sparkwire_http_requests_total`, `sparkwire_websocket_connections_opened_total`), and logs
+    """ASGI middleware: counts HTTP answers by status class (`sparkwire_http_requests_total`), and logs
     each HTTP answer of 400 or more (WARNING; ERROR for 5xx) with the reason its body gives.
     Health probes and /metrics scrapes are neither counted nor logged."""
 
@@ -51,8 +50,8 @@ class RequestLog:
         if state is None or scope["type"] not in ("http", "websocket") or scope["path"] in UNCOUNTED:
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await self.app(scope, receive, _counting_accepts(state, send))
+        if scope["type"] == "websocket":  # app/ws.py counts its connections itself
+            await self.app(scope, receive, send)
             return
         status = 0
         body = bytearray()
@@ -75,15 +74,6 @@ class RequestLog:
             raise
         if status >= 400:
             _log_refusal(scope, status, bytes(body))
-
-
-def _counting_accepts(state: ServerState, send: Send) -> Send:
-    async def counted(message: Message) -> None:
-        if message["type"] == "websocket.accept":
-            state.metrics.websocket_connections_opened.inc()
-        await send(message)
-
-    return counted
 
 
 def _log_refusal(scope: Scope, status: int, body: bytes) -> None:

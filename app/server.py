@@ -27,7 +27,7 @@ from app.point_log import open_point_log
 from app.request_summary import RequestLog, Summary
 from app.roles.edge import RemoteComputations
 from app.state import ServerState
-from app.ws import websocket_endpoint
+from app.ws import WS_PATH, WebSocketFastPath, websocket_endpoint
 
 logger = logging.getLogger(__name__)
 START_ATTEMPTS = 3
@@ -143,6 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await summary.stop()  # the last summary line: up to the end of the drain
+            await state.liveness.stop()
             if remote is not None:
                 await remote.stop()
             if starter is not None:
@@ -170,6 +171,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(dashboard.router)
         app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
         app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
-        app.add_api_websocket_route("/persistent-compute/ws", websocket_endpoint)
+        app.add_api_websocket_route(WS_PATH, websocket_endpoint)  # documented; served by the fast path
+        app.add_middleware(WebSocketFastPath)  # added last: the outermost (app/ws.py)
     openapi.install(app)
     return app

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 
 from app.auth import Authenticator
 from app.config import Settings
+from app.liveness import Liveness
 from app.metrics import Metrics
 from app.origin import OriginPolicy
+from app.session import SessionConfig
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
@@ -37,9 +39,14 @@ class ServerState:
     auth: Authenticator | None = field(init=False)  # None: authentication is off
     origins: OriginPolicy = field(init=False)
 
+    liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
+
     def __post_init__(self) -> None:
         self.auth = Authenticator.from_settings(self.settings)
         self.origins = OriginPolicy(self.settings.allowed_origins)
+        settings = self.settings
+        heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)
+        self.liveness = Liveness(min(1.0, settings.slow_consumer_timeout / 4, heartbeat.heartbeat_period))
 
     @property
     def ready(self) -> bool:
