@@ -13,6 +13,7 @@ COPY pyproject.toml README.md ./
 COPY app ./app
 COPY compute ./compute
 COPY schemas ./schemas
+COPY dashboard ./dashboard
 RUN pip install --no-cache-dir .
 
 ENV SPARKWIRE_HOST=0.0.0.0 \
