@@ -54,7 +54,7 @@ bench-smoke: install
 	$(BIN)/python -m bench.run --smoke --out $(SMOKE_OUT) $(BENCH_ARGS)
 	$(BIN)/python -m bench.smoke_check $(SMOKE_OUT)
 
-# One compute process and 1, 2, 3 edges on a throwaway redis-server (~12 min); writes
+# One compute process and 1, 2, 3 edges on a throwaway redis-server (~10 min); writes
 # BENCHMARKS.scale-out.md. BENCH_ARGS takes NAME=VALUE overrides, or --smoke (into data/bench-smoke/).
 bench-scale-out: install
 	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)

@@ -12,7 +12,8 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
+    """Every process's children, from /proc (one pass: several trees can share it)."""
     kids: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -27,8 +28,8 @@ def _children_map() -> dict[int, list[int]]:
     return kids
 
 
-def tree(pid: int) -> list[int]:
-    kids = _children_map()
+def tree(pid: int, kids: dict[int, list[int]] | None = None) -> list[int]:
+    kids = children_map() if kids is None else kids
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
