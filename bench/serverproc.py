@@ -18,6 +18,17 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -59,13 +70,7 @@ class Server:
         return {s.name: s.value for family in families for s in family.samples if not s.labels}
 
     def stop(self, timeout: float = 60) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        stop_process(self.process, timeout)
 
 
 def start_server(data_dir: Path, log_path: Path, env: dict[str, str], ready_timeout: float = 240) -> Server:
