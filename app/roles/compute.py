@@ -185,6 +185,9 @@ class ComputeTier:
         wanted: dict[str, str] = {}
         for wants in pipe.execute():
             wanted.update((k.decode(), v.decode()) for k, v in wants.items())
+        # While the query restarts, new computations wait: the restart rebuilds what runs. (Asked
+        # before taking the lock the batch thread publishes under: it is a call into the JVM.)
+        running = self.engine.running
         with self._lock:
             self._wanted = wanted
             for key in [k for k in self._running if k not in wanted]:
@@ -192,8 +195,6 @@ class ComputeTier:
                 self._published.pop(key, None)
             for key in [k for k in self._failed if k not in wanted]:
                 del self._failed[key]
-            # While the query restarts, new computations wait: the restart rebuilds what runs.
-            running = self.engine.running
             new = [
                 k
                 for k in wanted
