@@ -118,8 +118,8 @@ def mix(rid: str, count: int, kinds: list[str], channels: int = 10) -> list[Benc
             out.append(bucketed(rid, c, 100 + 7 * i))
         elif kind == "arithmetic":
             out.append(arithmetic(rid, c, (c + 1) % channels, 5000 + i))
-        else:
-            out.append(ranges(rid, c, c + (i % 10) / 10 - 0.5))
+        else:  # the threshold varies with i itself, so no two ranges computations are the same
+            out.append(ranges(rid, c, c - 0.5 + (i // channels) / 100))
     return out
 
 

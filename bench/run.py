@@ -31,6 +31,7 @@ from bench.serverproc import Server, start_server
 from bench.stats import delivery_latency, summarize
 
 Json = Any
+PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
 
 
@@ -320,7 +321,13 @@ class Run:
         self.results["latency"].update(summarize(lat.latencies_ms).as_dict(), missing=lat.missing)
         during = delivery_latency(feed_rows, frames, *self.results["fanout"]["window"])
         self.results["fanout"]["latency_sub_during"] = summarize(during.latencies_ms).as_dict()
-        fan_frames = np.concatenate([np.load(self.work / f"w2{i}.npy") for i in range(p.fanout_processes)])
+        # Each client process numbers its subscriptions from 0: set each process's apart.
+        fan_frames = np.concatenate(
+            [
+                np.load(self.work / f"w2{i}.npy") + np.array([i * PROCESS_STRIDE, 0, 0, 0, 0])
+                for i in range(p.fanout_processes)
+            ]
+        )
         fl = delivery_latency(feed_rows, fan_frames, *self.results["fanout"]["window"])
         f0, f1 = self.results["fanout"]["window"]
         in_window = fan_frames[(fan_frames[:, 1] >= f0) & (fan_frames[:, 1] <= f1)]
