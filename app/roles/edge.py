@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 FIRST_SNAPSHOT_TIMEOUT = 120.0  # a new computation's back-fill on the compute tier, at most
 MAX_BACKOFF = 5.0
+GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most this often
 
 
 def compute_unreachable(why: str) -> ComputeError:
@@ -235,7 +236,8 @@ class RemoteComputations:
             self.hub.refresh(mirror)
         elif isinstance(outcome, Change | ComputeError):
             self.hub.fan_out([(mirror, outcome)])
-        elif isinstance(outcome, Gap):
+        elif isinstance(outcome, Gap) and time.monotonic() - mirror.snapshot_asked > GAP_ASK_SECONDS:
+            # (Every message after a gap is one too: asked at most this often, then by the retry.)
             logger.info("edge %s: a result message was missed; asking for a snapshot", self.edge_id)
             self._spawn(self._ask_snapshots([mirror]))
 
