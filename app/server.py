@@ -2,7 +2,7 @@
 (/readyz says 503 until it runs), and everything stops in order on the way out.
 
 By role (app/roles/): `all` runs Spark and serves WebSockets; `compute` runs Spark and publishes
-results to the edges (its HTTP is health, metrics and the series list); `edge` serves WebSockets
+results to the edges (its HTTP is health, metrics and the catalog); `edge` serves WebSockets
 and ingest from the compute tier's results, and never imports PySpark."""
 
 from __future__ import annotations
