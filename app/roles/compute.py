@@ -77,7 +77,8 @@ class ComputeTier:
         self._stop.set()
         self._nudge.set()
         for thread in self._threads:
-            thread.join(timeout=10)
+            if thread.ident is not None:  # never started when the server stopped during start-up
+                thread.join(timeout=10)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.redis.close()
 
