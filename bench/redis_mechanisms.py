@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench.serverproc import free_port
+from tests.infra import start_redis
 
 MESSAGE_BYTES = 4096
 
@@ -31,6 +31,18 @@ MESSAGE_BYTES = 4096
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _publish(send: Callable[[bytes], object], messages: int, rate: float) -> float:
+    """Send `messages` payloads (the send time first) at `rate`; seconds spent in `send` per message."""
+    cost = 0.0
+    for _ in range(messages):
+        payload = f"{time.time():20.6f}".encode() + os.urandom(MESSAGE_BYTES - 20)
+        t0 = time.perf_counter()
+        send(payload)
+        cost += time.perf_counter() - t0
+        time.sleep(1 / rate)
+    return cost / messages
 
 
 def _pubsub_round(url: str, readers: int, messages: int, rate: float) -> dict[str, float]:
@@ -60,17 +72,11 @@ def _pubsub_round(url: str, readers: int, messages: int, rate: float) -> dict[st
     ready.wait()
     time.sleep(0.2)
     before = client.info("memory")["used_memory"]
-    cost = 0.0
-    for _ in range(messages):
-        payload = f"{time.time():20.6f}".encode() + os.urandom(MESSAGE_BYTES - 20)
-        t0 = time.perf_counter()
-        client.publish("bench:result", payload)
-        cost += time.perf_counter() - t0
-        time.sleep(1 / rate)
+    cost = _publish(lambda payload: client.publish("bench:result", payload), messages, rate)
     for t in threads:
         t.join()
     held = client.info("memory")["used_memory"] - before
-    return _summary(latencies, cost / messages, held)
+    return _summary(latencies, cost, held)
 
 
 def _stream_round(url: str, readers: int, messages: int, rate: float, maxlen: int) -> dict[str, float]:
@@ -102,18 +108,16 @@ def _stream_round(url: str, readers: int, messages: int, rate: float, maxlen: in
     ready.wait()
     time.sleep(0.2)
     before = client.info("memory")["used_memory"]
-    cost = 0.0
-    for _ in range(messages):
-        payload = f"{time.time():20.6f}".encode() + os.urandom(MESSAGE_BYTES - 20)
-        t0 = time.perf_counter()
-        client.xadd("bench:results", {"m": payload}, maxlen=maxlen, approximate=True)
-        cost += time.perf_counter() - t0
-        time.sleep(1 / rate)
+    cost = _publish(
+        lambda payload: client.xadd("bench:results", {"m": payload}, maxlen=maxlen, approximate=True),
+        messages,
+        rate,
+    )
     for t in threads:
         t.join()
     held = client.info("memory")["used_memory"] - before
     client.delete("bench:results")
-    return _summary(latencies, cost / messages, held)
+    return _summary(latencies, cost, held)
 
 
 def _summary(latencies: list[float], cost: float, held: int) -> dict[str, float]:
@@ -134,30 +138,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("data/bench-redis-mechanisms.md"))
     args = parser.parse_args()
-    port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
-        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir]
-        server = subprocess.Popen([*argv, "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        server = start_redis(Path(workdir))
         try:
-            url = f"redis://127.0.0.1:{port}/0"
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    redis.Redis.from_url(url).ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
             rows: dict[str, list[dict[str, float]]] = {"pub/sub": [], "stream (MAXLEN 1000)": []}
             for _ in range(args.rounds):
-                rows["pub/sub"].append(_pubsub_round(url, args.readers, args.messages, args.rate))
+                rows["pub/sub"].append(_pubsub_round(server.url, args.readers, args.messages, args.rate))
                 rows["stream (MAXLEN 1000)"].append(
-                    _stream_round(url, args.readers, args.messages, args.rate, 1000)
+                    _stream_round(server.url, args.readers, args.messages, args.rate, 1000)
                 )
         finally:
-            server.terminate()
-            server.wait(10)
+            server.daemon.stop()
     lines = [
         f"# Redis mechanisms for results: {args.readers} readers, {args.messages} messages of "
         f"{MESSAGE_BYTES} B at {args.rate:.0f}/s, {args.rounds} alternating rounds",

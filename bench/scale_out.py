@@ -49,7 +49,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -68,8 +67,9 @@ from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import with_overrides
 from bench.procstat import cpu_seconds, rss_bytes
-from bench.serverproc import ROOT, Server, free_port, start_server
+from bench.serverproc import ROOT, Server, start_server
 from bench.stats import delivery_latency, summarize
+from tests.infra import RedisServer, start_redis
 
 Json = Any
 RID = "ri.bench.feed"
@@ -372,59 +372,7 @@ def import_rss() -> list[Json]:
     return out
 
 
-# -- the processes ----------------------------------------------------------------------------------------
-@dataclass
-class Redis:
-    process: subprocess.Popen[bytes]
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-
-
-def start_redis(work: Path) -> Redis:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise SystemExit("redis-server is not installed (apt-get install -y redis-server)")
-    port = free_port()
-    workdir = work / "redis"
-    workdir.mkdir(parents=True, exist_ok=True)
-    argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    log_file = (work / "redis.log").open("wb")
-    process = subprocess.Popen(
-        [*argv, "--dir", str(workdir)], stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir
-    )
-    server = Redis(process, port)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"redis-server exited with {process.returncode}")
-        if _redis_answers(port):
-            return server
-        time.sleep(0.05)
-    server.stop()
-    raise RuntimeError("redis-server did not start in 30 s")
-
-
-def _redis_answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
+# -- the processes (redis-server: tests/infra.py's) ------------------------------------------------------
 def stop_server_tree(server: Server) -> None:
     """SIGTERM the server, then SIGKILL any of its descendants (its JVM, Spark's workers) that
     outlived it, by the pids recorded before it stopped."""
@@ -451,7 +399,7 @@ class ScaleOut:
         self.tick = 1_000_000_000 // plan.rate_hz
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
         self.sampler = Sampler()
-        self.redis: Redis | None = None
+        self.redis: RedisServer | None = None
         self.compute: Server | None = None
         self.edges: list[Server] = []
         self.children: list[Child] = []
@@ -533,15 +481,15 @@ class ScaleOut:
             self.compute = None
         if self.redis is not None:
             with contextlib.suppress(Exception):
-                self.redis.stop()
+                self.redis.daemon.stop()
             self.redis = None
         self.sampler.stop()
 
     # -- the whole run ------------------------------------------------------------------------------------
     def run(self) -> None:
         self.sampler.start()
-        self.redis = start_redis(self.work)
-        self.sampler.track("redis", self.redis.process.pid, tree=False)
+        self.redis = start_redis(self.work / "redis")
+        self.sampler.track("redis", self.redis.daemon.process.pid, tree=False)
         self.sampler.track("harness", os.getpid(), tree=False)
         self.results["redis"] = {"url": self.redis.url, "version": _redis_version()}
         log(f"redis-server on {self.redis.url}; starting the compute process")
