@@ -583,7 +583,7 @@ class ScaleOut:
         contiguous blocks, to the edges: each edge gets a contiguous run of subscriptions, so every
         computation on every edge."""
         p = self.plan
-        mix = distinct_mix(p.computations, p.channels)
+        mix = comps.mix(RID, p.computations, list(comps.KINDS), p.channels)  # distinct computations
         subs = [mix[i % len(mix)] for i in range(arm.subscriptions)]
         conns: list[list[Json]] = [
             [{"sub": s.body, "measure": s.measure} for s in chunk]
@@ -773,23 +773,6 @@ class ScaleOut:
             "mb_per_s": round(float(in_window[:, 4].sum()) / seconds / MB, 2),
             "points_per_s": round(float(ok[:, 3].sum()) / seconds),
         }
-
-
-def distinct_mix(count: int, channels: int) -> list[comps.BenchSubscription]:
-    """The first `count` distinct computations of bench/computations.py's mix (the mix repeats a
-    ranges computation now and then: two identical requests would be one computation)."""
-    n = count
-    while True:
-        seen: set[str] = set()
-        out = []
-        for s in comps.mix(RID, n, list(comps.KINDS), channels):
-            key = json.dumps(s.body, sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                out.append(s)
-        if len(out) >= count:
-            return out[:count]
-        n += count
 
 
 def _blocks(items: list[Any], n: int) -> list[list[Any]]:
