@@ -67,6 +67,8 @@ class DeliveryOptions:
     min_delay_s: float
     allow_appends: bool
     append_only: bool
+    resume: bool = False  # extensions (docs/extensions.md)
+    late_reports: bool = False
 
 
 @dataclass
@@ -98,6 +100,7 @@ class Subscriber:
     error: ComputeError | None = None  # an error owed replaces any data owed
     timer: asyncio.TimerHandle | None = None
     active: bool = True
+    late_reported: int = 0  # late drops last told (app/late_reports.py)
 
     def take_frame(self) -> str | None:
         """Called by the connection when the socket can take a frame (app/connection.py)."""
@@ -236,6 +239,10 @@ class Hub:
             del self._subscribers[subscriber.computation]
             self._cache.invalidate(subscriber.computation)
             self.computations.remove(subscriber.computation)
+
+    def live(self) -> dict[LiveResult, set[Subscriber]]:
+        """Each live computation with its subscribers (read-only: for reports and the directory)."""
+        return self._subscribers
 
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())

@@ -30,7 +30,9 @@ from schemas.client import (
     ClientPing,
     ClientPong,
     ClientUpdateToken,
+    Replay,
     StreamingComputeNodeSubscription,
+    SubscriptionExtensions,
     Subscribe,
     Unsubscribe,
     client_message_adapter,
@@ -90,6 +92,8 @@ class Delivery:
     min_delay_s: float
     allow_appends: bool
     append_only: bool
+    resume: bool = False  # extensions (docs/extensions.md): a resume token with each update
+    late_reports: bool = False  # lateReport messages
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ class StartSubscription:
     request: ComputationRequest
     plan: Plan
     delivery: Delivery
+    resume_token: str | None = None  # extension: resume from here instead of a FullResult
+    replay: Replay | None = None  # extension: re-watch a past period instead of following live
 
     @property
     def key(self) -> str:
@@ -349,13 +355,15 @@ def _request(sub: StreamingComputeNodeSubscription) -> ComputationRequest:
 
 
 def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> StartSubscription:
-    options = sub.subscription_options
+    options, extensions = sub.subscription_options, sub.sparkwire or SubscriptionExtensions()
     delivery = Delivery(
         min_delay_s=options.min_delay / 1000.0,
         allow_appends=bool(options.allow_appends),
         append_only=options.result_configuration is not None,
+        resume=extensions.resume or extensions.resume_token is not None,
+        late_reports=extensions.late_reports,
     )
-    return StartSubscription(sub_id, _request(sub), plan, delivery)
+    return StartSubscription(sub_id, _request(sub), plan, delivery, extensions.resume_token, extensions.replay)
 
 
 def _client_error(message: str) -> Send:

@@ -126,7 +126,7 @@ class SessionDriver:
             action.subscription_id,
             action.request,
             action.plan,
-            DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only),
+            DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only, d.resume, d.late_reports),
         )
 
     def _stop(self, sub_id: str) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, StringConstraints, TypeAdapter
 
-from schemas.conjure import ConjureModel, ConjureUnion, Duration
+from schemas.conjure import ConjureModel, ConjureUnion, Duration, Timestamp
 
 # Nominal's IR declares SubscriptionId a UUID, but its generated Python type is a plain `str` that
 # the Conjure decoder never checks, so clients send names such as "my-sub-1". Any non-empty string
@@ -51,9 +51,29 @@ class SubscriptionOptions(ConjureModel):
     allowed_lateness: Duration | None = None
 
 
+class Replay(ConjureModel):
+    """Sparkwire extension: re-watch `[start, end)` of the subscription's series from the log."""
+
+    start: Timestamp
+    end: Timestamp
+    speed: float | None = Field(default=None, gt=0, description="1 is real time; absent: as fast as possible")
+    then: Literal["stop", "live"] = "stop"
+
+
+class SubscriptionExtensions(ConjureModel):
+    """What a subscription opts into beyond Nominal's protocol (docs/extensions.md). A Nominal
+    client never sends it, so it never receives a field or message its decoder does not know."""
+
+    resume: bool = Field(default=False, description="a resume token with each update")
+    resume_token: str | None = Field(default=None, max_length=512, description="resume from this token")
+    late_reports: bool = Field(default=False, description="lateReport messages, at most one a second")
+    replay: Replay | None = None
+
+
 class StreamingComputeNodeSubscription(ConjureModel):
     compute_request: StreamingComputeNodeRequest
     subscription_options: SubscriptionOptions
+    sparkwire: SubscriptionExtensions | None = None
 
 
 def _iso_string(value: Any) -> Any:

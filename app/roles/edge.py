@@ -247,10 +247,11 @@ class RemoteComputations:
         if not self._compute_alive or epoch != self._compute_epoch:
             logger.info("edge %s: compute tier %s is up", self.edge_id, epoch)
             self._compute_alive = True
+            if epoch != self._compute_epoch:  # a new compute tier: every mirror re-syncs
+                for mirror in self._mirrors.values():
+                    mirror.synced = False
+            # (One we lost sight of: `_lost` marked its mirrors already; those synced since stay.)
             self._compute_epoch = epoch
-            # A new compute tier (or one we lost sight of): re-sync every mirror.
-            for mirror in self._mirrors.values():
-                mirror.synced = False
             self._spawn(self._register())
         self._compute_ready = ready
 
@@ -258,7 +259,7 @@ class RemoteComputations:
         """The compute tier is out of reach: every subscriber is told, every mirror must re-sync."""
         self._compute_alive = False
         for mirror in self._mirrors.values():
-            mirror.synced = False
+            mirror.lost()
         if self.hub is not None:
             self.hub.owe_everyone(error)
 

@@ -43,6 +43,9 @@ class ResultMirror:
         self.epoch: str | None = None
         self.version = -1
         self.synced = False  # holds the compute tier's outputs as of (epoch, version)
+        # Subscribers were told of a failure since their last whole window: the next snapshot is
+        # owed to them even if it holds what they had.
+        self.failure_told = False
         self.first = asyncio.Event()  # set by the first snapshot (or a failure)
         self.snapshot_asked = 0.0  # monotonic time of the last request for a snapshot
 
@@ -56,11 +59,18 @@ class ResultMirror:
         if kind == wire.SNAPSHOT:
             if self.synced and (message["e"], message["v"]) == (self.epoch, self.version):
                 return None  # another edge asked for it; this one has it already
+            unchanged = self.first.is_set() and self.error is None and not self.failure_told
+            if unchanged:  # a re-sync (a link lost and back, a query restart) with nothing new
+                held = {"o": deltas.whole(self.outputs)}
+                unchanged = deltas.encode(held) == deltas.encode({"o": message["o"]})
             self.outputs = deltas.apply({}, message["o"])
             self.epoch, self.version, self.synced = message["e"], message["v"], True
             self.end = max(self.end, message["end"])
             self.error = None
             self.first.set()
+            if unchanged:
+                return None  # subscribers hold this window already: no second FullResult
+            self.failure_told = False
             return Fresh()
         if kind == wire.CHANGE:
             if not self.synced or message["e"] != self.epoch or message["v"] != self.version + 1:
@@ -75,8 +85,15 @@ class ResultMirror:
         if kind == wire.ERROR:
             name, text, params, status = message["err"]
             error = ComputeError(name, text, dict(params), status)
+            self.failure_told = True
             if message.get("sticky"):
                 self.error = error
                 self.first.set()
             return error
         return None
+
+    def lost(self) -> None:
+        """The compute tier went out of reach and subscribers were told: re-sync, then owe them a
+        whole window whatever the next snapshot holds."""
+        self.synced = False
+        self.failure_told = True
