@@ -41,6 +41,12 @@ class Settings(BaseSettings):
     max_window_seconds: float = Field(86400.0, gt=0, description="largest windowWidth accepted")
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
+    resume_linger_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="a computation whose subscribers asked for resume tokens stays live this long after "
+        "the last one leaves, so a client that reconnects resumes instead of re-snapshotting",
+    )
     log_level: str = Field("INFO", description="Python log level")
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"

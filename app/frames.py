@@ -203,12 +203,21 @@ def error_update(err: ComputeError) -> bytes:
     return orjson.dumps({"type": "error", "error": {"serializableError": error_json(err)}})
 
 
-def subscription_update(subscription_id: str, update: bytes | SharedPayload) -> str:
+def subscription_update(subscription_id: str, update: bytes | SharedPayload, extra: bytes = b"") -> str:
     """Splice one encoded update (shared by all subscribers of a computation) into an envelope; a
-    compressing connection deflates the shared update once for all (app/ws_compression.py)."""
+    compressing connection deflates the shared update once for all (app/ws_compression.py).
+    `extra`: the envelope's extension fields (`extension_fields`), only for subscriptions that
+    asked for them (docs/extensions.md)."""
     shared = update if isinstance(update, SharedPayload) else SharedPayload(update)
     head = b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"' + subscription_id.encode()
-    return spliced(head + b'","update":', shared, b"}}")
+    return spliced(head + b'","update":', shared, extra + b"}}")
+
+
+def extension_fields(fields: dict[str, Any]) -> bytes:
+    """`,"name":value,...` to follow an envelope's last field; empty when there are none."""
+    if not fields:
+        return b""
+    return b"," + orjson.dumps(fields)[1:-1]
 
 
 _NO_UNIT = {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": []}}

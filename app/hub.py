@@ -19,6 +19,7 @@ from typing import Protocol
 from app import frames
 from app.connection import Connection
 from app.metrics import Metrics
+from app.resume import ChangeHistory, Refused, Resumed, Tokens
 from app.ws_compression import SharedPayload
 from compute.evaluation.compiler import Plan
 from compute.evaluation.computation import Change, GroupKey
@@ -101,6 +102,7 @@ class Subscriber:
     timer: asyncio.TimerHandle | None = None
     active: bool = True
     late_reported: int = 0  # late drops last told (app/late_reports.py)
+    resume_outcome: Resumed | Refused | None = None  # told with the first frame after subscribing
 
     def take_frame(self) -> str | None:
         """Called by the connection when the socket can take a frame (app/connection.py)."""
@@ -152,11 +154,19 @@ class Hub:
         computations: Computations | None,
         loop: asyncio.AbstractEventLoop,
         metrics: Metrics | None = None,
+        resume_linger_s: float = 60.0,
     ) -> None:
         self._computations = computations
         self.loop = loop
         self.metrics = metrics or Metrics()
+        self.resume_linger_s = resume_linger_s
         self._subscribers: dict[LiveResult, set[Subscriber]] = {}
+        # Resume tokens (app/resume.py): each computation's recent changes, while it is live; one
+        # whose subscribers asked for tokens outlives them by `resume_linger_s`, for their return.
+        self._tokens = Tokens()
+        self._histories: dict[str, ChangeHistory] = {}
+        self._resumable: set[str] = set()
+        self._lingering: dict[LiveResult, asyncio.TimerHandle] = {}
         self._creating: dict[str, asyncio.Task[LiveResult]] = {}
         self._cache = FrameCache()
 
@@ -190,16 +200,54 @@ class Hub:
         request: ComputationRequest,
         plan: Plan,
         options: DeliveryOptions,
+        resume_token: str | None = None,
     ) -> Subscriber:
         key = request.key
         if key in self._creating:
             computation = await self._create(request, plan)
         else:
             computation = self.computations.find(key) or await self._create(request, plan)
+        lingering = self._lingering.pop(computation, None)
+        if lingering is not None:
+            lingering.cancel()
+        known = self._histories.get(key)  # None: new to this hub, so no token can speak of it
+        if known is None:
+            self._histories[key] = ChangeHistory()
+        if options.resume:
+            self._resumable.add(key)
         subscriber = Subscriber(self, connection, subscription_id, computation, options)
         self._subscribers.setdefault(computation, set()).add(subscriber)
-        self._owe_fresh(subscriber)
+        if resume_token is None:
+            self._owe_fresh(subscriber)
+            return subscriber
+        outcome = self._resumption(resume_token, computation, known, options)
+        subscriber.resume_outcome = outcome
+        self.metrics.resumes.labels("resumed" if isinstance(outcome, Resumed) else outcome.reason).inc()
+        if isinstance(outcome, Refused):
+            self._owe_fresh(subscriber)
+        else:  # the changes since the token, as one span (nothing changed: an empty one, up to now)
+            start = computation.end if outcome.start is None else outcome.start
+            subscriber.pending = _Pending(start, computation.end, full=False, since=time.monotonic())
+            subscriber.connection.offer(subscriber)
         return subscriber
+
+    def _resumption(
+        self, token: str, computation: LiveResult, known: ChangeHistory | None, options: DeliveryOptions
+    ) -> Resumed | Refused:
+        version = self._tokens.read(token, computation.key)
+        if isinstance(version, Refused):
+            return version
+        if known is None:
+            return Refused("computationGone")
+        if computation.error is not None:
+            return Refused("computationFailed")
+        if not (options.allow_appends or options.append_only):
+            return Refused("appendsNotAllowed")  # every frame of this subscription is a FullResult
+        outcome = known.since(version)
+        start = outcome.start if isinstance(outcome, Resumed) else None
+        if start is not None and start <= computation.end - computation.plan.window_ns:
+            return Refused("gapLongerThanWindow")  # the changes reach past the window
+        return outcome
 
     async def _create(self, request: ComputationRequest, plan: Plan) -> LiveResult:
         """Back-fill a new computation once, however many subscribers ask for it meanwhile.
@@ -222,8 +270,14 @@ class Hub:
             self.loop.call_later(5.0, self._release_if_unused, task.result())
 
     def _release_if_unused(self, computation: LiveResult) -> None:
+        self._lingering.pop(computation, None)
         if computation not in self._subscribers:
-            self.computations.remove(computation)
+            self._release(computation)
+
+    def _release(self, computation: LiveResult) -> None:
+        self._histories.pop(computation.key, None)
+        self._resumable.discard(computation.key)
+        self.computations.remove(computation)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
@@ -236,9 +290,15 @@ class Hub:
             return
         peers.discard(subscriber)
         if not peers:
-            del self._subscribers[subscriber.computation]
-            self._cache.invalidate(subscriber.computation)
-            self.computations.remove(subscriber.computation)
+            computation = subscriber.computation
+            del self._subscribers[computation]
+            self._cache.invalidate(computation)
+            if computation.key in self._resumable and self.resume_linger_s > 0:
+                self._lingering[computation] = self.loop.call_later(
+                    self.resume_linger_s, self._release_if_unused, computation
+                )
+            else:
+                self._release(computation)
 
     def live(self) -> dict[LiveResult, set[Subscriber]]:
         """Each live computation with its subscribers (read-only: for reports and the directory)."""
@@ -253,6 +313,9 @@ class Hub:
         produced_at = now if produced_at is None else produced_at
         for computation, change in changes:
             self._cache.invalidate(computation)
+            history = self._histories.get(computation.key)
+            if history is not None and isinstance(change, Change):
+                history.record(change.start)
             window_ns = computation.plan.window_ns
             for subscriber in self._subscribers.get(computation, ()):
                 if isinstance(change, ComputeError):
@@ -274,6 +337,9 @@ class Hub:
     def owe_everyone(self, error: ComputeError | None) -> None:
         """On the loop: every subscriber is owed `error`, or (None) a fresh window."""
         self._cache.clear()
+        if error is None:  # every computation was rebuilt: views from before are unknown to it
+            for history in self._histories.values():
+                history.rebuilt()
         for subscribers in self._subscribers.values():
             for subscriber in subscribers:
                 if error is not None:
@@ -285,6 +351,9 @@ class Hub:
     def refresh(self, computation: LiveResult) -> None:
         """On the loop: the subscribers of one computation are owed a fresh window (or its error)."""
         self._cache.invalidate(computation)
+        history = self._histories.get(computation.key)
+        if history is not None:
+            history.rebuilt()
         for subscriber in self._subscribers.get(computation, ()):
             self._owe_fresh(subscriber)
 
@@ -318,4 +387,19 @@ class Hub:
         self.metrics.frames_sent.inc()
         if not pending.first:
             self.metrics.frame_latency.observe(subscriber.last_sent - pending.since)
-        return frames.subscription_update(subscriber.subscription_id, update)
+        extra = self._resume_fields(subscriber) if subscriber.options.resume else b""
+        return frames.subscription_update(subscriber.subscription_id, update, extra)
+
+    def _resume_fields(self, subscriber: Subscriber) -> bytes:
+        """The envelope's extension fields: the token of the view this frame completes, and (first
+        frame after subscribing with a token) whether it resumed or why not."""
+        history = self._histories.get(subscriber.computation.key)
+        fields: dict[str, object] = {}
+        if history is not None:
+            fields["resumeToken"] = self._tokens.issue(subscriber.computation.key, history.version)
+        outcome, subscriber.resume_outcome = subscriber.resume_outcome, None
+        if isinstance(outcome, Resumed):
+            fields["resume"] = {"outcome": "resumed"}
+        elif isinstance(outcome, Refused):
+            fields["resume"] = {"outcome": "snapshot", "reason": outcome.reason}
+        return frames.extension_fields(fields)

@@ -76,6 +76,13 @@ class Metrics:
             "updates not sent on their own: merged into a subscriber's next frame by minDelay",
             registry=r,
         )
+        self.resumes = Counter(
+            "sparkwire_resumes",
+            "subscriptions made with a resume token (docs/extensions.md), by outcome: resumed, or "
+            "the reason a FullResult was sent instead",
+            ["outcome"],
+            registry=r,
+        )
         self.frame_latency = Histogram(
             "sparkwire_frame_latency_seconds",
             "from the end of the micro-batch that changed a result to its frame being queued for the "

@@ -32,8 +32,8 @@ from schemas.client import (
     ClientUpdateToken,
     Replay,
     StreamingComputeNodeSubscription,
-    SubscriptionExtensions,
     Subscribe,
+    SubscriptionExtensions,
     Unsubscribe,
     client_message_adapter,
 )
@@ -363,7 +363,8 @@ def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> St
         resume=extensions.resume or extensions.resume_token is not None,
         late_reports=extensions.late_reports,
     )
-    return StartSubscription(sub_id, _request(sub), plan, delivery, extensions.resume_token, extensions.replay)
+    request = _request(sub)
+    return StartSubscription(sub_id, request, plan, delivery, extensions.resume_token, extensions.replay)
 
 
 def _client_error(message: str) -> Send:

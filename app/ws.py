@@ -127,6 +127,7 @@ class SessionDriver:
             action.request,
             action.plan,
             DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only, d.resume, d.late_reports),
+            action.resume_token,
         )
 
     def _stop(self, sub_id: str) -> None:

@@ -91,6 +91,24 @@ def decode_server_message(text: str) -> pc.ServerMessage:
     return DECODER.read_from_string(text, pc.ServerMessage)
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def decode_strictly(text: str) -> pc.ServerMessage:
+    """As a strict Nominal client decodes: nominal-api's decoder refuses an unknown union variant,
+    and here an unknown field too (it would drop one silently): what it decoded, encoded again,
+    must be the frame itself."""
+    message = decode_server_message(text)
+    again = _without_nulls(ConjureEncoder.do_encode(message))
+    assert again == _without_nulls(json.loads(text)), f"a field a Nominal client does not know: {text[:300]}"
+    return message
+
+
 async def write_points(
     base_url: str,
     rid: str,
@@ -129,9 +147,12 @@ class _same:
 class Client:
     """A WebSocket client that decodes every frame with nominal-api and files it by subscription."""
 
-    def __init__(self, ws: websockets.ClientConnection, auto_pong: bool = True) -> None:
+    def __init__(self, ws: websockets.ClientConnection, auto_pong: bool = True, strict: bool = True) -> None:
         self.ws = ws
         self.auto_pong = auto_pong  # answer server pings, as a live client does
+        # Strict (the default): every frame must decode as a strict Nominal client decodes it. A
+        # test of an extension (docs/extensions.md) that asked for fields Nominal lacks says so.
+        self.strict = strict
         self.frames: list[dict[str, Any]] = []
         self.updates: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.creations: dict[str, asyncio.Queue[dict[str, Any]]] = {}
@@ -140,8 +161,8 @@ class Client:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, ws_url: str, auto_pong: bool = True, **kwargs: Any) -> Client:
-        return cls(await websockets.connect(ws_url, max_size=None, **kwargs), auto_pong)
+    async def connect(cls, ws_url: str, auto_pong: bool = True, strict: bool = True, **kwargs: Any) -> Client:
+        return cls(await websockets.connect(ws_url, max_size=None, **kwargs), auto_pong, strict)
 
     async def _read(self) -> None:
         with contextlib.suppress(websockets.ConnectionClosed):
@@ -150,7 +171,8 @@ class Client:
     async def _read_frames(self) -> None:
         async for text in self.ws:
             assert isinstance(text, str), "server frames are text"
-            decode_server_message(text)  # raises if nominal-api cannot decode it
+            if self.strict:
+                decode_strictly(text)
             frame = json.loads(text)
             self.frames.append(frame)
             kind = frame["type"]
@@ -172,6 +194,10 @@ class Client:
                 self.health.put_nowait(health)
 
     async def subscribe(self, subs: dict[str, dict[str, Any]]) -> None:
+        if any("sparkwire" in sub for sub in subs.values()):
+            # Extensions (docs/extensions.md): nominal-api's classes cannot carry them; sent as is.
+            await self.ws.send(json.dumps({"type": "subscribe", "subscribe": subs}))
+            return
         await self.ws.send(subscribe_message(subs))
 
     async def creation(self, sub_id: str, timeout: float = 30) -> dict[str, Any]:

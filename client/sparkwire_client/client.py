@@ -9,6 +9,11 @@ It answers the server's pings, reconnects with exponential backoff when a connec
 `shutdownNotice` hands over as the protocol recommends: it opens a new connection, subscribes there
 again, and each subscription switches to the new connection once that one has delivered its
 FullResult; the old connection is closed when every subscription has switched.
+
+It asks Sparkwire for its extensions (docs/extensions.md) unless told not to: each subscription
+keeps the newest resume token and presents it when it subscribes again after a reconnect, so the
+server answers with only what changed meanwhile (an AppendResult) when it can; and it keeps the
+server's late-point reports (`Subscription.late`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -55,6 +61,15 @@ def _now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class LateReport:
+    """Points the server left out of this subscription's results because they arrived later than
+    its allowed lateness (they are kept in the log), since it subscribed."""
+
+    dropped_points: int
+    newest_dropped_ns: int
+
+
 class Subscription:
     """One subscription: its merged view, updated as frames arrive; iterate to follow it."""
 
@@ -65,8 +80,18 @@ class Subscription:
         self.view = View(window_ns)
         self.error: SubscriptionError | None = None
         self.link: _Link | None = None  # the connection whose frames this subscription follows
+        self.resume_token: str | None = None  # the newest, presented when subscribing again
+        self.resume_outcome: Json | None = None  # the server's answer to the last token presented
+        self.late: LateReport | None = None
         self._changed = asyncio.Condition()
         self._version = 0
+
+    def subscribe_request(self) -> Json:
+        """The request to send (again): with the newest resume token, if there is one."""
+        extensions = self.request.get("sparkwire")
+        if extensions is None or self.resume_token is None:
+            return self.request
+        return {**self.request, "sparkwire": {**extensions, "resumeToken": self.resume_token}}
 
     async def _updated(self) -> None:
         async with self._changed:
@@ -143,8 +168,12 @@ class Client:
         backoff_max: float = 10.0,
         keepalive_interval: float | None = 20.0,
         handover_timeout: float = 30.0,
+        extensions: bool = True,
     ) -> None:
+        """`extensions=False` asks for nothing beyond Nominal's protocol (no resume tokens, no
+        late-point reports), as for a server that is not Sparkwire."""
         self.url = ws_url(url)
+        self.extensions = extensions
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.keepalive_interval = keepalive_interval
@@ -215,7 +244,9 @@ class Client:
         if allowed_lateness is not None:
             late = round(allowed_lateness * 1e9)
             options["allowedLateness"] = {"seconds": late // 1_000_000_000, "nanos": late % 1_000_000_000}
-        request = {"computeRequest": node.request(seconds), "subscriptionOptions": options}
+        request: Json = {"computeRequest": node.request(seconds), "subscriptionOptions": options}
+        if self.extensions:
+            request["sparkwire"] = {"resume": True, "lateReports": True}
         sub = Subscription(self, subscription_id or str(uuid.uuid4()), request, round(seconds * 1e9))
         self.subscriptions[sub.id] = sub
         link = self._require_link()
@@ -268,7 +299,7 @@ class Client:
             body = frame["subscriptionUpdate"]
             sub = self.subscriptions.get(body["subscriptionId"])
             if sub is not None:
-                await self._on_update(link, sub, body["update"])
+                await self._on_update(link, sub, body)
         elif kind == "subscriptionCreation":
             body = frame["subscriptionCreation"]
             sub = self.subscriptions.get(body["subscriptionId"])
@@ -279,14 +310,29 @@ class Client:
                 await sub._updated()
         elif kind == "health":
             await self._on_health(link, frame["health"])
+        elif kind == "lateReport":
+            report = frame["lateReport"]
+            sub = self.subscriptions.get(report["subscriptionId"])
+            if sub is not None:
+                newest = report["newestDroppedTimestamp"]
+                newest_ns = newest["seconds"] * 1_000_000_000 + newest["nanos"]
+                sub.late = LateReport(report["droppedPoints"], newest_ns)
+                await sub._updated()
 
-    async def _on_update(self, link: _Link, sub: Subscription, update: Json) -> None:
+    async def _on_update(self, link: _Link, sub: Subscription, body: Json) -> None:
+        update = body["update"]
         if link is not sub.link:
-            # A newer connection takes a subscription over with its first FullResult (or error).
-            if link is not self._link or update["type"] == "append":
+            # A newer connection takes a subscription over with its first FullResult (or error),
+            # or with the AppendResult that resumes the view from the token it presented.
+            resumed = body.get("resume", {}).get("outcome") == "resumed"
+            if link is not self._link or (update["type"] == "append" and not resumed):
                 return
             sub.link = link
             self._retire_if_unused()
+        if "resume" in body:
+            sub.resume_outcome = body["resume"]
+        if "resumeToken" in body:
+            sub.resume_token = body["resumeToken"]
         if update["type"] == "error":
             sub.error = SubscriptionError(update["error"]["serializableError"])
         else:
@@ -338,7 +384,7 @@ class Client:
             self._link = link
             self.state = "open"
             if self.subscriptions:
-                subs = {s.id: s.request for s in self.subscriptions.values()}
+                subs = {s.id: s.subscribe_request() for s in self.subscriptions.values()}
                 with contextlib.suppress(websockets.ConnectionClosed):
                     await link.send({"type": "subscribe", "subscribe": subs})
             self._retire_if_unused()
