@@ -209,8 +209,11 @@ def subscription_update(subscription_id: str, update: bytes | SharedPayload, ext
     `extra`: the envelope's extension fields (`extension_fields`), only for subscriptions that
     asked for them (docs/extensions.md)."""
     shared = update if isinstance(update, SharedPayload) else SharedPayload(update)
-    head = b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"' + subscription_id.encode()
-    return spliced(head + b'","update":', shared, extra + b"}}")
+    # The id as a JSON string: a client may pick any, quotes and backslashes included.
+    head = b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":' + orjson.dumps(
+        subscription_id
+    )
+    return spliced(head + b',"update":', shared, extra + b"}}")
 
 
 def extension_fields(fields: dict[str, Any]) -> bytes:

@@ -229,3 +229,29 @@ async def test_a_connection_holds_at_most_128_subscriptions(server: ServerProces
         got[body["subscriptionId"]] = body["creation"]["type"]
     assert got == {ids[1]: "success", ids[129]: "success"}
     await ws.close()
+
+
+async def test_a_subscription_id_with_quotes_and_backslashes_comes_back_as_valid_json(
+    server: ServerProcess,
+) -> None:
+    rid = unique_rid("odd-id")
+    now = time.time_ns()
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        body = {
+            "dataSourceRid": rid,
+            "batches": [
+                {"channel": "p", "tags": {}, "points": {"type": "double", "double": [
+                    {"timestamp": {"seconds": now // NANOS, "nanos": now % NANOS}, "value": 1.5}
+                ]}}
+            ],
+        }  # fmt: skip
+        assert (await http.post("/storage/writer/v1", json=body)).status_code == 200
+    ws = await connect(server.ws_url)
+    odd = 'say "hi"\\ to \u00e9t\u00e9 \U0001f680'
+    await ws.send(
+        subscribe_message({odd: subscription(series_node(), {"x": channel_variable(rid, "p")}, 3600)})
+    )
+    update, _ = await frames_until(ws, lambda f: f["type"] == "subscriptionUpdate")  # parsed as JSON
+    assert update["subscriptionUpdate"]["subscriptionId"] == odd
+    assert update["subscriptionUpdate"]["update"]["full"]["result"]["numeric"]["values"] == [1.5]
+    await ws.close()
