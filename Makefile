@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint bench bench-smoke bench-scale-out soak clean
+.PHONY: install run test lint bench bench-smoke bench-scale-out bench-resume soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,11 @@ bench-smoke: install
 # BENCHMARKS.scale-out.md. BENCH_ARGS takes NAME=VALUE overrides, or --smoke (into data/bench-smoke/).
 bench-scale-out: install
 	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)
+
+# Resume tokens against re-snapshot after a reconnect (~2 min); writes BENCHMARKS.resume.md.
+# BENCH_ARGS takes --smoke (into data/bench-smoke/).
+bench-resume: install
+	$(BIN)/python -m bench.resume $(BENCH_ARGS)
 
 # A server left under a realistic load for 30 minutes (SOAK_ARGS="duration_s=600" for less); writes SOAK.md.
 soak: install
