@@ -24,6 +24,10 @@ Nominal's persistent-compute streaming protocol in Conjure JSON. A client subscr
 FullResult followed by AppendResults (`subscriptionUpdate`). Ping/pong keep the connection alive;
 on `shutdownNotice` a client opens a new connection, re-subscribes and switches once it delivers.
 Compute nodes (`ComputableNode`) are Nominal's; their full definition is the `nominal-api` package.
+
+Sparkwire's extensions (resume tokens, late-point reports, replay) are opt-in per subscription
+(`sparkwire` beside `computeRequest`); the fields and messages they add (`resumeToken`, `resume`,
+`lateReport`, `replayEnded`) are only ever sent to a subscription that asked. See docs/extensions.md.
 """
 
 

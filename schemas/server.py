@@ -203,9 +203,37 @@ class ErrorUpdate(WireModel):
 SubscriptionUpdate = Annotated[FullUpdate | AppendUpdate | ErrorUpdate, Field(discriminator="type")]
 
 
+class ResumeOutcome(WireModel):
+    """Extension (docs/extensions.md): how a subscription made with a resume token began."""
+
+    outcome: Literal["resumed", "snapshot"] = Field(
+        description="resumed: this update is an AppendResult of what changed since the token; "
+        "snapshot: a FullResult, for `reason`"
+    )
+    reason: (
+        Literal[
+            "tokenInvalid",
+            "serverRestarted",
+            "computationGone",
+            "computationRestarted",
+            "tokenTooOld",
+            "gapLongerThanWindow",
+            "appendsNotAllowed",
+            "computationFailed",
+        ]
+        | None
+    ) = None
+
+
 class SubscriptionUpdateBody(WireModel):
     subscription_id: str
     update: SubscriptionUpdate
+    resume_token: str | None = Field(
+        None, description="extension, only if the subscription asked for resume: the view after this update"
+    )
+    resume: ResumeOutcome | None = Field(
+        None, description="extension: on the first update after subscribing with a resume token"
+    )
 
 
 # -- subscriptionCreation ---------------------------------------------------------------------------
@@ -262,6 +290,32 @@ HealthMessage = Annotated[
 ]
 
 
+# -- extensions (docs/extensions.md): only ever sent to subscriptions that asked --------------------
+class LateReportBody(WireModel):
+    subscription_id: str
+    dropped_points: int = Field(description="points left out as late since the subscription started")
+    newest_dropped_timestamp: Timestamp
+
+
+class LateReportMessage(WireModel):
+    """At most once a second, when the count changed (`sparkwire.lateReports`)."""
+
+    type: Literal["lateReport"]
+    late_report: LateReportBody
+
+
+class ReplayEndedBody(WireModel):
+    subscription_id: str
+    then: Literal["stop", "live"]
+
+
+class ReplayEndedMessage(WireModel):
+    """The replayed period is over (`sparkwire.replay`): the subscription stops or follows live."""
+
+    type: Literal["replayEnded"]
+    replay_ended: ReplayEndedBody
+
+
 # -- ServerMessage ----------------------------------------------------------------------------------
 class SubscriptionUpdateMessage(WireModel):
     type: Literal["subscriptionUpdate"]
@@ -279,7 +333,11 @@ class HealthServerMessage(WireModel):
 
 
 ServerMessage = Annotated[
-    SubscriptionUpdateMessage | SubscriptionCreationMessage | HealthServerMessage,
+    SubscriptionUpdateMessage
+    | SubscriptionCreationMessage
+    | HealthServerMessage
+    | LateReportMessage
+    | ReplayEndedMessage,
     Field(discriminator="type"),
 ]
 server_message_adapter: TypeAdapter[Any] = TypeAdapter(ServerMessage)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
+import jsonschema
 import pytest
 
 from sparkwire_client import Client as SparkwireClient
@@ -274,3 +276,31 @@ async def test_sparkwire_client_resumes_by_itself_after_the_connection_drops(
         view = await sub.wait_for(lambda v: 20.0 in v.values, timeout=60)
         assert sub.link is not link and sub.resume_outcome == {"outcome": "resumed"}
         assert view.rows() == (await fresh_view(server, rid)).rows()
+
+
+async def test_the_asyncapi_document_describes_the_resume_fields(resuming_server: ServerProcess) -> None:
+    server, rid = resuming_server, unique_rid("resume-asyncapi")
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        document = (await http.get("/asyncapi.json")).json()
+    schema = {"$ref": "#/components/schemas/ServerMessage", "components": document["components"]}
+    server_messages = jsonschema.Draft202012Validator(schema)
+    await write_points(server.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
+    client = await Client.connect(server.ws_url, strict=False)
+    sub_id = new_id()
+    await client.subscribe({sub_id: resumable(rid)})
+    token = (await envelope(client, sub_id))["resumeToken"]
+    await client.close()
+    back = await Client.connect(server.ws_url, strict=False)
+    try:
+        await back.subscribe({sub_id: resumable(rid, token)})
+        assert (await envelope(back, sub_id))["resume"] == {"outcome": "resumed"}
+        await back.subscribe({"other": resumable(rid, "not a token")})
+        assert (await envelope(back, "other"))["resume"]["reason"] == "tokenInvalid"
+        for frame in [*client.frames, *back.frames]:
+            server_messages.validate(frame)
+        broken = {**back.frames[-1]}
+        broken["subscriptionUpdate"] = {**broken["subscriptionUpdate"], "resume": {"outcome": "maybe"}}
+        with pytest.raises(jsonschema.ValidationError):
+            server_messages.validate(broken)
+    finally:
+        await back.close()
