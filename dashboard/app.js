@@ -25,6 +25,7 @@ const published = {
   latencyMs: null,
   latencyMedianMs: null,
   frames: 0,
+  resumes: {}, // how subscriptions came back after a reconnect: "resumed", or why not
   series: {},
   ranges: {},
   errors: [],
@@ -107,6 +108,7 @@ function request(config, channel, role) {
       },
     },
     subscriptionOptions: { minDelay: 50, allowAppends: true },
+    sparkwire: { resume: true }, // after a lost connection: only what changed (docs/extensions.md)
   };
 }
 
@@ -139,6 +141,7 @@ function onUpdate(id, update) {
   if (!sub) return;
   sub.view.apply(update);
   published.frames += 1;
+  published.resumes = { ...connection.resumeOutcomes };
   if (update.type === "append") {
     const latency = Date.now() - tsMs(update.append.end);
     latencies.push(latency);

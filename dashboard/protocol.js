@@ -159,10 +159,17 @@ function uuid() {
 
 export const newId = uuid;
 
+function withToken(request, token) {
+  if (!token || !request.sparkwire) return request;
+  return { ...request, sparkwire: { ...request.sparkwire, resumeToken: token } };
+}
+
 /**
  * One logical connection over successive WebSockets. Each subscription follows one socket; a newer
  * socket takes a subscription over with its first FullResult (or error), and older sockets close
  * once nothing follows them. So a restart is a reconnect, and a shutdownNotice a hand-over.
+ * A subscription that asked for resume tokens (docs/extensions.md) presents its newest one when it
+ * subscribes again, and a newer socket then takes it over with the AppendResult that resumes it.
  */
 export class LiveConnection {
   constructor(url, { onState, onUpdate, onError } = {}) {
@@ -178,6 +185,7 @@ export class LiveConnection {
     this.closed = false;
     this.replacing = false;
     this.connections = 0;
+    this.resumeOutcomes = {}; // "resumed", or the reason a FullResult came instead -> count
   }
 
   setState(state, detail = "") {
@@ -206,7 +214,7 @@ export class LiveConnection {
       this.current = link;
       this.setState("open");
       const subs = {};
-      for (const [id, s] of this.subscriptions) subs[id] = s.request;
+      for (const [id, s] of this.subscriptions) subs[id] = withToken(s.request, s.token);
       if (Object.keys(subs).length) this.send(link, { type: "subscribe", subscribe: subs });
       this.retireUnused();
     };
@@ -235,7 +243,7 @@ export class LiveConnection {
   }
 
   subscribe(id, request) {
-    this.subscriptions.set(id, { request, link: this.current });
+    this.subscriptions.set(id, { request, link: this.current, token: null });
     this.send(this.current, { type: "subscribe", subscribe: { [id]: request } });
   }
 
@@ -250,10 +258,16 @@ export class LiveConnection {
       const body = frame.subscriptionUpdate;
       const sub = this.subscriptions.get(body.subscriptionId);
       if (!sub) return;
+      const resumed = body.resume && body.resume.outcome === "resumed";
       if (sub.link !== link) {
-        if (link !== this.current || body.update.type === "append") return;
+        if (link !== this.current || (body.update.type === "append" && !resumed)) return;
         sub.link = link; // the newer socket has delivered: switch
         this.retireUnused();
+      }
+      if (body.resumeToken) sub.token = body.resumeToken;
+      if (body.resume) {
+        const outcome = resumed ? "resumed" : body.resume.reason;
+        this.resumeOutcomes[outcome] = (this.resumeOutcomes[outcome] || 0) + 1;
       }
       if (body.update.type === "error") this.onError(body.subscriptionId, body.update.error.serializableError);
       else this.onUpdate(body.subscriptionId, body.update);

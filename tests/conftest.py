@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,6 +139,18 @@ async def chromium() -> AsyncIterator[Browser]:
         )
         yield browser
         await browser.close()
+
+
+@pytest_asyncio.fixture
+async def page(chromium: Browser) -> AsyncIterator[Page]:
+    """A fresh browser page (1100x700); the test fails if the page raised an uncaught error."""
+    context = await chromium.new_context(viewport={"width": 1100, "height": 700})
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    await context.close()
+    assert not errors, f"the page raised: {errors}"
 
 
 @pytest.fixture(scope="session")

@@ -9,34 +9,22 @@ import asyncio
 import math
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-import pytest_asyncio
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess
 from tests.merge import bucket_width, reference_buckets
 from tests.proxy import Proxy
 from tests.wire import NANOS, write_points
 
-VIEWPORT = {"width": 1100, "height": 700}
+VIEWPORT = {"width": 1100, "height": 700}  # what conftest.py's `page` opens
 
 
 def unique_rid(name: str) -> str:
     return f"ri.test.dash.{name}.{time.time_ns()}"
-
-
-@pytest_asyncio.fixture
-async def page(chromium: Browser) -> AsyncIterator[Page]:
-    context = await chromium.new_context(viewport=VIEWPORT)
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    await context.close()
-    assert not errors, f"the page raised: {errors}"
 
 
 async def open_dashboard(page: Page, base_url: str, **params: str) -> None:

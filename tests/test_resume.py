@@ -15,11 +15,14 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
+from playwright.async_api import Page
 
 from sparkwire_client import Client as SparkwireClient
 from sparkwire_client import numeric_channel, series
 from sparkwire_client.view import View
 from tests.conftest import ServerProcess, start_server
+from tests.proxy import Proxy
+from tests.test_dashboard import open_dashboard, points_of, until
 from tests.test_end_to_end import unique_rid
 from tests.wire import (
     NANOS,
@@ -304,3 +307,26 @@ async def test_the_asyncapi_document_describes_the_resume_fields(resuming_server
             server_messages.validate(broken)
     finally:
         await back.close()
+
+
+async def test_the_dashboard_resumes_after_losing_its_connection(
+    resuming_server: ServerProcess, page: Page
+) -> None:
+    server, rid = resuming_server, unique_rid("resume-dashboard")
+    await write_points(server.base_url, rid, "p", [(time.time_ns() - NANOS, 1.0)])
+    proxy = Proxy(server.port)
+    await proxy.start()
+    try:
+        await open_dashboard(page, proxy.base_url, rid=rid, channels="p", window="300", mode="raw")
+        await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0])
+        proxy.refusing = True
+        proxy.cut()
+        await until(page, lambda d: d["state"] == "reconnecting", timeout=30)
+        await write_points(server.base_url, rid, "p", [(time.time_ns(), 2.0)])  # while the page is away
+        await asyncio.sleep(1.0)
+        proxy.refusing = False
+        data = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0, 2.0])
+        assert data["resumes"] == {"resumed": 1}  # an AppendResult of the one new point, no FullResult
+        assert data["state"] == "open"
+    finally:
+        await proxy.close()
