@@ -138,7 +138,7 @@ async def measure(server: Server, plan: ResumePlan) -> dict[str, list[Reconnect]
     away_ticks = int(plan.away_s * 1000 / plan.tick_ms)
     now_k = time.time_ns() // tick_ns
     # History: the window's points, ending before the rounds' writes begin.
-    rounds_ticks = (plan.rounds * 2 + 1) * away_ticks
+    rounds_ticks = (plan.rounds + 1) * away_ticks
     next_k = now_k - rounds_ticks
     log(f"writing {plan.points * plan.subscriptions:,} points of history")
     await asyncio.to_thread(write, server, plan, next_k - plan.points, next_k - 1)
@@ -150,12 +150,14 @@ async def measure(server: Server, plan: ResumePlan) -> dict[str, list[Reconnect]
         await dashboard.connect()  # the first views (and the first tokens)
     results: dict[str, list[Reconnect]] = {name: [] for name in arms}
     for round_ in range(plan.rounds):
-        for name, dashboard in arms.items():
+        for dashboard in arms.values():
             await dashboard.drop()
-            await asyncio.to_thread(write, server, plan, next_k, next_k + away_ticks - 1)
-            next_k += away_ticks
-            await asyncio.sleep(1.0)  # the writes reach the computations
-            again = await dashboard.connect()
+        await asyncio.to_thread(write, server, plan, next_k, next_k + away_ticks - 1)
+        next_k += away_ticks
+        await asyncio.sleep(1.0)  # the writes reach the computations
+        order = list(arms) if round_ % 2 == 0 else list(reversed(arms))  # neither always goes first
+        for name in order:
+            again = await arms[name].connect()
             results[name].append(again)
             took = f"{again.bytes:,} bytes in {again.seconds * 1000:.0f} ms"
             log(f"round {round_ + 1} {name}: {took} {again.outcomes}")
@@ -190,7 +192,8 @@ def report(plan: ResumePlan, results: dict[str, list[Reconnect]], machine: str) 
             f"`python -m bench.resume` ({machine}). A dashboard of {plan.subscriptions} subscriptions, "
             f"{plan.points:,} points each in its window ({1000 // plan.tick_ms} Hz), drops its connection; "
             f"{plan.away_s:g} s of new points arrive; it reconnects. Medians of {plan.rounds} rounds of each "
-            "arm, taken in turns against one server. Bytes: the frames' text with permessage-deflate off.",
+            "arm against one server: each round both drop, the points arrive, both reconnect (in turns). "
+            "Bytes: the frames' text with permessage-deflate off.",
             "",
             *rows,
             "",
