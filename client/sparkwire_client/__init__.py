@@ -2,7 +2,7 @@
 pandas DataFrame or plain lists (`Client`), build compute nodes (`nodes`), write points (`Writer`)."""
 
 from sparkwire_client import nodes
-from sparkwire_client.client import Client, LateReport, Subscription, SubscriptionError, ws_url
+from sparkwire_client.client import Client, LateReport, Replay, Subscription, SubscriptionError, ws_url
 from sparkwire_client.nodes import (
     enum_channel,
     first_point,
@@ -18,6 +18,7 @@ __all__ = [
     "Client",
     "LateReport",
     "Range",
+    "Replay",
     "Subscription",
     "SubscriptionError",
     "View",

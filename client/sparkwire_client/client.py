@@ -13,7 +13,8 @@ FullResult; the old connection is closed when every subscription has switched.
 It asks Sparkwire for its extensions (docs/extensions.md) unless told not to: each subscription
 keeps the newest resume token and presents it when it subscribes again after a reconnect, so the
 server answers with only what changed meanwhile (an AppendResult) when it can; and it keeps the
-server's late-point reports (`Subscription.late`).
+server's late-point reports (`Subscription.late`). `subscribe(..., replay=Replay(...))` re-watches
+a past period from the server's log.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import websockets
@@ -62,6 +63,30 @@ def _now_iso() -> str:
 
 
 @dataclass(frozen=True)
+class Replay:
+    """Re-watch `[start, end)` (datetimes, or Unix seconds) of a subscription's series from the
+    server's log: first the window ending at `start`, then appends as replay time advances, `speed`
+    times real time (None: as fast as the server goes); at `end`, `then` "stop" or follow "live"."""
+
+    start: datetime.datetime | float
+    end: datetime.datetime | float
+    speed: float | None = None
+    then: Literal["stop", "live"] = "stop"
+
+    def request(self) -> Json:
+        replay: Json = {"start": _timestamp(self.start), "end": _timestamp(self.end), "then": self.then}
+        if self.speed is not None:
+            replay["speed"] = self.speed
+        return replay
+
+
+def _timestamp(when: datetime.datetime | float) -> Json:
+    seconds = when.timestamp() if isinstance(when, datetime.datetime) else float(when)
+    ns = round(seconds * 1e9)
+    return {"seconds": ns // 1_000_000_000, "nanos": ns % 1_000_000_000}
+
+
+@dataclass(frozen=True)
 class LateReport:
     """Points the server left out of this subscription's results because they arrived later than
     its allowed lateness (they are kept in the log), since it subscribed."""
@@ -83,15 +108,21 @@ class Subscription:
         self.resume_token: str | None = None  # the newest, presented when subscribing again
         self.resume_outcome: Json | None = None  # the server's answer to the last token presented
         self.late: LateReport | None = None
+        self.replay_ended: str | None = None  # a replay's period is over: "stop" or "live"
         self._changed = asyncio.Condition()
         self._version = 0
 
-    def subscribe_request(self) -> Json:
-        """The request to send (again): with the newest resume token, if there is one."""
-        extensions = self.request.get("sparkwire")
-        if extensions is None or self.resume_token is None:
-            return self.request
-        return {**self.request, "sparkwire": {**extensions, "resumeToken": self.resume_token}}
+    def subscribe_request(self) -> Json | None:
+        """The request to send (again): with the newest resume token, if there is one; a replay
+        that went live follows live; one that stopped is not sent again (None)."""
+        extensions = dict(self.request.get("sparkwire") or {})
+        if self.replay_ended == "stop":
+            return None
+        if self.replay_ended == "live":
+            extensions.pop("replay", None)
+        if self.resume_token is not None and "replay" not in extensions:
+            extensions["resumeToken"] = self.resume_token
+        return {**self.request, "sparkwire": extensions} if extensions else self.request
 
     async def _updated(self) -> None:
         async with self._changed:
@@ -236,9 +267,11 @@ class Client:
         min_delay_ms: int = 0,
         allowed_lateness: float | None = None,
         subscription_id: str | None = None,
+        replay: Replay | None = None,
     ) -> Subscription:
         """Subscribe to `node` over a window of `window` seconds; returns at once (the first
-        FullResult arrives through the subscription)."""
+        FullResult arrives through the subscription). With `replay`, a past period instead (needs
+        a Sparkwire server)."""
         seconds = window.total_seconds() if isinstance(window, datetime.timedelta) else float(window)
         options: Json = {"minDelay": int(min_delay_ms), "allowAppends": True}
         if allowed_lateness is not None:
@@ -247,6 +280,8 @@ class Client:
         request: Json = {"computeRequest": node.request(seconds), "subscriptionOptions": options}
         if self.extensions:
             request["sparkwire"] = {"resume": True, "lateReports": True}
+        if replay is not None:
+            request["sparkwire"] = {**request.get("sparkwire", {}), "replay": replay.request()}
         sub = Subscription(self, subscription_id or str(uuid.uuid4()), request, round(seconds * 1e9))
         self.subscriptions[sub.id] = sub
         link = self._require_link()
@@ -310,6 +345,12 @@ class Client:
                 await sub._updated()
         elif kind == "health":
             await self._on_health(link, frame["health"])
+        elif kind == "replayEnded":
+            ended = frame["replayEnded"]
+            sub = self.subscriptions.get(ended["subscriptionId"])
+            if sub is not None:
+                sub.replay_ended = ended["then"]
+                await sub._updated()
         elif kind == "lateReport":
             report = frame["lateReport"]
             sub = self.subscriptions.get(report["subscriptionId"])
@@ -383,8 +424,9 @@ class Client:
                 continue
             self._link = link
             self.state = "open"
-            if self.subscriptions:
-                subs = {s.id: s.subscribe_request() for s in self.subscriptions.values()}
+            requests = {s.id: s.subscribe_request() for s in self.subscriptions.values()}
+            subs = {sub_id: request for sub_id, request in requests.items() if request is not None}
+            if subs:  # (a stopped replay is not sent again)
                 with contextlib.suppress(websockets.ConnectionClosed):
                     await link.send({"type": "subscribe", "subscribe": subs})
             self._retire_if_unused()
