@@ -8,6 +8,9 @@ Two kinds of token, either or both:
 
 A token's `dataSourceRids` claim lists the data sources it may read and write, as exact rids or
 shell-style patterns (`*` for all). A token without the claim authenticates but reaches nothing.
+Its `admin` claim (`true`; absent means false) opens the operators' endpoints, the directory of
+live computations (`GET /computations`, app/directory.py), which shows every data source's
+computations whatever `dataSourceRids` says.
 
 Tokens travel in `Authorization: Bearer <token>` or, for browsers (which cannot set headers on a
 WebSocket), as the pair `bearer, <token>` in `Sec-WebSocket-Protocol`; the server then selects the
@@ -35,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 BEARER_SUBPROTOCOL = "bearer"
 CLAIM = "dataSourceRids"
+ADMIN_CLAIM = "admin"
 
 
 class AuthError(Exception):
@@ -46,6 +50,7 @@ class Principal:
     subject: str
     data_source_patterns: tuple[str, ...]
     expires_at: float | None  # unix seconds; None: never
+    admin: bool = False  # the `admin` claim: the operators' endpoints (app/directory.py)
 
     def allows(self, data_source_rid: str) -> bool:
         return any(fnmatch.fnmatchcase(data_source_rid, p) for p in self.data_source_patterns)
@@ -58,7 +63,7 @@ class Principal:
         return self.expires_at is not None and (now or time.time()) >= self.expires_at
 
 
-ANONYMOUS = Principal("anonymous", ("*",), None)
+ANONYMOUS = Principal("anonymous", ("*",), None, admin=True)  # authentication off: everything is open
 
 
 def _principal(claims: Mapping[str, Any], default_subject: str) -> Principal:
@@ -68,7 +73,10 @@ def _principal(claims: Mapping[str, Any], default_subject: str) -> Principal:
     exp = claims.get("exp")
     if exp is not None and (not isinstance(exp, int | float) or isinstance(exp, bool)):
         raise AuthError("claim 'exp' must be a number")
-    return Principal(str(claims.get("sub", default_subject)), tuple(patterns), exp)
+    admin = claims.get(ADMIN_CLAIM, False)
+    if not isinstance(admin, bool):
+        raise AuthError(f"claim '{ADMIN_CLAIM}' must be true or false")
+    return Principal(str(claims.get("sub", default_subject)), tuple(patterns), exp, admin)
 
 
 def _digest(token: str) -> str:

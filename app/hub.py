@@ -42,6 +42,15 @@ class LiveResult(Protocol):
 
     def snapshot(self, since: int | None) -> dict[GroupKey, Output]: ...
 
+    @property
+    def late_dropped(self) -> int:
+        """Points left out as late since this computation (or mirror) started; never decreases."""
+        ...
+
+    def late_newest_since(self, dropped: int) -> int | None:
+        """The newest timestamp (ns) among the late points dropped after the first `dropped`."""
+        ...
+
 
 class Computations(Protocol):
     """Where the live computations are: this process's engine (app/roles/local.py) or the compute
@@ -101,7 +110,8 @@ class Subscriber:
     error: ComputeError | None = None  # an error owed replaces any data owed
     timer: asyncio.TimerHandle | None = None
     active: bool = True
-    late_reported: int = 0  # late drops last told (app/late_reports.py)
+    late_since: int = 0  # the computation's late drops when this subscriber came (app/late_reports.py)
+    late_reported: int = 0  # late drops last told
     resume_outcome: Resumed | Refused | None = None  # told with the first frame after subscribing
 
     def take_frame(self) -> str | None:
@@ -216,6 +226,7 @@ class Hub:
         if options.resume:
             self._resumable.add(key)
         subscriber = Subscriber(self, connection, subscription_id, computation, options)
+        subscriber.late_since = computation.late_dropped
         self._subscribers.setdefault(computation, set()).add(subscriber)
         if resume_token is None:
             self._owe_fresh(subscriber)

@@ -15,6 +15,9 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from compute.evaluation.computation import Computation
     from compute.spark.engine import BatchStats
     from compute.storage.sqlite.writer import DurableLog
 
@@ -60,6 +63,16 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.late_points_dropped = Counter(
+            "sparkwire_late_points_dropped",
+            "points left out of live results as later than a computation's allowed lateness (kept in "
+            "the log), by data source; a point dropped by several computations counts once for each",
+            ["data_source"],
+            registry=r,
+        )
+        # Each computation's per-source drops at the last batch: counted by difference, and a
+        # computation removed since is read one last time before it is let go.
+        self._late_seen: dict[Computation, dict[str, int]] = {}
         self.requests_rejected = Counter(
             "sparkwire_ingest_requests_rejected", "ingest requests answered 400", registry=r
         )
@@ -120,6 +133,22 @@ class Metrics:
         self.batch_rows.observe(stats.rows)
         if stats.late_points:
             self.points_rejected.labels("late").inc(stats.late_points)
+
+    def observe_late(self, computations: Iterable[Computation]) -> None:
+        """After each micro-batch (on its thread, with the computations the engine runs): the points
+        each dropped as late since the last call, per data source."""
+        seen = self._late_seen
+        live = {c: None for c in computations if c.late_dropped}  # (one that never dropped: nothing to do)
+        for computation in [*live, *(c for c in seen if c not in live)]:
+            before = seen.get(computation, {})
+            now = computation.late_by_source()
+            for source, count in now.items():
+                if count > before.get(source, 0):
+                    self.late_points_dropped.labels(source).inc(count - before.get(source, 0))
+            if computation in live:
+                seen[computation] = now
+            else:
+                seen.pop(computation, None)
 
     def observe_supervisor(self, failures: int, restarts: int) -> None:
         """The supervisor's counts since start-up (they only grow), as counters at scrape time."""

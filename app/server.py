@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import asyncapi, catalog, dashboard, health, metrics_route, openapi
+from app import asyncapi, catalog, dashboard, directory, health, metrics_route, openapi
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.hub import Hub
 from app.ingest import write_points
 from app.ingest_nominal import write_nominal
+from app.late_reports import LateReports
 from app.logging_setup import spark_output_path
 from app.point_log import open_point_log
 from app.request_summary import RequestLog, Summary
@@ -36,7 +37,7 @@ START_ATTEMPTS = 3
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
     """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
     from compute.spark.checkpoint import checkpoint_dir
-    from compute.spark.engine import Engine
+    from compute.spark.engine import BatchStats, Engine
     from compute.spark.session import build_session
     from compute.spark.supervisor import StreamSupervisor
 
@@ -60,7 +61,13 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         from app.roles.local import LocalComputations
 
         state.hub.computations = LocalComputations(engine)
-        engine.on_batch = state.metrics.observe_batch
+        metrics = state.metrics
+
+        def on_batch(stats: BatchStats) -> None:  # on the batch thread, after each micro-batch
+            metrics.observe_batch(stats)
+            metrics.observe_late(engine.computations())
+
+        engine.on_batch = on_batch
         state.engine = engine
         if _shutting_down(state):
             return
@@ -139,11 +146,15 @@ def create_app(settings: Settings) -> FastAPI:
             starter.start()
         summary = Summary(state, settings.summary_interval)
         summary.start()
+        late_reports = LateReports(state.hub)  # lateReport messages (docs/extensions.md)
+        if settings.role != "compute":
+            late_reports.start()
         try:
             yield
         finally:
             await summary.stop()  # the last summary line: up to the end of the drain
             await state.liveness.stop()
+            await late_reports.stop()
             if remote is not None:
                 await remote.stop()
             if starter is not None:
@@ -164,6 +175,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics_route.router)
     app.include_router(catalog.router)
+    app.include_router(directory.router)  # the directory of live computations (admin)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

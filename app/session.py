@@ -37,6 +37,7 @@ from schemas.client import (
     Unsubscribe,
     client_message_adapter,
 )
+from schemas.timestamps import NANOS_PER_SECOND, split_nanos
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ class SessionConfig:
     max_message_bytes: int = 1 << 20
     ping_interval: float = 20.0  # seconds of silence before the server pings
     ping_timeout: float = 20.0  # seconds to wait for a pong before closing
+    # Replay (docs/extensions.md): whether this server can replay (`--role all`: Spark and the log
+    # in this process), and the log's retention in seconds (0 = forever), which a replay's start
+    # less its window may not reach past.
+    replay_available: bool = True
+    retention_s: float = 0.0
 
     @property
     def heartbeat_period(self) -> float:
@@ -158,6 +164,9 @@ class Session:
         self.label = label  # for logs, e.g. "connection 7"
         self._authenticate = authenticate
         self._subscriptions: dict[str, list[str]] = {}  # id -> the data sources it reads
+        # Replay subscriptions whose creation is not answered yet: they are answered once their
+        # start read the log (success), or failed there (a creation error).
+        self._unanswered: set[str] = set()
         self._rate = MessageRate(config.max_messages_per_second, now.monotonic)
         self._last_heard = now.monotonic
         self._awaiting_pong_since: float | None = None
@@ -275,13 +284,19 @@ class Session:
         actions: list[Action] = []
         for sub_id, sub, outcome in compiled:
             actions += self._drop(sub_id)  # re-using a live id replaces that subscription
+            replay = sub.sparkwire.replay if sub.sparkwire is not None else None
             if isinstance(outcome, Plan):
                 outcome = self._refusal(outcome, now) or outcome
+            if isinstance(outcome, Plan) and replay is not None:
+                outcome = self._replay_refusal(replay, outcome, now) or outcome
             if isinstance(outcome, ComputeError):
                 actions.append(Send(frames.creation_error(sub_id, outcome)))
                 continue
             self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
-            actions.append(Send(frames.creation_success(sub_id)))
+            if replay is None:
+                actions.append(Send(frames.creation_success(sub_id)))
+            else:  # answered once its start has read the log (`subscription_started` / `_failed`)
+                self._unanswered.add(sub_id)
             actions.append(_start(sub_id, sub, outcome))
         return actions
 
@@ -304,23 +319,58 @@ class Session:
             )
         return None
 
+    def _replay_refusal(self, replay: Replay, plan: Plan, now: Instant) -> ComputeError | None:
+        """Why this replay cannot be served, as far as can be told without reading the log (its
+        start checks what the log still holds: app/replay.py)."""
+        if not self.config.replay_available:
+            return ComputeError(
+                "ReplayUnavailable",
+                "replay reads the point log with Spark: it needs a server started with --role all "
+                "(this one has no Spark and no log reader)",
+            )
+        start, end = replay.start.to_nanos(), replay.end.to_nanos()
+        now_ns = int(now.unix * NANOS_PER_SECOND)
+        if end <= start:
+            return replay_out_of_range("replay.end must be after replay.start", start, end)
+        if start > now_ns:
+            return replay_out_of_range(f"replay.start ({iso_ns(start)}) is in the future", start, end)
+        retention_ns = int(self.config.retention_s * NANOS_PER_SECOND)
+        needed_from = start - plan.window_ns - plan.lookback_ns
+        if retention_ns > 0 and needed_from < now_ns - retention_ns:
+            return replay_out_of_range(
+                f"replay.start less the window ({iso_ns(needed_from)}) is past the log's retention of "
+                f"{self.config.retention_s:g} s: it holds points from {iso_ns(now_ns - retention_ns)} on",
+                start,
+                end,
+                held_from=now_ns - retention_ns,
+            )
+        return None
+
     def subscription_started(self, sub_id: str) -> list[Action]:
         """A StartSubscription succeeded: the subscription is attached to its computation."""
         if sub_id not in self._subscriptions:
             return [StopSubscription(sub_id)]  # ended meanwhile: let go of what was attached
+        if sub_id in self._unanswered:  # a replay: created now that its history is read
+            self._unanswered.discard(sub_id)
+            return [Send(frames.creation_success(sub_id))]
         return []
 
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
-        """A StartSubscription failed: the client gets the error as the subscription's update."""
+        """A StartSubscription failed: the client gets the error as the subscription's update (a
+        replay whose creation is not answered yet: as its creation error)."""
         if self._subscriptions.pop(sub_id, None) is None or self.closed:
             return []
         if not isinstance(error, ComputeError):
             error = ComputeError(
                 "ComputeFailed", f"the computation could not start: {error}", status_code=500
             )
+        if sub_id in self._unanswered:
+            self._unanswered.discard(sub_id)
+            return [Send(frames.creation_error(sub_id, error))]
         return [Send(frames.subscription_update(sub_id, frames.error_update(error)))]
 
     def _drop(self, sub_id: str) -> list[Action]:
+        self._unanswered.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None:
             return []
         return [StopSubscription(sub_id)]
@@ -335,6 +385,7 @@ class Session:
         self.closed = True
         actions: list[Action] = [StopSubscription(sub_id) for sub_id in self.live]
         self._subscriptions.clear()
+        self._unanswered.clear()
         return [*actions, DisarmExpiry()]
 
 
@@ -373,6 +424,23 @@ def _client_error(message: str) -> Send:
 
 def _auth_expired() -> ComputeError:
     return ComputeError("SubscriptionAuthExpired", "the token expired; send updateToken", status_code=403)
+
+
+def replay_out_of_range(message: str, start: int, end: int, held_from: int | None = None) -> ComputeError:
+    """A replay refused for its period (docs/extensions.md), with the period in its params."""
+    params = {"start": iso_ns(start), "end": iso_ns(end)}
+    if held_from is not None:
+        params["heldFrom"] = iso_ns(held_from)
+    return ComputeError("ReplayOutOfRange", message, params)
+
+
+def iso_ns(ns: int) -> str:
+    """An int64 nanosecond timestamp as ISO-8601 UTC (to the microsecond), for messages."""
+    seconds, nanos = split_nanos(ns)
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC) + datetime.timedelta(
+        microseconds=nanos // 1000
+    )
+    return _iso(moment)
 
 
 def _permission_denied(rids: list[str]) -> ComputeError:

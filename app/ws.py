@@ -25,6 +25,7 @@ from app.connection import Connection
 from app.errors import serializable_error
 from app.hub import DeliveryOptions, Subscriber
 from app.limits import POLICY_VIOLATION, TRY_AGAIN_LATER
+from app.replay import ReplayRun
 from app.session import (
     Action,
     ArmExpiry,
@@ -56,6 +57,8 @@ def session_config(settings: Settings) -> SessionConfig:
         max_message_bytes=settings.max_message_bytes,
         ping_interval=settings.ping_interval,
         ping_timeout=settings.ping_timeout,
+        replay_available=settings.role == "all",  # replay reads the log with this process's Spark
+        retention_s=settings.retention,
     )
 
 
@@ -68,7 +71,8 @@ class SessionDriver:
         self.connection = connection
         self.session = session
         self._starting: dict[str, asyncio.Task[None]] = {}
-        self._subscribers: dict[str, Subscriber] = {}
+        # A replay (docs/extensions.md) is its own run: its private subscriber, then the live one.
+        self._subscribers: dict[str, Subscriber | ReplayRun] = {}
         self._expiry: asyncio.TimerHandle | None = None
 
     def perform(self, actions: list[Action]) -> Close | None:
@@ -102,7 +106,7 @@ class SessionDriver:
     async def _start(self, action: StartSubscription) -> None:
         sub_id = action.subscription_id
         try:
-            outcome: Subscriber | Exception = await self._attach(action)
+            outcome: Subscriber | ReplayRun | Exception = await self._attach(action)
         except Exception as exc:
             outcome = exc
         finally:
@@ -113,14 +117,33 @@ class SessionDriver:
                 logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
             self.act(self.session.subscription_failed(sub_id, outcome))
         elif self.connection.closed.is_set():
-            self.state.hub.unsubscribe(outcome)
+            self._release(outcome)
         else:
             self._subscribers[sub_id] = outcome
             self.act(self.session.subscription_started(sub_id))
 
-    async def _attach(self, action: StartSubscription) -> Subscriber:
-        d = action.delivery
+    async def _attach(self, action: StartSubscription) -> Subscriber | ReplayRun:
         await self.state.wait_ready()
+        if action.replay is None:
+            return await self._subscribe(action)
+        sub_id = action.subscription_id
+        run = ReplayRun(
+            self.state,
+            self.connection,
+            action,
+            join_live=lambda: self._subscribe(action),
+            on_failed=lambda exc: self._replay_failed(sub_id, run, exc),
+        )
+        try:
+            await run.start()
+        except BaseException:  # refused, failed, or abandoned (cancelled): nothing of it stays
+            run.stop()
+            raise
+        return run
+
+    async def _subscribe(self, action: StartSubscription) -> Subscriber:
+        """Attach to the shared computation of the request (a replay's `then: "live"` too)."""
+        d = action.delivery
         return await self.state.hub.subscribe(
             self.connection,
             action.subscription_id,
@@ -136,7 +159,20 @@ class SessionDriver:
             starting.cancel()  # only its wait: the computation's creation is shared (app/hub.py)
         subscriber = self._subscribers.pop(sub_id, None)
         if subscriber is not None:
-            self.state.hub.unsubscribe(subscriber)
+            self._release(subscriber)
+
+    def _release(self, attached: Subscriber | ReplayRun) -> None:
+        if isinstance(attached, ReplayRun):
+            attached.stop()  # its clock stops at once
+        else:
+            self.state.hub.unsubscribe(attached)
+
+    def _replay_failed(self, sub_id: str, run: ReplayRun, error: Exception) -> None:
+        """A started replay could not go on (an evaluation error, or joining live failed)."""
+        if self._subscribers.get(sub_id) is run:
+            del self._subscribers[sub_id]
+            run.stop()
+            self.act(self.session.subscription_failed(sub_id, error))
 
     def _token_expired(self) -> None:
         self._expiry = None

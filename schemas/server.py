@@ -294,7 +294,7 @@ HealthMessage = Annotated[
 class LateReportBody(WireModel):
     subscription_id: str
     dropped_points: int = Field(description="points left out as late since the subscription started")
-    newest_dropped_timestamp: Timestamp
+    newest_dropped_timestamp: Timestamp | None = Field(None, description="absent if not known")
 
 
 class LateReportMessage(WireModel):

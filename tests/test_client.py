@@ -252,3 +252,49 @@ async def _until(condition: Any, timeout: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+async def test_the_client_keeps_the_servers_late_reports(server: ServerProcess) -> None:
+    """`Subscription.late`: points the server left out as later than the allowed lateness."""
+    rid = unique_rid("late")
+    now = time.time_ns()
+    async with Writer(server.base_url, rid) as writer:
+        writer.add("p", now, 1.0)
+    async with Client(server.base_url) as client:
+        sub = await client.subscribe(series(numeric_channel(rid, "p")), window=WINDOW_S, allowed_lateness=5)
+        await sub.wait_for(lambda v: v.values == [1.0], timeout=60)
+        late = [now - 60 * NANOS, now - 30 * NANOS]  # behind the newest point by more than 5 s
+        async with Writer(server.base_url, rid) as writer:
+            for t in late:
+                writer.add("p", t, -1.0)
+        deadline = time.monotonic() + 30
+        while (sub.late is None or sub.late.dropped_points < 2) and time.monotonic() < deadline:
+            await sub.next(timeout=max(0.1, deadline - time.monotonic()))
+        assert sub.late is not None
+        assert (sub.late.dropped_points, sub.late.newest_dropped_ns) == (2, late[1])
+        assert sub.view.values == [1.0]  # kept in the log, left out of the live result
+
+
+async def test_the_client_replays_a_past_period_then_follows_live(server: ServerProcess) -> None:
+    from sparkwire_client import Replay
+
+    rid = unique_rid("replay")
+    start = time.time_ns() - 600 * NANOS
+    recorded = [(start + i * NANOS, float(i)) for i in range(20)]
+    async with Writer(server.base_url, rid) as writer:
+        for t, v in recorded:
+            writer.add("p", t, v)
+    async with Client(server.base_url) as client:
+        # (Unix seconds as floats hold about a microsecond: no point sits on the period's ends.)
+        replay = Replay(start=(start + 9.5 * NANOS) / 1e9, end=(start + 30.5 * NANOS) / 1e9, then="live")
+        sub = await client.subscribe(series(numeric_channel(rid, "p")), window=60, replay=replay)
+        first = await sub.next(timeout=60)
+        assert first.values == [float(i) for i in range(10)]  # the window ending at the replay's start
+        ended = await sub.wait_for(lambda v: sub.replay_ended is not None, timeout=60)
+        assert sub.replay_ended == "live"
+        assert ended.values == [float(i) for i in range(20)]  # the window ending at the replay's end
+        # then live: a FullResult of the last 60 s (nothing there yet), and appends of new writes
+        async with Writer(server.base_url, rid) as writer:
+            writer.add("p", time.time_ns(), 99.0)
+        live = await sub.wait_for(lambda v: v.values == [99.0], timeout=60)
+        assert live.values == [99.0]

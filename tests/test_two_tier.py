@@ -20,7 +20,9 @@ import yaml
 from tests import test_end_to_end
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
+from tests.test_directory import directory_until
 from tests.test_end_to_end import unique_rid
+from tests.test_late_reports import ReportClient, late_counter, late_subscription, until_holds
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
 
 pytestmark = pytest.mark.timeout(600)
@@ -174,6 +176,37 @@ async def test_subscribers_on_two_edges_share_one_computation_on_the_compute_tie
             await client.close()
     # nobody wants it any more: the edges let go and the compute tier removes it
     await wait_for(lambda: gauge(tier.compute, "sparkwire_computations") == before, 30, "released")
+
+
+async def test_late_reports_and_the_directory_through_an_edge(tier: Tier) -> None:
+    """Late drops cross from the compute tier to the edge's mirror even when nothing else changed
+    (a write of late points only): the edge's subscriber is told, and both directories show them."""
+    rid = unique_rid("late-edge")
+    edge = tier.edges[0]
+    client = await ReportClient.connect(edge)
+    try:
+        sub_id, _ = await client.subscribe(late_subscription(rid, asks=True))
+        on_time = time.time_ns()
+        await write_points(edge.base_url, rid, "p", [(on_time, 1.0)])
+        await until_holds(client, sub_id, {on_time})
+        late = [(time.time_ns() - 120 * NANOS + i, 2.0) for i in range(3)]
+        await write_points(tier.edges[1].base_url, rid, "p", late)  # through the other edge
+        _, report = await client.report(sub_id)
+        newest = {"seconds": late[-1][0] // NANOS, "nanos": late[-1][0] % NANOS}
+        assert report == {"subscriptionId": sub_id, "droppedPoints": 3, "newestDroppedTimestamp": newest}
+
+        (mirrored,) = await directory_until(edge.base_url, rid, lambda es: len(es) == 1)
+        assert mirrored["state"] == "live" and (mirrored["subscribers"], mirrored["connections"]) == (1, 1)
+        assert mirrored["pointsHeld"] == {"window": None, "output": 1}  # an edge holds outputs only
+        late_told = {"droppedPoints": 3, "newestDroppedTimestamp": newest, "byDataSource": None}
+        assert mirrored["late"] == late_told
+        assert mirrored["lag"] == {"points": None, "appliedSeq": None}
+        (running,) = await directory_until(tier.compute.base_url, rid, lambda es: len(es) == 1)
+        assert running["id"] == mirrored["id"] and running["subscribers"] == 0  # they are the edges'
+        assert running["late"]["byDataSource"] == {rid: 3} and running["pointsHeld"]["window"] == 1
+        assert late_counter(tier.compute.base_url, rid) == 3.0
+    finally:
+        await client.close()
 
 
 def test_an_edge_runs_no_jvm(tier: Tier) -> None:

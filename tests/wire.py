@@ -157,6 +157,7 @@ class Client:
         self.updates: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.creations: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.health: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.extensions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # lateReport, replayEnded
         self.arrivals: dict[str, list[float]] = {}  # monotonic receive time of each update
         self._reader = asyncio.create_task(self._read())
 
@@ -185,6 +186,8 @@ class Client:
                 self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(
                     body["creation"]
                 )
+            elif kind != "health":  # an extension's message (docs/extensions.md)
+                self.extensions.put_nowait(frame)
             else:
                 health = frame["health"]
                 if health["type"] == "ping" and self.auto_pong:

@@ -42,6 +42,7 @@ class _Published:
     channel: str
     version: int
     outputs: deltas.Outputs  # what the edges hold as of `version`
+    late: int = 0  # the computation's late drops as of the last message (app/roles/mirror.py)
 
 
 class ComputeTier:
@@ -111,6 +112,7 @@ class ComputeTier:
                     "end": change.end,
                     "f": change.full,
                     "d": payload,
+                    "late": self._late(computation, published),
                 }
                 pipe.publish(published.channel, deltas.encode(message))
                 self.changes += 1
@@ -139,6 +141,7 @@ class ComputeTier:
             try:
                 if now >= next_heartbeat:
                     self._heartbeat()
+                    self._publish_late()
                     next_heartbeat = now + wire.HEARTBEAT_SECONDS
                 if self._nudge.is_set() or now >= next_reconcile:
                     self._nudge.clear()
@@ -267,12 +270,39 @@ class ComputeTier:
             "end": computation.end,
             "o": deltas.whole(outputs),
         }
-        self._published[key] = _Published(channel, version, outputs)
+        fresh = _Published(channel, version, outputs, 0 if published is None else published.late)
+        message["late"] = self._late(computation, fresh)
+        self._published[key] = fresh
         self.snapshots += 1
         try:
             self.redis.publish(channel, deltas.encode(message))
         except redis.RedisError as exc:
             logger.warning("compute tier: a snapshot was not published (%s); the edge will ask again", exc)
+
+    @staticmethod
+    def _late(computation: Computation, published: _Published) -> list[int | None]:
+        """The computation's late drops for a message: [count, the newest timestamp among the drops
+        since the previous message] (the edge's mirror keeps them: app/roles/mirror.py)."""
+        count = computation.late_dropped
+        newest = computation.late_newest_since(published.late)
+        published.late = count
+        return [count, newest]
+
+    def _publish_late(self) -> None:
+        """Late drops that came with no change to publish (a batch of late points only): at most
+        every heartbeat, per computation whose count grew since its last message."""
+        with self._lock:
+            pipe = self.redis.pipeline(transaction=False)
+            grown = 0
+            for key, published in self._published.items():
+                computation = self._running.get(key)
+                if computation is None or computation.late_dropped == published.late:
+                    continue
+                message = {"t": wire.LATE, "e": self.epoch, "late": self._late(computation, published)}
+                pipe.publish(published.channel, deltas.encode(message))
+                grown += 1
+            if grown:
+                self._execute(pipe, "late drops")
 
     def _publish_error_to(self, key: str, error: ComputeError) -> None:
         try:

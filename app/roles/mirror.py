@@ -6,13 +6,14 @@ FullResult comes from here, with no round trip to Spark."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from app.roles import wire
 from compute.evaluation import deltas
 from compute.evaluation.compiler import Plan
-from compute.evaluation.computation import Change, GroupKey
+from compute.evaluation.computation import Change, GroupKey, LateDrops
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
 from compute.evaluation.results import Output
@@ -48,6 +49,39 @@ class ResultMirror:
         self.failure_told = False
         self.first = asyncio.Event()  # set by the first snapshot (or a failure)
         self.snapshot_asked = 0.0  # monotonic time of the last request for a snapshot
+        # Late drops since this mirror started, from the compute tier's running counts ("late":
+        # [count, newest ts of the drops since its previous message]), kept growing across epochs.
+        self.late = LateDrops()
+        self._late_epoch: str | None = None
+        self._late_seen = 0  # the compute tier's count in `_late_epoch` as last heard
+        self.updated_at: int | None = None  # unix ns of the last snapshot or change applied
+
+    @property
+    def late_dropped(self) -> int:
+        return self.late.count
+
+    def late_newest_since(self, dropped: int) -> int | None:
+        return self.late.newest_since(dropped)
+
+    def points_held(self) -> tuple[int | None, int]:
+        """(None: an edge holds no input windows, the points/buckets/ranges of the outputs)."""
+        return None, sum(len(out) for out in self.outputs.values())
+
+    def _late(self, message: dict[str, Any]) -> None:
+        late = message.get("late")
+        if late is None:
+            return
+        count, newest = int(late[0]), late[1]
+        if message["e"] != self._late_epoch:
+            # The first count heard is what was dropped before this mirror started; a new epoch's
+            # computation started after it (a restarted compute tier), so its drops are all new.
+            first, self._late_epoch, self._late_seen = self._late_epoch is None, message["e"], 0
+            if first:
+                self._late_seen = count
+                return
+        if count > self._late_seen:
+            self.late.add(count - self._late_seen, None if newest is None else int(newest))
+            self._late_seen = count
 
     def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
         if since is None:
@@ -56,6 +90,8 @@ class ResultMirror:
 
     def apply(self, message: dict[str, Any]) -> Applied:
         kind = message["t"]
+        if kind in (wire.SNAPSHOT, wire.CHANGE, wire.LATE):  # running counts: even across a gap
+            self._late(message)
         if kind == wire.SNAPSHOT:
             if self.synced and (message["e"], message["v"]) == (self.epoch, self.version):
                 return None  # another edge asked for it; this one has it already
@@ -67,6 +103,7 @@ class ResultMirror:
             self.epoch, self.version, self.synced = message["e"], message["v"], True
             self.end = max(self.end, message["end"])
             self.error = None
+            self.updated_at = time.time_ns()
             self.first.set()
             if unchanged:
                 return None  # subscribers hold this window already: no second FullResult
@@ -79,6 +116,7 @@ class ResultMirror:
                     return Gap()
                 return None  # still waiting for a snapshot
             self.outputs = deltas.apply(self.outputs, message["d"])
+            self.updated_at = time.time_ns()
             self.version = message["v"]
             self.end = max(self.end, message["end"])
             return Change(message["s"], self.end, message["f"])

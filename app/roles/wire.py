@@ -28,6 +28,7 @@ SNAPSHOT_RETRY_SECONDS = 2.0  # an edge asks again for a snapshot it has not rec
 SNAPSHOT = "snap"  # a computation's whole outputs at (epoch, version)
 CHANGE = "chg"  # the difference to (epoch, version - 1), and the change's span for the hub
 ERROR = "err"  # the computation failed (sticky) or the stream is down (not sticky)
+LATE = "late"  # late drops grew with no change to publish (snapshots and changes carry them too)
 HEARTBEAT = "hb"
 WANTS_CHANGED = "wants"  # edge -> compute: re-read my wants now
 SYNC = "sync"  # edge -> compute: send me snapshots of these keys (or of all my wants)

@@ -64,9 +64,10 @@ def _now_iso() -> str:
 
 @dataclass(frozen=True)
 class Replay:
-    """Re-watch `[start, end)` (datetimes, or Unix seconds) of a subscription's series from the
-    server's log: first the window ending at `start`, then appends as replay time advances, `speed`
-    times real time (None: as fast as the server goes); at `end`, `then` "stop" or follow "live"."""
+    """Re-watch `[start, end)` of a subscription's series from the server's log (datetimes, or Unix
+    seconds: a float holds about a microsecond): first the window ending at `start`, then appends
+    as replay time advances, `speed` times real time (None: as fast as the server goes); at `end`,
+    `then` "stop" or follow "live"."""
 
     start: datetime.datetime | float
     end: datetime.datetime | float
@@ -92,7 +93,7 @@ class LateReport:
     its allowed lateness (they are kept in the log), since it subscribed."""
 
     dropped_points: int
-    newest_dropped_ns: int
+    newest_dropped_ns: int | None
 
 
 class Subscription:
@@ -355,8 +356,8 @@ class Client:
             report = frame["lateReport"]
             sub = self.subscriptions.get(report["subscriptionId"])
             if sub is not None:
-                newest = report["newestDroppedTimestamp"]
-                newest_ns = newest["seconds"] * 1_000_000_000 + newest["nanos"]
+                newest = report.get("newestDroppedTimestamp")
+                newest_ns = None if newest is None else newest["seconds"] * 1_000_000_000 + newest["nanos"]
                 sub.late = LateReport(report["droppedPoints"], newest_ns)
                 await sub._updated()
 

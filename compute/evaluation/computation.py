@@ -8,6 +8,8 @@ the window's start, so nodes that need history (rolling, time shift, alignment) 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +24,9 @@ from compute.storage.series import SeriesInfo, SeriesKind
 DEFAULT_LATENESS_NS = 100_000_000  # Nominal's default: 100 ms behind the newest point of the series
 SHARED: GroupKey = ()  # in a grouped plan: the inputs of channels every group reads
 
-__all__ = ["Change", "Computation", "GroupKey", "Rows"]
+__all__ = ["Change", "Computation", "GroupKey", "LateDrops", "Rows"]
+
+LATE_HISTORY = 256  # drop events remembered for `LateDrops.newest_since` (ten micro-batches a second)
 
 
 @dataclass
@@ -42,6 +46,49 @@ class Change:
     start: int  # ns: the append reaches back to here
     end: int
     full: bool  # the result's type changed (or a group appeared): a FullResult is due
+
+
+class LateDrops:
+    """Points dropped as late: how many (never decreasing), the newest timestamp among them, how many
+    per data source, and the last drop events, so that the newest timestamp among the drops after
+    any recent count can be told (app/late_reports.py: each subscriber is told its own).
+
+    Not thread-safe: its owner guards it (`Computation.lock`, or the event loop for a mirror)."""
+
+    __slots__ = ("_events", "_forgotten", "by_source", "count", "newest")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.newest: int | None = None
+        self.by_source: dict[str, int] = {}  # data source rid -> points dropped
+        self._events: deque[tuple[int, int]] = deque()  # (count after the event, its newest ts)
+        self._forgotten = 0  # the count up to which events were let go
+
+    def add(self, points: int, newest: int | None, source: str | None = None) -> None:
+        if points <= 0:
+            return
+        self.count += points
+        if source is not None:
+            self.by_source[source] = self.by_source.get(source, 0) + points
+        if newest is not None:
+            self.newest = newest if self.newest is None else max(self.newest, newest)
+            self._events.append((self.count, newest))
+            if len(self._events) > LATE_HISTORY:
+                self._forgotten = self._events.popleft()[0]
+
+    def newest_since(self, count: int) -> int | None:
+        """The newest timestamp among the points dropped after the first `count` (None: none since).
+        Past the remembered events, the newest of all drops stands in (an upper bound)."""
+        if count >= self.count:
+            return None
+        newest: int | None = None
+        for after, ts in reversed(self._events):
+            if after <= count:
+                return newest
+            newest = ts if newest is None else max(newest, ts)
+        if count < self._forgotten:
+            return self.newest
+        return newest
 
 
 @dataclass
@@ -73,7 +120,10 @@ class Computation:
         self._buffered: list[tuple[Batch, int]] = []
         self.end = 0  # the newest `end` announced; never goes backwards
         self.error: ComputeError | None = None
-        self.late_dropped = 0
+        self.late = LateDrops()  # points left out as later than the allowed lateness (kept in the log)
+        self._source_of: dict[int, str] = {}  # series id -> its data source rid
+        self.applied_seq = 0  # the newest log seq applied (the back-fill's mark, then stream rows)
+        self.updated_at: int | None = None  # unix ns of the last evaluation (a back-fill or a batch)
         self.epoch = 0  # bumped by reset(): a back-fill started before it is stale
 
     # -- wiring ------------------------------------------------------------------------------------
@@ -86,7 +136,30 @@ class Computation:
         ]
         if routes:
             self.routes[info.id] = routes
+            self._source_of[info.id] = info.key.data_source_rid
         return bool(routes)
+
+    # -- what it holds (the directory of live computations, late reports) ---------------------------
+    @property
+    def late_dropped(self) -> int:
+        """Points dropped as late since the computation started (never decreases)."""
+        return self.late.count
+
+    def late_newest_since(self, dropped: int) -> int | None:
+        """The newest timestamp among the points dropped as late after the first `dropped`."""
+        with self.lock:
+            return self.late.newest_since(dropped)
+
+    def late_by_source(self) -> dict[str, int]:
+        """Points dropped as late per data source rid, since the computation started."""
+        with self.lock:
+            return dict(self.late.by_source)
+
+    def points_held(self) -> tuple[int, int]:
+        """(points in the windows of its input series, points/buckets/ranges in its output)."""
+        with self.lock:
+            window = sum(len(w) for g in self.groups.values() for w in g.windows.values())
+            return window, sum(len(out) for out in self.outputs.values())
 
     # -- updates -----------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -113,6 +186,7 @@ class Computation:
             if epoch is not None and epoch != self.epoch:
                 return  # reset meanwhile: a newer back-fill is on its way
             self._apply(rows, now, live=False)
+            self.applied_seq = max(self.applied_seq, self.backfill_seq)
             for buffered, at in self._buffered:
                 self._apply(self._after_backfill(buffered), at, live=True)
             self._buffered.clear()
@@ -153,10 +227,13 @@ class Computation:
         oldest: int | None = None
         for sid, r in rows.items():
             ts, values = r.ts, r.values
+            if len(r.seq):
+                self.applied_seq = max(self.applied_seq, int(r.seq.max()))
             if live:
                 keep = self._accepted(sid, ts, now)
                 if not keep.all():
-                    self.late_dropped += int((~keep).sum())
+                    late = ts[~keep]
+                    self.late.add(len(late), int(late.max()), self._source_of.get(sid))
                     ts, values = ts[keep], values[keep]
             if not len(ts):
                 continue
@@ -213,6 +290,7 @@ class Computation:
             }
         else:
             envs = {SHARED: EvalEnv(inputs.get(SHARED, {}), window_start, now, self.categories)}
+        self.updated_at = time.time_ns()
         try:
             self.outputs = self.plan.root.evaluate_groups(envs)
         except ComputeError as exc:

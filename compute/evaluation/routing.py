@@ -73,13 +73,18 @@ class Routes:
 
         A series reaches the catalog before its points can be read, so after this every series of a
         micro-batch planned earlier is routed."""
-        with self._catalog_lock:
-            self._poll_catalog()
+        self.catch_up()
         with self._lock:
             if not self._changed:
                 return None
             self._changed = False
             return sorted(self._readers)
+
+    def catch_up(self) -> None:
+        """Route the series new to the catalog (from any server) now, as the next micro-batch would.
+        Blocking: reads the catalog."""
+        with self._catalog_lock:
+            self._poll_catalog()
 
     def targets(self, rows: Batch) -> dict[Computation, Batch]:
         """A batch's rows per computation reading them."""

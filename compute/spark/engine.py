@@ -200,9 +200,9 @@ class Engine:
         for no rows (decision record 0016); any other is one Spark batch job over its data source."""
         if self.log.driver_reads:
             return split_by_series(self.log.read_history(series_ids, from_ts, upto_seq))
-        return split_by_series(self._history_points(series_ids, from_ts, upto_seq).toArrow())
+        return split_by_series(self.history_points(series_ids, from_ts, upto_seq).toArrow())
 
-    def _history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
+    def history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
         """The Spark batch read of the log's history (the data source's batch reader), as points."""
         options = self.log.backfill_options(series_ids, from_ts, upto_seq)
         reader = self.spark.read.format(self._source).schema(records.POINT_SCHEMA_DDL)

@@ -1,0 +1,95 @@
+// The directory of live computations (GET /computations), refreshed every few seconds.
+// What the page shows is published on window.sparkwireDirectory (the browser tests read it).
+
+const REFRESH_MS = 3000;
+const body = document.querySelector("#computations tbody");
+const stateBadge = document.getElementById("state");
+const updated = document.getElementById("updated");
+const empty = document.getElementById("empty");
+const errors = document.getElementById("errors");
+
+window.sparkwireDirectory = { computations: [], refreshes: 0, error: null };
+
+function token() {
+  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+function seconds(t) {
+  return t ? t.seconds + t.nanos / 1e9 : null;
+}
+
+function duration(t) {
+  const s = seconds(t);
+  if (s === null) return "—";
+  return s >= 60 && s % 60 === 0 ? `${s / 60} min` : `${s} s`;
+}
+
+function series(entry) {
+  return entry.series
+    .map((s) => {
+      const tags = Object.entries(s.tags).map(([k, v]) => `${k}=${v}`).join(",");
+      return `${s.dataSourceRid} / ${s.channel}${tags ? ` {${tags}}` : ""}`;
+    })
+    .join("; ");
+}
+
+function late(entry) {
+  const newest = seconds(entry.late.newestDroppedTimestamp);
+  if (!entry.late.droppedPoints) return "0";
+  return `${entry.late.droppedPoints} (newest ${new Date(newest * 1000).toISOString()})`;
+}
+
+function cell(row, text, name) {
+  const td = row.insertCell();
+  td.textContent = text;
+  td.dataset.field = name;
+}
+
+function render(list) {
+  body.replaceChildren();
+  for (const entry of list) {
+    const row = body.insertRow();
+    row.dataset.id = entry.id;
+    cell(row, entry.id, "id");
+    cell(row, entry.nodeKind, "nodeKind");
+    cell(row, series(entry), "series");
+    cell(row, duration(entry.window), "window");
+    cell(row, entry.error ? `${entry.state}: ${entry.error}` : entry.state, "state");
+    cell(row, String(entry.subscribers), "subscribers");
+    cell(row, String(entry.connections), "connections");
+    const held = entry.pointsHeld;
+    cell(row, held.window === null ? `${held.output} out` : `${held.window} in / ${held.output} out`, "pointsHeld");
+    cell(row, entry.lastUpdate ?? "—", "lastUpdate");
+    cell(row, late(entry), "late");
+    cell(row, entry.lag.points === null ? "—" : String(entry.lag.points), "lag");
+  }
+  empty.hidden = list.length > 0;
+}
+
+async function refresh() {
+  const headers = {};
+  const bearer = token();
+  if (bearer) headers.Authorization = `Bearer ${bearer}`;
+  try {
+    const response = await fetch("../computations", { headers });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(`${response.status} ${answer.errorName}: ${answer.message}`);
+    render(answer);
+    window.sparkwireDirectory = { computations: answer, refreshes: window.sparkwireDirectory.refreshes + 1, error: null };
+    stateBadge.dataset.state = "open";
+    stateBadge.textContent = `${answer.length} live`;
+    updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    errors.replaceChildren();
+  } catch (err) {
+    window.sparkwireDirectory = { ...window.sparkwireDirectory, error: String(err.message ?? err) };
+    stateBadge.dataset.state = "reconnecting";
+    stateBadge.textContent = "error";
+    const item = document.createElement("li");
+    item.textContent = String(err.message ?? err);
+    errors.replaceChildren(item);
+  }
+}
+
+await refresh();
+setInterval(refresh, REFRESH_MS);

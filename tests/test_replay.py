@@ -1,0 +1,532 @@
+"""Replay (docs/extensions.md): a subscription re-watches a past period of its series from the log,
+against a real server (real Spark, the embedded log and the Redis log), plus the session's own
+checks (app/session.py) and what the logs say they still hold (compute/storage/horizon.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from app.session import Send, Session, SessionConfig, StartSubscription
+from compute.storage.contract import SeriesWrite
+from compute.storage.disk_space import Retention
+from compute.storage.horizon import embedded_held_from
+from compute.storage.series import SeriesKey, SeriesKind
+from compute.storage.sqlite.writer import DurableLog
+from schemas.server import server_message_adapter
+from tests.conftest import ServerProcess, start_server
+from tests.infra import RedisServer, start_redis
+from tests.merge import MergedView, full_entries
+from tests.test_session import at, principal
+from tests.wire import (
+    NANOS,
+    Client,
+    channel_variable,
+    decode_strictly,
+    new_id,
+    series_node,
+    subscription,
+    ts,
+    write_points,
+)
+
+WINDOW_S = 20.0
+WINDOW_NS = int(WINDOW_S * NANOS)
+MS = 1_000_000
+
+
+def unique_rid(name: str) -> str:
+    return f"ri.replay.{name}.{time.time_ns()}"
+
+
+class ReplayClient(Client):
+    """tests/wire.py's client, which also takes `replayEnded` (a Sparkwire message a Nominal client
+    never receives: it never asks for a replay). Every other frame must still decode as a strict
+    Nominal client decodes it. `events` keeps each subscription's updates and its replayEnded in
+    the order they arrived."""
+
+    def __init__(self, ws: websockets.ClientConnection) -> None:
+        self.events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.ended: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        super().__init__(ws, auto_pong=True, strict=False)
+
+    @classmethod
+    async def open(cls, ws_url: str) -> ReplayClient:
+        return cls(await websockets.connect(ws_url, max_size=None))
+
+    async def _read_frames(self) -> None:
+        async for text in self.ws:
+            assert isinstance(text, str)
+            frame = json.loads(text)
+            if frame["type"] == "replayEnded":
+                server_message_adapter.validate_json(text)  # as schemas/server.py (AsyncAPI) says
+                body = frame["replayEnded"]
+                assert set(body) == {"subscriptionId", "then"}, body
+                self.frames.append(frame)
+                self.events.setdefault(body["subscriptionId"], []).append(("ended", body))
+                self.ended.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body)
+                continue
+            decode_strictly(text)
+            if frame["type"] == "subscriptionUpdate":
+                body = frame["subscriptionUpdate"]
+                self.events.setdefault(body["subscriptionId"], []).append(("update", body["update"]))
+            await self._file(text)
+
+    async def _file(self, text: str) -> None:
+        """What tests/wire.py's reader does with one frame (queues by subscription, pongs)."""
+        frame = json.loads(text)
+        self.frames.append(frame)
+        kind = frame["type"]
+        if kind == "subscriptionUpdate":
+            body = frame["subscriptionUpdate"]
+            self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
+            self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
+        elif kind == "subscriptionCreation":
+            body = frame["subscriptionCreation"]
+            self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["creation"])
+        else:
+            health = frame["health"]
+            if health["type"] == "ping":
+                pong = {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": _iso_now()}
+                await self.ws.send(json.dumps({"type": "pong", "pong": pong}))
+                return
+            self.health.put_nowait(health)
+
+    async def subscribe_raw(self, subs: dict[str, dict[str, Any]]) -> None:
+        """Sent as is: nominal-api's ClientMessage would drop the `sparkwire` object."""
+        await self.ws.send(json.dumps({"type": "subscribe", "subscribe": subs}))
+
+    async def replay_ended(self, sub_id: str, timeout: float = 60) -> dict[str, Any]:
+        q = self.ended.setdefault(sub_id, asyncio.Queue())
+        return await asyncio.wait_for(q.get(), timeout)
+
+    async def round_trip(self) -> None:
+        """A ping answered: the server has handled every message sent before it."""
+        sent_at = _iso_now()
+        await self.ws.send(json.dumps({"type": "ping", "ping": {"sentAt": sent_at}}))
+        while True:
+            health = await asyncio.wait_for(self.health.get(), 30)
+            if health["type"] == "pong":
+                return
+
+
+def _iso_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).isoformat()
+
+
+def replay_sub(
+    rid: str,
+    channel: str,
+    start: int,
+    end: int,
+    *,
+    speed: float | None = None,
+    then: str | None = None,
+    min_delay_ms: int = 0,
+) -> dict[str, Any]:
+    sub = subscription(
+        series_node(), {"x": channel_variable(rid, channel)}, WINDOW_S, min_delay_ms=min_delay_ms
+    )
+    replay: dict[str, Any] = {"start": ts(start), "end": ts(end)}
+    if speed is not None:
+        replay["speed"] = speed
+    if then is not None:
+        replay["then"] = then
+    sub["sparkwire"] = {"replay": replay}
+    return sub
+
+
+def recorded_run(base: int, seconds: int, hz: int = 5) -> list[tuple[int, float]]:
+    """A test run: `seconds` of points at `hz`, from `base`."""
+    step = NANOS // hz
+    return [(base + i * step, float(i % 23) + i / 1000) for i in range(seconds * hz)]
+
+
+def in_window(points: list[tuple[int, float]], end: int) -> list[tuple[int, float]]:
+    """What a computation over the window ending at `end` holds: ts in [end - window, end]."""
+    return [(t, v) for t, v in points if end - WINDOW_NS <= t <= end]
+
+
+def events_until_ended(client: ReplayClient, sub_id: str) -> list[tuple[str, dict[str, Any]]]:
+    events = client.events.get(sub_id, [])
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("ended") == 1, kinds
+    return events[: kinds.index("ended") + 1]
+
+
+async def write_recorded_run(server: ServerProcess, rid: str, channel: str, seconds: int = 60) -> list:
+    """`seconds` of points ending 5 minutes ago."""
+    base = time.time_ns() - 300 * NANOS - seconds * NANOS
+    points = recorded_run(base, seconds)
+    await write_points(server.base_url, rid, channel, points)
+    return points
+
+
+async def creation_error(client: ReplayClient, sub_id: str) -> dict[str, Any]:
+    creation = await client.creation(sub_id)
+    assert creation["type"] == "error", creation
+    error: dict[str, Any] = creation["error"]["serializableError"]
+    return error
+
+
+# -- against the embedded log ------------------------------------------------------------------------
+async def test_replay_as_fast_as_possible_starts_at_the_window_of_start_and_ends_at_end(
+    server: ServerProcess,
+) -> None:
+    rid = unique_rid("fast")
+    points = await write_recorded_run(server, rid, "speed")
+    base = points[0][0]
+    start = base + 25_050 * MS  # between two points
+    end = points[250][0]  # a point's own timestamp: it is in the period
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe_raw({sub_id: replay_sub(rid, "speed", start, end)})
+        assert (await client.creation(sub_id))["type"] == "success"
+        first = await client.update(sub_id)
+        assert first["type"] == "full"
+        # The FullResult of the window ending at replay.start, exactly.
+        assert full_entries(first) == ("numeric", in_window(points, start))
+        ended = await client.replay_ended(sub_id)
+        assert ended == {"subscriptionId": sub_id, "then": "stop"}
+        events = events_until_ended(client, sub_id)
+        updates = [u for kind, u in events if kind == "update"]
+        assert updates[0] == first
+        appends = updates[1:]
+        assert len(appends) >= 2, "the period arrives as appends, as if live"
+        assert all(u["type"] == "append" for u in appends)
+        view = MergedView(WINDOW_NS)
+        for update in updates:
+            view.apply(update)
+        # FullResult + appends = a computation over the window ending at replay.end, point by point.
+        assert view.latest_end == end
+        assert view.as_sorted() == in_window(points, end)
+        assert events[-1][0] == "ended", "replayEnded comes after the last update"
+        # then: stop: nothing more, even when the series gets new points.
+        await write_points(server.base_url, rid, "speed", [(time.time_ns(), 1.5)])
+        await asyncio.sleep(2.0)
+        assert len(client.events[sub_id]) == len(events)
+    finally:
+        await client.close()
+
+
+async def test_replay_then_live_joins_the_shared_computation(server: ServerProcess) -> None:
+    rid = unique_rid("live")
+    points = await write_recorded_run(server, rid, "live")
+    now = time.time_ns()
+    recent = [(now - 3 * NANOS, 101.0), (now - 2 * NANOS, 102.0), (now - NANOS, 103.0)]
+    await write_points(server.base_url, rid, "live", recent)
+    start, end = points[100][0], points[200][0]
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe_raw({sub_id: replay_sub(rid, "live", start, end, then="live")})
+        assert (await client.creation(sub_id))["type"] == "success"
+        first = await client.update(sub_id)
+        assert full_entries(first) == ("numeric", in_window(points, start))
+        assert await client.replay_ended(sub_id) == {"subscriptionId": sub_id, "then": "live"}
+        replayed = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
+        view = MergedView(WINDOW_NS)
+        for update in replayed:
+            view.apply(update)
+        assert view.as_sorted() == in_window(points, end)
+        for _ in replayed[1:]:  # the first was taken above
+            await client.update(sub_id)  # drained: what follows came after replayEnded
+        live_full = await client.update(sub_id)
+        assert live_full["type"] == "full"
+        assert full_entries(live_full) == ("numeric", recent)  # the live window, not the replay's
+        fresh = (time.time_ns(), 104.0)
+        await write_points(server.base_url, rid, "live", [fresh])
+        live = MergedView(WINDOW_NS)
+        live.apply(live_full)
+        deadline = time.monotonic() + 30
+        while fresh not in live.as_sorted():
+            assert time.monotonic() < deadline, "the live append never came"
+            update = await client.update(sub_id, timeout=30)
+            assert update["type"] == "append"
+            live.apply(update)
+        assert live.as_sorted() == [*recent, fresh]
+    finally:
+        await client.close()
+
+
+async def test_replay_at_10x_takes_about_a_tenth_of_the_period(server: ServerProcess) -> None:
+    rid = unique_rid("speed10")
+    points = await write_recorded_run(server, rid, "s", seconds=30)
+    start, end = points[25][0], points[25][0] + 20 * NANOS  # a 20 s period
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe_raw({sub_id: replay_sub(rid, "s", start, end, speed=10)})
+        assert (await client.creation(sub_id))["type"] == "success"
+        first = await client.update(sub_id)
+        began = time.monotonic()
+        assert full_entries(first) == ("numeric", in_window(points, start))
+        await client.replay_ended(sub_id, timeout=60)
+        took = time.monotonic() - began
+        assert took >= 1.5, f"20 s at 10x ended after {took:.2f} s"
+        assert took < 15, f"20 s at 10x took {took:.2f} s"
+        arrivals = client.arrivals[sub_id]
+        assert len(arrivals) >= 5
+        assert arrivals[-1] - arrivals[1] >= 1.0, "the appends are spread over the replay, not sent at once"
+        view = MergedView(WINDOW_NS)
+        for kind, update in events_until_ended(client, sub_id):
+            if kind == "update":
+                view.apply(update)
+        assert view.as_sorted() == in_window(points, end)
+    finally:
+        await client.close()
+
+
+async def test_min_delay_paces_a_replay_like_a_live_subscription(server: ServerProcess) -> None:
+    rid = unique_rid("paced")
+    points = await write_recorded_run(server, rid, "m", seconds=30)
+    start, end = points[25][0], points[25][0] + 20 * NANOS
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        sub = replay_sub(rid, "m", start, end, speed=10, min_delay_ms=500)
+        await client.subscribe_raw({sub_id: sub})
+        assert (await client.creation(sub_id))["type"] == "success"
+        await client.replay_ended(sub_id, timeout=60)
+        arrivals = client.arrivals[sub_id]
+        gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+        assert gaps and min(gaps) >= 0.45, gaps  # never faster than minDelay
+        view = MergedView(WINDOW_NS)
+        for kind, update in events_until_ended(client, sub_id):
+            if kind == "update":
+                view.apply(update)
+        assert view.as_sorted() == in_window(points, end)  # coalesced, nothing lost
+    finally:
+        await client.close()
+
+
+async def test_unsubscribe_mid_replay_stops_it(server: ServerProcess) -> None:
+    rid = unique_rid("stop")
+    points = await write_recorded_run(server, rid, "u")
+    start, end = points[0][0] + 20 * NANOS, points[-1][0]  # 40 s at 1x
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe_raw({sub_id: replay_sub(rid, "u", start, end, speed=1)})
+        assert (await client.creation(sub_id))["type"] == "success"
+        assert (await client.update(sub_id))["type"] == "full"
+        assert (await client.update(sub_id, timeout=10))["type"] == "append"  # it is playing
+        await client.ws.send(json.dumps({"type": "unsubscribe", "unsubscribe": [sub_id]}))
+        await client.round_trip()  # the unsubscribe is handled
+        await asyncio.sleep(0.3)
+        seen = len(client.events[sub_id])
+        await asyncio.sleep(2.5)  # at 1x, appends would come every 100-200 ms
+        assert len(client.events[sub_id]) == seen
+        assert sub_id not in client.ended
+    finally:
+        await client.close()
+
+
+async def test_closing_the_connection_mid_replay_leaves_the_server_serving(server: ServerProcess) -> None:
+    rid = unique_rid("close")
+    points = await write_recorded_run(server, rid, "c", seconds=30)
+    client = await ReplayClient.open(server.ws_url)
+    sub_id = new_id()
+    await client.subscribe_raw({sub_id: replay_sub(rid, "c", points[0][0], points[-1][0], speed=1)})
+    assert (await client.update(sub_id))["type"] == "full"
+    await client.close()
+    # The next replay on a new connection is served as usual.
+    other = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await other.subscribe_raw({sub_id: replay_sub(rid, "c", points[50][0], points[100][0])})
+        assert full_entries(await other.update(sub_id)) == ("numeric", in_window(points, points[50][0]))
+        await other.replay_ended(sub_id)
+    finally:
+        await other.close()
+    assert "Traceback" not in server.log_text()[-20000:]
+
+
+async def test_replays_out_of_range_are_refused_at_creation(server: ServerProcess) -> None:
+    rid = unique_rid("refused")
+    now = time.time_ns()
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        cases = {
+            "equal": (now - 60 * NANOS, now - 60 * NANOS, "must be after replay.start"),
+            "backwards": (now - 60 * NANOS, now - 120 * NANOS, "must be after replay.start"),
+            "future": (now + 3600 * NANOS, now + 7200 * NANOS, "in the future"),
+            # The server keeps 7 days (the embedded log's default retention).
+            "retention": (now - 8 * 86400 * NANOS, now - 7 * 86400 * NANOS, "retention"),
+        }
+        ids = {name: new_id() for name in cases}
+        await client.subscribe_raw(
+            {ids[name]: replay_sub(rid, "x", start, end) for name, (start, end, _) in cases.items()}
+        )
+        for name, (_, _, says) in cases.items():
+            error = await creation_error(client, ids[name])
+            assert error["name"] == "PersistentCompute:ReplayOutOfRange", error
+            assert says in error["message"], error
+            assert error["statusCode"] == 400
+            assert ("heldFrom" in error["params"]) == (name == "retention"), error
+    finally:
+        await client.close()
+
+
+# -- against the Redis log ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = start_redis(tmp_path_factory.mktemp("replay-redis"))
+    yield server
+    server.daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_replay_server(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+) -> Iterator[ServerProcess]:
+    """A server on the Redis log (its history read by Spark batch jobs) that keeps ~50 entries per
+    partition, so what it trims can be shown."""
+    base = tmp_path_factory.mktemp("replay-on-redis")
+    env = {
+        "SPARKWIRE_SOURCE": "redis",
+        "SPARKWIRE_REDIS_URL": redis_server.url,
+        "SPARKWIRE_REDIS_PARTITIONS": "1",
+        "SPARKWIRE_RETENTION_SECONDS": "0",
+        "SPARKWIRE_REDIS_MAXLEN": "50",
+    }
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    yield proc
+    proc.stop()
+
+
+async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_server: ServerProcess) -> None:
+    server = redis_replay_server
+    rid = unique_rid("redis")
+    points = await write_recorded_run(server, rid, "r")
+    start, end = points[100][0], points[220][0]
+    client = await ReplayClient.open(server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe_raw({sub_id: replay_sub(rid, "r", start, end)})
+        assert (await client.creation(sub_id, timeout=120))["type"] == "success"
+        first = await client.update(sub_id)
+        assert full_entries(first) == ("numeric", in_window(points, start))
+        await client.replay_ended(sub_id)
+        view = MergedView(WINDOW_NS)
+        updates = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
+        assert len(updates) >= 3
+        for update in updates:
+            view.apply(update)
+        assert view.as_sorted() == in_window(points, end)
+
+        # 300 more entries in the partition: Redis trims the oldest (MAXLEN ~ 50), the run included.
+        async with asyncio.timeout(120):
+            for i in range(300):
+                await write_points(server.base_url, rid, "filler", [(time.time_ns(), float(i))])
+        again = new_id()
+        await client.subscribe_raw({again: replay_sub(rid, "r", start, end)})
+        error = await creation_error(client, again)
+        assert error["name"] == "PersistentCompute:ReplayOutOfRange", error
+        assert "older than what the log still holds" in error["message"], error
+        assert "heldFrom" in error["params"]
+    finally:
+        await client.close()
+
+
+# -- the session's checks (no server) ----------------------------------------------------------------
+T0_NS = int(at(0).unix) * NANOS
+
+
+def _replay_message(sub_id: str, start: int, end: int, **replay: Any) -> str:
+    sub = replay_sub("ri.session.mine", "p", start, end)
+    sub["sparkwire"]["replay"].update(replay)
+    return json.dumps({"type": "subscribe", "subscribe": {sub_id: sub}})
+
+
+def _session(config: SessionConfig | None = None) -> Session:
+    return Session(principal(), config or SessionConfig(), at(0))
+
+
+def _frames(actions: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(a.frame) for a in actions if isinstance(a, Send)]
+
+
+def test_a_replay_is_created_only_once_its_start_succeeded() -> None:
+    session = _session()
+    now = at(10)
+    actions = session.receive(_replay_message("r1", T0_NS - 60 * NANOS, T0_NS - 30 * NANOS, speed=2), now)
+    assert _frames(actions) == []  # no creation yet: the start reads the log first
+    [start] = [a for a in actions if isinstance(a, StartSubscription)]
+    assert start.replay is not None and start.replay.speed == 2 and start.replay.then == "stop"
+    assert start.replay.start.to_nanos() == T0_NS - 60 * NANOS
+    [frame] = _frames(session.subscription_started("r1"))
+    assert frame["subscriptionCreation"]["creation"]["type"] == "success"
+    assert session.subscription_started("r1") == []  # answered once
+
+
+def test_a_replay_whose_start_fails_gets_a_creation_error() -> None:
+    from compute.evaluation.errors import ComputeError
+
+    session = _session()
+    session.receive(_replay_message("r1", T0_NS - 60 * NANOS, T0_NS - 30 * NANOS), at(1))
+    refusal = ComputeError("ReplayOutOfRange", "older than what the log still holds")
+    [frame] = _frames(session.subscription_failed("r1", refusal))
+    creation = frame["subscriptionCreation"]["creation"]
+    assert creation["type"] == "error"
+    assert creation["error"]["serializableError"]["name"] == "PersistentCompute:ReplayOutOfRange"
+    assert session.live == []
+
+
+def test_an_edge_refuses_replay_saying_it_needs_role_all() -> None:
+    session = _session(SessionConfig(replay_available=False))
+    actions = session.receive(_replay_message("r1", T0_NS - 60 * NANOS, T0_NS - 30 * NANOS), at(1))
+    assert not [a for a in actions if isinstance(a, StartSubscription)]
+    [frame] = _frames(actions)
+    error = frame["subscriptionCreation"]["creation"]["error"]["serializableError"]
+    assert error["name"] == "PersistentCompute:ReplayUnavailable"
+    assert "--role all" in error["message"]
+
+
+def test_retention_counts_the_window_before_the_start() -> None:
+    session = _session(SessionConfig(retention_s=3600))
+    now = at(0)
+    # start - window (20 s) just inside the hour the log keeps: accepted
+    inside = T0_NS - 3600 * NANOS + 21 * NANOS
+    actions = session.receive(_replay_message("in", inside, inside + NANOS), now)
+    assert [a for a in actions if isinstance(a, StartSubscription)]
+    # start inside, start - window outside: refused
+    outside = T0_NS - 3600 * NANOS + 19 * NANOS
+    [frame] = _frames(session.receive(_replay_message("out", outside, outside + NANOS), now))
+    error = frame["subscriptionCreation"]["creation"]["error"]["serializableError"]
+    assert error["name"] == "PersistentCompute:ReplayOutOfRange"
+    assert "retention" in error["message"] and "heldFrom" in error["params"]
+
+
+# -- what the embedded log still holds (no server) ---------------------------------------------------
+def test_the_embedded_log_tells_where_its_byte_cap_pruned_to(tmp_path: Path) -> None:
+    key = SeriesKey.of("ri.held", "p", {})
+
+    def write(log: DurableLog, t: int) -> None:
+        log.submit([SeriesWrite(key, SeriesKind.NUMERIC, [t, t + 1], [1.0, 2.0])]).result(10)
+
+    kept = DurableLog(tmp_path / "kept.db", retention=Retention(0, 0))
+    for t in (100, 200, 300):
+        write(kept, t)
+    assert embedded_held_from(kept.path, 0) is None  # nothing pruned
+    kept.close()
+
+    capped = DurableLog(tmp_path / "capped.db", retention=Retention(0, 1))  # every block but the newest
+    for t in (100, 200, 300):
+        write(capped, t)
+    deadline = time.monotonic() + 15
+    while embedded_held_from(capped.path, 1) != 300:
+        assert time.monotonic() < deadline, "the byte cap never pruned"
+        time.sleep(0.1)
+    capped.close()
