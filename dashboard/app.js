@@ -15,6 +15,11 @@ const DEFAULTS = {
   buckets: "200",
   op: "GREATER_THAN",
   threshold: "88",
+  // Replay (docs/extensions.md): re-watch [replayFrom, replayTo) of the log; empty: live.
+  replayFrom: "",
+  replayTo: "",
+  speed: "10", // times real time; "max": as fast as the server goes
+  then: "live", // at replayTo: follow "live", or "stop"
 };
 const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets beyond
 const $ = (id) => document.getElementById(id);
@@ -25,6 +30,7 @@ const published = {
   latencyMs: null,
   latencyMedianMs: null,
   frames: 0,
+  replay: null, // { from, to, ended: null | "stop" | "live" } while the form asks for a replay
   resumes: {}, // how subscriptions came back after a reconnect: "resumed", or why not
   series: {},
   ranges: {},
@@ -108,8 +114,27 @@ function request(config, channel, role) {
       },
     },
     subscriptionOptions: { minDelay: 50, allowAppends: true },
-    sparkwire: { resume: true }, // after a lost connection: only what changed (docs/extensions.md)
+    sparkwire: { resume: true, ...replayRequest(config) }, // docs/extensions.md
   };
+}
+
+const isoTs = (ms) => ({ seconds: Math.floor(ms / 1000), nanos: Math.round((ms % 1000) * 1e6) });
+
+/** `{replay: ...}` when the form asks for one (resume tokens then only once it follows live). */
+function replayRequest(config) {
+  const replay = replayPeriod(config);
+  if (!replay) return {};
+  const body = { start: isoTs(replay.from), end: isoTs(replay.to), then: config.then === "stop" ? "stop" : "live" };
+  if (config.speed !== "max") body.speed = Number(config.speed);
+  return { replay: body };
+}
+
+function replayPeriod(config) {
+  if (!config.replayFrom) return null;
+  const from = Date.parse(config.replayFrom);
+  const to = config.replayTo ? Date.parse(config.replayTo) : Date.now();
+  if (Number.isNaN(from) || Number.isNaN(to)) return null;
+  return { from, to };
 }
 
 // -- subscriptions ---------------------------------------------------------------------------------
@@ -118,6 +143,8 @@ function apply(config) {
   published.series = {};
   published.ranges = {};
   published.errors = [];
+  const period = replayPeriod(config);
+  published.replay = period ? { ...period, ended: null } : null;
   connection.unsubscribeAll();
   subscriptions = new Map();
   const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
@@ -142,7 +169,7 @@ function onUpdate(id, update) {
   sub.view.apply(update);
   published.frames += 1;
   published.resumes = { ...connection.resumeOutcomes };
-  if (update.type === "append") {
+  if (update.type === "append" && !replaying()) {
     const latency = Date.now() - tsMs(update.append.end);
     latencies.push(latency);
     if (latencies.length > 50) latencies.shift();
@@ -190,7 +217,7 @@ function frame() {
   if (config && (dirty || now - lastDraw > 200)) {  // redraw on news, and as time slides on
     dirty = false;
     lastDraw = now;
-    const endMs = now;
+    const endMs = replaying() ? replayClock() : now;
     const startMs = endMs - Number(config.window) * 1000;
     const names = Object.keys(published.series).sort();
     const series = names.map((name, i) => ({ label: name, color: colorOf(i), ...published.series[name] }));
@@ -206,6 +233,22 @@ function frame() {
       .join("");
   }
   requestAnimationFrame(frame);
+}
+
+function replaying() {
+  return published.replay !== null && published.replay.ended !== "live";
+}
+
+/** Where a replay stands: the newest end its appends reached (its start before any). */
+function replayClock() {
+  let clock = published.replay.from;
+  for (const sub of subscriptions.values()) clock = Math.max(clock, sub.view.end);
+  return Math.min(clock, published.replay.to);
+}
+
+function onReplayEnded(id, then) {
+  if (subscriptions.has(id) && published.replay) published.replay.ended = then;
+  dirty = true;
 }
 
 function renderState(state, detail) {
@@ -254,6 +297,7 @@ async function main() {
     onState: renderState,
     onUpdate,
     onError,
+    onReplayEnded,
   });
   connection.start();
   apply(config);

@@ -160,7 +160,7 @@ function uuid() {
 export const newId = uuid;
 
 function withToken(request, token) {
-  if (!token || !request.sparkwire) return request;
+  if (!token || !request.sparkwire || request.sparkwire.replay) return request; // a replay starts over
   return { ...request, sparkwire: { ...request.sparkwire, resumeToken: token } };
 }
 
@@ -172,9 +172,10 @@ function withToken(request, token) {
  * subscribes again, and a newer socket then takes it over with the AppendResult that resumes it.
  */
 export class LiveConnection {
-  constructor(url, { onState, onUpdate, onError } = {}) {
+  constructor(url, { onState, onUpdate, onError, onReplayEnded } = {}) {
     this.url = url;
     this.onState = onState || (() => {});
+    this.onReplayEnded = onReplayEnded || (() => {});
     this.onUpdate = onUpdate || (() => {});
     this.onError = onError || (() => {});
     this.subscriptions = new Map(); // id -> { request, link }
@@ -214,7 +215,7 @@ export class LiveConnection {
       this.current = link;
       this.setState("open");
       const subs = {};
-      for (const [id, s] of this.subscriptions) subs[id] = withToken(s.request, s.token);
+      for (const [id, s] of this.subscriptions) if (!s.stopped) subs[id] = withToken(s.request, s.token);
       if (Object.keys(subs).length) this.send(link, { type: "subscribe", subscribe: subs });
       this.retireUnused();
     };
@@ -271,6 +272,15 @@ export class LiveConnection {
       }
       if (body.update.type === "error") this.onError(body.subscriptionId, body.update.error.serializableError);
       else this.onUpdate(body.subscriptionId, body.update);
+    } else if (frame.type === "replayEnded") {
+      const body = frame.replayEnded;
+      const sub = this.subscriptions.get(body.subscriptionId);
+      if (!sub) return;
+      if (body.then === "live") {
+        const { replay, ...rest } = sub.request.sparkwire; // from now on, and after a reconnect: live
+        sub.request = { ...sub.request, sparkwire: rest };
+      } else sub.stopped = true; // nothing more comes: not subscribed again after a reconnect
+      this.onReplayEnded(body.subscriptionId, body.then);
     } else if (frame.type === "subscriptionCreation") {
       const body = frame.subscriptionCreation;
       if (body.creation.type === "error" && this.subscriptions.has(body.subscriptionId)) {

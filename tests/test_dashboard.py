@@ -191,3 +191,34 @@ async def test_chromium_compresses_each_message_on_its_own_and_is_answered(
     )
     assert result["extensions"].startswith("permessage-deflate")
     assert "client_no_context_takeover" in result["extensions"]
+
+
+def _iso(ns: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // NANOS)) + f".{ns % NANOS // 1_000_000:03d}Z"
+
+
+async def test_the_page_replays_a_past_test_run_then_follows_live(server: ServerProcess, page: Page) -> None:
+    """Re-watching a test run on the same dashboard (docs/extensions.md, replay): the chart shows the
+    window ending where the replay is, and the period's last window at its end; or then live."""
+    rid = unique_rid("replay")
+    run_start = time.time_ns() - 900 * NANOS  # a run 15 minutes ago, 30 s long
+    run = [(run_start + i * NANOS + 500_000_000, float(i)) for i in range(30)]
+    await write_points(server.base_url, rid, "p", run)
+    period = {"replayFrom": _iso(run_start + 10 * NANOS), "replayTo": _iso(run_start + 40 * NANOS)}
+    shown = {"rid": rid, "channels": "p", "window": "30", "mode": "raw", **period}
+    await open_dashboard(page, server.base_url, speed="10", then="stop", **shown)
+    first = await until(page, lambda d: len(points_of(d, "p")) > 0, timeout=60)
+    assert first["replay"]["ended"] is None  # still playing: at 10x the 30 s take ~3 s
+    assert [v for _, v in points_of(first, "p")][:10] == [float(i) for i in range(10)]
+    ended = await until(page, lambda d: d["replay"]["ended"] == "stop", timeout=60)
+    # The window ending at the period's end: the run's last 30 s, from the first point on.
+    assert [v for _, v in points_of(ended, "p")] == [v for _, v in run]
+    await page.wait_for_timeout(300)  # a redraw after the last update
+    assert await drawn_pixels(page, "p") > 50  # drawn on the replay's time axis, not today's
+
+    # The same, as fast as possible, then following live: a 30 s window of now.
+    await open_dashboard(page, server.base_url, speed="max", then="live", **shown)
+    await until(page, lambda d: d["replay"] is not None and d["replay"]["ended"] == "live", timeout=60)
+    await write_points(server.base_url, rid, "p", [(time.time_ns(), 99.0)])
+    live = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [99.0], timeout=60)
+    assert live["state"] == "open"
