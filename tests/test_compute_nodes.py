@@ -233,6 +233,8 @@ class Outcome:
 
 async def collect(client: Client, ids: dict[str, str], views: dict[str, ResultView]) -> None:
     """Apply every update that has arrived so far."""
+    if client.failure is not None:
+        raise client.failure
     for name, sub_id in ids.items():
         q = client.updates.setdefault(sub_id, asyncio.Queue())
         while not q.empty():

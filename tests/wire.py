@@ -4,7 +4,6 @@ ServerMessage with conjure_python_client's codec (the independent judge of wire 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import json
 import time
@@ -104,7 +103,9 @@ def decode_strictly(text: str) -> pc.ServerMessage:
     and here an unknown field too (it would drop one silently): what it decoded, encoded again,
     must be the frame itself."""
     message = decode_server_message(text)
-    again = _without_nulls(ConjureEncoder.do_encode(message))
+    again = _without_nulls(
+        json.loads(json.dumps(ConjureEncoder.do_encode(message)))
+    )  # map keys as JSON has them
     assert again == _without_nulls(json.loads(text)), f"a field a Nominal client does not know: {text[:300]}"
     return message
 
@@ -158,6 +159,7 @@ class Client:
         self.creations: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.health: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.extensions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # lateReport, replayEnded
+        self.failure: Exception | None = None  # why the reader stopped, if a frame was refused
         self.arrivals: dict[str, list[float]] = {}  # monotonic receive time of each update
         self._reader = asyncio.create_task(self._read())
 
@@ -166,8 +168,13 @@ class Client:
         return cls(await websockets.connect(ws_url, max_size=None, **kwargs), auto_pong, strict)
 
     async def _read(self) -> None:
-        with contextlib.suppress(websockets.ConnectionClosed):
+        try:
             await self._read_frames()
+        except websockets.ConnectionClosed:
+            pass
+        except Exception as exc:  # a frame that does not decode: every later wait raises it
+            self.failure = exc
+            raise
 
     async def _read_frames(self) -> None:
         async for text in self.ws:
@@ -204,12 +211,27 @@ class Client:
         await self.ws.send(subscribe_message(subs))
 
     async def creation(self, sub_id: str, timeout: float = 30) -> dict[str, Any]:
-        q = self.creations.setdefault(sub_id, asyncio.Queue())
-        return await asyncio.wait_for(q.get(), timeout)
+        return await self._next(self.creations.setdefault(sub_id, asyncio.Queue()), timeout)
 
     async def update(self, sub_id: str, timeout: float = 60) -> dict[str, Any]:
-        q = self.updates.setdefault(sub_id, asyncio.Queue())
-        return await asyncio.wait_for(q.get(), timeout)
+        return await self._next(self.updates.setdefault(sub_id, asyncio.Queue()), timeout)
+
+    async def _next(self, queue: asyncio.Queue[dict[str, Any]], timeout: float) -> dict[str, Any]:
+        """The next item, or the reason the reader stopped (not a timeout that hides it)."""
+        if queue.empty() and self.failure is not None:
+            raise self.failure
+        getter = asyncio.ensure_future(queue.get())
+        done, _ = await asyncio.wait(
+            [getter, self._reader], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        if self.failure is not None:
+            raise self.failure
+        if not done:
+            raise TimeoutError(f"nothing within {timeout}s")
+        return await asyncio.wait_for(queue.get(), timeout)  # the connection closed: what is left
 
     async def close(self) -> None:
         await self.ws.close()
