@@ -49,6 +49,15 @@ def _double(x: float) -> float | str:
     return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
 
 
+def doubles_json(values: np.ndarray) -> orjson.Fragment | list[float | str]:
+    """`doubles(values)`: when every value is finite, written by orjson from the float64 column
+    itself, the same shortest round-trip digits as from a list of floats, without a Python float
+    per point (decision record 0033)."""
+    if values.dtype == np.float64 and np.isfinite(values).all():
+        return orjson.Fragment(orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY))
+    return doubles(values)
+
+
 def doubles(values: np.ndarray) -> list[float | str]:
     """Conjure DOUBLE: JSON numbers, or "NaN"/"Infinity"/"-Infinity" (JSON has no such numbers)."""
     floats: list[float] = values.tolist()
@@ -134,7 +143,7 @@ def _ranges_summary(r: RangesSummary) -> Json:
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
-        return "numeric", {"timestamps": timestamps(out.ts), "values": doubles(out.values)}
+        return "numeric", {"timestamps": timestamps(out.ts), "values": doubles_json(out.values)}
     if isinstance(out, NumericBuckets):
         return "bucketedNumeric", _numeric_buckets(out)
     if isinstance(out, EnumPoints):

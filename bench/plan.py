@@ -30,6 +30,14 @@ class Plan:
     fanout_processes: int = 2
     fanout_warmup_s: float = 10
     fanout_s: float = 60
+    # workload 2b: fan-out at 10x (issue 20), fed as workload 1; four client processes, so that
+    # decoding 10,000 subscriptions' frames is spread over both cores (their CPU is reported)
+    fanout10x_subscriptions: int = 10_000
+    fanout10x_computations: int = 1000
+    fanout10x_connections: int = 1000
+    fanout10x_processes: int = 4
+    fanout10x_warmup_s: float = 15
+    fanout10x_s: float = 60
     # workload 3: subscribe
     history_s: float = 120
     subscribe_new: int = 10
@@ -64,6 +72,12 @@ SMOKE = Plan(
     fanout_processes=1,
     fanout_warmup_s=2,
     fanout_s=4,
+    fanout10x_subscriptions=24,
+    fanout10x_computations=12,
+    fanout10x_connections=6,
+    fanout10x_processes=2,
+    fanout10x_warmup_s=2,
+    fanout10x_s=4,
     history_s=0,
     subscribe_new=2,
     subscribe_live=2,

@@ -1,9 +1,12 @@
 """`make bench`: run every workload against a real Sparkwire server and the baselines, then write
 BENCHMARKS.md and a JSON file of every figure.
 
-    python -m bench.run [--smoke] [--out BENCHMARKS.md] [--work DIR] [NAME=VALUE ...]
+    python -m bench.run [--smoke] [--out BENCHMARKS.md] [--work DIR] [--only W[,W...]] [NAME=VALUE ...]
 
-NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes).
+NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes). `--only` runs
+some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle, baselines; ingest brings
+latency along), e.g. `--only fanout10x` measures fan-out at 10x in a few minutes; the report then
+says "not measured" of the rest.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from bench import computations as comps
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
-from bench.procstat import TreeSampler
+from bench.procstat import TreeSampler, cpu_seconds
 from bench.report import render
 from bench.serverproc import Server, start_server
 from bench.stats import delivery_latency, summarize
@@ -33,6 +36,7 @@ from bench.stats import delivery_latency, summarize
 Json = Any
 PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
+WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest", "idle", "baselines")
 
 
 def log(msg: str) -> None:
@@ -40,8 +44,9 @@ def log(msg: str) -> None:
 
 
 class Run:
-    def __init__(self, plan: Plan, work: Path) -> None:
+    def __init__(self, plan: Plan, work: Path, only: frozenset[str] = frozenset(WORKLOADS)) -> None:
         self.plan, self.work = plan, work
+        self.only = only | {"latency"} if "ingest" in only else only
         self.tick = 1_000_000_000 // plan.rate_hz
         self._baseline_budget: dict[str, float] = {}
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
@@ -87,6 +92,7 @@ class Run:
             if ready["ready"] != ready["subscriptions"]:  # measured anyway; the report shows the count
                 log(f"{name}: {ready['ready']} of {ready['subscriptions']} subscriptions started: {ready}")
         self.results.setdefault("started_subscriptions", {})[name] = [started, len(subs)]
+        log(f"{name}: {started} of {len(subs)} subscriptions started")
         return children
 
     def catch_up(self, clients: list[Child], name: str, newest_ts: int, timeout: float = 120) -> np.ndarray:
@@ -183,7 +189,9 @@ class Run:
         env = {
             "SPARKWIRE_TRIGGER_MS": str(p.trigger_ms),
             # the default connection cap (1000) is below workload 5's idle connections
-            "SPARKWIRE_MAX_CONNECTIONS": str(p.idle_connections + p.fanout_connections + 100),
+            "SPARKWIRE_MAX_CONNECTIONS": str(
+                p.idle_connections + p.fanout_connections + p.fanout10x_connections + 100
+            ),
         }
         if p.server_checkpoint:
             env["SPARKWIRE_CHECKPOINT_DIR"] = p.server_checkpoint
@@ -208,168 +216,237 @@ class Run:
         supported = self._probe_kinds(server)
 
         # 1. latency: one subscription with appends
-        log("workload 1: latency")
         latency_sub = comps.raw(RID, 0, p.latency_window_ms)
-        [w1] = self.stream_clients(server, "w1", [latency_sub], 1, 1)
-        children.append(w1)
-        time.sleep(p.warmup_s)
-        t_from, mark, before = time.time_ns(), sampler.mark(), server.metrics()
-        time.sleep(p.latency_s)
-        t_to, usage, after = time.time_ns(), sampler.usage_since(mark), server.metrics()
-        self.catch_up([w1], "w1", t_to // self.tick * self.tick)
-        self.results["latency"] = {
-            "window": [t_from, t_to],
-            "usage": usage.as_dict(),
-            "batch": _batch_means(before, after, p.latency_s),
-        }
+        w1: Child | None = None
+        if "latency" in self.only:
+            log("workload 1: latency")
+            [w1] = self.stream_clients(server, "w1", [latency_sub], 1, 1)
+            children.append(w1)
+            time.sleep(p.warmup_s)
+            t_from, mark, before = time.time_ns(), sampler.mark(), server.metrics()
+            time.sleep(p.latency_s)
+            t_to, usage, after = time.time_ns(), sampler.usage_since(mark), server.metrics()
+            self.catch_up([w1], "w1", t_to // self.tick * self.tick)
+            self.results["latency"] = {
+                "window": [t_from, t_to],
+                "usage": usage.as_dict(),
+                "batch": _batch_means(before, after, p.latency_s),
+            }
 
         # 2. fan-out: many subscriptions over distinct computations
-        log("workload 2: fan-out")
-        mix = comps.mix(RID, p.fanout_computations, supported, p.channels)
-        subs = [mix[i % len(mix)] for i in range(p.fanout_subscriptions)]
-        fan = self.stream_clients(server, "w2", subs, p.fanout_connections, p.fanout_processes)
-        children.extend(fan)
-        time.sleep(p.fanout_warmup_s)
-        f_from, mark = time.time_ns(), sampler.mark()
-        time.sleep(p.fanout_s)
-        f_to, usage = time.time_ns(), sampler.usage_since(mark)
-        self.catch_up(fan, "w2", f_to // self.tick * self.tick)
-        fan_done = [c.finish(timeout=120) for c in fan]
-        self.results["fanout"] = {
-            "window": [f_from, f_to],
-            "usage": usage.as_dict(),
-            "kinds": {k: sum(1 for s in subs if s.kind == k) for k in comps.KINDS},
-            "unsupported_kinds": [k for k in comps.KINDS if k not in supported],
-            "clients": fan_done,
-        }
+        if "fanout" in self.only:
+            log("workload 2: fan-out")
+            mix = comps.mix(RID, p.fanout_computations, supported, p.channels)
+            subs = [mix[i % len(mix)] for i in range(p.fanout_subscriptions)]
+            fan = self.stream_clients(server, "w2", subs, p.fanout_connections, p.fanout_processes)
+            children.extend(fan)
+            time.sleep(p.fanout_warmup_s)
+            f_from, mark = time.time_ns(), sampler.mark()
+            time.sleep(p.fanout_s)
+            f_to, usage = time.time_ns(), sampler.usage_since(mark)
+            self.catch_up(fan, "w2", f_to // self.tick * self.tick)
+            fan_done = [c.finish(timeout=120) for c in fan]
+            self.results["fanout"] = {
+                "window": [f_from, f_to],
+                "usage": usage.as_dict(),
+                "kinds": {k: sum(1 for s in subs if s.kind == k) for k in comps.KINDS},
+                "unsupported_kinds": [k for k in comps.KINDS if k not in supported],
+                "clients": fan_done,
+            }
+
+        # 2b. fan-out at 10x: 10,000 subscriptions over 1,000 computations on 1,000 connections
+        if "fanout10x" in self.only:
+            self._fanout10x(server, sampler, children, supported)
 
         # 3. subscribe: a new computation over the feed's history, and an already-live one
-        wait = p.history_s - (time.monotonic() - feed_started)
-        if wait > 0:
-            log(f"workload 3 waits {wait:.0f}s for {p.history_s:.0f}s of history")
-            time.sleep(wait)
-        log("workload 3: subscribe")
-        history_window = max(1, int(p.history_s))
-        new = [
-            comps.bucketed(RID, i % p.channels, 1000 + i, window_s=history_window).body
-            for i in range(p.subscribe_new)
-        ]
-        spec = {
-            "url": server.ws_url,
-            "deflate": p.deflate,
-            "new": new,
-            "live": latency_sub.body,
-            "live_repeats": p.subscribe_live,
-        }
-        mark = sampler.mark()
-        w3 = self.child("bench.clients", "w3", spec, "subscribe")
-        children.append(w3)
-        got = w3.read(timeout=600)
-        self.results["subscribe"] = {
-            "history_s": history_window,
-            "new": summarize(got["new_ms"]).as_dict(),
-            "live": summarize(got["live_ms"]).as_dict(),
-            "usage": sampler.usage_since(mark).as_dict(),
-        }
-        feed_done = feed.finish(timeout=60)
-        self.results["feed"] = feed_done
+        if "subscribe" in self.only:
+            wait = p.history_s - (time.monotonic() - feed_started)
+            if wait > 0:
+                log(f"workload 3 waits {wait:.0f}s for {p.history_s:.0f}s of history")
+                time.sleep(wait)
+            log("workload 3: subscribe")
+            history_window = max(1, int(p.history_s))
+            new = [
+                comps.bucketed(RID, i % p.channels, 1000 + i, window_s=history_window).body
+                for i in range(p.subscribe_new)
+            ]
+            spec = {
+                "url": server.ws_url,
+                "deflate": p.deflate,
+                "new": new,
+                "live": latency_sub.body,
+                "live_repeats": p.subscribe_live,
+            }
+            mark = sampler.mark()
+            w3 = self.child("bench.clients", "w3", spec, "subscribe")
+            children.append(w3)
+            got = w3.read(timeout=600)
+            self.results["subscribe"] = {
+                "history_s": history_window,
+                "new": summarize(got["new_ms"]).as_dict(),
+                "live": summarize(got["live_ms"]).as_dict(),
+                "usage": sampler.usage_since(mark).as_dict(),
+            }
+        self.results["feed"] = feed.finish(timeout=60)
 
         # 4. ingest: raise the rate until workload 1's p99 passes 500 ms or the rate cannot be held
-        log("workload 4: ingest ramp")
-        steps = []
-        for rate in p.ingest_rates:
-            per_channel = max(1, rate // p.channels)
-            name = f"w4_{rate}"
-            mark = sampler.mark()
-            step = self.feed(server, name, per_channel, p.ingest_step_s)
-            children.append(step)
-            started = time.time_ns()
-            done = step.read(timeout=p.ingest_step_s + 120)
-            usage = sampler.usage_since(mark)
-            rows = np.load(self.work / f"{name}.npy")
-            acked = rows[rows[:, 4] == 200]
-            newest = int(acked[:, 2].max()) if len(acked) else 0
-            frames = self.catch_up([w1], name, newest, timeout=60)
-            lat = delivery_latency(rows, frames, started + int(p.ingest_warmup_s * 1e9), time.time_ns())
-            achieved = done["points_acked"] / (done.get("span_s") or p.ingest_step_s)
-            s = summarize(lat.latencies_ms)
-            ok = bool(s.n) and s.p99 <= 500 and achieved >= 0.95 * rate and done["failed"] == 0
-            steps.append(
-                {
-                    "target": rate,
-                    "achieved": round(achieved),
-                    "latency": s.as_dict(),
-                    "missing": lat.missing,
-                    "ok": ok,
-                    "feed": done,
-                    "usage": usage.as_dict(),
-                }
-            )
-            log(f"  {rate} points/s: achieved {achieved:.0f}, p99 {s.p99:.0f} ms, {'ok' if ok else 'FAILED'}")
-            if not ok:
-                break
-        self.results["ingest"] = {
-            "steps": steps,
-            "best": max((s["achieved"] for s in steps if s["ok"]), default=0),
-        }
+        if "ingest" in self.only:
+            assert w1 is not None
+            log("workload 4: ingest ramp")
+            steps = []
+            for rate in p.ingest_rates:
+                per_channel = max(1, rate // p.channels)
+                name = f"w4_{rate}"
+                mark = sampler.mark()
+                step = self.feed(server, name, per_channel, p.ingest_step_s)
+                children.append(step)
+                started = time.time_ns()
+                done = step.read(timeout=p.ingest_step_s + 120)
+                usage = sampler.usage_since(mark)
+                rows = np.load(self.work / f"{name}.npy")
+                acked = rows[rows[:, 4] == 200]
+                newest = int(acked[:, 2].max()) if len(acked) else 0
+                frames = self.catch_up([w1], name, newest, timeout=60)
+                lat = delivery_latency(rows, frames, started + int(p.ingest_warmup_s * 1e9), time.time_ns())
+                achieved = done["points_acked"] / (done.get("span_s") or p.ingest_step_s)
+                s = summarize(lat.latencies_ms)
+                ok = bool(s.n) and s.p99 <= 500 and achieved >= 0.95 * rate and done["failed"] == 0
+                steps.append(
+                    {
+                        "target": rate,
+                        "achieved": round(achieved),
+                        "latency": s.as_dict(),
+                        "missing": lat.missing,
+                        "ok": ok,
+                        "feed": done,
+                        "usage": usage.as_dict(),
+                    }
+                )
+                verdict = "ok" if ok else "FAILED"
+                log(f"  {rate} points/s: achieved {achieved:.0f}, p99 {s.p99:.0f} ms, {verdict}")
+                if not ok:
+                    break
+            self.results["ingest"] = {
+                "steps": steps,
+                "best": max((s["achieved"] for s in steps if s["ok"]), default=0),
+            }
 
         # workload 1's figures, now that its frames are all in
-        w1.finish(timeout=60)
-        frames = np.load(self.work / "w10.npy")
         feed_rows = np.load(self.work / "feed.npy")
-        lat = delivery_latency(feed_rows, frames, *self.results["latency"]["window"])
-        self.results["latency"].update(summarize(lat.latencies_ms).as_dict(), missing=lat.missing)
-        during = delivery_latency(feed_rows, frames, *self.results["fanout"]["window"])
-        self.results["fanout"]["latency_sub_during"] = summarize(during.latencies_ms).as_dict()
+        w1_frames = None
+        if w1 is not None:
+            w1.finish(timeout=60)
+            w1_frames = np.load(self.work / "w10.npy")
+            lat = delivery_latency(feed_rows, w1_frames, *self.results["latency"]["window"])
+            self.results["latency"].update(summarize(lat.latencies_ms).as_dict(), missing=lat.missing)
+        for key, name, processes in (
+            ("fanout", "w2", p.fanout_processes),
+            ("fanout10x", "w6", p.fanout10x_processes),
+        ):
+            if key in self.results:
+                self._fanout_figures(self.results[key], feed_rows, w1_frames, name, processes)
+
+        # 5. idle connections: server memory per connection
+        if "idle" in self.only:
+            log("workload 5: idle connections")
+            time.sleep(p.idle_settle_s)
+            before_main, before_tree = (
+                sampler.rss_main_now(),
+                sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
+            )
+            mark = sampler.mark()
+            w5 = self.child(
+                "bench.clients",
+                "w5",
+                {"url": server.ws_url, "count": p.idle_connections, "deflate": p.deflate},
+                "idle",
+            )
+            children.append(w5)
+            opened = w5.read(timeout=600)
+            time.sleep(p.idle_settle_s)
+            after_main = sampler.rss_main_now()
+            after_tree = sampler.usage_since(sampler.mark() - 2).rss_max_bytes
+            answered = w5.finish(timeout=180)
+            self.results["connections"] = {
+                "count": opened["open"],
+                "open_seconds": opened["seconds"],
+                "answered_ping": answered["answered"],
+                "ping": answered["ping_ms"],
+                "usage": sampler.usage_since(mark).as_dict(),
+                "server_rss_before_mb": round(before_main / 2**20, 1),
+                "server_rss_after_mb": round(after_main / 2**20, 1),
+                "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),
+                "tree_kb_per_connection": round(
+                    (after_tree - before_tree) / max(1, opened["open"]) / 1024, 1
+                ),
+            }
+
+    def _fanout10x(
+        self, server: Server, sampler: TreeSampler, children: list[Child], supported: list[str]
+    ) -> None:
+        """Workload 2b: workload 2 at ten times the subscriptions, computations and connections. Besides
+        the server's tree, the server's own Python process (event loop, batch thread) and the client
+        processes, which share the machine's cores, are measured over the same window."""
+        p = self.plan
+        log("workload 2b: fan-out at 10x")
+        mix = comps.mix(RID, p.fanout10x_computations, supported, p.channels)
+        subs = [mix[i % len(mix)] for i in range(p.fanout10x_subscriptions)]
+        clients = self.stream_clients(server, "w6", subs, p.fanout10x_connections, p.fanout10x_processes)
+        children.extend(clients)
+        client_samplers = [TreeSampler(c.pid).start() for c in clients]
+        try:
+            time.sleep(p.fanout10x_warmup_s)
+            f_from, mark, before = time.time_ns(), sampler.mark(), _metrics(server)
+            main_from = cpu_seconds(server.pid)
+            time.sleep(p.fanout10x_s)
+            f_to, usage, after = time.time_ns(), sampler.usage_since(mark), _metrics(server)
+            main_cores = (cpu_seconds(server.pid) - main_from) / ((f_to - f_from) / 1e9)
+            client_cores = [round(cs.usage_since(mark).cpu_cores, 2) for cs in client_samplers]
+        finally:
+            for cs in client_samplers:
+                cs.stop()
+        self.catch_up(clients, "w6", f_to // self.tick * self.tick)
+        done = [c.finish(timeout=300) for c in clients]
+        self.results["fanout10x"] = {
+            "window": [f_from, f_to],
+            "usage": usage.as_dict(),
+            "server_main_cpu_cores": round(main_cores, 2),
+            "client_cpu_cores": client_cores,
+            "batch": _batch_means(before, after, p.fanout10x_s),
+            "kinds": {k: sum(1 for s in subs if s.kind == k) for k in comps.KINDS},
+            "measurable": len({i for i, s in enumerate(subs) if s.measure != "none"}),
+            "unsupported_kinds": [k for k in comps.KINDS if k not in supported],
+            "clients": done,
+        }
+
+    def _fanout_figures(
+        self, out: Json, feed_rows: np.ndarray, w1_frames: np.ndarray | None, name: str, processes: int
+    ) -> None:
+        """A fan-out workload's latency (all subscriptions, and the worst one's p99), frames/s, MB/s."""
+        window = out["window"]
+        if w1_frames is not None:
+            during = delivery_latency(feed_rows, w1_frames, *window)
+            out["latency_sub_during"] = summarize(during.latencies_ms).as_dict()
         # Each client process numbers its subscriptions from 0: set each process's apart.
-        fan_frames = np.concatenate(
+        frames = np.concatenate(
             [
-                np.load(self.work / f"w2{i}.npy") + np.array([i * PROCESS_STRIDE, 0, 0, 0, 0])
-                for i in range(p.fanout_processes)
+                np.load(self.work / f"{name}{i}.npy") + np.array([i * PROCESS_STRIDE, 0, 0, 0, 0])
+                for i in range(processes)
             ]
         )
-        fl = delivery_latency(feed_rows, fan_frames, *self.results["fanout"]["window"])
-        f0, f1 = self.results["fanout"]["window"]
-        in_window = fan_frames[(fan_frames[:, 1] >= f0) & (fan_frames[:, 1] <= f1)]
-        self.results["fanout"].update(
+        fl = delivery_latency(feed_rows, frames, *window)
+        f0, f1 = window
+        in_window = frames[(frames[:, 1] >= f0) & (frames[:, 1] <= f1)]
+        worst = max(fl.p99_by_sub.items(), key=lambda kv: kv[1], default=None)
+        out.update(
             summarize(fl.latencies_ms).as_dict(),
             missing=fl.missing,
-            measured_subscriptions=len(np.unique(fan_frames[fan_frames[:, 2] >= 0][:, 0])),
+            measured_subscriptions=len(np.unique(frames[frames[:, 2] >= 0][:, 0])),
+            worst_sub_p99_ms=round(worst[1], 1) if worst else None,
+            sub_p99_median_ms=round(float(np.median(list(fl.p99_by_sub.values()))), 1) if worst else None,
             frames_per_s=round(len(in_window) / ((f1 - f0) / 1e9)),
             mb_per_s=round(float(in_window[:, 4].sum()) / ((f1 - f0) / 1e9) / 2**20, 2),
         )
-
-        # 5. idle connections: server memory per connection
-        log("workload 5: idle connections")
-        time.sleep(p.idle_settle_s)
-        before_main, before_tree = (
-            sampler.rss_main_now(),
-            sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
-        )
-        mark = sampler.mark()
-        w5 = self.child(
-            "bench.clients",
-            "w5",
-            {"url": server.ws_url, "count": p.idle_connections, "deflate": p.deflate},
-            "idle",
-        )
-        children.append(w5)
-        opened = w5.read(timeout=600)
-        time.sleep(p.idle_settle_s)
-        after_main = sampler.rss_main_now()
-        after_tree = sampler.usage_since(sampler.mark() - 2).rss_max_bytes
-        answered = w5.finish(timeout=180)
-        self.results["connections"] = {
-            "count": opened["open"],
-            "open_seconds": opened["seconds"],
-            "answered_ping": answered["answered"],
-            "ping": answered["ping_ms"],
-            "usage": sampler.usage_since(mark).as_dict(),
-            "server_rss_before_mb": round(before_main / 2**20, 1),
-            "server_rss_after_mb": round(after_main / 2**20, 1),
-            "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),
-            "tree_kb_per_connection": round((after_tree - before_tree) / max(1, opened["open"]) / 1024, 1),
-        }
 
     def _probe_kinds(self, server: Server) -> list[str]:
         """The computation kinds this server accepts (a build without ranges still gets measured)."""
@@ -391,6 +468,16 @@ class Run:
         return ok or ["raw"]
 
 
+def _metrics(server: Server) -> dict[str, float]:
+    """The server's metrics, or none if it cannot answer in time (its event loop saturated): the
+    batch figures are then missing, the workload still measured."""
+    try:
+        return server.metrics()
+    except OSError as exc:
+        log(f"GET /metrics failed ({exc}): no micro-batch figures for this window")
+        return {}
+
+
 def _batch_means(before: dict[str, float], after: dict[str, float], seconds: float) -> Json:
     """The server's micro-batches between two /metrics samples: how many per second, and the mean
     time each spent in the engine's callback (the narrow Spark job, then the evaluators)."""
@@ -410,21 +497,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true", help="seconds-long run at a tiny load")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     parser.add_argument("--work", type=Path, default=None, help="keep logs and raw records here")
+    parser.add_argument(
+        "--only",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated workloads to run, of {', '.join(WORKLOADS)}",
+    )
     parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE")
     args = parser.parse_args(argv)
+    only = frozenset(w for w in args.only.split(",") if w)
+    if not only <= set(WORKLOADS):
+        parser.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(WORKLOADS)))}")
     plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: 5,000 sockets each side
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
     work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    run = Run(plan, work)
+    run = Run(plan, work, only)
     started = time.time()
     run.results["machine"] = describe_machine()
     run.results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
     run.results["command"] = " ".join(
-        ["python -m bench.run", *(["--smoke"] if args.smoke else []), *args.overrides]
+        [
+            "python -m bench.run",
+            *(["--smoke"] if args.smoke else []),
+            *([f"--only {args.only}"] if only != set(WORKLOADS) else []),
+            *args.overrides,
+        ]
     )
-    phases = run.baseline_phases() if plan.baselines else []
+    phases = run.baseline_phases() if plan.baselines and "baselines" in only else []
     if phases and not plan.baselines_alongside:
         # The naive design first, then the floor in a fresh process: the floor is measured right
         # before the server starts, so workload 1's ratio to it spans minutes, not the whole

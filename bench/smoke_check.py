@@ -22,6 +22,9 @@ def check(out: Path) -> None:
     assert results["latency"]["batch"]["per_s"] > 0 and results["latency"]["batch"]["callback_ms"] > 0
     assert results["fanout"]["n"] > 0
     assert results["fanout"]["measured_subscriptions"] > 0
+    f10 = results["fanout10x"]
+    assert f10["n"] > 0 and f10["measured_subscriptions"] > 0 and f10["worst_sub_p99_ms"] > 0
+    assert f10["usage"]["cpu_cores"] > 0 and f10["server_main_cpu_cores"] > 0 and f10["client_cpu_cores"]
     assert results["subscribe"]["new"]["n"] == results["plan"]["subscribe_new"]
     assert results["subscribe"]["live"]["n"] == results["plan"]["subscribe_live"]
     steps = results["ingest"]["steps"]
@@ -49,6 +52,7 @@ def check(out: Path) -> None:
         assert heading in report
     assert "Reproduce: `python -m bench.run --smoke" in report
     assert "1 latency p99" in report and "5 idle connection" in report
+    assert "2b fan-out at 10x p99" in report and "2b worst subscriber's p99" in report
     assert "x Sparkwire's p50" in report
     assert f"5 ping -> pong, all {idle['count']:,} connections at once" in report
 
