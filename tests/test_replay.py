@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -530,3 +531,22 @@ def test_the_embedded_log_tells_where_its_byte_cap_pruned_to(tmp_path: Path) -> 
         assert time.monotonic() < deadline, "the byte cap never pruned"
         time.sleep(0.1)
     capped.close()
+
+
+def test_a_merged_oldest_block_is_not_taken_for_a_pruned_one(tmp_path: Path) -> None:
+    """Merged blocks (decision 0032) keep their last member's seq: the first member's says nothing
+    was pruned before them, so a replay reaching back to the first point is not refused."""
+    key = SeriesKey.of("ri.held", "p", {})
+    log = DurableLog(tmp_path / "merged.db", retention=Retention(0, 1 << 30))  # a cap far away
+    for t in (100, 200, 300):
+        log.submit([SeriesWrite(key, SeriesKind.NUMERIC, [t, t + 1], [1.0, 2.0])]).result(10)
+    log.close()
+    with sqlite3.connect(
+        tmp_path / "merged.db"
+    ) as db:  # blocks 1 and 2 as one merged row, as the writer merges
+        db.execute("DELETE FROM blocks WHERE seq = 1")
+        db.execute("UPDATE blocks SET first_seq = 1 WHERE seq = 2")
+    assert embedded_held_from(tmp_path / "merged.db", 1 << 30) is None
+    with sqlite3.connect(tmp_path / "merged.db") as db:  # now the first member is gone: pruned
+        db.execute("UPDATE blocks SET first_seq = NULL WHERE seq = 2")
+    assert embedded_held_from(tmp_path / "merged.db", 1 << 30) == 200

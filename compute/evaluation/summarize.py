@@ -50,6 +50,16 @@ class Decimation:
 
 def _bucket_index(ts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(bucket end per bucket, start offset of each bucket in ts, counts) for sorted ts."""
+    if len(ts) and (int(ts[-1]) // width - int(ts[0]) // width) * 4 < len(ts):
+        # Many points per bucket (a long window): find each bucket's start by binary search over
+        # the epoch-aligned edges instead of dividing every timestamp. Same starts, same buckets.
+        first = int(ts[0]) // width
+        ids = np.arange(first, int(ts[-1]) // width + 1, dtype=np.int64)
+        cuts = np.searchsorted(ts, ids[1:] * width, side="left")
+        edges = np.r_[0, cuts, len(ts)]
+        held = edges[1:] > edges[:-1]  # buckets without points are not sent
+        starts = edges[:-1][held]
+        return (ids[held] + 1) * width, starts, np.diff(np.r_[starts, len(ts)])
     ids = ts // width  # floor division: aligned to multiples of width since the epoch
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.empty(0, np.int64)
     counts = np.diff(np.r_[starts, len(ids)])

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+import numpy as np
+
 from compute.evaluation.computation import Batch, Computation, Rows
 
 logger = logging.getLogger(__name__)
@@ -59,10 +61,11 @@ class BackfillQueue:
         now = time.time_ns()
         series_ids = sorted({sid for c, _, _ in batch for sid in c.routes})
         rows: Batch = {}
+        from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
+        upto = max(c.backfill_seq for c, _, _ in batch)
         try:
             if series_ids:
-                from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
-                rows = self._read(series_ids, from_ts, max(c.backfill_seq for c, _, _ in batch))
+                rows = self._read(series_ids, from_ts, upto)
         except BaseException as exc:  # the job failed: every computation waiting on it fails
             for _, _, done in batch:
                 done.set_exception(exc)
@@ -71,24 +74,30 @@ class BackfillQueue:
             logger.info("back-filled %d computations with one job", len(batch))
         for computation, epoch, done in batch:
             try:
-                computation.load_backfill(_own_rows(computation, rows, now), now, epoch)
+                computation.load_backfill(_own_rows(computation, rows, now, from_ts, upto), now, epoch)
             except BaseException as exc:
                 done.set_exception(exc)
             else:
                 done.set_result(None)
 
 
-def _own_rows(computation: Computation, rows: Batch, now: int) -> Batch:
-    """The rows this computation's back-fill covers: its series, its history, seq <= its mark."""
+def _own_rows(computation: Computation, rows: Batch, now: int, read_from: int, read_upto: int) -> Batch:
+    """The rows this computation's back-fill covers: its series, its history, seq <= its mark. The
+    read covered ts >= read_from and seq <= read_upto: a computation asking for exactly that (one
+    back-filled alone, or with others of its window) takes its rows as they are."""
     from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
     out: Batch = {}
     for sid in computation.routes:
         r = rows.get(sid)
         if r is None:
             continue
-        keep = (r.ts >= from_ts) & (r.seq <= computation.backfill_seq)
-        if not keep.all():
-            r = Rows(r.seq[keep], r.ts[keep], r.values[keep])
+        if computation.backfill_seq < read_upto:  # rows are in seq order (Rows): a cut, not a mask
+            hi = int(np.searchsorted(r.seq, computation.backfill_seq, side="right"))
+            r = Rows(r.seq[:hi], r.ts[:hi], r.values[:hi])
+        if from_ts > read_from:
+            keep = r.ts >= from_ts
+            if not keep.all():
+                r = Rows(r.seq[keep], r.ts[keep], r.values[keep])
         if len(r.seq):
             out[sid] = r
     return out

@@ -5,8 +5,8 @@ Retention by time (SPARKWIRE_RETENTION_SECONDS) is a policy the caller checks ag
 (app/session.py). What goes beyond it is told here:
 - the embedded log with a byte cap (SPARKWIRE_MAX_LOG_BYTES) prunes its oldest blocks whatever
   their age. Seqs start at 1 and are never reused, so the oldest block still held tells whether
-  anything was pruned (its seq is above 1), and its oldest point is where the log is complete from
-  (blocks are pruned in append order);
+  anything was pruned (its seq, or a merged block's first member's, is above 1), and its oldest
+  point is where the log is complete from (blocks are pruned in append order);
 - the Redis log trims each partition's stream from its oldest entry (MINID or MAXLEN). Every entry
   records the partition's point count at its append (`c`), so the oldest entry left tells whether
   anything before it was trimmed; an entry appended before it held points stamped at most the
@@ -33,7 +33,11 @@ def embedded_held_from(path: str | Path, max_bytes: int) -> int | None:
         return None
     conn = blocks.connect_reader(path)
     try:
-        row = conn.execute("SELECT seq, min_ts, max_ts FROM blocks ORDER BY seq LIMIT 1").fetchone()
+        # A merged block (decision 0032) is its last member's row; its first member's seq says
+        # whether anything before it was pruned.
+        row = conn.execute(
+            "SELECT coalesce(first_seq, seq), min_ts, max_ts FROM blocks ORDER BY seq LIMIT 1"
+        ).fetchone()
     finally:
         conn.close()
     if row is None or int(row[0]) <= 1:

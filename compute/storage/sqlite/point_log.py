@@ -73,8 +73,12 @@ class EmbeddedLog:
         self._new: list[SeriesInfo] = []
         self._new_lock = threading.Lock()
         self._position: int | None = None  # where `read` stands
+        self._stream_start: int | None = None  # where the last stream started (it reads after it)
         # The writer announces a series before its first points commit (compute/log.py).
         durable.on_new_series = self._announce
+        # The writer may merge blocks the stream has committed past (and `read` has read past): no
+        # reader by seq reads them again (docs/decisions/0032-merged-history-blocks.md).
+        durable.compact_upto = self._merge_mark
 
     # -- the source contract -----------------------------------------------------------------------
     def partitions(self) -> list[int]:
@@ -94,6 +98,15 @@ class EmbeddedLog:
         table = pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
         self._position = max(after, upto)
         return ReadResult(table, {0: self._position})
+
+    def _merge_mark(self) -> int | None:
+        """The seq the stream has passed: it starts after the log's end (`stream_options`) and reads
+        on from its committed offset, never below. None while no stream was started."""
+        committed = load_committed(self.durable.path, self.consumer)
+        passed = max(committed or 0, self._stream_start or 0) if self._stream_start is not None else committed
+        if passed is None:
+            return None
+        return passed if self._position is None else min(passed, self._position)
 
     def commit(self, offsets: Offsets) -> None:
         store_committed(self.durable.path, self.consumer, offsets[0])
@@ -129,9 +142,11 @@ class EmbeddedLog:
 
     # -- Spark -------------------------------------------------------------------------------------
     def stream_options(self) -> dict[str, str]:
+        start = self.end_offset()
+        self._stream_start = start
         return {
             "path": str(self.durable.path),
-            "start_seq": str(self.end_offset()),
+            "start_seq": str(start),
             "consumer": self.consumer,
         }
 
@@ -153,13 +168,23 @@ class EmbeddedLog:
         return True
 
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
+        batches = [
+            blocks.columns_batch(sid, c)
+            for sid, c in self.read_history_columns(series_ids, from_ts, upto_seq).items()
+        ]
+        return pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
+
+    def read_history_columns(
+        self, series_ids: Sequence[int], from_ts: int, upto_seq: int
+    ) -> dict[int, blocks.SeriesColumns]:
+        """`read_history` as numpy columns per series, in seq order (what the engine's back-fill
+        wants, without a table to split)."""
         # A connection of its own: back-fills run beside the stream's reads of the log.
         conn = blocks.connect_reader(self.durable.path)
         try:
-            batches = blocks.read_series_since(conn, series_ids, from_ts, upto_seq)
+            return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq)
         finally:
             conn.close()
-        return pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
 
     def close(self) -> None:
         self.durable.close()

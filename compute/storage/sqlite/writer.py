@@ -51,11 +51,15 @@ CREATE TABLE IF NOT EXISTS blocks (
     ts BLOB NOT NULL,
     value BLOB,
     str TEXT,
-    min_ts INTEGER
+    min_ts INTEGER,
+    first_seq INTEGER,
+    seqs BLOB
 );
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 # (series_id, max_ts, min_ts): back-fill scans max_ts >= from. Logs written before min_ts existed get
-# the column (NULL).
+# the column (NULL); logs written before merged blocks existed get first_seq and seqs (NULL: a block as
+# written, one seq for all its points).
 _INDEXES = """
 DROP INDEX IF EXISTS blocks_by_series_time;
 CREATE INDEX IF NOT EXISTS blocks_by_series_span ON blocks (series_id, max_ts, min_ts);
@@ -67,6 +71,16 @@ PRUNE_INTERVAL_S = 1.0
 # blocks a second than one step a second removes), steps come this often instead: a log fed more
 # than 2,000 blocks/s (e.g. 100 requests/s over 20+ series) would otherwise outgrow its retention.
 PRUNE_BACKLOG_INTERVAL_S = 0.2
+# Merging small blocks (docs/decisions/0032-merged-history-blocks.md): a long window's back-fill read
+# costs per block (SQLite's row and Python's tuple, ~0.75 us each), so a log fed 10-point blocks reads
+# an hour of a 1 kHz channel as 360,000 rows. Blocks the stream has committed past are merged, per
+# series, into blocks of up to MERGED_POINTS points that remember each member's seq and count.
+COMPACT_MIN_BLOCKS = 4096  # a step waits until at least this many blocks lie past the last one
+COMPACT_BLOCKS = 8192  # blocks examined per step (~35 ms): one short transaction between group commits
+SMALL_BLOCK = 1024  # blocks with fewer points are merged; bigger ones stay as written
+MERGED_POINTS = 1 << 16  # points per merged block at most (1 MiB of timestamps and values)
+COMPACT_INTERVAL_S = 1.0
+COMPACT_BACKLOG_INTERVAL_S = 0.05
 _INSERT_BLOCK = (
     "INSERT INTO blocks (series_id, n, max_ts, min_ts, ts, value, str) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -91,8 +105,10 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")  # the commit's fsync is what makes a 200 durable
     conn.executescript(_DDL)
-    if "min_ts" not in {row[1] for row in conn.execute("PRAGMA table_info(blocks)")}:
-        conn.execute("ALTER TABLE blocks ADD COLUMN min_ts INTEGER")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(blocks)")}
+    for name, kind in (("min_ts", "INTEGER"), ("first_seq", "INTEGER"), ("seqs", "BLOB")):
+        if name not in columns:  # a log written before the column existed
+            conn.execute(f"ALTER TABLE blocks ADD COLUMN {name} {kind}")
     conn.executescript(_INDEXES)
     return conn
 
@@ -106,6 +122,23 @@ def _disk_full(exc: BaseException) -> bool:
 class _Prune:
     """A queue item asking the writer thread for one prune step after its next group commit, so that
     pruning never runs beside a commit and never holds the write lock for long."""
+
+
+@dataclass
+class _Compact:
+    """A queue item asking the writer thread for one merge step (`done`: told when it ran)."""
+
+    done: Future[int] | None = None
+
+
+@dataclass
+class Compaction:
+    """How small blocks are merged (module defaults; tests shrink them)."""
+
+    min_blocks: int = COMPACT_MIN_BLOCKS
+    step_blocks: int = COMPACT_BLOCKS
+    small_block: int = SMALL_BLOCK
+    merged_points: int = MERGED_POINTS
 
 
 @dataclass
@@ -144,7 +177,14 @@ class DurableLog:
         floor = default_min_free_bytes(path.parent) if min_free_bytes is None else min_free_bytes
         self.floor = FreeSpaceFloor(path.parent, floor)
         self.pruned = PruneStats()
-        self._queue: queue.SimpleQueue[_Pending | _Prune | None] = queue.SimpleQueue()
+        # Blocks up to this seq may be merged: the stream's reader never reads them again (set by the
+        # log that owns the stream, compute/storage/sqlite/point_log.py; None: nothing is merged).
+        self.compact_upto: Callable[[], int | None] | None = None
+        self.compaction = Compaction()
+        self.merged_blocks = 0  # blocks merged away since the log was opened
+        self._compacted = self._meta("compacted_through")  # every block up to this seq was examined
+        self._compact_behind = False
+        self._queue: queue.SimpleQueue[_Pending | _Prune | _Compact | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sparkwire-log-writer", daemon=True)
         self._thread.start()
         self._stop = threading.Event()
@@ -153,6 +193,7 @@ class DurableLog:
         self._prune_behind = True
         if self.retention.prunes:
             threading.Thread(target=self._ask_for_pruning, name="sparkwire-log-pruner", daemon=True).start()
+        threading.Thread(target=self._ask_for_merging, name="sparkwire-log-merger", daemon=True).start()
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, writes: list[SeriesWrite]) -> Future[int]:
@@ -175,18 +216,121 @@ class DurableLog:
         while not self._stop.wait(PRUNE_BACKLOG_INTERVAL_S if self._prune_behind else PRUNE_INTERVAL_S):
             self._queue.put(_Prune())
 
+    def _ask_for_merging(self) -> None:
+        while not self._stop.wait(COMPACT_BACKLOG_INTERVAL_S if self._compact_behind else COMPACT_INTERVAL_S):
+            if self.compact_upto is not None:
+                self._queue.put(_Compact())
+
+    def compact(self) -> Future[int]:
+        """One merge step now (on the writer thread); resolves to the blocks it merged away."""
+        done: Future[int] = Future()
+        self._queue.put(_Compact(done))
+        return done
+
     def _run(self) -> None:
         run_groups(self._queue, self._handle)
 
-    def _handle(self, items: list[_Pending | _Prune]) -> None:
+    def _handle(self, items: list[_Pending | _Prune | _Compact]) -> None:
         group = [item for item in items if isinstance(item, _Pending)]
         if group:
             self._commit_group(group)
-        if len(group) < len(items):
+        if any(isinstance(item, _Prune) for item in items):
             try:
                 self._prune_step()
             except sqlite3.Error:
                 logger.exception("pruning the log failed; it is retried at the next step")
+        merges = [item for item in items if isinstance(item, _Compact)]
+        if merges:
+            try:
+                merged = self._compact_step(force=any(m.done is not None for m in merges))
+            except sqlite3.Error as exc:
+                logger.exception("merging the log's blocks failed; it is retried at the next step")
+                for m in merges:
+                    if m.done is not None:
+                        m.done.set_exception(exc)
+                return
+            for m in merges:
+                if m.done is not None:
+                    m.done.set_result(merged)
+
+    def _meta(self, key: str) -> int:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _compact_step(self, force: bool = False) -> int:
+        """Merge runs of small numeric blocks of a series that the stream has committed past: each
+        run becomes its last member's row (so seqs stay in append order for pruning), holding the
+        members' points in seq order and each member's (seq, count). Readers expand those back to a
+        seq per point, so a back-fill cut at any seq is exact (compute/storage/sqlite/blocks.py).
+        Returns how many blocks were merged away."""
+        mark = self.compact_upto() if self.compact_upto is not None else None
+        cfg = self.compaction
+        if mark is None or mark <= self._compacted or (not force and mark - self._compacted < cfg.min_blocks):
+            self._compact_behind = False
+            return 0
+        conn = self._conn
+        rows = conn.execute(
+            "SELECT seq, series_id, n, max_ts, min_ts, CASE WHEN n < ? THEN ts END, "
+            "CASE WHEN n < ? THEN value END FROM blocks "
+            "WHERE seq > ? AND seq <= ? AND str IS NULL AND first_seq IS NULL ORDER BY seq LIMIT ?",
+            (cfg.small_block, cfg.small_block, self._compacted, mark, cfg.step_blocks),
+        ).fetchall()
+        full = len(rows) >= cfg.step_blocks
+        through = int(rows[-1][0]) if full else mark
+        runs: list[list[tuple]] = []
+        open_runs: dict[int, list[tuple]] = {}
+        held: dict[int, int] = {}  # points in each open run
+        for row in rows:
+            sid, n = row[1], row[2]
+            run = open_runs.get(sid)
+            if n >= cfg.small_block:  # a big block of this series ends its run (seq order per series)
+                if run:
+                    runs.append(open_runs.pop(sid))
+                continue
+            if run and held[sid] + n > cfg.merged_points:
+                runs.append(open_runs.pop(sid))
+                run = None
+            if run is None:
+                run = open_runs[sid] = []
+                held[sid] = 0
+            run.append(row)
+            held[sid] += n
+        runs.extend(open_runs.values())
+        runs = [r for r in runs if len(r) > 1]
+        merged = 0
+        conn.execute("BEGIN")
+        try:
+            for run in runs:
+                ts = b"".join(r[5] for r in run)
+                stamps = np.frombuffer(ts, dtype="<i8")
+                members = np.array([(r[0], r[2]) for r in run], dtype="<i8")
+                conn.execute(
+                    "UPDATE blocks SET n = ?, max_ts = ?, min_ts = ?, ts = ?, value = ?, first_seq = ?, "
+                    "seqs = ? WHERE seq = ?",
+                    (
+                        len(stamps),
+                        int(stamps.max()),
+                        int(stamps.min()),
+                        ts,
+                        b"".join(r[6] for r in run),
+                        int(run[0][0]),
+                        members.tobytes(),
+                        int(run[-1][0]),
+                    ),
+                )
+                conn.executemany("DELETE FROM blocks WHERE seq = ?", [(r[0],) for r in run[:-1]])
+                merged += len(run) - 1
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('compacted_through', ?)", (through,)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._compacted = through
+        self.merged_blocks += merged
+        self._compact_behind = full
+        return merged
 
     def _commit_group(self, group: list[_Pending]) -> None:
         if self.floor.below():
@@ -246,6 +390,7 @@ class DurableLog:
         conn, started = self._conn, time.monotonic()
         oldest = (
             "SELECT seq, n, max_ts, length(ts) + coalesce(length(value), 0) + coalesce(length(str), 0) "
+            "+ coalesce(length(seqs), 0) "
             "FROM blocks WHERE seq < (SELECT MAX(seq) FROM blocks) ORDER BY seq LIMIT ?"
         )
         victims: list[tuple[int, int]] = []

@@ -1,0 +1,356 @@
+"""Long windows: how long a new bucketed computation over hours of history takes to its FullResult,
+and what a live one holds.
+
+    python -m bench.long_windows [--smoke] [--out BENCHMARKS.long-windows.md] [--work DIR] [NAME=VALUE ...]
+
+The history is written before the server starts, into its data directory, by the log's own writer
+(`DurableLog.submit`, one request per `block_points` of every channel: one block per channel per
+request, as the ingest endpoints store them), so the write phase is not HTTP's; everything measured
+after it goes through a real server (bench/serverproc.py) and a WebSocket client:
+- single: a new computation (an unused extra variable makes each one distinct, so each is back-filled
+  from the log) bucketing `hour_s` of one `hour_rate_hz` channel into `buckets` buckets, subscribe ->
+  FullResult, `repeats` times on different channels, median and spread;
+- concurrent: `concurrent` such computations on different channels subscribed in one message, the time
+  until the last FullResult; they stay live for the memory figures: the server process's RSS before
+  and after, per computation, and what each holds (`GET /computations`: points in its windows,
+  buckets in its result);
+- day: the same over `day_s` of one `day_rate_hz` channel, `day_repeats` times.
+
+`measure(plan, work)` returns the figures as a dict, so bench/run.py can run it as a workload;
+`render(results)` is its markdown section."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.clients import BenchClient
+from bench.computations import bucketed
+from bench.machine import describe_machine
+from bench.plan import with_overrides
+from bench.procstat import TreeSampler
+from bench.serverproc import Server, start_server
+
+Json = Any
+NANOS = 1_000_000_000
+RID = "ri.bench.long"
+
+
+@dataclass(frozen=True)
+class LongWindowsPlan:
+    hour_channels: int = 20  # one per concurrent computation
+    hour_rate_hz: int = 1000
+    hour_s: int = 3600
+    day_rate_hz: int = 100
+    day_s: int = 86_400
+    # Points per block (one series' points of one request): bench/feed.py's 10 ms requests at 1 kHz.
+    block_points: int = 10
+    # History written before the window (the window ends at the server's clock, so the newest part
+    # of it misses the minutes the writing and the server's start took: the report says what it held).
+    margin_s: int = 0
+    buckets: int = 1000
+    repeats: int = 7
+    concurrent: int = 20
+    day_repeats: int = 5
+    settle_s: float = 20  # after the server is ready, before measuring (Spark's first batches)
+    merge_timeout_s: float = 600  # waiting for the server to merge the history's small blocks
+    deflate: bool = True
+
+
+FULL = LongWindowsPlan()
+SMOKE = LongWindowsPlan(
+    hour_channels=3, hour_s=120, day_s=600, repeats=2, concurrent=3, day_repeats=1, settle_s=5
+)
+
+
+def log(msg: str) -> None:
+    print(f"[long-windows {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def hour_channel(i: int) -> int:
+    return i
+
+
+DAY_CHANNEL = 1000  # bench.feed.channel_name(1000): "ch1000"
+
+
+# -- writing the history ----------------------------------------------------------------------------
+def write_history(plan: LongWindowsPlan, data_dir: Path) -> Json:
+    """Fill the server's log before it starts: `hour_channels` x `hour_rate_hz` over hour_s + margin,
+    and one `day_rate_hz` channel over day_s + margin, ending now."""
+    from bench.feed import channel_name
+    from compute.storage.contract import SeriesWrite
+    from compute.storage.series import SeriesKey, SeriesKind
+    from compute.storage.sqlite.writer import DurableLog
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    durable = DurableLog(data_dir / "log.db")
+    rng = np.random.default_rng(7)
+    end = time.time_ns()
+    started = time.perf_counter()
+    blocks = points = 0
+    try:
+        for channels, rate, span_s in (
+            ([hour_channel(i) for i in range(plan.hour_channels)], plan.hour_rate_hz, plan.hour_s),
+            ([DAY_CHANNEL], plan.day_rate_hz, plan.day_s),
+        ):
+            keys = [SeriesKey.of(RID, channel_name(c), {}) for c in channels]
+            tick = NANOS // rate
+            total = (span_s + plan.margin_s) * rate
+            first = (end // tick - total) * tick
+            futures = []
+            step = plan.block_points
+            for k in range(0, total, step):
+                m = min(step, total - k)
+                ts = first + np.arange(k, k + m, dtype=np.int64) * tick
+                writes = [SeriesWrite(key, SeriesKind.NUMERIC, ts, rng.standard_normal(m)) for key in keys]
+                futures.append(durable.submit(writes))
+                if len(futures) >= 4096:
+                    for f in futures:
+                        f.result()
+                    futures.clear()
+            for f in futures:
+                f.result()
+            blocks += len(keys) * -(-total // step)
+            points += len(keys) * total
+    finally:
+        durable.close()
+    seconds = time.perf_counter() - started
+    log(f"wrote {points:,} points in {blocks:,} blocks in {seconds:.0f}s")
+    return {"points": points, "blocks": blocks, "seconds": round(seconds, 1)}
+
+
+def wait_merged(data_dir: Path, timeout: float) -> Json:
+    """Wait until the server has merged the history's small blocks (docs/decisions/0032), if its log
+    merges at all: how long it took after the server was ready, and how many rows the log then holds."""
+    import sqlite3
+
+    from compute.storage.sqlite.writer import COMPACT_MIN_BLOCKS
+
+    conn = sqlite3.connect(f"file:{data_dir / 'log.db'}?mode=ro", uri=True)
+    started = time.monotonic()
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            return {"merges": False}
+        written = int(conn.execute("SELECT MAX(seq) FROM blocks").fetchone()[0] or 0)
+        while time.monotonic() - started < timeout:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'compacted_through'").fetchone()
+            # a step waits for COMPACT_MIN_BLOCKS past the last one: the newest few stay as written
+            if row and int(row[0]) > written - COMPACT_MIN_BLOCKS:
+                break
+            time.sleep(1)
+        rows = int(conn.execute("SELECT COUNT(*) FROM blocks").fetchone()[0])
+    finally:
+        conn.close()
+    seconds = round(time.monotonic() - started, 1)
+    log(f"merged: {rows:,} rows after {seconds}s")
+    return {"merges": True, "seconds": seconds, "rows": rows}
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+def _fresh(sub: Json) -> Json:
+    """The same computation made distinct (an unused variable), so it is back-filled from the log."""
+    body = json.loads(json.dumps(sub))
+    body["computeRequest"]["context"]["variables"][f"unused{uuid.uuid4().hex}"] = {
+        "type": "double",
+        "double": 1,
+    }
+    return body
+
+
+async def _subscribe_all(client: BenchClient, subs: list[Json]) -> tuple[list[str], list[float]]:
+    """Subscribe to all in one message; (their ids, ms from the send to each FullResult)."""
+    ids = [str(uuid.uuid4()) for _ in subs]
+    futures = [client.expect(i) for i in ids]
+    started = time.time_ns()
+    await client.subscribe(dict(zip(ids, subs, strict=True)))
+    got = await asyncio.wait_for(asyncio.gather(*futures), 600)
+    if min(got) < 0:
+        raise RuntimeError(f"subscription refused: {list(client.creations.values())[:3]}")
+    return ids, [(g - started) / 1e6 for g in got]
+
+
+def _directory(server: Server) -> list[Json]:
+    with urllib.request.urlopen(f"{server.base_url}/computations", timeout=30) as r:
+        return list(json.loads(r.read()))
+
+
+async def _measure(plan: LongWindowsPlan, server: Server, sampler: TreeSampler) -> Json:
+    hour_window, day_window = plan.hour_s, plan.day_s
+    hour = [bucketed(RID, hour_channel(i), plan.buckets, hour_window).body for i in range(plan.hour_channels)]
+    day = bucketed(RID, DAY_CHANNEL, plan.buckets, day_window).body
+    client = await BenchClient.connect(server.ws_url, plan.deflate)
+    out: Json = {}
+    try:
+        # warm-up: the first back-fill pays imports and first-call costs
+        ids, _ = await _subscribe_all(client, [_fresh(hour[-1])])
+        await client.unsubscribe(ids)
+
+        single = []
+        for r in range(plan.repeats):
+            ids, [ms] = await _subscribe_all(client, [_fresh(hour[r % len(hour)])])
+            await client.unsubscribe(ids)
+            single.append(ms)
+            await asyncio.sleep(0.5)
+        out["single_ms"] = single
+        log(f"single: {[round(x) for x in single]} ms")
+
+        await asyncio.sleep(2)
+        rss_before = sampler.rss_main_now()
+        subs = [_fresh(hour[i % len(hour)]) for i in range(plan.concurrent)]
+        ids, each = await _subscribe_all(client, subs)
+        out["concurrent_ms"] = each
+        log(f"concurrent: last FullResult at {max(each):.0f} ms")
+        await asyncio.sleep(3)
+        rss_after = sampler.rss_main_now()
+        ours = [e for e in _directory(server) if e.get("subscribers")] or _directory(server)
+        held = [e.get("pointsHeld") or e.get("points_held") or {} for e in ours]
+        out["memory"] = {
+            "computations": plan.concurrent,
+            "rss_before_mb": round(rss_before / 2**20, 1),
+            "rss_after_mb": round(rss_after / 2**20, 1),
+            "mb_per_computation": round((rss_after - rss_before) / plan.concurrent / 2**20, 1),
+            "window_points": sorted(h.get("window") or 0 for h in held)[-plan.concurrent :],
+            "output_buckets": sorted(h.get("output") or 0 for h in held)[-plan.concurrent :],
+        }
+        await client.unsubscribe(ids)
+        await asyncio.sleep(2)
+
+        days = []
+        for _ in range(plan.day_repeats):
+            ids, [ms] = await _subscribe_all(client, [_fresh(day)])
+            await client.unsubscribe(ids)
+            days.append(ms)
+            await asyncio.sleep(1)
+        out["day_ms"] = days
+        log(f"day: {[round(x) for x in days]} ms")
+    finally:
+        await client.close()
+    return out
+
+
+def measure(plan: LongWindowsPlan, work: Path) -> Json:
+    """Write the history, start a server on it, measure; the figures as a dict."""
+    results: Json = {"plan": dataclasses.asdict(plan), "machine": describe_machine()}
+    results["history"] = write_history(plan, work / "server-data")
+    log("starting the server")
+    server = start_server(work / "server-data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING"})
+    sampler = TreeSampler(server.pid).start()
+    try:
+        time.sleep(plan.settle_s)
+        results["merged"] = wait_merged(work / "server-data", plan.merge_timeout_s)
+        results.update(asyncio.run(_measure(plan, server, sampler)))
+    finally:
+        sampler.stop()
+        server.stop()
+    return results
+
+
+# -- the report ----------------------------------------------------------------------------------------
+def _stats(ms: list[float]) -> str:
+    if not ms:
+        return "-"
+    return f"{statistics.median(ms):,.0f} ms (min {min(ms):,.0f}, max {max(ms):,.0f}, n={len(ms)})"
+
+
+def render(r: Json, title: str = "## Long windows (`python -m bench.long_windows`)") -> str:
+    p = r["plan"]
+    h = r["history"]
+    m = r.get("memory", {})
+    hour_points = p["hour_s"] * p["hour_rate_hz"]
+    day_points = p["day_s"] * p["day_rate_hz"]
+    single, conc, day = r.get("single_ms", []), r.get("concurrent_ms", []), r.get("day_ms", [])
+    lines = [
+        title,
+        "",
+        f"History written before the server started: {h['points']:,} points in {h['blocks']:,} blocks "
+        f"({p['block_points']} points per block) in {h['seconds']} s. Each computation is new (an "
+        f"unused variable makes it distinct) and buckets its window into {p['buckets']:,} buckets; "
+        "time is from sending the subscribe to receiving the FullResult.",
+        "",
+        "| what | wanted | measured | verdict |",
+        "|---|---|---|---|",
+    ]
+
+    def row(what: str, wanted: float, got: float | None, text: str) -> None:
+        verdict = "-" if got is None else ("met" if got <= wanted else "NOT met")
+        lines.append(f"| {what} | <= {wanted:,.0f} ms | {text} | {verdict} |")
+
+    row(
+        f"new computation, {p['hour_s']:,} s x {p['hour_rate_hz']:,} Hz ({hour_points:,} points), p50",
+        250,
+        statistics.median(single) if single else None,
+        _stats(single),
+    )
+    row(
+        f"{p['concurrent']} at once on different channels, last FullResult",
+        3000,
+        max(conc) if conc else None,
+        f"{max(conc):,.0f} ms (first {min(conc):,.0f})" if conc else "-",
+    )
+    row(
+        f"new computation, {p['day_s']:,} s x {p['day_rate_hz']:,} Hz ({day_points:,} points), p50",
+        1000,
+        statistics.median(day) if day else None,
+        _stats(day),
+    )
+    merged = r.get("merged") or {}
+    if merged.get("merges"):
+        lines += [
+            "",
+            f"The server merged the history's small blocks (decision 0032) within {merged['seconds']} s "
+            f"of the measurement's start (after a {p['settle_s']} s settle): {merged['rows']:,} rows left.",
+        ]
+    if m:
+        lines += [
+            "",
+            f"Memory, {m['computations']} live computations of the hour: server process RSS "
+            f"{m['rss_before_mb']:,} MB -> {m['rss_after_mb']:,} MB, **{m['mb_per_computation']} MB per "
+            f"computation**; each holds {_span(m['window_points'])} points in its window and sends "
+            f"{_span(m['output_buckets'])} buckets.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _span(values: list[int]) -> str:
+    if not values:
+        return "?"
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--work", type=Path)
+    parser.add_argument("overrides", nargs="*", help="NAME=VALUE fields of LongWindowsPlan")
+    args = parser.parse_args()
+    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
+    out = args.out or Path("data/bench-smoke/long-windows.md" if args.smoke else "BENCHMARKS.long-windows.md")
+    work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-long-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = measure(plan, work)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    out.write_text("# Sparkwire: long windows\n\n" + render(results))
+    log(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
