@@ -9,14 +9,13 @@ import asyncio
 import datetime
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import jwt
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess, start_server
 from tests.test_end_to_end import subscribe_one, unique_rid
@@ -189,17 +188,6 @@ def test_the_directory_needs_the_admin_claim_when_authentication_is_on(secured: 
 
 
 # -- the dashboard's page --------------------------------------------------------------------------
-@pytest_asyncio.fixture
-async def page(chromium: Browser) -> AsyncIterator[Page]:
-    context = await chromium.new_context(viewport={"width": 1300, "height": 700})
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    await context.close()
-    assert not errors, f"the page raised: {errors}"
-
-
 async def test_the_dashboard_page_shows_the_directory_and_keeps_it_fresh(
     server: ServerProcess, page: Page
 ) -> None:
@@ -211,6 +199,7 @@ async def test_the_dashboard_page_shows_the_directory_and_keeps_it_fresh(
         await subscribe_one(a, sub)
         (entry,) = await directory_until(server.base_url, rid, lambda es: len(es) == 1)
 
+        await page.set_viewport_size({"width": 1300, "height": 700})  # the table's columns
         await page.goto(f"{server.base_url}/")  # linked from the main page
         await page.click("text=computations")
         await page.wait_for_url(f"{server.base_url}/dashboard/computations.html")
