@@ -222,7 +222,7 @@ class Hub:
             lingering.cancel()
         known = self._histories.get(key)  # None: new to this hub, so no token can speak of it
         if known is None:
-            self._histories[key] = ChangeHistory()
+            self._histories[key] = ChangeHistory(key)
         if options.resume:
             self._resumable.add(key)
         subscriber = Subscriber(self, connection, subscription_id, computation, options)
@@ -245,7 +245,7 @@ class Hub:
     def _resumption(
         self, token: str, computation: LiveResult, known: ChangeHistory | None, options: DeliveryOptions
     ) -> Resumed | Refused:
-        version = self._tokens.read(token, computation.key)
+        version = self._tokens.read(token, self._histories[computation.key].digest)
         if isinstance(version, Refused):
             return version
         if known is None:
@@ -407,7 +407,7 @@ class Hub:
         history = self._histories.get(subscriber.computation.key)
         fields: dict[str, object] = {}
         if history is not None:
-            fields["resumeToken"] = self._tokens.issue(subscriber.computation.key, history.version)
+            fields["resumeToken"] = self._tokens.issue(history)
         outcome, subscriber.resume_outcome = subscriber.resume_outcome, None
         if isinstance(outcome, Resumed):
             fields["resume"] = {"outcome": "resumed"}

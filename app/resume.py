@@ -22,7 +22,8 @@ MAX_CHANGES = 4096  # per computation; older tokens get a FullResult ("tokenTooO
 MAX_AGE_S = 600.0  # changes older than this are forgotten too
 
 
-def _digest(key: str) -> str:
+def key_digest(key: str) -> str:
+    """What a token names a computation by (its key can be kilobytes of JSON)."""
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -44,7 +45,8 @@ class Refused:
 class ChangeHistory:
     """One computation's recent changes, by version."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str) -> None:
+        self.digest = key_digest(key)  # once, not per frame
         self.version = 0
         self.floor = 0  # tokens below this version need changes no longer kept
         self.rebuilt_at = 0  # tokens below this version predate a rebuild
@@ -81,19 +83,20 @@ class Tokens:
     def __init__(self) -> None:
         self.instance = secrets.token_hex(6)
 
-    def issue(self, key: str, version: int) -> str:
-        raw = f"1.{self.instance}.{_digest(key)}.{version}".encode()
+    def issue(self, history: ChangeHistory) -> str:
+        """The token of the view as of `history`'s newest version."""
+        raw = f"1.{self.instance}.{history.digest}.{history.version}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def read(self, token: str, key: str) -> int | Refused:
-        """The version a token stands at for computation `key`, or why it cannot be used."""
+    def read(self, token: str, digest: str) -> int | Refused:
+        """The version a token stands at for the computation of `digest`, or why it cannot be used."""
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-            form, instance, digest, version = raw.split(".")
+            form, instance, token_digest, version = raw.split(".")
             number = int(version)
         except (ValueError, binascii.Error, UnicodeDecodeError):
             return Refused("tokenInvalid")
-        if form != "1" or digest != _digest(key) or number < 0:
+        if form != "1" or token_digest != digest or number < 0:
             return Refused("tokenInvalid")  # malformed, or another computation's token
         if instance != self.instance:
             return Refused("serverRestarted")

@@ -6,10 +6,11 @@ own WebSocket also agrees to the server's deflate terms and has its deflated mes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -131,8 +132,13 @@ async def test_buckets_show_the_reference_min_max_and_mean(server: ServerProcess
     assert await drawn_pixels(page, "p") > 100
 
 
-async def test_the_page_reconnects_after_losing_its_connection(server: ServerProcess, page: Page) -> None:
-    rid = unique_rid("reconnect")
+@contextlib.asynccontextmanager
+async def reconnected_after_a_point_written_while_away(
+    server: ServerProcess, page: Page, rid: str
+) -> AsyncIterator[dict[str, Any]]:
+    """The page, through a proxy, shows point 1.0 of `rid`; its connection is cut (new ones
+    refused), 2.0 is written while it is away, then it may connect again: what it publishes once
+    it shows both points (the proxy stays up until the block ends)."""
     await write_points(server.base_url, rid, "p", [(time.time_ns() - NANOS, 1.0)])
     proxy = Proxy(server.port)
     await proxy.start()
@@ -147,11 +153,15 @@ async def test_the_page_reconnects_after_losing_its_connection(server: ServerPro
         await asyncio.sleep(1.0)
         proxy.refusing = False
 
-        data = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0, 2.0])
-        assert data["state"] == "open"
-        assert await page.locator("#state").inner_text() == "open"
+        yield await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0, 2.0])
     finally:
         await proxy.close()
+
+
+async def test_the_page_reconnects_after_losing_its_connection(server: ServerProcess, page: Page) -> None:
+    async with reconnected_after_a_point_written_while_away(server, page, unique_rid("reconnect")) as data:
+        assert data["state"] == "open"
+        assert await page.locator("#state").inner_text() == "open"
 
 
 async def test_chromium_compresses_each_message_on_its_own_and_is_answered(

@@ -31,7 +31,6 @@ from tests.wire import (
     NANOS,
     Client,
     channel_variable,
-    decode_strictly,
     new_id,
     series_node,
     subscription,
@@ -50,60 +49,37 @@ def unique_rid(name: str) -> str:
 
 class ReplayClient(Client):
     """tests/wire.py's client, which also takes `replayEnded` (a Sparkwire message a Nominal client
-    never receives: it never asks for a replay). Every other frame must still decode as a strict
-    Nominal client decodes it. `events` keeps each subscription's updates and its replayEnded in
-    the order they arrived."""
+    never receives: it never asks for a replay), checked against schemas/server.py (the AsyncAPI
+    document's model). Every other frame must still decode as a strict Nominal client decodes it.
+    `events` keeps each subscription's updates and its replayEnded in the order they arrived."""
 
     def __init__(self, ws: websockets.ClientConnection) -> None:
         self.events: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self.ended: dict[str, asyncio.Queue[dict[str, Any]]] = {}
-        super().__init__(ws, auto_pong=True, strict=False)
+        super().__init__(ws, auto_pong=True, strict=True)
 
     @classmethod
     async def open(cls, ws_url: str) -> ReplayClient:
         return cls(await websockets.connect(ws_url, max_size=None))
 
-    async def _read_frames(self) -> None:
-        async for text in self.ws:
-            assert isinstance(text, str)
-            frame = json.loads(text)
-            if frame["type"] == "replayEnded":
-                server_message_adapter.validate_json(text)  # as schemas/server.py (AsyncAPI) says
-                body = frame["replayEnded"]
-                assert set(body) == {"subscriptionId", "then"}, body
-                self.frames.append(frame)
-                self.events.setdefault(body["subscriptionId"], []).append(("ended", body))
-                self.ended.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body)
-                continue
-            decode_strictly(text)
-            if frame["type"] == "subscriptionUpdate":
-                body = frame["subscriptionUpdate"]
-                self.events.setdefault(body["subscriptionId"], []).append(("update", body["update"]))
-            await self._file(text)
+    def _check(self, text: str, frame: dict[str, Any]) -> None:
+        if frame["type"] != "replayEnded":
+            super()._check(text, frame)
+            return
+        server_message_adapter.validate_json(text)  # as schemas/server.py (AsyncAPI) says
+        assert set(frame["replayEnded"]) == {"subscriptionId", "then"}, frame
 
-    async def _file(self, text: str) -> None:
-        """What tests/wire.py's reader does with one frame (queues by subscription, pongs)."""
-        frame = json.loads(text)
-        self.frames.append(frame)
-        kind = frame["type"]
-        if kind == "subscriptionUpdate":
+    async def _file(self, frame: dict[str, Any]) -> None:
+        if frame["type"] == "replayEnded":
+            body = frame["replayEnded"]
+            self.frames.append(frame)
+            self.events.setdefault(body["subscriptionId"], []).append(("ended", body))
+            self.ended.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body)
+            return
+        if frame["type"] == "subscriptionUpdate":
             body = frame["subscriptionUpdate"]
-            self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
-            self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
-        elif kind == "subscriptionCreation":
-            body = frame["subscriptionCreation"]
-            self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["creation"])
-        else:
-            health = frame["health"]
-            if health["type"] == "ping":
-                pong = {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": _iso_now()}
-                await self.ws.send(json.dumps({"type": "pong", "pong": pong}))
-                return
-            self.health.put_nowait(health)
-
-    async def subscribe_raw(self, subs: dict[str, dict[str, Any]]) -> None:
-        """Sent as is: nominal-api's ClientMessage would drop the `sparkwire` object."""
-        await self.ws.send(json.dumps({"type": "subscribe", "subscribe": subs}))
+            self.events.setdefault(body["subscriptionId"], []).append(("update", body["update"]))
+        await super()._file(frame)
 
     async def replay_ended(self, sub_id: str, timeout: float = 60) -> dict[str, Any]:
         q = self.ended.setdefault(sub_id, asyncio.Queue())
@@ -192,7 +168,7 @@ async def test_replay_as_fast_as_possible_starts_at_the_window_of_start_and_ends
     client = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await client.subscribe_raw({sub_id: replay_sub(rid, "speed", start, end)})
+        await client.subscribe({sub_id: replay_sub(rid, "speed", start, end)})
         assert (await client.creation(sub_id))["type"] == "success"
         first = await client.update(sub_id)
         assert first["type"] == "full"
@@ -231,7 +207,7 @@ async def test_replay_then_live_joins_the_shared_computation(server: ServerProce
     client = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await client.subscribe_raw({sub_id: replay_sub(rid, "live", start, end, then="live")})
+        await client.subscribe({sub_id: replay_sub(rid, "live", start, end, then="live")})
         assert (await client.creation(sub_id))["type"] == "success"
         first = await client.update(sub_id)
         assert full_entries(first) == ("numeric", in_window(points, start))
@@ -268,7 +244,7 @@ async def test_replay_at_10x_takes_about_a_tenth_of_the_period(server: ServerPro
     client = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await client.subscribe_raw({sub_id: replay_sub(rid, "s", start, end, speed=10)})
+        await client.subscribe({sub_id: replay_sub(rid, "s", start, end, speed=10)})
         assert (await client.creation(sub_id))["type"] == "success"
         first = await client.update(sub_id)
         began = time.monotonic()
@@ -297,7 +273,7 @@ async def test_min_delay_paces_a_replay_like_a_live_subscription(server: ServerP
     try:
         sub_id = new_id()
         sub = replay_sub(rid, "m", start, end, speed=10, min_delay_ms=500)
-        await client.subscribe_raw({sub_id: sub})
+        await client.subscribe({sub_id: sub})
         assert (await client.creation(sub_id))["type"] == "success"
         await client.replay_ended(sub_id, timeout=60)
         arrivals = client.arrivals[sub_id]
@@ -319,7 +295,7 @@ async def test_unsubscribe_mid_replay_stops_it(server: ServerProcess) -> None:
     client = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await client.subscribe_raw({sub_id: replay_sub(rid, "u", start, end, speed=1)})
+        await client.subscribe({sub_id: replay_sub(rid, "u", start, end, speed=1)})
         assert (await client.creation(sub_id))["type"] == "success"
         assert (await client.update(sub_id))["type"] == "full"
         assert (await client.update(sub_id, timeout=10))["type"] == "append"  # it is playing
@@ -339,14 +315,14 @@ async def test_closing_the_connection_mid_replay_leaves_the_server_serving(serve
     points = await write_recorded_run(server, rid, "c", seconds=30)
     client = await ReplayClient.open(server.ws_url)
     sub_id = new_id()
-    await client.subscribe_raw({sub_id: replay_sub(rid, "c", points[0][0], points[-1][0], speed=1)})
+    await client.subscribe({sub_id: replay_sub(rid, "c", points[0][0], points[-1][0], speed=1)})
     assert (await client.update(sub_id))["type"] == "full"
     await client.close()
     # The next replay on a new connection is served as usual.
     other = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await other.subscribe_raw({sub_id: replay_sub(rid, "c", points[50][0], points[100][0])})
+        await other.subscribe({sub_id: replay_sub(rid, "c", points[50][0], points[100][0])})
         assert full_entries(await other.update(sub_id)) == ("numeric", in_window(points, points[50][0]))
         await other.replay_ended(sub_id)
     finally:
@@ -367,7 +343,7 @@ async def test_replays_out_of_range_are_refused_at_creation(server: ServerProces
             "retention": (now - 8 * 86400 * NANOS, now - 7 * 86400 * NANOS, "retention"),
         }
         ids = {name: new_id() for name in cases}
-        await client.subscribe_raw(
+        await client.subscribe(
             {ids[name]: replay_sub(rid, "x", start, end) for name, (start, end, _) in cases.items()}
         )
         for name, (_, _, says) in cases.items():
@@ -415,7 +391,7 @@ async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_s
     client = await ReplayClient.open(server.ws_url)
     try:
         sub_id = new_id()
-        await client.subscribe_raw({sub_id: replay_sub(rid, "r", start, end)})
+        await client.subscribe({sub_id: replay_sub(rid, "r", start, end)})
         assert (await client.creation(sub_id, timeout=120))["type"] == "success"
         first = await client.update(sub_id)
         assert full_entries(first) == ("numeric", in_window(points, start))
@@ -432,7 +408,7 @@ async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_s
             for i in range(300):
                 await write_points(server.base_url, rid, "filler", [(time.time_ns(), float(i))])
         again = new_id()
-        await client.subscribe_raw({again: replay_sub(rid, "r", start, end)})
+        await client.subscribe({again: replay_sub(rid, "r", start, end)})
         error = await creation_error(client, again)
         assert error["name"] == "PersistentCompute:ReplayOutOfRange", error
         assert "older than what the log still holds" in error["message"], error

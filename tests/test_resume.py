@@ -21,8 +21,7 @@ from sparkwire_client import Client as SparkwireClient
 from sparkwire_client import numeric_channel, series
 from sparkwire_client.view import View
 from tests.conftest import ServerProcess, start_server
-from tests.proxy import Proxy
-from tests.test_dashboard import open_dashboard, points_of, until
+from tests.test_dashboard import reconnected_after_a_point_written_while_away
 from tests.test_end_to_end import unique_rid
 from tests.wire import (
     NANOS,
@@ -62,6 +61,18 @@ async def envelope(client: Client, sub_id: str, timeout: float = 60) -> dict[str
         for f in reversed(client.frames)
         if f["type"] == "subscriptionUpdate" and f["subscriptionUpdate"]["update"] is update
     )
+
+
+async def left_with_a_token(server: ServerProcess, rid: str) -> tuple[str, str, Client]:
+    """A client that asked for tokens got its first FullResult (of one point) and left: the
+    subscription's id, its token, and the (closed) client with the frames it received."""
+    await write_points(server.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
+    client = await Client.connect(server.ws_url, strict=False)
+    sub_id = new_id()
+    await client.subscribe({sub_id: resumable(rid)})
+    token = (await envelope(client, sub_id))["resumeToken"]
+    await client.close()
+    return sub_id, token, client
 
 
 async def fresh_view(server: ServerProcess, rid: str) -> View:
@@ -130,12 +141,7 @@ async def test_a_client_that_comes_back_gets_only_what_changed_and_sees_what_a_f
 
 async def test_nothing_changed_is_an_empty_append(resuming_server: ServerProcess) -> None:
     server, rid = resuming_server, unique_rid("resume-quiet")
-    await write_points(server.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
-    client = await Client.connect(server.ws_url, strict=False)
-    sub_id = new_id()
-    await client.subscribe({sub_id: resumable(rid)})
-    token = (await envelope(client, sub_id))["resumeToken"]
-    await client.close()
+    sub_id, token, _ = await left_with_a_token(server, rid)
     back = await Client.connect(server.ws_url, strict=False)
     try:
         await back.subscribe({sub_id: resumable(rid, token)})
@@ -186,9 +192,9 @@ async def test_a_token_that_cannot_be_used_gets_a_full_result_and_the_reason(
 
 
 def _digest_of(rid: str) -> str:
-    from app.resume import _digest
+    from app.resume import key_digest
 
-    return _digest(
+    return key_digest(
         _request_key(
             subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S, lateness_s=300.0)
         )
@@ -204,12 +210,7 @@ def _request_key(sub: dict[str, Any]) -> str:
 
 async def test_a_computation_released_after_the_linger_is_gone(resuming_server: ServerProcess) -> None:
     server, rid = resuming_server, unique_rid("resume-gone")
-    await write_points(server.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
-    client = await Client.connect(server.ws_url, strict=False)
-    sub_id = new_id()
-    await client.subscribe({sub_id: resumable(rid)})
-    token = (await envelope(client, sub_id))["resumeToken"]
-    await client.close()
+    sub_id, token, _ = await left_with_a_token(server, rid)
     await asyncio.sleep(LINGER_S + 2)  # nobody came back in time: the computation was let go
     back = await Client.connect(server.ws_url, strict=False)
     try:
@@ -287,12 +288,7 @@ async def test_the_asyncapi_document_describes_the_resume_fields(resuming_server
         document = (await http.get("/asyncapi.json")).json()
     schema = {"$ref": "#/components/schemas/ServerMessage", "components": document["components"]}
     server_messages = jsonschema.Draft202012Validator(schema)
-    await write_points(server.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
-    client = await Client.connect(server.ws_url, strict=False)
-    sub_id = new_id()
-    await client.subscribe({sub_id: resumable(rid)})
-    token = (await envelope(client, sub_id))["resumeToken"]
-    await client.close()
+    sub_id, token, client = await left_with_a_token(server, rid)
     back = await Client.connect(server.ws_url, strict=False)
     try:
         await back.subscribe({sub_id: resumable(rid, token)})
@@ -312,21 +308,7 @@ async def test_the_asyncapi_document_describes_the_resume_fields(resuming_server
 async def test_the_dashboard_resumes_after_losing_its_connection(
     resuming_server: ServerProcess, page: Page
 ) -> None:
-    server, rid = resuming_server, unique_rid("resume-dashboard")
-    await write_points(server.base_url, rid, "p", [(time.time_ns() - NANOS, 1.0)])
-    proxy = Proxy(server.port)
-    await proxy.start()
-    try:
-        await open_dashboard(page, proxy.base_url, rid=rid, channels="p", window="300", mode="raw")
-        await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0])
-        proxy.refusing = True
-        proxy.cut()
-        await until(page, lambda d: d["state"] == "reconnecting", timeout=30)
-        await write_points(server.base_url, rid, "p", [(time.time_ns(), 2.0)])  # while the page is away
-        await asyncio.sleep(1.0)
-        proxy.refusing = False
-        data = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [1.0, 2.0])
+    rid = unique_rid("resume-dashboard")
+    async with reconnected_after_a_point_written_while_away(resuming_server, page, rid) as data:
         assert data["resumes"] == {"resumed": 1}  # an AppendResult of the one new point, no FullResult
         assert data["state"] == "open"
-    finally:
-        await proxy.close()

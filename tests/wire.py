@@ -179,29 +179,35 @@ class Client:
     async def _read_frames(self) -> None:
         async for text in self.ws:
             assert isinstance(text, str), "server frames are text"
-            if self.strict:
-                decode_strictly(text)
             frame = json.loads(text)
-            self.frames.append(frame)
-            kind = frame["type"]
-            if kind == "subscriptionUpdate":
-                body = frame["subscriptionUpdate"]
-                self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
-                self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
-            elif kind == "subscriptionCreation":
-                body = frame["subscriptionCreation"]
-                self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(
-                    body["creation"]
-                )
-            elif kind != "health":  # an extension's message (docs/extensions.md)
-                self.extensions.put_nowait(frame)
-            else:
-                health = frame["health"]
-                if health["type"] == "ping" and self.auto_pong:
-                    pong = {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": _now_iso()}
-                    await self.ws.send(json.dumps({"type": "pong", "pong": pong}))
-                    continue
-                self.health.put_nowait(health)
+            self._check(text, frame)
+            await self._file(frame)
+
+    def _check(self, text: str, frame: dict[str, Any]) -> None:
+        """Strict (the default): as a strict Nominal client decodes it."""
+        if self.strict:
+            decode_strictly(text)
+
+    async def _file(self, frame: dict[str, Any]) -> None:
+        """Queue one frame by subscription (and answer a ping)."""
+        self.frames.append(frame)
+        kind = frame["type"]
+        if kind == "subscriptionUpdate":
+            body = frame["subscriptionUpdate"]
+            self.arrivals.setdefault(body["subscriptionId"], []).append(time.monotonic())
+            self.updates.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["update"])
+        elif kind == "subscriptionCreation":
+            body = frame["subscriptionCreation"]
+            self.creations.setdefault(body["subscriptionId"], asyncio.Queue()).put_nowait(body["creation"])
+        elif kind != "health":  # an extension's message (docs/extensions.md)
+            self.extensions.put_nowait(frame)
+        else:
+            health = frame["health"]
+            if health["type"] == "ping" and self.auto_pong:
+                pong = {"pingOriginallySentAt": health["ping"]["sentAt"], "sentAt": _now_iso()}
+                await self.ws.send(json.dumps({"type": "pong", "pong": pong}))
+                return
+            self.health.put_nowait(health)
 
     async def subscribe(self, subs: dict[str, dict[str, Any]]) -> None:
         if any("sparkwire" in sub for sub in subs.values()):
