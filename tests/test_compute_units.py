@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from app import frames
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
+from compute.evaluation.nodes.align import forward_fill
 from compute.evaluation.results import OPEN_END, NumericBuckets, NumericPoints, Ranges
 from compute.evaluation.summarize import BucketMemo, numeric_buckets
 from compute.evaluation.window import SeriesWindow
@@ -278,3 +279,62 @@ def test_bucket_memo_gives_bit_identical_buckets_as_the_window_slides(
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f.name
             else:
                 assert a == b
+
+
+def test_first_change_of_views_of_one_window_sees_only_what_was_appended() -> None:
+    """Two views of the same window memory compare without reading it (results.same_memory); an
+    append past them is still the change, and equal contents in other memory are no change."""
+    window = SeriesWindow()
+    window.insert(np.arange(10, dtype=np.int64), np.arange(10, dtype=np.float64))
+    old = NumericPoints(window.ts, window.values)
+    window.insert(np.array([10, 11], np.int64), np.array([5.0, 6.0]))
+    new = NumericPoints(window.ts, window.values)
+    assert new.first_change(old) == 10
+    assert new.first_change(NumericPoints(new.ts.copy(), new.values.copy())) is None
+    window.insert(np.array([3], np.int64), np.array([-1.0]))  # an overwrite: new arrays
+    assert NumericPoints(window.ts, window.values).first_change(new) == 3
+
+
+def test_first_change_sees_a_zero_changing_sign_and_not_the_same_nan() -> None:
+    ts = np.arange(3, dtype=np.int64)
+    old = NumericPoints(ts, np.array([1.0, 0.0, np.nan]))
+    assert NumericPoints(ts, np.array([1.0, -0.0, np.nan])).first_change(old) == 1
+    assert NumericPoints(ts.copy(), np.array([1.0, 0.0, np.nan])).first_change(old) is None
+
+
+def _forward_fill_by_definition(
+    series: list[NumericPoints], radius: int
+) -> tuple[list[int], list[list[float]]]:
+    stamps, columns = [], [[] for _ in series]
+    for t in sorted({int(t) for s in series for t in s.ts}):
+        picked = []
+        for s in series:
+            before = [i for i, u in enumerate(s.ts.tolist()) if u <= t and t - u <= radius]
+            if not before:
+                break
+            picked.append(float(s.values[before[-1]]))
+        else:
+            stamps.append(t)
+            for column, v in zip(columns, picked, strict=True):
+                column.append(v)
+    return stamps, columns
+
+
+@given(
+    st.lists(st.integers(0, 40), max_size=25, unique=True),
+    st.lists(st.integers(0, 40), max_size=25, unique=True),
+    st.booleans(),
+)
+def test_forward_fill_equals_its_definition_with_shared_and_own_timestamps(
+    left: list[int], right: list[int], shared: bool
+) -> None:
+    if shared:  # channels sampled together take the shortcut
+        right = left
+    series = [
+        NumericPoints(np.array(sorted(x), np.int64), np.arange(len(x), dtype=np.float64) + k)
+        for k, x in enumerate((left, right))
+    ]
+    ts, (a, b) = forward_fill(series, radius_ns=5)
+    stamps, (want_a, want_b) = _forward_fill_by_definition(series, 5)
+    assert ts.tolist() == stamps
+    assert a.tolist() == want_a and b.tolist() == want_b

@@ -253,10 +253,13 @@ class Computation:
         if self.allowed_lateness_ns is not None:
             return ts + self.allowed_lateness_ns >= now
         prior = self.newest_seen.get(sid)
-        running = np.maximum.accumulate(ts)
-        newest_before = np.r_[prior if prior is not None else ts[0], running[:-1]]
+        if not len(ts):
+            return np.ones(0, bool)
+        newest_before = np.empty_like(ts)  # the newest timestamp written before each point
+        newest_before[0] = prior if prior is not None else ts[0]
+        np.maximum.accumulate(ts[:-1], out=newest_before[1:])
         if prior is not None:
-            newest_before = np.maximum(newest_before, prior)
+            np.maximum(newest_before, prior, out=newest_before)
         return ts >= newest_before - DEFAULT_LATENESS_NS
 
     def _codes(self, values: np.ndarray) -> np.ndarray:

@@ -24,11 +24,12 @@ MIN_MAX_OPS: dict[str, Callable[[np.ndarray, float, float], np.ndarray]] = {
 
 
 def condition_ranges(ts: np.ndarray, cond: np.ndarray) -> Ranges:
-    prev = np.r_[False, cond[:-1]]
+    prev = np.zeros(len(cond), bool)  # the condition at the point before (np.r_ costs ~10 us)
+    prev[1:] = cond[:-1]
     starts = ts[cond & ~prev]
     ends = ts[~cond & prev]
     if len(ends) < len(starts):
-        ends = np.r_[ends, OPEN_END]
+        ends = np.append(ends, OPEN_END)
     return Ranges(starts.astype(np.int64), ends.astype(np.int64))
 
 
