@@ -1,7 +1,12 @@
 """Back-fill of new computations, batched: computations that ask while a back-fill job runs wait and
 share the next one. One Spark batch job reads the union of their series from the oldest timestamp
 any of them needs; each computation then takes only its own rows. Many subscriptions arriving
-together (a dashboard opening) cost one or two reads instead of one each."""
+together (a dashboard opening) cost one or two reads instead of one each.
+
+A log the driver reads itself (the embedded one) is read series by series instead, in a thread of
+its own that keeps one computation ahead of the loads: reads (SQLite lets go of the GIL) overlap the
+loads (numpy), each computation is answered as soon as it is loaded rather than after the whole
+batch's read, and only the rows of the next computation or two are held at a time."""
 
 from __future__ import annotations
 
@@ -22,8 +27,11 @@ ReadLog = Callable[[list[int], int, int], Batch]
 
 
 class BackfillQueue:
-    def __init__(self, read: ReadLog) -> None:
+    def __init__(self, read: ReadLog, split_reads: bool = False) -> None:
+        """`split_reads`: a read costs what it reads (no job to start), so a batch is read per
+        computation, overlapping the loads."""
         self._read = read
+        self._split_reads = split_reads
         self._lock = threading.Lock()
         self._pending: list[tuple[Computation, int, Future[None]]] = []  # (computation, its epoch, done)
         self._worker: threading.Thread | None = None
@@ -59,26 +67,108 @@ class BackfillQueue:
 
     def _run_batch(self, batch: list[tuple[Computation, int, Future[None]]]) -> None:
         now = time.time_ns()
-        series_ids = sorted({sid for c, _, _ in batch for sid in c.routes})
-        rows: Batch = {}
-        from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c, _, _ in batch)
-        upto = max(c.backfill_seq for c, _, _ in batch)
-        try:
-            if series_ids:
-                rows = self._read(series_ids, from_ts, upto)
-        except BaseException as exc:  # the job failed: every computation waiting on it fails
-            for _, _, done in batch:
-                done.set_exception(exc)
-            return
+        computations = [c for c, _, _ in batch]
+        from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c in computations)
+        upto = max(c.backfill_seq for c in computations)
         if len(batch) > 1:
-            logger.info("back-filled %d computations with one job", len(batch))
-        for computation, epoch, done in batch:
-            try:
-                computation.load_backfill(_own_rows(computation, rows, now, from_ts, upto), now, epoch)
-            except BaseException as exc:
-                done.set_exception(exc)
-            else:
-                done.set_result(None)
+            logger.info("back-filling %d computations together", len(batch))
+        reads = _Reads(self._read, _steps(computations, self._split_reads), from_ts, upto)
+        try:
+            for i, (computation, epoch, done) in enumerate(batch):
+                try:
+                    rows = reads.through(i)
+                    computation.load_backfill(_own_rows(computation, rows, now, from_ts, upto), now, epoch)
+                except BaseException as exc:  # a read failing fails every computation still waiting
+                    done.set_exception(exc)
+                else:
+                    done.set_result(None)
+                reads.forget({sid for c in computations[i + 1 :] for sid in c.routes})
+        finally:
+            reads.stop()
+
+
+def _steps(computations: list[Computation], split: bool) -> list[list[int]]:
+    """The series each read step reads: one step per computation (the series no earlier step read),
+    or one step for them all."""
+    if not split:
+        return [sorted({sid for c in computations for sid in c.routes})] + [[]] * (len(computations) - 1)
+    read: set[int] = set()
+    steps = []
+    for c in computations:
+        steps.append(sorted(set(c.routes) - read))
+        read.update(c.routes)
+    return steps
+
+
+class _Reads:
+    """The read steps of a batch, run in order by a thread of their own (inline when there is only
+    one), at most `AHEAD` steps ahead of the computation being loaded: its rows are held meanwhile."""
+
+    AHEAD = 1
+
+    def __init__(self, read: ReadLog, steps: list[list[int]], from_ts: int, upto: int) -> None:
+        self._read, self._steps, self._from, self._upto = read, steps, from_ts, upto
+        self._rows: Batch = {}
+        self._done = 0  # steps read
+        self._wanted = 0  # the step being loaded
+        self._error: BaseException | None = None
+        self._stopped = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        if sum(1 for step in steps if step) > 1:
+            self._thread = threading.Thread(target=self._run, name="sparkwire-backfill-read", daemon=True)
+            self._thread.start()
+
+    def through(self, i: int) -> Batch:
+        """The rows of steps 0..i (waits for them); raises what a read raised."""
+        if self._thread is None:
+            while self._done <= i and self._error is None:
+                self._step()
+        with self._changed:
+            self._wanted = i
+            self._changed.notify_all()
+            while self._done <= i and self._error is None:
+                self._changed.wait()
+            if self._done <= i:
+                assert self._error is not None
+                raise self._error
+            return dict(self._rows)
+
+    def forget(self, keep: set[int]) -> None:
+        """Drop the rows of series no computation still to load reads."""
+        with self._changed:
+            for sid in [sid for sid in self._rows if sid not in keep]:
+                del self._rows[sid]
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._stopped and self._done > self._wanted + self.AHEAD:
+                    self._changed.wait()
+                if self._stopped or self._error is not None or self._done == len(self._steps):
+                    return
+            self._step()
+
+    def _step(self) -> None:
+        series = self._steps[self._done]
+        try:
+            rows = self._read(series, self._from, self._upto) if series else {}
+        except BaseException as exc:
+            with self._changed:
+                self._error = exc
+                self._changed.notify_all()
+            return
+        with self._changed:
+            self._rows.update(rows)
+            self._done += 1
+            self._changed.notify_all()
 
 
 def _own_rows(computation: Computation, rows: Batch, now: int, read_from: int, read_upto: int) -> Batch:

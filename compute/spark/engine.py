@@ -66,7 +66,8 @@ class Engine:
         self._stream_blocks = False  # whether the stream's rows are blocks (BLOCK_SCHEMA), not points
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/spark/supervisor.py)
-        self._backfills = BackfillQueue(self._read_history)
+        # The embedded log is read by the driver: per computation, overlapping the loads (backfill.py).
+        self._backfills = BackfillQueue(self._read_history, split_reads=durable.driver_reads)
         self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
         spark.dataSource.register(durable.data_source)
         self._source = durable.data_source.name()
