@@ -4,7 +4,8 @@ Spark session (bench-only code, never part of the server):
 - floor: the server's source (the SQLite log through the Python data source) and trigger, with a
   `foreachBatch` that does nothing. Latency = commit of a write -> the callback of the batch that
   holds it. The stream reader reads the log while Spark plans a batch (decision record 0009), so
-  the floor includes reading every point. Run twice: checkpoint in the data dir, and on tmpfs.
+  the floor includes reading every point. Run with the checkpoint in the data dir and on tmpfs, at
+  the run's trigger, and once more at a shorter one (a phase's own `trigger_ms`; docs/decisions/0035).
 - naive: one streaming query per subscription, each filtering its own series and collecting it in
   its own callback. Latency = commit -> that query's callback has collected the write. The queries
   start one at a time; one that dies on its first trigger is started again (counted in the report).
@@ -224,6 +225,7 @@ def _measure(
         "kind": kind,
         "queries": queries,
         "checkpoint": phase.get("checkpoint", "disk"),
+        "trigger_ms": trigger_ms,
         "latency": summarize(lat).as_dict(),
         "batches_per_query": round(float(np.mean(batches)) / phase["duration_s"], 2),
         "start_retries": start_retries,
@@ -254,7 +256,8 @@ def main() -> None:
     try:
         for phase in spec["phases"]:
             try:
-                results.append(run_phase(spark, log, writer, phase, work, spec["trigger_ms"]))
+                trigger_ms = int(phase.get("trigger_ms", spec["trigger_ms"]))
+                results.append(run_phase(spark, log, writer, phase, work, trigger_ms))
             except Exception as exc:  # a design that cannot run here is a result too
                 # The failure may have taken the SparkContext with it (e.g. the JVM's heap ran out).
                 with contextlib.suppress(Exception):

@@ -1,32 +1,41 @@
-"""The ingest ceiling of each write endpoint, from one run: `python -m bench.ingest_ceiling`.
+"""The ingest ceiling of each write endpoint, from one run: a workload of `make bench`
+(bench/run.py, `--only ingest_ceiling`), or alone: `python -m bench.ingest_ceiling [--smoke]`.
 
-One server, one subscriber to a raw window of the feed's first channel (as workload 1), then for each
-endpoint a ramp of total rates, `step_s` seconds each, until a step fails to hold: fewer than 95%
-of the target points stored, an end-to-end p99 over 500 ms, or a failed request. The ceiling is the
-highest rate held. The endpoints:
+A fresh server, one subscriber to a raw window of the feed's first channel (as workload 1), then for
+each endpoint a ramp of total rates, `step_s` seconds each, until a step fails to hold: fewer than
+95% of the target points stored, an end-to-end p99 over 500 ms, or a failed request. The ramp runs
+through the listed rates, then climbs by `step_up` until a step fails or `max_rate` (its bound, so
+the run ends) was held. The ceiling is the highest rate held. The endpoints:
 - json: bench/feed.py, `POST /storage/writer/v1`, one request every 10 ms, latency from each 200;
 - protobuf: Nominal's own client (`nominal-streaming`, its Rust core: protobuf + zstd to
   `POST /storage/writer/v1/nominal/{rid}`), fed `enqueue_batch` every 10 ms with its request delay
   at 10 ms too. The client answers nothing per request, so a point's latency runs from its enqueue
   (the client's own batching included) to the frame, and the points stored are the server's count
   (`sparkwire_points_ingested_total`).
-Both feeds run on the same two cores as the server; the report gives each one's CPU beside the
-server's, split into the server's Python process (HTTP, decoding, the log's commits), Spark's JVM
-and Spark's Python runners (the stream's reads of the log).
+Both feeds run on the same two cores as the server; each step gives the feed's CPU beside the
+server's, split by where the work runs: the server's event loop (its main thread: HTTP, the body's
+decompression and decoding), its log writer threads (the log's commits, merges), its other threads
+(the micro-batch callback: collecting each batch, evaluation), Spark's JVM and Spark's Python
+runners (the stream's reads of the log). The server's threads are named by `py-spy dump` (the bench
+extra); without it the log writer's share stays in "other".
 
-Writes its table into BENCHMARKS.md between the `ingest-ceiling` markers (bench/report.py keeps that
-section when it rewrites the file) and every figure to BENCHMARKS.ingest.json.
+`measure(plan, work)` returns the figures as a dict (bench/run.py's workload); run alone, it writes
+its section into BENCHMARKS.md between the `ingest-ceiling` markers (bench/report.py keeps that
+section when it rewrites the file from a run without this workload) and every figure to
+BENCHMARKS.ingest.json.
 
-    python -m bench.ingest_ceiling [step_s=20] [json_rates=...] [protobuf_rates=...]
+    python -m bench.ingest_ceiling [--smoke] [step_s=20] [json_rates=...] [step_up=...] [max_rate=...]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +46,13 @@ from bench import computations as comps
 from bench.children import Child, write_spec
 from bench.feed import TABLE, channel_name
 from bench.plan import with_overrides
-from bench.procstat import cpu_seconds, tree
+from bench.procstat import (
+    cpu_seconds,
+    machine_busy_seconds,
+    python_thread_names,
+    thread_cpu_seconds,
+    tree,
+)
 from bench.serverproc import ROOT, Server, start_server
 from bench.stats import delivery_latency, summarize
 
@@ -45,19 +60,39 @@ Json = Any
 RID = "ri.bench.main.dataset.ingest"  # five parts: the Rust client refuses anything else
 MARK_BEGIN = "<!-- ingest-ceiling:begin -->"
 MARK_END = "<!-- ingest-ceiling:end -->"
+TARGET = 1_000_000  # points/s held, on each endpoint
+ENDPOINTS = ("json", "protobuf")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CeilingPlan:
     channels: int = 10
     step_s: float = 20.0
     warmup_s: float = 4.0
-    json_rates: str = "100000,200000,300000,400000,500000,600000,800000,1000000,1200000,1600000"
-    protobuf_rates: str = "100000,200000,300000,400000,500000,600000,800000,1000000,1200000"
+    # total points/s, in order; then `step_up` more each step until one fails or `max_rate` held
+    json_rates: tuple[int, ...] = (200_000, 400_000, 600_000, 800_000, 1_000_000)
+    protobuf_rates: tuple[int, ...] = (200_000, 400_000, 600_000, 800_000, 1_000_000)
+    step_up: int = 200_000
+    max_rate: int = 2_000_000  # twice the target: the ramp's bound, so that a run ends
 
-    @classmethod
-    def parse(cls, args: list[str]) -> CeilingPlan:
-        return with_overrides(cls(), args)
+    def rates(self, endpoint: str) -> Iterator[int]:
+        """The ramp's rates for one endpoint: the listed ones, then up by `step_up` to `max_rate`."""
+        listed = [r for r in (self.json_rates if endpoint == "json" else self.protobuf_rates) if r]
+        rate = 0
+        for rate in listed:
+            if rate > self.max_rate:
+                return
+            yield rate
+        while self.step_up > 0 and rate + self.step_up <= self.max_rate:
+            rate += self.step_up
+            yield rate
+
+
+FULL = CeilingPlan()
+# a couple of tiny steps per endpoint, the second one reached by `step_up`, the ramp ending at its bound
+SMOKE = CeilingPlan(
+    channels=2, step_s=4, warmup_s=1, json_rates=(1000,), protobuf_rates=(1000,), step_up=1000, max_rate=2000
+)
 
 
 # -- the protobuf feed: Nominal's Rust client, run as a child process ------------------------------------
@@ -111,9 +146,21 @@ def protobuf_feed(spec: Json) -> None:
 
 
 # -- the ramp -----------------------------------------------------------------------------------------
-def _cpu_split(pid: int) -> dict[str, float]:
-    """CPU seconds so far of the server's Python process, its JVM and its other (Python) children."""
-    split = {"server_python": cpu_seconds(pid), "jvm": 0.0, "spark_python": 0.0}
+def _cpu_split(pid: int, threads: dict[int, str]) -> dict[str, float]:
+    """CPU seconds so far: the server's Python process (`server_python`, all its threads), split
+    into its event loop (the main thread: HTTP, decompression, decoding), its log writer threads
+    (`threads` names them; none if py-spy could not) and the rest (micro-batch callback, evaluation);
+    then Spark's JVM and its other (Python) children."""
+    total, loop = cpu_seconds(pid), thread_cpu_seconds(pid, pid)
+    log = sum(thread_cpu_seconds(pid, t) for t, name in threads.items() if name.startswith("sparkwire-log"))
+    split = {
+        "server_python": total,
+        "event_loop": loop,
+        "log_writer": log,
+        "server_other": total - loop - log,
+        "jvm": 0.0,
+        "spark_python": 0.0,
+    }
     for p in tree(pid)[1:]:
         try:
             comm = Path(f"/proc/{p}/comm").read_text().strip()
@@ -128,8 +175,11 @@ def _points_ingested(server: Server) -> float:
 
 
 class Ramp:
-    def __init__(self, plan: CeilingPlan, server: Server, work: Path, latency: Child) -> None:
+    def __init__(
+        self, plan: CeilingPlan, server: Server, work: Path, latency: Child, threads: dict[int, str]
+    ) -> None:
         self.plan, self.server, self.work, self.latency = plan, server, work, latency
+        self.threads = threads
 
     def step(self, endpoint: str, rate: int) -> Json:
         per_channel = max(1, rate // self.plan.channels)
@@ -144,7 +194,9 @@ class Ramp:
             "duration_s": self.plan.step_s,
             "out": str(self.work / f"{name}.npy"),
         }
-        before_points, before_cpu = _points_ingested(self.server), _cpu_split(self.server.pid)
+        before_points = _points_ingested(self.server)
+        before_cpu = _cpu_split(self.server.pid, self.threads)
+        before_machine = machine_busy_seconds()
         started, wall = time.time_ns(), time.monotonic()
         if endpoint == "json":
             feed_spec = {k: v for k, v in spec.items() if k != "base_url"}
@@ -158,7 +210,8 @@ class Ramp:
         done = feed.read(timeout=self.plan.step_s + 180)
         feed.process.wait(60)
         seconds = time.monotonic() - wall
-        after_cpu = _cpu_split(self.server.pid)
+        after_cpu = _cpu_split(self.server.pid, self.threads)
+        machine = (machine_busy_seconds() - before_machine) / seconds
         stored = _points_ingested(self.server) - before_points
         rows = np.load(self.work / f"{name}.npy")
         newest = int(rows[:, 2].max()) if len(rows) else 0
@@ -177,13 +230,20 @@ class Ramp:
             "latency": s.as_dict(),
             "missing": lat.missing,
             "failed_requests": failed,
+            "why_not": [
+                *(["p99 over 500 ms"] if not s.n or s.p99 > 500 else []),
+                *([f"{achieved / rate:.0%} of the rate stored"] if achieved < 0.95 * rate else []),
+                *([f"{failed} requests failed"] if failed else []),
+            ],
             "server_cpu_cores": cpu,
             "feed_cpu_cores": done.get("cpu_cores"),
+            "machine_cpu_cores": round(machine, 2),  # every process's, this harness's and others'
             "ok": ok,
         }
+        server_cores = cpu["server_python"] + cpu["jvm"] + cpu["spark_python"]
         print(
             f"[ingest] {endpoint} {rate:>9,} points/s: stored {achieved:>11,.0f}/s, p99 {s.p99:7.1f} ms, "
-            f"server {sum(cpu.values()):.2f} cores {cpu}, feed {done.get('cpu_cores')} "
+            f"server {server_cores:.2f} cores {cpu}, feed {done.get('cpu_cores')} "
             f"-> {'held' if ok else 'NOT held'}",
             file=sys.stderr,
             flush=True,
@@ -203,10 +263,15 @@ class Ramp:
             time.sleep(0.5)
 
 
-def run(plan: CeilingPlan) -> Json:
-    work = Path(tempfile.mkdtemp(prefix="sparkwire-ingest-"))
-    server = start_server(work / "data", work / "server.log", {})
-    results: Json = {"plan": asdict(plan), "steps": []}
+def measure(plan: CeilingPlan, work: Path, env: dict[str, str] | None = None) -> Json:
+    """A fresh server in `work`, both endpoints' ramps; the figures as a dict."""
+    work.mkdir(parents=True, exist_ok=True)
+    results: Json = {
+        "plan": asdict(plan),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "steps": [],
+    }
+    server = start_server(work / "data", work / "server.log", env or {})
     try:
         sub = comps.raw(RID, 0, 5000)
         spec = {
@@ -219,9 +284,11 @@ def run(plan: CeilingPlan) -> Json:
             "bench.clients", ["stream", write_spec(work / "latency.json", spec)], work / "latency.log"
         )
         latency.read(timeout=300)
-        ramp = Ramp(plan, server, work, latency)
-        for endpoint, rates in (("json", plan.json_rates), ("protobuf", plan.protobuf_rates)):
-            for rate in (int(r) for r in rates.split(",") if r):
+        threads = python_thread_names(server.pid)
+        results["threads_named"] = sorted({n for n in threads.values() if n.startswith("sparkwire-log")})
+        ramp = Ramp(plan, server, work, latency, threads)
+        for endpoint in ENDPOINTS:
+            for rate in plan.rates(endpoint):
                 step = ramp.step(endpoint, rate)
                 results["steps"].append(step)
                 if not step["ok"]:
@@ -229,41 +296,86 @@ def run(plan: CeilingPlan) -> Json:
         latency.finish(timeout=60)
     finally:
         server.stop()
-    for endpoint in ("json", "protobuf"):
-        held = [s["achieved"] for s in results["steps"] if s["endpoint"] == endpoint and s["ok"]]
-        results[f"{endpoint}_ceiling"] = max(held, default=0)
+    for endpoint in ENDPOINTS:
+        steps = [s for s in results["steps"] if s["endpoint"] == endpoint]
+        results[f"{endpoint}_ceiling"] = max((s["achieved"] for s in steps if s["ok"]), default=0)
+        # "failed" at the first step not held, else the ramp held every step to its bound
+        results[f"{endpoint}_stopped"] = "failed" if steps and not steps[-1]["ok"] else "bound"
     return results
 
 
-def render(results: Json) -> str:
+def run(plan: CeilingPlan) -> Json:
+    return measure(plan, Path(tempfile.mkdtemp(prefix="sparkwire-ingest-")))
+
+
+def failing_step(results: Json, endpoint: str) -> Json | None:
+    """The step that ended an endpoint's ramp (None if it held every step to the bound)."""
+    steps = [s for s in results.get("steps", []) if s["endpoint"] == endpoint]
+    return steps[-1] if steps and not steps[-1]["ok"] else None
+
+
+TITLE = "## Ingest ceiling per endpoint (`python -m bench.ingest_ceiling`)"
+
+
+def render(results: Json, title: str = TITLE) -> str:
     plan = results["plan"]
+    named = results.get("threads_named")
     lines = [
         MARK_BEGIN,
-        "## Ingest ceiling per endpoint (`python -m bench.ingest_ceiling`)",
+        title,
         "",
-        f"Written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. One server, one raw subscriber; "
-        f"each step {plan['step_s']:.0f} s over {plan['channels']} channels; a step is held when at least "
-        "95% of its points are stored, end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, "
-        "latency from each 200. Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), "
-        "latency from each enqueue. CPU in cores: the server's Python process (HTTP, decoding, log "
-        "commits), Spark's JVM, Spark's Python runners (the stream's log reads), and the feed's own.",
+        f"Written {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. A fresh server, one raw subscriber; "
+        f"each step {plan['step_s']:.0f} s over {plan['channels']} channels, the rates listed in the plan, "
+        f"then {plan['step_up']:,} points/s more each step until one fails or {plan['max_rate']:,} "
+        "(the ramp's bound) was held; a step is held when at least 95% of its points are stored, "
+        "end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, latency from each 200. "
+        "Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), latency from each "
+        "enqueue. CPU in cores: the server's Python process, split into its event loop (HTTP, "
+        "decompression, decoding), its log writer threads (commits, merges) and its other threads "
+        "(the micro-batch callback: collecting each batch, evaluation); Spark's JVM and Python runners "
+        "(the stream's reads of the log); the feed's own. "
+        + (
+            f"Threads named by py-spy: {', '.join(named)}."
+            if named
+            else "py-spy could not name the server's threads: the log writer's CPU is in 'other'."
+        ),
         "",
-        f"**Ceilings: JSON {results['json_ceiling']:,} points/s, protobuf + zstd "
-        f"{results['protobuf_ceiling']:,} points/s** (target: 1,000,000 points/s through protobuf + zstd).",
+        f"**Ceilings: JSON {results['json_ceiling']:,} points/s"
+        + _ended(results, "json")
+        + f", protobuf + zstd {results['protobuf_ceiling']:,} points/s"
+        + _ended(results, "protobuf")
+        + f"** (target: {TARGET:,} points/s held on each).",
         "",
-        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python | JVM | Spark Python | feed "
-        "| held |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python (all) | event loop "
+        "| log writer | other threads | JVM | Spark Python | feed | held |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in results["steps"]:
         cpu = s["server_cpu_cores"]
+        held = "yes" if s["ok"] else "no: " + ", ".join(s.get("why_not") or ["?"])
         lines.append(
             f"| {s['endpoint']} | {s['target']:,} | {s['achieved']:,} | {s['latency']['p50_ms']} | "
-            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu['jvm']} | {cpu['spark_python']} | "
-            f"{s['feed_cpu_cores']} | {'yes' if s['ok'] else 'no'} |"
+            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu.get('event_loop', '-')} | "
+            f"{cpu.get('log_writer', '-')} | {cpu.get('server_other', '-')} | {cpu['jvm']} | "
+            f"{cpu['spark_python']} | {s['feed_cpu_cores']} | {held} |"
         )
     lines.append(MARK_END)
     return "\n".join(lines) + "\n"
+
+
+def _ended(results: Json, endpoint: str) -> str:
+    step = failing_step(results, endpoint)
+    if step is not None:
+        return f" ({step['target']:,} not held)"
+    return f" (every step held, {ramp_end(results, endpoint)})"
+
+
+def ramp_end(results: Json, endpoint: str) -> str:
+    """Where an endpoint's ramp ended without a failing step: at its bound, or its listed rates' end."""
+    last = max(s["target"] for s in results["steps"] if s["endpoint"] == endpoint)
+    bound, step_up = results["plan"].get("max_rate"), results["plan"].get("step_up", 0)
+    end = "the ramp's bound" if bound and (not step_up or last + step_up > bound) else "where its rates ended"
+    return f"up to {last:,} points/s, {end}"
 
 
 def write_section(section: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
@@ -290,9 +402,17 @@ def main() -> None:
         arg = sys.argv[2]
         protobuf_feed(json.loads(Path(arg[1:]).read_text() if arg.startswith("@") else arg))
         return
-    results = run(CeilingPlan.parse(sys.argv[1:]))
-    (ROOT / "BENCHMARKS.ingest.json").write_text(json.dumps(results, indent=1))
-    write_section(render(results))
+    args = sys.argv[1:]
+    smoke = "--smoke" in args
+    plan = with_overrides(SMOKE if smoke else FULL, [a for a in args if a != "--smoke"])
+    results = run(plan)
+    if smoke:  # never over the full run's figures
+        out = ROOT / "data" / "bench-smoke" / "ingest.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=1))
+    else:
+        (ROOT / "BENCHMARKS.ingest.json").write_text(json.dumps(results, indent=1))
+        write_section(render(results))
     print(render(results))
 
 

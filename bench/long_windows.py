@@ -15,9 +15,11 @@ after it goes through a real server (bench/serverproc.py) and a WebSocket client
   and after, per computation, and what each holds (`GET /computations`: points in its windows,
   buckets in its result);
 - day: the same over `day_s` of one `day_rate_hz` channel, `day_repeats` times.
+The server's CPU (its process tree, and its Python process alone) is measured over each phase's
+subscribe -> FullResult waits, pauses excluded.
 
-`measure(plan, work)` returns the figures as a dict, so bench/run.py can run it as a workload;
-`render(results)` is its markdown section."""
+`measure(plan, work)` returns the figures as a dict: bench/run.py runs it as a workload of `make
+bench` (`--only long_windows`, workload 3b); `render(results)` is its markdown section."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,7 +44,7 @@ from bench.clients import BenchClient
 from bench.computations import bucketed
 from bench.machine import describe_machine
 from bench.plan import with_overrides
-from bench.procstat import TreeSampler
+from bench.procstat import TreeSampler, cpu_seconds, tree
 from bench.serverproc import Server, start_server
 
 Json = Any
@@ -171,6 +174,34 @@ def _fresh(sub: Json) -> Json:
     return body
 
 
+class Busy:
+    """CPU seconds of the server's process tree and of its Python process over some intervals."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.wall, self.tree_s, self.main_s = pid, 0.0, 0.0, 0.0
+
+    def _now(self) -> tuple[float, float, float]:
+        return time.monotonic(), sum(cpu_seconds(p) for p in tree(self.pid)), cpu_seconds(self.pid)
+
+    async def subscribe_all(self, client: BenchClient, subs: list[Json]) -> tuple[list[str], list[float]]:
+        t0, tree0, main0 = self._now()
+        try:
+            return await _subscribe_all(client, subs)
+        finally:
+            t1, tree1, main1 = self._now()
+            self.wall += t1 - t0
+            self.tree_s += tree1 - tree0
+            self.main_s += main1 - main0
+
+    def as_dict(self) -> Json:
+        wall = max(self.wall, 1e-9)
+        return {
+            "seconds": round(self.wall, 2),
+            "cpu_cores": round(self.tree_s / wall, 2),
+            "main_cpu_cores": round(self.main_s / wall, 2),
+        }
+
+
 async def _subscribe_all(client: BenchClient, subs: list[Json]) -> tuple[list[str], list[float]]:
     """Subscribe to all in one message; (their ids, ms from the send to each FullResult)."""
     ids = [str(uuid.uuid4()) for _ in subs]
@@ -199,9 +230,10 @@ async def _measure(plan: LongWindowsPlan, server: Server, sampler: TreeSampler) 
         ids, _ = await _subscribe_all(client, [_fresh(hour[-1])])
         await client.unsubscribe(ids)
 
+        busy = {phase: Busy(server.pid) for phase in ("single", "concurrent", "day")}
         single = []
         for r in range(plan.repeats):
-            ids, [ms] = await _subscribe_all(client, [_fresh(hour[r % len(hour)])])
+            ids, [ms] = await busy["single"].subscribe_all(client, [_fresh(hour[r % len(hour)])])
             await client.unsubscribe(ids)
             single.append(ms)
             await asyncio.sleep(0.5)
@@ -211,7 +243,7 @@ async def _measure(plan: LongWindowsPlan, server: Server, sampler: TreeSampler) 
         await asyncio.sleep(2)
         rss_before = sampler.rss_main_now()
         subs = [_fresh(hour[i % len(hour)]) for i in range(plan.concurrent)]
-        ids, each = await _subscribe_all(client, subs)
+        ids, each = await busy["concurrent"].subscribe_all(client, subs)
         out["concurrent_ms"] = each
         log(f"concurrent: last FullResult at {max(each):.0f} ms")
         await asyncio.sleep(3)
@@ -231,23 +263,29 @@ async def _measure(plan: LongWindowsPlan, server: Server, sampler: TreeSampler) 
 
         days = []
         for _ in range(plan.day_repeats):
-            ids, [ms] = await _subscribe_all(client, [_fresh(day)])
+            ids, [ms] = await busy["day"].subscribe_all(client, [_fresh(day)])
             await client.unsubscribe(ids)
             days.append(ms)
             await asyncio.sleep(1)
         out["day_ms"] = days
         log(f"day: {[round(x) for x in days]} ms")
+        out["cpu"] = {phase: b.as_dict() for phase, b in busy.items()}
     finally:
         await client.close()
     return out
 
 
-def measure(plan: LongWindowsPlan, work: Path) -> Json:
-    """Write the history, start a server on it, measure; the figures as a dict."""
+def measure(
+    plan: LongWindowsPlan, work: Path, env: dict[str, str] | None = None, keep_log: bool = True
+) -> Json:
+    """Write the history, start a server on it, measure; the figures as a dict. Without `keep_log`
+    the server's data directory (the history: gigabytes at the full plan) is removed afterwards."""
     results: Json = {"plan": dataclasses.asdict(plan), "machine": describe_machine()}
     results["history"] = write_history(plan, work / "server-data")
     log("starting the server")
-    server = start_server(work / "server-data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING"})
+    server = start_server(
+        work / "server-data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
+    )
     sampler = TreeSampler(server.pid).start()
     try:
         time.sleep(plan.settle_s)
@@ -256,6 +294,8 @@ def measure(plan: LongWindowsPlan, work: Path) -> Json:
     finally:
         sampler.stop()
         server.stop()
+        if not keep_log:
+            shutil.rmtree(work / "server-data", ignore_errors=True)
     return results
 
 
@@ -314,6 +354,19 @@ def render(r: Json, title: str = "## Long windows (`python -m bench.long_windows
             f"The server merged the history's small blocks (decision 0032) within {merged['seconds']} s "
             f"of the measurement's start (after a {p['settle_s']} s settle): {merged['rows']:,} rows left.",
         ]
+    cpu = r.get("cpu") or {}
+    if cpu:
+        parts = [
+            f"{what} {c['cpu_cores']:.2f} cores (its Python process {c['main_cpu_cores']:.2f}) over "
+            f"{c['seconds']:g} s"
+            for what, c in (
+                ("one at a time", cpu.get("single")),
+                (f"{p['concurrent']} at once", cpu.get("concurrent")),
+                ("the day", cpu.get("day")),
+            )
+            if c
+        ]
+        lines += ["", "Server CPU while waiting for the FullResults: " + "; ".join(parts) + "."]
     if m:
         lines += [
             "",

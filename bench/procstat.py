@@ -4,9 +4,14 @@ children of the server process), read from /proc so the harness needs no extra d
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -38,14 +43,48 @@ def tree(pid: int, kids: dict[int, list[int]] | None = None) -> list[int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU seconds of one process (0 if it is gone)."""
+def _stat_cpu(path: str) -> float:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of one process, all its threads (0 if it is gone)."""
+    return _stat_cpu(f"/proc/{pid}/stat")
+
+
+def thread_cpu_seconds(pid: int, tid: int) -> float:
+    """user + system CPU seconds of one thread of `pid` (0 if it is gone)."""
+    return _stat_cpu(f"/proc/{pid}/task/{tid}/stat")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have been busy since boot, whatever ran (/proc/stat: all but idle and
+    iowait): over an interval, with this harness's own figures, what other processes took."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICKS  # user..steal, less idle and iowait
+
+
+def python_thread_names(pid: int, timeout: float = 30) -> dict[int, str]:
+    """{native thread id: Python thread name} of a live Python process, from `py-spy dump` (the
+    bench extra); {} if py-spy is missing or cannot attach. Python 3.11 names no OS thread, so
+    /proc cannot tell the log writer from the event loop; py-spy reads the interpreter's own."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    try:
+        out = subprocess.run(
+            [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {int(m[1]): m[2] for m in re.finditer(r'^Thread (\d+) \(\w+\): "(.*)"$', out, re.MULTILINE)}
 
 
 def rss_bytes(pid: int) -> int:

@@ -3,10 +3,16 @@ BENCHMARKS.md and a JSON file of every figure.
 
     python -m bench.run [--smoke] [--out BENCHMARKS.md] [--work DIR] [--only W[,W...]] [NAME=VALUE ...]
 
-NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes). `--only` runs
-some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle, baselines; ingest brings
-latency along), e.g. `--only fanout10x` measures fan-out at 10x in a few minutes; the report then
-says "not measured" of the rest.
+In order: the baselines (the naive design, then Spark's floor in a fresh process, at the run's
+trigger and at a shorter one), a server for workloads 1-5 (2b: fan-out at 10x), then workload 3b,
+long windows (a server of its own on a log filled before it starts: bench/long_windows.py), then the
+ingest ceiling per endpoint (a fresh server: bench/ingest_ceiling.py), then the report.
+
+NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
+long_windows.NAME=VALUE and ingest_ceiling.NAME=VALUE those of their own plans. `--only` runs
+some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle, baselines, long_windows,
+ingest_ceiling; ingest brings latency along), e.g. `--only fanout10x` measures fan-out at 10x in a
+few minutes; the report then says "not measured" of the rest.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench import computations as comps
+from bench import ingest_ceiling, long_windows
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -36,7 +44,8 @@ from bench.stats import delivery_latency, summarize
 Json = Any
 PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
-WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest", "idle", "baselines")
+SERVER_WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest", "idle")  # one shared server
+WORKLOADS = (*SERVER_WORKLOADS, "baselines", "long_windows", "ingest_ceiling")
 
 
 def log(msg: str) -> None:
@@ -44,12 +53,22 @@ def log(msg: str) -> None:
 
 
 class Run:
-    def __init__(self, plan: Plan, work: Path, only: frozenset[str] = frozenset(WORKLOADS)) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        work: Path,
+        only: frozenset[str] = frozenset(WORKLOADS),
+        lw_plan: long_windows.LongWindowsPlan = long_windows.FULL,
+        ceiling_plan: ingest_ceiling.CeilingPlan = ingest_ceiling.FULL,
+    ) -> None:
         self.plan, self.work = plan, work
+        self.lw_plan, self.ceiling_plan = lw_plan, ceiling_plan
+        self.keep_records = False  # --work given: workload 3b's history stays there too
         self.only = only | {"latency"} if "ingest" in only else only
         self.tick = 1_000_000_000 // plan.rate_hz
         self._baseline_budget: dict[str, float] = {}
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
+        self.results["server_checkpoint"] = self.server_placement
 
     # -- helpers -------------------------------------------------------------------------------------------
     def child(self, module: str, name: str, spec: Json, *extra: str) -> Child:
@@ -117,23 +136,27 @@ class Run:
 
     # -- baselines -----------------------------------------------------------------------------------------
     def baseline_phases(self) -> list[Json]:
+        """Spark's floor at the other checkpoint placement, at the shorter trigger, then at the
+        run's trigger with the server's placement (right before the server, and next to the shorter
+        trigger's, which it is compared with; neither is a fresh JVM's first); the naive design."""
         p = self.plan
-        return [
-            {
-                "name": "floor_disk",
-                "kind": "floor",
-                "checkpoint": "disk",
-                "warmup_s": p.floor_warmup_s,
-                "duration_s": p.floor_s,
-            },
-            {
-                "name": "floor_tmpfs",
-                "kind": "floor",
-                "checkpoint": "tmpfs",
-                "warmup_s": p.floor_warmup_s,
-                "duration_s": p.floor_s,
-            },
-        ] + [
+        floor = {"kind": "floor", "warmup_s": p.floor_warmup_s, "duration_s": p.floor_s}
+        other = "disk" if self.server_placement == "tmpfs" else "tmpfs"
+        floors = [{**floor, "name": f"floor_{other}", "checkpoint": other}]
+        fast = p.floor_fast_trigger_ms
+        if fast and fast != p.trigger_ms:
+            floors.append(
+                {
+                    **floor,
+                    "name": f"floor_{self.server_placement}_{fast}ms",
+                    "checkpoint": self.server_placement,
+                    "trigger_ms": fast,
+                }
+            )
+        floors.append(
+            {**floor, "name": f"floor_{self.server_placement}", "checkpoint": self.server_placement}
+        )
+        return floors + [
             {
                 "name": f"naive_{n}",
                 "kind": "naive",
@@ -183,6 +206,47 @@ class Run:
             if r.get("error") and oom and "OutOfMemoryError" not in r["error"]:
                 r["error"] += f" (the JVM logged {oom})"
 
+    @property
+    def server_placement(self) -> str:
+        return "tmpfs" if self.plan.server_checkpoint.startswith("/dev/shm") else "disk"
+
+    # -- workload 3b and the ingest ceiling: servers of their own ---------------------------------------
+    def server_env(self) -> dict[str, str]:
+        env = {"SPARKWIRE_TRIGGER_MS": str(self.plan.trigger_ms)}
+        if self.plan.server_checkpoint:
+            env["SPARKWIRE_CHECKPOINT_DIR"] = self.plan.server_checkpoint
+        return env
+
+    def long_windows(self) -> None:
+        """Workload 3b: long windows, on a server started over a log filled beforehand."""
+        log("workload 3b: long windows (history written first, then a server of their own)")
+        # its history is gigabytes at the full plan: kept only when asked to keep the records
+        self._own_server(
+            "long_windows",
+            lambda: long_windows.measure(
+                self.lw_plan, self.work / "long-windows", self.server_env(), keep_log=self.keep_records
+            ),
+        )
+
+    def ingest_ceiling(self) -> None:
+        """Each write endpoint's ramp until a step fails to hold, on a fresh server."""
+        log("workload 4: ingest ceiling per endpoint (a fresh server)")
+        self._own_server(
+            "ingest_ceiling",
+            lambda: ingest_ceiling.measure(
+                self.ceiling_plan, self.work / "ingest-ceiling", self.server_env()
+            ),
+        )
+
+    def _own_server(self, key: str, measure: Callable[[], Json]) -> None:
+        """A workload late in a long run that fails is reported as failed (its rows say "not
+        measured", the error is in the JSON) rather than losing the figures measured before it."""
+        try:
+            self.results[key] = measure()
+        except Exception as exc:
+            log(f"{key} failed: {exc}")
+            self.results.setdefault("errors", {})[key] = str(exc)[-2000:]
+
     # -- the server's workloads ------------------------------------------------------------------------------
     def server_workloads(self) -> None:
         p = self.plan
@@ -195,7 +259,7 @@ class Run:
         }
         if p.server_checkpoint:
             env["SPARKWIRE_CHECKPOINT_DIR"] = p.server_checkpoint
-        self.results["server_checkpoint"] = "tmpfs" if p.server_checkpoint.startswith("/dev/shm") else "disk"
+        self.results["server_checkpoint"] = self.server_placement
         log("starting the server")
         server = start_server(self.work / "server-data", self.work / "server.log", env)
         sampler = TreeSampler(server.pid).start()
@@ -490,6 +554,22 @@ def _batch_means(before: dict[str, float], after: dict[str, float], seconds: flo
     }
 
 
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """NAME=VALUE for the Plan, long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE (prefix dropped)."""
+    own: list[str] = []
+    lw: list[str] = []
+    ceiling: list[str] = []
+    for item in overrides:
+        prefix, dot, rest = item.partition(".")
+        if dot and prefix == "long_windows" and "=" in rest:
+            lw.append(rest)
+        elif dot and prefix == "ingest_ceiling" and "=" in rest:
+            ceiling.append(rest)
+        else:
+            own.append(item)
+    return own, lw, ceiling
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -507,12 +587,16 @@ def main(argv: list[str] | None = None) -> None:
     only = frozenset(w for w in args.only.split(",") if w)
     if not only <= set(WORKLOADS):
         parser.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(WORKLOADS)))}")
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
+    own, lw, ceiling = split_overrides(args.overrides)
+    plan = with_overrides(SMOKE if args.smoke else FULL, own)
+    lw_plan = with_overrides(long_windows.SMOKE if args.smoke else long_windows.FULL, lw)
+    ceiling_plan = with_overrides(ingest_ceiling.SMOKE if args.smoke else ingest_ceiling.FULL, ceiling)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: 5,000 sockets each side
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
     work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    run = Run(plan, work, only)
+    run = Run(plan, work, only, lw_plan, ceiling_plan)
+    run.keep_records = args.work is not None
     started = time.time()
     run.results["machine"] = describe_machine()
     run.results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
@@ -534,12 +618,19 @@ def main(argv: list[str] | None = None) -> None:
             if part:
                 run.finish_baselines(name, run.start_baselines(name, part))
     alongside = run.start_baselines("baselines", phases) if phases and plan.baselines_alongside else None
-    run.server_workloads()
+    if only & set(SERVER_WORKLOADS):
+        run.server_workloads()
     if alongside is not None:
         run.finish_baselines("baselines", alongside)
+    # Servers of their own, after the shared one (the floor stays right before workload 1).
+    if "long_windows" in only:
+        run.long_windows()
+    if "ingest_ceiling" in only:
+        run.ingest_ceiling()
     run.results["duration_s"] = round(time.time() - started)
+    kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
     (args.out.with_suffix(".json")).write_text(json.dumps(run.results, indent=1, default=str))
-    args.out.write_text(render(run.results))
+    args.out.write_text(render(run.results, kept))
     log(f"wrote {args.out} in {run.results['duration_s']} s (records in {work})")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

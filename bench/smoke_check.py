@@ -1,6 +1,7 @@
 """The checks a smoke run of the benchmark must pass (`make bench-smoke` runs them after
-`python -m bench.run --smoke`): every workload yielded samples, the report says what each target came
-to, the idle crowd was served, the baselines ran. Speed is not judged: the machine may be busy.
+`python -m bench.run --smoke`): every workload yielded samples (long windows and both endpoints'
+ingest ceilings too), the report names every target with a verdict, the idle crowd was served, the
+baselines ran (both floors among them). Speed is not judged: the machine may be busy.
 
 Run: python -m bench.smoke_check [data/bench-smoke/BENCHMARKS.md]
 """
@@ -8,6 +9,7 @@ Run: python -m bench.smoke_check [data/bench-smoke/BENCHMARKS.md]
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -33,9 +35,32 @@ def check(out: Path) -> None:
     assert idle["count"] == idle["answered_ping"] == results["plan"]["idle_connections"]
     assert idle["kb_per_connection"] > 0
     assert idle["ping"]["n"] == idle["count"] and idle["ping"]["p50_ms"] > 0
+    # workload 3b: long windows, on a server of its own
+    lw, lwp = results["long_windows"], results["long_windows"]["plan"]
+    assert lw["history"]["points"] > 0
+    assert len(lw["single_ms"]) == lwp["repeats"] and min(lw["single_ms"]) > 0
+    assert len(lw["concurrent_ms"]) == lwp["concurrent"] and min(lw["concurrent_ms"]) > 0
+    assert len(lw["day_ms"]) == lwp["day_repeats"] and min(lw["day_ms"]) > 0
+    assert lw["memory"]["computations"] == lwp["concurrent"] and lw["memory"]["window_points"]
+    assert lw["cpu"]["single"]["cpu_cores"] > 0
+    # the ingest ceiling: each endpoint ramped (tiny steps), its server's CPU split by thread
+    ceiling = results["ingest_ceiling"]
+    for endpoint in ("json", "protobuf"):
+        steps = [s for s in ceiling["steps"] if s["endpoint"] == endpoint]
+        assert steps and steps[0]["achieved"] > 0 and steps[0]["latency"]["n"] > 0, endpoint
+        # past its listed rates (by step_up) unless the machine was too busy to hold the first one
+        assert len(steps) >= 2 or not steps[0]["ok"], f"{endpoint}: the ramp stopped on a held step"
+        cpu = steps[0]["server_cpu_cores"]
+        assert cpu["server_python"] > 0 and cpu["event_loop"] > 0 and cpu["jvm"] >= 0
+        assert ceiling[f"{endpoint}_stopped"] in ("failed", "bound")
+    if shutil.which("py-spy") or Path(sys.executable).with_name("py-spy").exists():  # the bench extra
+        assert ceiling["threads_named"], "py-spy named no log writer thread of the server"
     baselines = results["baselines"]
-    assert {"floor_disk", "floor_tmpfs", "naive_2"} <= baselines.keys()
-    assert baselines["floor_disk"]["latency"]["n"] > 0 and baselines["floor_tmpfs"]["latency"]["n"] > 0
+    fast = f"floor_{results['server_checkpoint']}_{results['plan']['floor_fast_trigger_ms']}ms"
+    assert {"floor_disk", "floor_tmpfs", fast, "naive_2"} <= baselines.keys()
+    for floor in ("floor_disk", "floor_tmpfs", fast):
+        assert baselines[floor]["latency"]["n"] > 0, floor
+    assert baselines[fast]["trigger_ms"] == results["plan"]["floor_fast_trigger_ms"]
     # the naive design ran (a query dying on its first trigger is restarted) and is compared
     assert "error" not in baselines["naive_2"] and baselines["naive_2"]["latency"]["n"] > 0
     for usage in (results["latency"]["usage"], baselines["floor_disk"]["usage"]):
@@ -45,14 +70,40 @@ def check(out: Path) -> None:
     for heading in (
         "## Targets",
         "## Workloads",
+        "Workload 3b: long windows",
         "Workload 4: ingest ramp",
+        "Workload 4: ingest ceiling per endpoint",
+        "<!-- ingest-ceiling:begin -->",
         "Workload 5: idle",
         "## Baselines",
     ):
-        assert heading in report
+        assert heading in report, heading
     assert "Reproduce: `python -m bench.run --smoke" in report
-    assert "1 latency p99" in report and "5 idle connection" in report
-    assert "2b fan-out at 10x p99" in report and "2b worst subscriber's p99" in report
+    # every target of the issue has its row in the first table, with a verdict
+    table = report.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| target")]
+    for name in (
+        "1 latency p50",
+        "1 latency p99",
+        "1 p50 vs Spark's floor",
+        f"1 Spark's floor at a {results['plan']['floor_fast_trigger_ms']} ms trigger",
+        "2 fan-out p99",
+        "2b fan-out at 10x p99",
+        "2b worst subscriber's p99",
+        "3 new computation p50",
+        "3 live computation p50",
+        "3b hour window, new computation: FullResult p50",
+        "hour windows at once: last FullResult",
+        "3b day window, new computation: FullResult p50",
+        "3b memory per live hour-window computation",
+        "4 ingest ceiling JSON",
+        "4 ingest ceiling protobuf+zstd",
+        "5 idle connection",
+    ):
+        row = next((r for r in rows if name in r), None)
+        assert row is not None, f"no target row {name!r}"
+        assert "not measured" not in row and "| n/a |" not in row, row
+    assert "<= 1.25x" in table and "<= 30 KB" in table
     assert "x Sparkwire's p50" in report
     assert f"5 ping -> pong, all {idle['count']:,} connections at once" in report
 
