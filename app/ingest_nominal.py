@@ -11,25 +11,33 @@ Point kinds (docs/decisions/0026-protobuf-ingest.md):
   is stored.
 `session_name` is accepted and not used: Sparkwire has no sessions.
 
-The messages are decoded by protobuf's upb runtime. Reading each point's fields through upb's Python
-objects cost ~0.9 us a point (a wrapper per point and per timestamp), most of the server's CPU per
-point: instead the numeric series' points are re-serialized by upb (canonical bytes, ~0.04 us a
-point) and read from those bytes as numpy columns (`_wire_columns`). Anything in those bytes outside
-what upb writes for these messages (unknown fields, say) sends the series back to the per-point
-reading, so both give the same columns and the same refusals.
+The body is parsed by protobuf's upb runtime (a body it refuses is refused, 400), which gives what
+is per series: channel, tags, which kind of points. Reading each point's fields through upb's Python
+objects costs ~0.8 us a point (a wrapper per point and per timestamp), most of the server's CPU per
+point; instead the points are decoded a second time, by ptars (a maintained Rust decoder of protobuf
+into Arrow, docs/decisions/0036-protobuf-ingest-columns.md), into Arrow lists cut into numpy
+columns per series (`_arrow_columns`, strings as Python lists). ptars is given a copy of the
+messages' schema in which google.protobuf.Timestamp is a look-alike message of the same wire layout,
+so seconds and nanos arrive as they were sent and are refused as on the per-point read. The per-point
+read stays, as the reference (tests/test_nominal_columns.py) and the fallback: for a series whose
+point count differs between the two decoders and for a request ptars refuses.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
+import pyarrow as pa
 from fastapi import Request
 from fastapi.responses import Response
+from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
+from google.protobuf.timestamp_pb2 import Timestamp
 from nominal.protos.write.nominal_write_pb2 import WriteRequestNominal
-from numpy.lib.stride_tricks import sliding_window_view
+from ptars import HandlerPool
 
 from app.errors import error_response
 from app.ingest import InvalidWrite, accept_writes
@@ -44,6 +52,7 @@ NUMERIC_KINDS = {
     "integer_points": np.int64,
     "uint64_points": np.uint64,
 }
+COLUMN_KINDS = frozenset({*NUMERIC_KINDS, "string_points"})
 UNSUPPORTED_KINDS = {"array_points": "array", "struct_points": "struct"}
 Column = Sequence[Any] | np.ndarray
 Columns = tuple[Column, Column, Column]  # a series' points: seconds, nanos, values
@@ -73,7 +82,7 @@ def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:
     except DecodeError as exc:
         raise InvalidWrite(f"body is not a WriteRequestNominal protobuf: {exc}") from None
     writes = []
-    columns = _wire_columns(request)
+    columns = _arrow_columns(body, request)
     for i, series in enumerate(request.series):
         channel = series.channel.name
         where = f"series.{i} (channel {channel!r})"
@@ -96,141 +105,104 @@ def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:
         ts = _timestamps(seconds, nanos, f"{where}.points.{kind}")
         key = SeriesKey.of(rid, channel, dict(series.tags))
         if kind == "string_points":
-            writes.append(SeriesWrite(key, SeriesKind.ENUM, ts, cast(list[str], raw)))  # read per point
+            writes.append(SeriesWrite(key, SeriesKind.ENUM, ts, cast(list[str], raw)))
         else:
             values = _numeric(raw, NUMERIC_KINDS[kind], f"{where}.points.{kind}")
             writes.append(SeriesWrite(key, SeriesKind.NUMERIC, ts, values))
     return writes
 
 
-def _wire_columns(request: WriteRequestNominal) -> dict[int, Columns]:
-    """The numeric series' points as columns, read from upb's serialization of each series' points
-    (one pass over all series of a kind, so numpy's per-call cost is paid per request, not per
-    series); by series index. A kind whose bytes hold anything else is left out (read per point)."""
-    by_kind: dict[str, list[tuple[int, bytes, int]]] = {}
+def _arrow_columns(body: bytes, request: WriteRequestNominal) -> dict[int, Columns]:
+    """The points of the double, integer, uint64 and string series as columns, by series index:
+    ptars decodes `body` (which upb has parsed into `request`) to Arrow in one call, and each kind's
+    columns are cut per series by the lists' offsets. A series whose point count differs from
+    upb's is left out (read per point), and so is the whole request if ptars refuses it."""
+    by_kind: dict[str, list[int]] = {}
     for i, series in enumerate(request.series):
         kind = series.points.WhichOneof("points_type")
-        if kind in NUMERIC_KINDS:
-            held = getattr(series.points, kind)
-            by_kind.setdefault(kind, []).append((i, held.SerializeToString(), len(held.points)))
+        if kind in COLUMN_KINDS:
+            by_kind.setdefault(kind, []).append(i)
+    if not by_kind:
+        return {}
+    try:
+        batch = _ptars_handler().list_to_record_batch([body])
+    except Exception:  # ptars refuses what upb accepted: read per point (ptars raises ValueError)
+        return {}
+    listed = batch.column("series")
+    first = listed.offsets[0].as_py()  # the request's series in listed.values
+    if listed.offsets[1].as_py() - first != len(request.series):
+        return {}
+    points = listed.values.field("points")
     out: dict[int, Columns] = {}
-    for kind, parts in by_kind.items():
-        read = _read_points(b"".join(p[1] for p in parts), kind)
-        if read is None or len(read[0]) != sum(p[2] for p in parts):
-            continue
-        seconds, nanos, values = read
-        # Each series' bytes are whole records, so its points are the next len(points) records.
-        at = 0
-        for i, _, n in parts:
-            out[i] = seconds[at : at + n], nanos[at : at + n], values[at : at + n]
-            at += n
+    for kind, indices in by_kind.items():
+        held = points.field(kind).field("points")  # per series: list<struct<timestamp, value>>
+        offsets = held.offsets.to_numpy()
+        point = held.values
+        stamp = point.field("timestamp")
+        read = stamp.field("seconds"), stamp.field("nanos"), point.field("value")
+        if any(column.null_count for column in read):  # ptars declares them not null
+            return {}
+        seconds, nanos = read[0].to_numpy(), read[1].to_numpy()
+        if stamp.null_count:  # points without a timestamp: upb reads seconds 0 and nanos 0
+            missing = stamp.is_null().to_numpy(zero_copy_only=False)
+            seconds, nanos = np.where(missing, 0, seconds), np.where(missing, 0, nanos)
+        values: Column = read[2].to_pylist() if kind == "string_points" else read[2].to_numpy()
+        for i in indices:
+            a, b = int(offsets[first + i]), int(offsets[first + i + 1])
+            # ptars keeps a oneof member's earlier points that upb dropped (another member came
+            # between): the counts tell, and those series are read per point
+            if b - a == len(getattr(request.series[i].points, kind).points):
+                out[i] = seconds[a:b], nanos[a:b], values[a:b]
     return out
 
 
-# Wire bytes (field number << 3 | wire type) of the fields these messages hold.
-_RECORD = 0x0A  # XPoints.points (1, length-delimited); XPoint.timestamp (1, length-delimited)
-_SECONDS = 0x08  # Timestamp.seconds (1, varint)
-_NANOS = 0x10  # Timestamp.nanos (2, varint); IntegerPoint/Uint64Point.value (2, varint)
-_DOUBLE = 0x11  # DoublePoint.value (2, 64-bit)
-_PAD = 24  # zero bytes after the data, so that every 8-byte read (two for a varint) stays inside
-_STOP_BITS = 0x8080808080808080
-# The longest point upb writes: a timestamp of two 10-byte varints (24 bytes with its tag and
-# length) and an 11-byte value field. Longer (unknown fields) is read per point.
-_MAX_POINT = 35
+class _Decoder(Protocol):  # what is used of ptars' MessageHandler (its Rust module has no stubs)
+    def list_to_record_batch(self, payloads: list[bytes]) -> pa.RecordBatch: ...
 
 
-def _read_points(data: bytes, kind: str) -> Columns | None:
-    """Records `0a <len> <point>` as upb writes them (a point is at most _MAX_POINT bytes, so every
-    length is one byte), fields in number order, zero values left out: seconds, nanos and values
-    columns. None for anything else."""
-    buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-    starts = _record_starts(data, buf)
-    if starts is None:
-        return None
-    words = sliding_window_view(buf, 8)  # words[i]: the 8 bytes from i
-    end = starts + 2 + buf[starts + 1]
-    pos = starts + 2
-    has_ts = (pos < end) & (buf[pos] == _RECORD)
-    ts_end = np.where(has_ts, pos + 2 + buf[pos + 1], pos)
-    pos = np.where(has_ts, pos + 2, pos)
-    seconds, pos = _varint_field(buf, words, pos, ts_end, _SECONDS)
-    nanos, pos = _varint_field(buf, words, pos, ts_end, _NANOS)
-    if not np.array_equal(pos, ts_end):
-        return None
-    values: np.ndarray
-    if kind == "double_points":
-        has = (pos < end) & (buf[pos] == _DOUBLE)
-        values = words[np.where(has, pos + 1, len(data))].view("<f8").ravel()  # absent: zero bytes
-        pos = np.where(has, pos + 9, pos)
-    else:
-        values, pos = _varint_field(buf, words, pos, end, _NANOS)
-        if kind == "integer_points":
-            values = values.view(np.int64)
-    if not np.array_equal(pos, end):
-        return None
-    # int32 nanos: the low 32 bits of the varint, as upb reads them
-    return seconds.view(np.int64), nanos.astype(np.uint32).view(np.int32).astype(np.int64), values
+_PTARS_FIELDS = {"WriteRequestNominal": {"series"}, "Series": {"points"}, "Points": COLUMN_KINDS}
 
 
-def _record_starts(data: bytes, buf: np.ndarray) -> np.ndarray | None:
-    """Where each record begins: found by shape (a record tag and length whose point opens with a
-    timestamp tag and length) and kept if those records tile the bytes exactly; else (a value's
-    bytes looking like a record, a point without a timestamp) by walking the lengths."""
-    size = len(data)
-    starts = np.flatnonzero(
-        (buf[:size] == _RECORD)
-        & (buf[1 : size + 1] <= _MAX_POINT)
-        & (buf[2 : size + 2] == _RECORD)
-        & (buf[3 : size + 3] <= _MAX_POINT)
+@functools.cache
+def _ptars_handler() -> _Decoder:
+    """ptars' decoder of WriteRequestNominal, seeing every google.protobuf.Timestamp as a message of
+    the same wire layout (int64 seconds = 1; int32 nanos = 2): ptars then gives seconds and nanos
+    as they are on the wire (its Timestamp conversion to timestamp[ns] would merge them, and map
+    invalid stamps such as seconds 1, nanos -1 onto valid ones), and `_timestamps` refuses exactly
+    what it refuses on the per-point read. Schema only: the bytes are decoded by ptars."""
+    stamp = descriptor_pb2.FileDescriptorProto()
+    Timestamp.DESCRIPTOR.file.CopyToProto(stamp)
+    stamp.name, stamp.package = "sparkwire/ingest_nominal_stamp.proto", "sparkwire.ingest"
+    stamp.ClearField("options")
+    (message,) = stamp.message_type
+    message.name = "Stamp"
+    nominal = descriptor_pb2.FileDescriptorProto()
+    WriteRequestNominal.DESCRIPTOR.file.CopyToProto(nominal)
+    timestamp_file = Timestamp.DESCRIPTOR.file.name
+    nominal.dependency[:] = [stamp.name if d == timestamp_file else d for d in nominal.dependency]
+    messages = list(nominal.message_type)
+    while messages:
+        m = messages.pop()
+        messages.extend(m.nested_type)
+        for field in m.field:
+            if field.type_name == f".{Timestamp.DESCRIPTOR.full_name}":
+                field.type_name = f".{stamp.package}.{message.name}"
+    # Only what is read from ptars' output (~0.08 ms less a request to build and free): ptars skips
+    # the other fields as unknown ones; upb reads the channel and tags, and refuses array and struct
+    for m in nominal.message_type:
+        if m.name in _PTARS_FIELDS:
+            kept = [field for field in m.field if field.name in _PTARS_FIELDS[m.name]]
+            del m.field[:]
+            m.field.extend(kept)
+            if not any(field.HasField("oneof_index") for field in kept):
+                del m.oneof_decl[:]  # session_name's (proto3 optional)
+    pool = descriptor_pool.DescriptorPool()  # our own: nothing here clashes with the real messages
+    for file in (stamp, nominal):
+        pool.Add(file)
+    handler: _Decoder = HandlerPool([pool.FindFileByName(nominal.name)]).get_for_message(
+        pool.FindMessageTypeByName(WriteRequestNominal.DESCRIPTOR.full_name)
     )
-    if len(starts) and starts[0] == 0:
-        ends = starts + 2 + buf[starts + 1]
-        if ends[-1] == size and np.array_equal(ends[:-1], starts[1:]):
-            return starts
-    walk: list[int] = []
-    at = 0
-    while at < size:
-        if data[at] != _RECORD or at + 1 == size or data[at + 1] > _MAX_POINT:
-            return None
-        walk.append(at)
-        at += 2 + data[at + 1]
-    return np.array(walk, dtype=np.int64) if at == size else None
-
-
-def _varint_field(
-    buf: np.ndarray, words: np.ndarray, pos: np.ndarray, end: np.ndarray, tag: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """An optional varint field at each position: its values as uint64 (0 where absent) and the
-    positions after it (past `end` if a varint overran its message: the caller's check refuses)."""
-    has = (pos < end) & (buf[pos] == tag)
-    values = np.zeros(len(pos), np.uint64)
-    if not has.any():
-        return values, pos
-    read, lengths = _varints(words, pos[has] + 1)
-    values[has] = read
-    after = pos.copy()
-    after[has] += 1 + lengths
-    return values, after
-
-
-def _varints(words: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The varints starting at `at` and their lengths in bytes, eight bytes at a time: the 7-bit
-    groups up to the first byte without its top bit, packed together by three shift steps."""
-    word = words[at].view("<u8").ravel()
-    stop = ~word & _STOP_BITS
-    last = stop & (~stop + 1)  # the first stop bit; none: 0, and then every byte is kept
-    keep = (last - 1) | last
-    x = word & keep & 0x7F7F7F7F7F7F7F7F
-    x = (x & 0x007F007F007F007F) | ((x >> 1) & 0x3F803F803F803F80)
-    x = (x & 0x00003FFF00003FFF) | ((x >> 2) & 0x0FFFC0000FFFC000)
-    x = (x & 0x000000000FFFFFFF) | ((x >> 4) & 0x00FFFFFFF0000000)
-    lengths = (np.bitwise_count(keep) >> 3).astype(np.int64)
-    longer = last == 0
-    if longer.any():  # 9 or 10 bytes (negative numbers): the rest from the next eight
-        rest, more = _varints(words, at[longer] + 8)
-        x[longer] |= rest << 56
-        lengths[longer] += more
-    return x, lengths
+    return handler
 
 
 def _timestamps(seconds: Column, nanos: Column, where: str) -> np.ndarray:

@@ -1,12 +1,13 @@
-"""The protobuf ingest decode: numeric points read as numpy columns against one upb object per point.
+"""The protobuf ingest decode: points read as columns through ptars against one upb object per point.
 
 `app.ingest_nominal.nominal_writes(body, rid)` (the endpoint's whole decode, from the decompressed
-body to the log's writes: upb's parse, then the points) is timed with its column reader
-(`_wire_columns`, upb's re-serialized bytes read by numpy) and with the per-point read it falls back
-to (the arm "per point": `_wire_columns` patched to return {}, so every series is read through upb's
-Python objects). Bodies as nominal-streaming sends them: `channels` channels (one tag each) of
-double or integer points, `sizes` points per request over all channels, timestamps 1 ms apart from
-a recent epoch second. Both arms must give the same writes (checked once per body).
+body to the log's writes: upb's parse, then the points) is timed with its column read
+(`_arrow_columns`: ptars decodes the body to Arrow, cut into numpy columns per series) and with the
+per-point read it falls back to (the arm "per point": `_arrow_columns` patched to return {}, so
+every series is read through upb's Python objects). Bodies as nominal-streaming sends them:
+`channels` channels (one tag each) of double, integer or string points, `sizes` points per request
+over all channels, timestamps 1 ms apart from a recent epoch second. Both arms must give the same
+writes (checked once per body).
 
 In one process the arms alternate for `rounds` rounds (A B, then B A, ...), each sample repeating
 the call until it has run `sample_s`; reported: microseconds per point, the median over rounds per
@@ -33,7 +34,7 @@ from app import ingest_nominal
 
 RID = "ri.nominal.bench.datasource.protobuf-decode"
 EPOCH_S = 1_764_000_000  # late 2025, as a live stream's timestamps are
-KINDS = ("double_points", "integer_points")
+KINDS = ("double_points", "integer_points", "string_points")
 
 
 def body(kind: str, points: int, channels: int) -> bytes:
@@ -46,17 +47,21 @@ def body(kind: str, points: int, channels: int) -> bytes:
         for k in range(per):
             ns = k * 1_000_000 + c * 1_000  # 1 kHz, the channels a microsecond apart
             t = Timestamp(seconds=EPOCH_S + ns // 10**9, nanos=ns % 10**9)
-            value = 20.0 + 5.0 * np.sin(k / 50.0) if kind == "double_points" else 1_000 * c + k
+            value: float | int | str = 1_000 * c + k
+            if kind == "double_points":
+                value = 20.0 + 5.0 * np.sin(k / 50.0)
+            elif kind == "string_points":
+                value = f"state_{k // 100 % 5}"  # an enum channel: a few states, each for a while
             held.add(timestamp=t, value=value)
     return request.SerializeToString()
 
 
 def per_point() -> AbstractContextManager[object]:
     """The fallback arm: no series read as columns, every point through upb's objects."""
-    return mock.patch.object(ingest_nominal, "_wire_columns", lambda request: {})
+    return mock.patch.object(ingest_nominal, "_arrow_columns", lambda body, request: {})
 
 
-def writes(data: bytes) -> list[tuple[object, list[int], list[float]]]:
+def writes(data: bytes) -> list[tuple[object, list[int], list[float] | list[str]]]:
     out = ingest_nominal.nominal_writes(data, RID)
     return [(w.key, np.asarray(w.ts).tolist(), np.asarray(w.values).tolist()) for w in out]
 
@@ -78,6 +83,9 @@ def compare(data: bytes, points: int, rounds: int, sample_s: float) -> tuple[flo
     with per_point():
         slow = writes(data)
     assert writes(data) == slow, "the two arms give different writes"
+    request = pb.WriteRequestNominal.FromString(data)
+    read = ingest_nominal._arrow_columns(data, request)
+    assert len(read) == len(request.series), "the columns arm reads some series per point"
     times: dict[bool, list[float]] = {True: [], False: []}  # by "per point"
     for r in range(rounds):
         for fallback in (False, True) if r % 2 == 0 else (True, False):
