@@ -41,7 +41,7 @@ lint: install
 test: lint
 	$(BIN)/pytest -q
 
-# Full run (~20 min, writes BENCHMARKS.md); BENCH_ARGS takes NAME=VALUE plan overrides (and --smoke,
+# Full run (~35 min, writes BENCHMARKS.md); BENCH_ARGS takes NAME=VALUE plan overrides (and --smoke,
 # though a smoke run's report would then replace BENCHMARKS.md: use bench-smoke).
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

@@ -313,6 +313,7 @@ def _why(r: Json) -> list[str]:
                 else ""
             )
             + ". Profiles: bench/results/fanout10x/."
+            + _fanout10x_needs(f10, sum(clients))
         )
     out += _long_window_why(r.get("long_windows") or {})
     out += _ceiling_why(r.get("ingest_ceiling") or {})
@@ -324,6 +325,27 @@ def _why(r: Json) -> list[str]:
             f"{c['tree_kb_per_connection']} KB each); what a connection holds: docs/decisions/0031."
         )
     return out
+
+
+def _fanout10x_needs(f10: Json, client_cores: float) -> str:
+    """What 500 ms would take at this run's own costs: every subscription gets a frame per
+    micro-batch (every computation changes in every batch), so the p99 moves with the batch period;
+    the period that gives a 500 ms p99, at this run's p99 / period, sets the frames/s, and this
+    run's CPU per frame (clients' and server's) what those frames cost."""
+    batches, frames, p99 = f10.get("batch", {}).get("per_s"), f10.get("frames_per_s"), f10.get("p99_ms")
+    if not batches or not frames or not p99 or p99 <= 500:
+        return ""
+    periods = p99 * batches / 1000  # the p99 in batch periods
+    needed_frames = frames / batches * (1000 / (500 / periods))  # frames per batch x batches/s
+    client_us, server_us = client_cores / frames * 1e6, f10["usage"]["cpu_cores"] / frames * 1e6
+    clients_need = needed_frames * client_us / 1e6
+    return (
+        f" At this run's costs a 500 ms p99 is out of this machine's reach: the p99 was {periods:.1f} "
+        f"batch periods, so it needs a period of {500 / periods:.0f} ms, {needed_frames:,.0f} frames/s; "
+        f"at this run's {client_us:.0f} us of client CPU per frame the clients alone would need "
+        f"{clients_need:.1f} cores of the machine's 2 (the server {server_us:.0f} us per frame more; "
+        "smaller frames would shrink the part of either that follows the bytes)."
+    )
 
 
 def _long_window_why(lw: Json) -> list[str]:
