@@ -173,6 +173,38 @@ def test_a_log_written_before_merged_blocks_opens_and_reads(tmp_path: Path) -> N
     log.close()
 
 
+def test_a_merge_step_rewrites_at_most_its_points_bound(tmp_path: Path) -> None:
+    """A step stops once the small blocks it examined hold `step_points` points, however few blocks
+    that is (a fast feed writes blocks of hundreds of points): the writer is held for a bounded
+    rewrite, the next step goes on from there, and the points read back the same."""
+    log = DurableLog(tmp_path / "log.db")
+    log.compaction = Compaction(
+        min_blocks=1, step_blocks=1000, step_points=200, small_block=64, merged_points=1000
+    )
+    requests = [
+        [
+            SeriesWrite(
+                X, SeriesKind.NUMERIC, BASE + np.arange(i * 50, (i + 1) * 50, dtype=np.int64), np.arange(50.0)
+            )
+        ]
+        for i in range(12)
+    ]
+    written = _write(log, requests)
+    reader = blocks.connect_reader(log.path)
+    end = blocks.max_seq(reader)
+    log.compact_upto = lambda: end
+    steps = []
+    while step := log.compact().result():
+        steps.append(step)
+    assert steps == [3, 3, 3]  # 4 blocks of 50 reach 200 points: each step merges them into one
+    rows = reader.execute("SELECT n FROM blocks ORDER BY seq").fetchall()
+    assert [n for (n,) in rows] == [200, 200, 200]
+    want = _expected(written, X, BASE, end)
+    assert _same(_as_list(blocks.read_series_columns(reader, [1], BASE, end)[1]), want)
+    reader.close()
+    log.close()
+
+
 # -- bucketed computations: byte-identical to the raw points ---------------------------------------------
 def _reference_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> list[np.ndarray]:
     """numeric_buckets as it was: every timestamp divided by the width."""
