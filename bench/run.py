@@ -4,9 +4,10 @@ BENCHMARKS.md and a JSON file of every figure.
     python -m bench.run [--smoke] [--out BENCHMARKS.md] [--work DIR] [--only W[,W...]] [NAME=VALUE ...]
 
 In order: the baselines (the naive design, then Spark's floor in a fresh process, at the run's
-trigger and at a shorter one), a server for workloads 1-5 (2b: fan-out at 10x), then workload 3b,
-long windows (a server of its own on a log filled before it starts: bench/long_windows.py), then the
-ingest ceiling per endpoint (a fresh server: bench/ingest_ceiling.py), then the report.
+trigger and at a shorter one), a server for workloads 1-4 (2b: fan-out at 10x), then workload 5,
+idle connections (a fresh server), workload 3b, long windows (a server of its own on a log filled
+before it starts: bench/long_windows.py), then the ingest ceiling per endpoint (a fresh server:
+bench/ingest_ceiling.py), then the report.
 
 NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
 long_windows.NAME=VALUE and ingest_ceiling.NAME=VALUE those of their own plans. `--only` runs
@@ -44,8 +45,8 @@ from bench.stats import delivery_latency, summarize
 Json = Any
 PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
-SERVER_WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest", "idle")  # one shared server
-WORKLOADS = (*SERVER_WORKLOADS, "baselines", "long_windows", "ingest_ceiling")
+SERVER_WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest")  # one shared server
+WORKLOADS = (*SERVER_WORKLOADS, "idle", "baselines", "long_windows", "ingest_ceiling")
 
 
 def log(msg: str) -> None:
@@ -238,6 +239,59 @@ class Run:
             ),
         )
 
+    def idle(self) -> None:
+        self._own_server("connections", self._measure_idle)
+
+    def _measure_idle(self) -> Json:
+        """Workload 5 on a fresh server: one that served the fan-outs first has freed heap that
+        new connections reuse, so its RSS grew by less than they hold (5.5 KB a connection
+        measured there, against 20.5 on a server without workload 2b before them)."""
+        p = self.plan
+        log("workload 5: idle connections (a fresh server)")
+        env = {**self.server_env(), "SPARKWIRE_MAX_CONNECTIONS": str(p.idle_connections + 100)}
+        work = self.work / "idle"
+        work.mkdir(parents=True, exist_ok=True)
+        server = start_server(work / "server-data", work / "server.log", env)
+        sampler = TreeSampler(server.pid).start()
+        w5: Child | None = None
+        try:
+            time.sleep(max(p.idle_settle_s, 10.0))  # past the fresh server's first micro-batches
+            before_main, before_tree = (
+                sampler.rss_main_now(),
+                sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
+            )
+            mark = sampler.mark()
+            w5 = self.child(
+                "bench.clients",
+                "w5",
+                {"url": server.ws_url, "count": p.idle_connections, "deflate": p.deflate},
+                "idle",
+            )
+            opened = w5.read(timeout=600)
+            time.sleep(p.idle_settle_s)
+            after_main = sampler.rss_main_now()
+            after_tree = sampler.usage_since(sampler.mark() - 2).rss_max_bytes
+            answered = w5.finish(timeout=180)
+            w5 = None
+            return {
+                "count": opened["open"],
+                "open_seconds": opened["seconds"],
+                "answered_ping": answered["answered"],
+                "ping": answered["ping_ms"],
+                "usage": sampler.usage_since(mark).as_dict(),
+                "server_rss_before_mb": round(before_main / 2**20, 1),
+                "server_rss_after_mb": round(after_main / 2**20, 1),
+                "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),
+                "tree_kb_per_connection": round(
+                    (after_tree - before_tree) / max(1, opened["open"]) / 1024, 1
+                ),
+            }
+        finally:
+            if w5 is not None:
+                w5.kill()
+            sampler.stop()
+            server.stop()
+
     def _own_server(self, key: str, measure: Callable[[], Json]) -> None:
         """A workload late in a long run that fails is reported as failed (its rows say "not
         measured", the error is in the JSON) rather than losing the figures measured before it."""
@@ -252,10 +306,8 @@ class Run:
         p = self.plan
         env = {
             "SPARKWIRE_TRIGGER_MS": str(p.trigger_ms),
-            # the default connection cap (1000) is below workload 5's idle connections
-            "SPARKWIRE_MAX_CONNECTIONS": str(
-                p.idle_connections + p.fanout_connections + p.fanout10x_connections + 100
-            ),
+            # the default connection cap (1000) is below workload 2b's connections
+            "SPARKWIRE_MAX_CONNECTIONS": str(p.fanout_connections + p.fanout10x_connections + 100),
         }
         if p.server_checkpoint:
             env["SPARKWIRE_CHECKPOINT_DIR"] = p.server_checkpoint
@@ -409,41 +461,6 @@ class Run:
         ):
             if key in self.results:
                 self._fanout_figures(self.results[key], feed_rows, w1_frames, name, processes)
-
-        # 5. idle connections: server memory per connection
-        if "idle" in self.only:
-            log("workload 5: idle connections")
-            time.sleep(p.idle_settle_s)
-            before_main, before_tree = (
-                sampler.rss_main_now(),
-                sampler.usage_since(sampler.mark() - 3).rss_max_bytes,
-            )
-            mark = sampler.mark()
-            w5 = self.child(
-                "bench.clients",
-                "w5",
-                {"url": server.ws_url, "count": p.idle_connections, "deflate": p.deflate},
-                "idle",
-            )
-            children.append(w5)
-            opened = w5.read(timeout=600)
-            time.sleep(p.idle_settle_s)
-            after_main = sampler.rss_main_now()
-            after_tree = sampler.usage_since(sampler.mark() - 2).rss_max_bytes
-            answered = w5.finish(timeout=180)
-            self.results["connections"] = {
-                "count": opened["open"],
-                "open_seconds": opened["seconds"],
-                "answered_ping": answered["answered"],
-                "ping": answered["ping_ms"],
-                "usage": sampler.usage_since(mark).as_dict(),
-                "server_rss_before_mb": round(before_main / 2**20, 1),
-                "server_rss_after_mb": round(after_main / 2**20, 1),
-                "kb_per_connection": round((after_main - before_main) / max(1, opened["open"]) / 1024, 1),
-                "tree_kb_per_connection": round(
-                    (after_tree - before_tree) / max(1, opened["open"]) / 1024, 1
-                ),
-            }
 
     def _fanout10x(
         self, server: Server, sampler: TreeSampler, children: list[Child], supported: list[str]
@@ -623,6 +640,8 @@ def main(argv: list[str] | None = None) -> None:
     if alongside is not None:
         run.finish_baselines("baselines", alongside)
     # Servers of their own, after the shared one (the floor stays right before workload 1).
+    if "idle" in only:
+        run.idle()
     if "long_windows" in only:
         run.long_windows()
     if "ingest_ceiling" in only:
