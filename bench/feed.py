@@ -3,7 +3,8 @@ every `request_ms`, and recording when each request's 200 arrived.
 
 Point k of every channel has timestamp k * tick (tick = 1 s / R), so a frame's newest timestamp says
 exactly which writes it includes. A request carries every tick since the previous one up to the
-wall clock, so when the server falls behind the requests grow instead of the schedule slipping.
+wall clock, so when the server falls behind the requests grow instead of the schedule slipping (up
+to `max_request_ms` of ticks each: past that the feed falls behind the clock).
 It stops after `duration_s` or at a line on stdin, whichever comes first.
 Run: python -m bench.feed '<json spec>'  (see FeedSpec)
 """
@@ -36,6 +37,10 @@ class FeedSpec:
     duration_s: float
     out: str
     connections: int = 4  # requests in flight at most
+    # Ticks one request carries at most, in ms of them: behind by more, the feed falls behind the
+    # clock instead of building ever bigger bodies (at 1.2M points/s an unbounded catch-up grew to
+    # GB-sized bodies and never finished); what it never sent shows as a rate not held.
+    max_request_ms: float = 1000
 
     @property
     def tick_ns(self) -> int:
@@ -91,6 +96,8 @@ async def run(spec: FeedSpec) -> dict[str, object]:
 
     threading.Thread(target=wait_for_stop, daemon=True).start()
     last_k = first_k = time.time_ns() // tick
+    cap = max(1, int(spec.max_request_ms * 1_000_000) // tick)
+    slot = int(spec.request_ms * 1_000_000) // tick
     step = spec.request_ms / 1000
     loop = asyncio.get_running_loop()
     begin = loop.time()
@@ -105,10 +112,12 @@ async def run(spec: FeedSpec) -> dict[str, object]:
         if not idle:  # every connection busy: these ticks go out with the next request
             skipped += 1
             continue
-        task = asyncio.create_task(send(idle.pop(), last_k + 1, now_k))
+        upto = min(now_k, last_k + cap)
+        task = asyncio.create_task(send(idle.pop(), last_k + 1, upto))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-        last_k = now_k
+        last_k = upto
+    ended_k = time.time_ns() // tick  # the clock when sending stopped (before waiting for replies)
     if tasks:
         await asyncio.wait(tasks, timeout=30)
     # The feed shares the machine's cores with the server: its own CPU belongs in the explanation.
@@ -123,6 +132,8 @@ async def run(spec: FeedSpec) -> dict[str, object]:
         "points_acked": int(arr[ok, 3].sum()),
         # The time the sent points cover: the step's length less the slot still due when it ended.
         "span_s": (last_k - first_k) * tick / 1e9,
+        # ticks a capped feed never sent, beyond the one slot still due at the end (as span_s)
+        "behind_s": max(0, ended_k - last_k - slot) * tick / 1e9,
         "cpu_cores": round(cpu_cores, 2),
     }
 

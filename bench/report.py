@@ -3,9 +3,12 @@ much, with the run's own evidence for why), and the command that reproduces it."
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import math
 import statistics
+from pathlib import Path
 from typing import Any
 
 from bench import ingest_ceiling, long_windows
@@ -491,6 +494,7 @@ def render(r: Json, kept: str = "") -> str:
         "workload 3b (long windows) and the ingest ceiling ran after it, each on a server of its own.",
         "",
         f"- Date: {r['started']} (run took {r.get('duration_s', '?')} s)",
+        *(f"- Measured by a later run, not this one: {note}" for note in r.get("taken_from_other_runs", [])),
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
         f"Python {m['python']}; {m['java']}; PySpark {m['pyspark']}",
         f"- Load average when the run started: {', '.join(str(x) for x in m['load_average_at_start'])}",
@@ -713,3 +717,35 @@ def _ramp_stop(s: Json) -> str:
         )
         + ")."
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Render a run's JSON again, optionally taking some workloads' figures from another run's JSON
+    (a workload that failed in a long run, measured again alone with `--only`); the report says
+    which figures came from where.
+
+        python -m bench.report RUN.json OUT.md [--take WORKLOAD=OTHER.json ...]
+    """
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=main.__doc__)
+    parser.add_argument("run", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--take", action="append", default=[], metavar="WORKLOAD=OTHER.json")
+    args = parser.parse_args(argv)
+    r = json.loads(args.run.read_text())
+    for item in args.take:
+        key, _, other_path = item.partition("=")
+        other = json.loads(Path(other_path).read_text())
+        if key not in other:
+            parser.error(f"{other_path} has no {key!r}")
+        r[key] = other[key]
+        (r.get("errors") or {}).pop(key, None)
+        r.setdefault("taken_from_other_runs", []).append(
+            f"{key} (`{other['command']}`, started {other['started']}, load average "
+            f"{', '.join(str(x) for x in other['machine']['load_average_at_start'])})"
+        )
+    args.out.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
+    args.out.write_text(render(r))
+
+
+if __name__ == "__main__":
+    main()

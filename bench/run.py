@@ -424,7 +424,8 @@ class Run:
                 newest = int(acked[:, 2].max()) if len(acked) else 0
                 frames = self.catch_up([w1], name, newest, timeout=60)
                 lat = delivery_latency(rows, frames, started + int(p.ingest_warmup_s * 1e9), time.time_ns())
-                achieved = done["points_acked"] / (done.get("span_s") or p.ingest_step_s)
+                covered = (done.get("span_s") or p.ingest_step_s) + done.get("behind_s", 0)
+                achieved = done["points_acked"] / covered
                 s = summarize(lat.latencies_ms)
                 ok = bool(s.n) and s.p99 <= 500 and achieved >= 0.95 * rate and done["failed"] == 0
                 steps.append(
