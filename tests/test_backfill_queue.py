@@ -30,28 +30,11 @@ RID = "ri.backfill"
 CHANNELS = ("a", "b", "c")
 
 
-def _channel(name: str) -> dict[str, object]:
-    lit = {"type": "literal"}
-    return {
-        "type": "channel",
-        "channel": {
-            "type": "dataSource",
-            "dataSource": {
-                "dataSourceRid": {**lit, "literal": RID},
-                "channel": {**lit, "literal": name},
-                "tags": {},
-                "tagsToGroupBy": [],
-                "groupByTags": [],
-            },
-        },
-    }
-
-
 def _computation(channels: tuple[str, ...], window_ns: int, buckets: int) -> Computation:
     """Buckets of one channel, or of the sum of two."""
     raw = [n.raw(f"v{i}") for i in range(len(channels))]
     node = n.series(n.numeric_series(raw[0] if len(raw) == 1 else n.binary("add", *raw)), buckets)
-    context = {f"v{i}": _channel(name) for i, name in enumerate(channels)}
+    context = {f"v{i}": n.channel(RID, name) for i, name in enumerate(channels)}
     plan = compile_plan(node, window_ns, context, Limits(), ResultOptions())
     return Computation(f"{channels}-{window_ns}-{buckets}", plan, allowed_lateness_ns=None)
 
