@@ -41,6 +41,7 @@ class FeedSpec:
     # clock instead of building ever bigger bodies (at 1.2M points/s an unbounded catch-up grew to
     # GB-sized bodies and never finished); what it never sent shows as a rate not held.
     max_request_ms: float = 1000
+    first_channel: int = 0  # this feed writes channels first_channel .. first_channel + channels - 1
 
     @property
     def tick_ns(self) -> int:
@@ -55,14 +56,15 @@ def value_at(k: int, channel: int) -> float:
     return TABLE[(k + 97 * channel) % 1000] + channel
 
 
-def body(rid: str, channels: int, first_k: int, last_k: int, tick_ns: int) -> bytes:
-    """The request for ticks first_k..last_k of every channel, built as text (cheapest in Python)."""
+def body(rid: str, channels: int, first_k: int, last_k: int, tick_ns: int, first_channel: int = 0) -> bytes:
+    """The request for ticks first_k..last_k of every channel (`channels` of them from
+    `first_channel`), built as text (cheapest in Python)."""
     stamps = []
     for k in range(first_k, last_k + 1):
         s, n = divmod(k * tick_ns, 1_000_000_000)
         stamps.append((k, f'{{"timestamp":{{"seconds":{s},"nanos":{n}}},"value":'))
     batches = []
-    for c in range(channels):
+    for c in range(first_channel, first_channel + channels):
         pts = ",".join(f"{stamp}{TABLE[(k + 97 * c) % 1000] + c}}}" for k, stamp in stamps)
         batches.append(
             f'{{"channel":"{channel_name(c)}","tags":{{}},"points":{{"type":"double","double":[{pts}]}}}}'
@@ -78,7 +80,7 @@ async def run(spec: FeedSpec) -> dict[str, object]:
     tasks: set[asyncio.Task[None]] = set()
 
     async def send(conn: HttpConnection, first_k: int, last_k: int) -> None:
-        payload = body(spec.rid, spec.channels, first_k, last_k, tick)
+        payload = body(spec.rid, spec.channels, first_k, last_k, tick, spec.first_channel)
         sent = time.time_ns()
         try:
             status, _ = await conn.post("/storage/writer/v1", payload)

@@ -6,7 +6,8 @@ each endpoint a ramp of total rates, `step_s` seconds each, until a step fails t
 95% of the target points stored, an end-to-end p99 over 500 ms, or a failed request. The ramp runs
 through the listed rates, then climbs by `step_up` until a step fails or `max_rate` (its bound, so
 the run ends) was held. The ceiling is the highest rate held. The endpoints:
-- json: bench/feed.py, `POST /storage/writer/v1`, one request every 10 ms, latency from each 200;
+- json: bench/feed.py, `POST /storage/writer/v1`, one request every 10 ms from each of `json_feeds` processes
+  (each its share of the channels), latency from each 200 of the one writing the subscribed channel;
 - protobuf: Nominal's own client (`nominal-streaming`, its Rust core: protobuf + zstd to
   `POST /storage/writer/v1/nominal/{rid}`), fed `enqueue_batch` every 10 ms with its request delay
   at 10 ms too. The client answers nothing per request, so a point's latency runs from its enqueue
@@ -73,6 +74,9 @@ class CeilingPlan:
     json_rates: tuple[int, ...] = (200_000, 400_000, 600_000, 800_000, 1_000_000)
     protobuf_rates: tuple[int, ...] = (200_000, 400_000, 600_000, 800_000, 1_000_000)
     step_up: int = 200_000
+    # JSON feed processes, each writing its share of the channels: one Python process building JSON
+    # text fell behind the clock at 1,000,000 points/s (0.65 of a core) before the server did
+    json_feeds: int = 2
     max_rate: int = 2_000_000  # twice the target: the ramp's bound, so that a run ends
 
     def rates(self, endpoint: str) -> Iterator[int]:
@@ -198,17 +202,29 @@ class Ramp:
         before_cpu = _cpu_split(self.server.pid, self.threads)
         before_machine = machine_busy_seconds()
         started, wall = time.time_ns(), time.monotonic()
-        if endpoint == "json":
-            feed_spec = {k: v for k, v in spec.items() if k != "base_url"}
-            feed = Child("bench.feed", [json.dumps(feed_spec)], self.work / f"{name}.log")
-        else:
-            feed = Child(
-                "bench.ingest_ceiling",
-                ["feed", write_spec(self.work / f"{name}.json", spec)],
-                self.work / f"{name}.log",
-            )
-        done = feed.read(timeout=self.plan.step_s + 180)
-        feed.process.wait(60)
+        feeds = (
+            self._json_feeds(spec, name)
+            if endpoint == "json"
+            else [
+                Child(
+                    "bench.ingest_ceiling",
+                    ["feed", write_spec(self.work / f"{name}.json", spec)],
+                    self.work / f"{name}.log",
+                )
+            ]
+        )
+        dones = [feed.read(timeout=self.plan.step_s + 180) for feed in feeds]
+        for feed in feeds:
+            feed.process.wait(60)
+        done = {
+            "failed": sum(d.get("failed", 0) for d in dones),
+            # the step's length: what each feed's sent points cover plus the ticks it never sent
+            "span_s": max((d.get("span_s") or d.get("seconds") or 0) + d.get("behind_s", 0) for d in dones)
+            or None,
+            "behind_s": 0,
+            "feed_behind_s": max(d.get("behind_s", 0) for d in dones),
+            "cpu_cores": round(sum(d.get("cpu_cores") or 0 for d in dones), 2),
+        }
         seconds = time.monotonic() - wall
         after_cpu = _cpu_split(self.server.pid, self.threads)
         machine = (machine_busy_seconds() - before_machine) / seconds
@@ -237,7 +253,8 @@ class Ramp:
                 *([f"{failed} requests failed"] if failed else []),
             ],
             "server_cpu_cores": cpu,
-            "feed_cpu_cores": done.get("cpu_cores"),
+            "feed_cpu_cores": done.get("cpu_cores"),  # all feed processes
+            "feed_behind_s": done["feed_behind_s"],  # the most any feed fell behind the clock
             "machine_cpu_cores": round(machine, 2),  # every process's, this harness's and others'
             "ok": ok,
         }
@@ -250,6 +267,20 @@ class Ramp:
             flush=True,
         )
         return result
+
+    def _json_feeds(self, spec: Json, name: str) -> list[Child]:
+        """The JSON feed processes, each with its share of the channels; the first one (channel 0,
+        the subscriber's) writes `name`.npy, from which the latency is measured."""
+        n = max(1, min(self.plan.json_feeds, self.plan.channels))
+        shares = [self.plan.channels // n + (1 if i < self.plan.channels % n else 0) for i in range(n)]
+        feeds, first = [], 0
+        for i, share in enumerate(shares):
+            suffix = "" if i == 0 else f"-{i}"
+            feed_spec = {k: v for k, v in spec.items() if k != "base_url"}
+            feed_spec.update(channels=share, first_channel=first, out=str(self.work / f"{name}{suffix}.npy"))
+            feeds.append(Child("bench.feed", [json.dumps(feed_spec)], self.work / f"{name}{suffix}.log"))
+            first += share
+        return feeds
 
     def _frames_through(self, name: str, newest: int, timeout: float = 60) -> np.ndarray:
         """The latency subscriber's frames, once they include the step's newest point (or timeout)."""
