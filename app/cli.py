@@ -13,6 +13,7 @@ from types import FrameType
 import uvicorn
 
 from app import demo
+from app.allocator import keep_freed_memory
 from app.config import Settings
 from app.limits import http_protocol_with_header_deadline
 from app.logging_setup import configure_logging
@@ -100,6 +101,7 @@ def _find_app(app: object) -> object:
 
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format, settings.access_log)
+    keep_freed_memory()  # before any thread starts (app/allocator.py)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
     config = uvicorn.Config(

@@ -91,8 +91,11 @@ def numeric_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> NumericBu
     sums = np.add.reduceat(values, starts)
     mean = sums / counts
     # population variance, two-pass for accuracy: mean of squared deviations from the bucket mean
-    dev = values - np.repeat(mean, counts)
-    variance = np.add.reduceat(dev * dev, starts) / counts
+    # in one scratch array: over an hour of 1 kHz, each temporary is 29 MB of fresh memory to fault in
+    dev = np.repeat(mean, counts)
+    np.subtract(values, dev, out=dev)
+    np.multiply(dev, dev, out=dev)
+    variance = np.add.reduceat(dev, starts) / counts
     last = starts + counts - 1
     return NumericBuckets(
         width=width,
