@@ -6,6 +6,9 @@ Spark session (bench-only code, never part of the server):
   holds it. The stream reader reads the log while Spark plans a batch (decision record 0009), so
   the floor includes reading every point. Run with the checkpoint in the data dir and on tmpfs, at
   the run's trigger, and once more at a shorter one (a phase's own `trigger_ms`; docs/decisions/0035).
+- floor_collect: the floor whose callback collects the subscribed series' rows of the batch to Python
+  as the server's does (the `series_id IN` filter, `collect_arrow`, the blocks unpacked): the one
+  Spark job any consumer of a micro-batch's rows runs, which the empty callback never starts.
 - naive: one streaming query per subscription, each filtering its own series and collecting it in
   its own callback. Latency = commit -> that query's callback has collected the write. The queries
   start one at a time; one that dies on its first trigger is started again (counted in the report).
@@ -151,6 +154,9 @@ def _measure(
     trigger_ms: int,
     handles: list[Any],
 ) -> Json:
+    from pyspark.sql import functions as F
+
+    from compute.spark.arrow_collect import collect_arrow
     from compute.spark.engine import first_trigger_ran
     from compute.storage.sqlite.spark_source import SOURCE_NAME
 
@@ -167,6 +173,9 @@ def _measure(
         def callback(df: Any, batch_id: int, q: int = q) -> None:
             if kind == "naive":
                 records.points_of_blocks(df.filter(f"series_id = {sids[q % len(sids)]}").toArrow())
+            elif kind == "floor_collect":  # the server's collect (compute/spark/engine.py _on_batch)
+                in_use = df.where(F.col("series_id").isin([sids[0]]))
+                records.points_of_blocks(collect_arrow(in_use, records.BLOCK_SCHEMA))
             done = time.time_ns()
             # read now: Spark purges offset files of old batches (it keeps the last 100)
             callbacks[q].append((done, _batch_end_seq(base / f"q{q}", batch_id)))

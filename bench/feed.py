@@ -12,6 +12,7 @@ Run: python -m bench.feed '<json spec>'  (see FeedSpec)
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import sys
@@ -56,16 +57,32 @@ def value_at(k: int, channel: int) -> float:
     return TABLE[(k + 97 * channel) % 1000] + channel
 
 
+@functools.cache
+def _value_texts(channel: int) -> list[str]:
+    """Channel `channel`'s 1,000 values as JSON text, each closing its point's object."""
+    return [f"{v + channel}}}" for v in TABLE]
+
+
+def _values_from(k: int, channel: int, n: int) -> list[str]:
+    """The texts of value_at(k .. k + n - 1, channel), by list slicing (C-speed, no float formatting)."""
+    table = _value_texts(channel)
+    start = (k + 97 * channel) % 1000
+    rotated = table[start:] + table[:start]
+    return (rotated * (n // 1000 + 1))[:n]
+
+
 def body(rid: str, channels: int, first_k: int, last_k: int, tick_ns: int, first_channel: int = 0) -> bytes:
     """The request for ticks first_k..last_k of every channel (`channels` of them from
-    `first_channel`), built as text (cheapest in Python)."""
+    `first_channel`), built as text from per-channel value texts formatted once: the feed shares the
+    machine's cores with the server, so its cost per point is kept small (~0.2 us)."""
     stamps = []
     for k in range(first_k, last_k + 1):
         s, n = divmod(k * tick_ns, 1_000_000_000)
-        stamps.append((k, f'{{"timestamp":{{"seconds":{s},"nanos":{n}}},"value":'))
+        stamps.append(f'{{"timestamp":{{"seconds":{s},"nanos":{n}}},"value":')
+    count = len(stamps)
     batches = []
     for c in range(first_channel, first_channel + channels):
-        pts = ",".join(f"{stamp}{TABLE[(k + 97 * c) % 1000] + c}}}" for k, stamp in stamps)
+        pts = ",".join(map(str.__add__, stamps, _values_from(first_k, c, count)))
         batches.append(
             f'{{"channel":"{channel_name(c)}","tags":{{}},"points":{{"type":"double","double":[{pts}]}}}}'
         )

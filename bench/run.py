@@ -137,9 +137,10 @@ class Run:
 
     # -- baselines -----------------------------------------------------------------------------------------
     def baseline_phases(self) -> list[Json]:
-        """Spark's floor at the other checkpoint placement, at the shorter trigger, then at the
-        run's trigger with the server's placement (right before the server, and next to the shorter
-        trigger's, which it is compared with; neither is a fresh JVM's first); the naive design."""
+        """Spark's floor at the other checkpoint placement, at the shorter trigger, collecting the
+        batch's rows, then at the run's trigger with the server's placement (right before the server,
+        and next to the shorter trigger's, which it is compared with; neither is a fresh JVM's
+        first); the naive design."""
         p = self.plan
         floor = {"kind": "floor", "warmup_s": p.floor_warmup_s, "duration_s": p.floor_s}
         other = "disk" if self.server_placement == "tmpfs" else "tmpfs"
@@ -154,9 +155,17 @@ class Run:
                     "trigger_ms": fast,
                 }
             )
-        floors.append(
-            {**floor, "name": f"floor_{self.server_placement}", "checkpoint": self.server_placement}
-        )
+        # the floor whose callback collects the rows (the Spark job the empty callback never runs),
+        # then the empty one, last, right before the server (docs/decisions/0019)
+        floors += [
+            {
+                **floor,
+                "kind": "floor_collect",
+                "name": f"floor_collect_{self.server_placement}",
+                "checkpoint": self.server_placement,
+            },
+            {**floor, "name": f"floor_{self.server_placement}", "checkpoint": self.server_placement},
+        ]
         return floors + [
             {
                 "name": f"naive_{n}",
@@ -631,8 +640,8 @@ def main(argv: list[str] | None = None) -> None:
         # The naive design first, then the floor in a fresh process: the floor is measured right
         # before the server starts, so workload 1's ratio to it spans minutes, not the whole
         # baseline run, of this shared machine's drifting speed.
-        for name, kind in (("baselines-naive", "naive"), ("baselines-floor", "floor")):
-            part = [ph for ph in phases if ph["kind"] == kind]
+        for name, naive in (("baselines-naive", True), ("baselines-floor", False)):
+            part = [ph for ph in phases if (ph["kind"] == "naive") == naive]
             if part:
                 run.finish_baselines(name, run.start_baselines(name, part))
     alongside = run.start_baselines("baselines", phases) if phases and plan.baselines_alongside else None
@@ -649,6 +658,7 @@ def main(argv: list[str] | None = None) -> None:
         run.ingest_ceiling()
     run.results["duration_s"] = round(time.time() - started)
     kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     (args.out.with_suffix(".json")).write_text(json.dumps(run.results, indent=1, default=str))
     args.out.write_text(render(run.results, kept))
     log(f"wrote {args.out} in {run.results['duration_s']} s (records in {work})")

@@ -58,7 +58,8 @@ def check(out: Path) -> None:
     baselines = results["baselines"]
     fast = f"floor_{results['server_checkpoint']}_{results['plan']['floor_fast_trigger_ms']}ms"
     assert {"floor_disk", "floor_tmpfs", fast, "naive_2"} <= baselines.keys()
-    for floor in ("floor_disk", "floor_tmpfs", fast):
+    collect = f"floor_collect_{results['server_checkpoint']}"
+    for floor in ("floor_disk", "floor_tmpfs", fast, collect):
         assert baselines[floor]["latency"]["n"] > 0, floor
     assert baselines[fast]["trigger_ms"] == results["plan"]["floor_fast_trigger_ms"]
     # the naive design ran (a query dying on its first trigger is restarted) and is compared
@@ -86,6 +87,7 @@ def check(out: Path) -> None:
         "1 latency p50",
         "1 latency p99",
         "1 p50 vs Spark's floor",
+        "1 p50 vs Spark's floor collecting the batch's rows",
         f"1 Spark's floor at a {results['plan']['floor_fast_trigger_ms']} ms trigger",
         "2 fan-out p99",
         "2b fan-out at 10x p99",
