@@ -33,8 +33,9 @@ ARENA_MAX = 1
 
 
 def keep_freed_memory() -> bool:
-    """Set glibc's allocator to keep freed memory for reuse; call before threads start. False (and
-    nothing changed) where the C library is not glibc."""
+    """Set glibc's allocator to keep freed memory for reuse; call before the server starts its
+    threads (a thread that has allocated already keeps its arena). False (and nothing changed)
+    where the C library is not glibc."""
     if platform.libc_ver()[0] != "glibc":
         return False
     try:

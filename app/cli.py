@@ -101,7 +101,7 @@ def _find_app(app: object) -> object:
 
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format, settings.access_log)
-    keep_freed_memory()  # before any thread starts (app/allocator.py)
+    keep_freed_memory()  # before the server starts its threads (app/allocator.py)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
     config = uvicorn.Config(
