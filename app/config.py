@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     max_tag_value_length: int = Field(1024, gt=0, description="characters of a tag value (400)")
     max_channel_length: int = Field(1024, gt=0, description="characters of a channel name (400)")
     max_data_source_rid_length: int = Field(256, gt=0, description="characters of a dataSourceRid (400)")
+    # -- where JSON write bodies are decoded (app/ingest_workers.py)
+    ingest_decode_workers: int = Field(
+        1, ge=0, description="processes decoding large JSON write bodies off the event loop (0 = none)"
+    )
+    ingest_decode_min_bytes: int = Field(
+        64 << 10, ge=0, description="a JSON write body this large or larger goes to a decode process"
+    )
     # -- recovery (compute/spark/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -112,18 +112,22 @@ def json_writes(body: bytes) -> list[SeriesWrite]:
 
 
 async def write_points(request: Request) -> Response:
-    """`POST /storage/writer/v1`: Nominal's WriteBatchesRequestExternal as JSON."""
-    return await accept_writes(request, json_writes)
+    """`POST /storage/writer/v1`: Nominal's WriteBatchesRequestExternal as JSON, large bodies decoded
+    in a worker process (app/ingest_workers.py)."""
+    return await accept_writes(request, request.app.state.sparkwire.decoders.writes)
 
 
-async def accept_writes(request: Request, decode: Callable[[bytes], list[SeriesWrite]]) -> Response:
+Decode = Callable[[bytes], Awaitable[list[SeriesWrite]]]
+
+
+async def accept_writes(request: Request, decode: Decode) -> Response:
     """Every write endpoint's pipeline: Origin (403), bearer token (401), the body read under
     SPARKWIRE_MAX_REQUEST_BYTES with its Content-Encoding undone (413, 415, 400),
-    `decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
+    `await decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
     the data sources the token reaches (403), then the durable log (WriteRejected: 400,
     InsufficientStorage: 507). 200 once every point is durable; on any refusal nothing is stored.
-    Every error body is a Conjure error (app/errors.py). `decode` runs on the event loop and must
-    raise InvalidWrite for anything it cannot accept: any other exception is a bug (500)."""
+    Every error body is a Conjure error (app/errors.py). `decode` must raise InvalidWrite for
+    anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire
     if not state.origins.permits(request.headers):
         return error_response(403, "this Origin may not write here")
@@ -136,7 +140,7 @@ async def accept_writes(request: Request, decode: Callable[[bytes], list[SeriesW
     body = b""
     try:
         body = await read_body(request, state.settings.max_request_bytes)
-        writes = decode(body)
+        writes = await decode(body)
         check_limits(writes, state.settings)
         if denied := _denied(principal, writes):
             return denied

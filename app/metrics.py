@@ -56,6 +56,13 @@ class Metrics:
         self.points_ingested = Counter(
             "sparkwire_points_ingested", "points made durable by POST /storage/writer/v1", registry=r
         )
+        self.bodies_decoded = Counter(
+            "sparkwire_ingest_bodies_decoded",
+            "JSON write bodies decoded, by where: worker (a decode process, app/ingest_workers.py) or "
+            "event_loop (small bodies, bodies the strict decoder declines, or no workers configured)",
+            ["where"],
+            registry=r,
+        )
         self.points_rejected = Counter(
             "sparkwire_points_rejected",
             "points refused: reason=invalid (a 400 ingest request), reason=late (older than a live "

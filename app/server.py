@@ -22,6 +22,7 @@ from app.errors import install_error_handlers
 from app.hub import Hub
 from app.ingest import write_points
 from app.ingest_nominal import write_nominal
+from app.ingest_workers import DecodeWorkers
 from app.late_reports import LateReports
 from app.logging_setup import spark_output_path
 from app.point_log import open_point_log
@@ -144,6 +145,10 @@ def create_app(settings: Settings) -> FastAPI:
                 target=_start_spark, args=(state, loop), name="spark-start", daemon=True
             )
             starter.start()
+        if settings.role != "compute":  # the edges take the writes
+            state.decoders = DecodeWorkers(
+                settings.ingest_decode_workers, settings.ingest_decode_min_bytes, state.metrics.bodies_decoded
+            )
         summary = Summary(state, settings.summary_interval)
         summary.start()
         late_reports = LateReports(state.hub)  # lateReport messages (docs/extensions.md)
@@ -168,6 +173,7 @@ def create_app(settings: Settings) -> FastAPI:
 
                 await asyncio.to_thread(state.engine.stop)
                 await asyncio.to_thread(stop_session, state.engine.spark)
+            await asyncio.to_thread(state.decoders.close)
             durable.close()
             logger.info("stopped")
 

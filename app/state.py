@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from app.auth import Authenticator
 from app.config import Settings
+from app.ingest_workers import DecodeWorkers
 from app.liveness import Liveness
 from app.metrics import Metrics
 from app.origin import OriginPolicy
@@ -34,6 +35,8 @@ class ServerState:
     end_grace: asyncio.Event = field(default_factory=asyncio.Event)  # a second signal: close clients now
     startup_error: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    # where JSON write bodies are decoded; the lifespan starts the worker processes (all and edge roles)
+    decoders: DecodeWorkers = field(init=False)
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
     auth: Authenticator | None = field(init=False)  # None: authentication is off
@@ -44,6 +47,7 @@ class ServerState:
     def __post_init__(self) -> None:
         self.auth = Authenticator.from_settings(self.settings)
         self.origins = OriginPolicy(self.settings.allowed_origins)
+        self.decoders = DecodeWorkers(0, 0, self.metrics.bodies_decoded)  # until the lifespan's start
         settings = self.settings
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)
         self.liveness = Liveness(min(1.0, settings.slow_consumer_timeout / 4, heartbeat.heartbeat_period))

@@ -154,7 +154,8 @@ def _cpu_split(pid: int, threads: dict[int, str]) -> dict[str, float]:
     """CPU seconds so far: the server's Python process (`server_python`, all its threads), split
     into its event loop (the main thread: HTTP, decompression, decoding), its log writer threads
     (`threads` names them; none if py-spy could not) and the rest (micro-batch callback, evaluation);
-    then Spark's JVM and its other (Python) children."""
+    then its JSON decode processes (app/ingest_workers.py: multiprocessing's children), Spark's JVM
+    and Spark's Python runners."""
     total, loop = cpu_seconds(pid), thread_cpu_seconds(pid, pid)
     log = sum(thread_cpu_seconds(pid, t) for t, name in threads.items() if name.startswith("sparkwire-log"))
     split = {
@@ -162,16 +163,28 @@ def _cpu_split(pid: int, threads: dict[int, str]) -> dict[str, float]:
         "event_loop": loop,
         "log_writer": log,
         "server_other": total - loop - log,
+        "decode_workers": 0.0,
         "jvm": 0.0,
         "spark_python": 0.0,
     }
     for p in tree(pid)[1:]:
         try:
             comm = Path(f"/proc/{p}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{p}/cmdline").read_bytes()
         except OSError:
             continue
-        split["jvm" if comm == "java" else "spark_python"] += cpu_seconds(p)
+        if comm == "java":
+            split["jvm"] += cpu_seconds(p)
+        elif b"multiprocessing" in cmdline:  # a decode process or multiprocessing's resource tracker
+            split["decode_workers"] += cpu_seconds(p)
+        else:
+            split["spark_python"] += cpu_seconds(p)
     return split
+
+
+def server_cores(cpu: dict[str, float]) -> float:
+    """The server's whole process tree, in cores (a run from before decode workers has no such key)."""
+    return cpu["server_python"] + cpu.get("decode_workers", 0.0) + cpu["jvm"] + cpu["spark_python"]
 
 
 def _points_ingested(server: Server) -> float:
@@ -258,10 +271,10 @@ class Ramp:
             "machine_cpu_cores": round(machine, 2),  # every process's, this harness's and others'
             "ok": ok,
         }
-        server_cores = cpu["server_python"] + cpu["jvm"] + cpu["spark_python"]
+        server = server_cores(cpu)
         print(
             f"[ingest] {endpoint} {rate:>9,} points/s: stored {achieved:>11,.0f}/s, p99 {s.p99:7.1f} ms, "
-            f"server {server_cores:.2f} cores {cpu}, feed {done.get('cpu_cores')} "
+            f"server {server:.2f} cores {cpu}, feed {done.get('cpu_cores')} "
             f"-> {'held' if ok else 'NOT held'}",
             file=sys.stderr,
             flush=True,
@@ -364,8 +377,9 @@ def render(results: Json, title: str = TITLE) -> str:
         "Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), latency from each "
         "enqueue. CPU in cores: the server's Python process, split into its event loop (HTTP, "
         "decompression, decoding), its log writer threads (commits, merges) and its other threads "
-        "(the micro-batch callback: collecting each batch, evaluation); Spark's JVM and Python runners "
-        "(the stream's reads of the log); the feed's own. "
+        "(the micro-batch callback: collecting each batch, evaluation); its JSON decode processes "
+        "(large bodies, app/ingest_workers.py); Spark's JVM and Python runners (the stream's reads of "
+        "the log); the feed's own. "
         + (
             f"Threads named by py-spy: {', '.join(named)}."
             if named
@@ -379,8 +393,8 @@ def render(results: Json, title: str = TITLE) -> str:
         + f"** (target: {TARGET:,} points/s held on each).",
         "",
         "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python (all) | event loop "
-        "| log writer | other threads | JVM | Spark Python | feed | held |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| log writer | other threads | decode processes | JVM | Spark Python | feed | held |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in results["steps"]:
         cpu = s["server_cpu_cores"]
@@ -388,7 +402,8 @@ def render(results: Json, title: str = TITLE) -> str:
         lines.append(
             f"| {s['endpoint']} | {s['target']:,} | {s['achieved']:,} | {s['latency']['p50_ms']} | "
             f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu.get('event_loop', '-')} | "
-            f"{cpu.get('log_writer', '-')} | {cpu.get('server_other', '-')} | {cpu['jvm']} | "
+            f"{cpu.get('log_writer', '-')} | {cpu.get('server_other', '-')} | "
+            f"{cpu.get('decode_workers', '-')} | {cpu['jvm']} | "
             f"{cpu['spark_python']} | {s['feed_cpu_cores']} | {held} |"
         )
     lines.append(MARK_END)

@@ -441,11 +441,12 @@ def _ceiling_why(c: Json) -> list[str]:
                 )
             continue
         cpu, feed = step["server_cpu_cores"], step.get("feed_cpu_cores") or 0.0
-        server = cpu["server_python"] + cpu["jvm"] + cpu["spark_python"]
+        server = ingest_ceiling.server_cores(cpu)
         parts = {
             "the event loop (HTTP, decompression, decoding)": cpu.get("event_loop"),
             "the log writer threads (commits, merges)": cpu.get("log_writer"),
             "the other server threads (micro-batch callback, evaluation)": cpu.get("server_other"),
+            "the JSON decode processes": cpu.get("decode_workers"),
             "Spark's JVM": cpu["jvm"],
             "Spark's Python runners (the stream's log reads)": cpu["spark_python"],
             "the feed": feed,
