@@ -243,6 +243,9 @@ class Ramp:
         machine = (machine_busy_seconds() - before_machine) / seconds
         stored = _points_ingested(self.server) - before_points
         rows = np.load(self.work / f"{name}.npy")
+        # JSON: each request's round trip, over every feed process (the protobuf client reports none)
+        sent = [np.load(p) for p in sorted(self.work.glob(f"{name}*.npy")) if endpoint == "json"]
+        trips = np.concatenate([(r[:, 1] - r[:, 0]) / 1e6 for r in sent if len(r)]) if sent else np.empty(0)
         newest = int(rows[:, 2].max()) if len(rows) else 0
         frames = self._frames_through(name, newest)
         lat = delivery_latency(rows, frames, started + int(self.plan.warmup_s * 1e9), time.time_ns())
@@ -260,6 +263,15 @@ class Ramp:
             "latency": s.as_dict(),
             "missing": lat.missing,
             "failed_requests": failed,
+            # send -> 200: a server behind its load answers late, and the feed's next request carries more
+            "request_ms": (
+                {
+                    "p50": round(float(np.percentile(trips, 50)), 1),
+                    "p99": round(float(np.percentile(trips, 99)), 1),
+                }
+                if len(trips)
+                else None
+            ),
             "why_not": [
                 *(["p99 over 500 ms"] if not s.n or s.p99 > 500 else []),
                 *([f"{achieved / rate:.0%} of the rate stored"] if achieved < 0.95 * rate else []),
@@ -373,7 +385,9 @@ def render(results: Json, title: str = TITLE) -> str:
         f"each step {plan['step_s']:.0f} s over {plan['channels']} channels, the rates listed in the plan, "
         f"then {plan['step_up']:,} points/s more each step until one fails or {plan['max_rate']:,} "
         "(the ramp's bound) was held; a step is held when at least 95% of its points are stored, "
-        "end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, latency from each 200. "
+        "end-to-end p99 <= 500 ms and no request fails. JSON: bench/feed.py, latency from each 200 "
+        "(a request's own round trip, send to 200, is its own column: a server behind its load answers "
+        "late, and the feed's next request carries every point due since). "
         "Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), latency from each "
         "enqueue. CPU in cores: the server's Python process, split into its event loop (HTTP, "
         "decompression, decoding), its log writer threads (commits, merges) and its other threads "
@@ -392,22 +406,28 @@ def render(results: Json, title: str = TITLE) -> str:
         + _ended(results, "protobuf")
         + f"** (target: {TARGET:,} points/s held on each).",
         "",
-        "| endpoint | target/s | stored/s | p50 ms | p99 ms | server Python (all) | event loop "
-        "| log writer | other threads | decode processes | JVM | Spark Python | feed | held |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| endpoint | target/s | stored/s | p50 ms | p99 ms | request p50 / p99 ms | server Python (all) "
+        "| event loop | log writer | other threads | decode processes | JVM | Spark Python | feed | held |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in results["steps"]:
         cpu = s["server_cpu_cores"]
         held = "yes" if s["ok"] else "no: " + ", ".join(s.get("why_not") or ["?"])
         lines.append(
             f"| {s['endpoint']} | {s['target']:,} | {s['achieved']:,} | {s['latency']['p50_ms']} | "
-            f"{s['latency']['p99_ms']} | {cpu['server_python']} | {cpu.get('event_loop', '-')} | "
+            f"{s['latency']['p99_ms']} | {_trips(s)} | {cpu['server_python']} | "
+            f"{cpu.get('event_loop', '-')} | "
             f"{cpu.get('log_writer', '-')} | {cpu.get('server_other', '-')} | "
             f"{cpu.get('decode_workers', '-')} | {cpu['jvm']} | "
             f"{cpu['spark_python']} | {s['feed_cpu_cores']} | {held} |"
         )
     lines.append(MARK_END)
     return "\n".join(lines) + "\n"
+
+
+def _trips(step: Json) -> str:
+    trips = step.get("request_ms")
+    return f"{trips['p50']} / {trips['p99']}" if trips else "-"
 
 
 def _ended(results: Json, endpoint: str) -> str:
