@@ -244,7 +244,8 @@ class Ramp:
         stored = _points_ingested(self.server) - before_points
         rows = np.load(self.work / f"{name}.npy")
         # JSON: each request's round trip, over every feed process (the protobuf client reports none)
-        sent = [np.load(p) for p in sorted(self.work.glob(f"{name}*.npy")) if endpoint == "json"]
+        feeds_out = [self.work / f"{name}.npy", *sorted(self.work.glob(f"{name}-*.npy"))]
+        sent = [np.load(p) for p in feeds_out if endpoint == "json"]
         trips = np.concatenate([(r[:, 1] - r[:, 0]) / 1e6 for r in sent if len(r)]) if sent else np.empty(0)
         newest = int(rows[:, 2].max()) if len(rows) else 0
         frames = self._frames_through(name, newest)
