@@ -32,7 +32,7 @@ def decoded(base_url: str, where: str) -> float:
     return 0.0 if match is None else float(match.group(1))
 
 
-def large_body(rid: str, n: int = 2000, tags: dict[str, str] | None = None) -> Body:
+def large_body(rid: str, n: int = 2000) -> Body:
     """Two double series (one tagged) and a string series, n points each: well over MIN_BYTES."""
 
     def points(channel: str, values: list[Any], kind: str = "double") -> Body:
@@ -42,7 +42,7 @@ def large_body(rid: str, n: int = 2000, tags: dict[str, str] | None = None) -> B
         ]
         return {
             "channel": channel,
-            "tags": tags or {},
+            "tags": {},
             "points": {
                 "type": kind,
                 kind: [{"timestamp": s, "value": v} for s, v in zip(stamps, values, strict=True)],
