@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 from prometheus_client import Counter
 
-from app.ingest import fast_writes, json_writes
+from app.ingest import fast_writes, json_writes, validated_writes
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKind
 
@@ -85,16 +85,18 @@ class DecodeWorkers:
     async def writes(self, body: bytes) -> list[SeriesWrite]:
         """The body's writes; raises InvalidWrite (app/ingest.py) for a body it cannot accept."""
         pool = self._pool
-        writes = None
-        if pool is not None and len(body) >= self.min_bytes:
-            try:
-                writes = await asyncio.wrap_future(pool.submit(column_writes, body))
-            except BrokenProcessPool:
-                self._replace(pool)
-        # small, no worker, or declined by the strict decoder: the validator accepts or explains
-        if writes is None:
+        if pool is None or len(body) < self.min_bytes:
             self._in_loop.inc()
             return json_writes(body)
+        try:
+            writes = await asyncio.wrap_future(pool.submit(column_writes, body))
+        except BrokenProcessPool:
+            self._replace(pool)
+            self._in_loop.inc()
+            return json_writes(body)
+        if writes is None:  # the worker's strict decoder declined it: the validator accepts or explains
+            self._in_loop.inc()
+            return validated_writes(body)
         self._in_worker.inc()
         return writes
 

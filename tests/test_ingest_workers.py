@@ -4,6 +4,7 @@ outlives a server killed with SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import ServerProcess, start_server
 from tests.log_file import StoredRow, stored_rows
+from tests.processes import alive, process_tree
 from tests.wire import NANOS
 
 Body = dict[str, Any]
@@ -148,34 +150,15 @@ def test_non_finite_values_in_a_large_body_are_stored(server: ServerProcess) -> 
 
 def _children(pid: int) -> dict[int, bytes]:
     """Every descendant of `pid`: its command line."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_bytes()
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rsplit(b")", 1)[1].split()[1]), []).append(int(entry))
-    out, todo = {}, list(parents.get(pid, ()))
-    while todo:
-        p = todo.pop()
-        try:
-            out[p] = Path(f"/proc/{p}/cmdline").read_bytes()
-        except OSError:
-            continue
-        todo.extend(parents.get(p, ()))
+    out = {}
+    for child in process_tree(pid)[1:]:
+        with contextlib.suppress(OSError):
+            out[child] = Path(f"/proc/{child}/cmdline").read_bytes()
     return out
 
 
 def _decode_workers(pid: int) -> list[int]:
     return [p for p, cmd in _children(pid).items() if b"spawn_main" in cmd]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
@@ -206,6 +189,6 @@ def test_a_dead_worker_is_replaced_and_none_outlives_a_killed_server(tmp_path: P
         assert second in left
         proc.process.send_signal(signal.SIGKILL)  # the server alone: its children see no signal
         proc.process.wait(30)
-        _wait_for(lambda: not any(_alive(p) for p in left), timeout=15)
+        _wait_for(lambda: not any(alive(p) for p in left), timeout=15)
     finally:
         proc.kill_all()

@@ -27,32 +27,12 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, ServerProcess, start_server
+from tests.processes import alive, process_tree
 from tests.wire import Client, channel_variable, new_id, series_node, subscription, write_points
 
 GRACE_S = 20  # the tests' updates during the grace arrive well within it, even on a busy machine
 LONG_GRACE_S = 120  # a stop long before it ends was not the grace running out
 GONE_S = 60  # generous: Spark's shutdown on two shared, busy cores
-
-
-def process_tree(pid: int) -> list[int]:
-    """The process and every descendant, from /proc (parents before children)."""
-    tree = [pid]
-    for parent in tree:
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{parent}/task"):
-                with contextlib.suppress(OSError):
-                    children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
-                    tree += [int(c) for c in children if int(c) not in tree]
-    return tree
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie has exited: only its parent has not collected it yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def ignores(pid: int, sig: int) -> bool:
