@@ -213,24 +213,35 @@ def test_grouped_frames_decode_with_the_same_result_type_in_every_group() -> Non
     }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
+    st.lists(st.integers(0, 300), unique=True, max_size=60),
+    st.sampled_from([None, 0, 1, 5, 100]),
     st.lists(
         st.tuples(
             st.lists(st.tuples(st.integers(0, 300), st.floats(-5, 5)), max_size=40),
             st.integers(0, 300),
         ),
         max_size=30,
-    )
+    ),
 )
 def test_series_window_matches_a_plain_model_and_never_changes_what_it_returned(
-    steps: list[tuple[list[tuple[int, float]], int]],
+    history: list[int], room: int | None, steps: list[tuple[list[tuple[int, float]], int]]
 ) -> None:
-    """Batches of (ts, value) in write order, each followed by a trim: the window holds the last
-    write of each timestamp >= the trim, sorted; columns returned earlier keep their contents."""
+    """History (taken over in a buffer with `room` spare after it, or inserted when room is None),
+    then batches of (ts, value) in write order, each followed by a trim: the window holds the last
+    write of each timestamp >= the trim, sorted; columns returned earlier, the history's included,
+    keep their contents."""
     window = SeriesWindow(np.float64)
-    model: dict[int, float] = {}
-    earlier: list[tuple[np.ndarray, np.ndarray, list[int], list[float]]] = []
+    model = {t: float(t) / 7 for t in sorted(history)}
+    ts, values = np.array(list(model), np.int64), np.array(list(model.values()))
+    if room is None:
+        window.insert(ts, values)
+    else:
+        ts_buffer, values_buffer = np.empty(len(ts) + room, np.int64), np.empty(len(ts) + room)
+        ts_buffer[: len(ts)], values_buffer[: len(ts)] = ts, values
+        assert window.adopt(ts_buffer[: len(ts)], values_buffer[: len(ts)], ts_buffer, values_buffer)
+    earlier = [(window.ts, window.values, ts.tolist(), values.tolist())]
     for points, trim in steps:
         window.insert(np.array([t for t, _ in points], np.int64), np.array([v for _, v in points]))
         model.update(points)
@@ -242,6 +253,33 @@ def test_series_window_matches_a_plain_model_and_never_changes_what_it_returned(
         earlier.append((window.ts, window.values, window.ts.tolist(), window.values.tolist()))
     for ts, values, ts_then, values_then in earlier:
         assert ts.tolist() == ts_then and values.tolist() == values_then
+
+
+def test_a_window_takes_over_only_sorted_views_of_the_buffers_it_is_given_and_only_when_empty() -> None:
+    ts_buffer, values_buffer = np.arange(10, dtype=np.int64) * 10, np.arange(10, dtype=np.float64)
+    middle = SeriesWindow(np.float64)
+    assert middle.adopt(ts_buffer[2:5], values_buffer[2:5], ts_buffer, values_buffer)
+    assert middle.ts.tolist() == [20, 30, 40] and middle.values.tolist() == [2.0, 3.0, 4.0]
+    middle.insert(np.array([45], np.int64), np.array([-1.0]))  # appended into the buffers' room
+    assert ts_buffer[5] == 45 and values_buffer[5] == -1.0 and middle.ts.tolist() == [20, 30, 40, 45]
+
+    ts_buffer, values_buffer = np.arange(10, dtype=np.int64) * 10, np.arange(10, dtype=np.float64)
+    unsorted, duplicates = np.array([30, 10, 20], np.int64), np.array([5, 5, 6], np.int64)
+    refused = {  # why -> (window's dtype, ts, values, ts's buffer); values are values_buffer's
+        "not empty": (np.float64, ts_buffer[:3], values_buffer[:3], ts_buffer),
+        "a copy": (np.float64, ts_buffer[:3].copy(), values_buffer[:3], ts_buffer),
+        "columns offset apart": (np.float64, ts_buffer[:3], values_buffer[1:4], ts_buffer),
+        "not sorted": (np.float64, unsorted, values_buffer[:3], unsorted),
+        "equal timestamps": (np.float64, duplicates, values_buffer[:3], duplicates),
+        "another dtype": (np.int32, ts_buffer[:3], values_buffer[:3], ts_buffer),
+    }
+    for why, (dtype, ts, values, tsb) in refused.items():
+        window = SeriesWindow(dtype)
+        if why == "not empty":
+            window.insert(np.array([1], np.int64), np.array([1.0]))
+        before = (window.ts.tolist(), window.values.tolist())
+        assert not window.adopt(ts, values, tsb, values_buffer), why
+        assert (window.ts.tolist(), window.values.tolist()) == before, why
 
 
 @settings(max_examples=200, deadline=None)

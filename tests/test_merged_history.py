@@ -15,6 +15,7 @@ from app import frames
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.summarize import numeric_buckets
+from compute.evaluation.window import SeriesWindow
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite import blocks
@@ -114,10 +115,11 @@ def test_merged_blocks_read_back_the_same_points_at_every_cut(log: DurableLog) -
 
     def check() -> None:
         for from_ts, upto in cuts:
-            got = blocks.read_series_columns(reader, list(ids.values()), from_ts, upto)
-            for key, sid in ids.items():
-                want = _expected(written, key, from_ts, upto)
-                assert _same(_as_list(got[sid]) if sid in got else [], want), (key, from_ts, upto)
+            for spare in (None, _half):
+                got = blocks.read_series_columns(reader, list(ids.values()), from_ts, upto, spare)
+                for key, sid in ids.items():
+                    want = _expected(written, key, from_ts, upto)
+                    assert _same(_as_list(got[sid]) if sid in got else [], want), (key, from_ts, upto)
 
     check()  # as written
     mark = end * 2 // 3  # merge only what "the stream" passed: blocks after the mark stay as written
@@ -138,6 +140,53 @@ def test_merged_blocks_read_back_the_same_points_at_every_cut(log: DurableLog) -
     assert sizes and max(sizes) <= 150
     reader.close()
     log.close()
+
+
+def _half(points: int) -> int:
+    return points // 2 + 1
+
+
+def test_series_written_in_order_are_read_into_buffers_a_window_takes_over(log: DurableLog) -> None:
+    """Asked for room, a read hands each numeric series' columns in buffers of their own with that
+    room after them, which a window takes over whole; the points are the plain read's at every cut,
+    as written and merged, and an enum series' come as before."""
+    rng = np.random.default_rng(3)
+    requests, t = [], BASE
+    for i in range(120):
+        ts = t + np.arange(10, dtype=np.int64) * MS
+        t = int(ts[-1]) + MS
+        request = [SeriesWrite(key, SeriesKind.NUMERIC, ts, rng.standard_normal(10)) for key in (X, Y)]
+        if i % 4 == 0:
+            request.append(SeriesWrite(E, SeriesKind.ENUM, ts[:2], [f"s{i % 3}", "t"]))
+        requests.append(request)
+    written = _write(log, requests)
+    ids = {info.key: info.id for info in log.series()}
+    reader = blocks.connect_reader(log.path)
+    end = blocks.max_seq(reader)
+
+    def check() -> None:
+        for from_ts in (BASE, BASE + 333 * MS):  # the second starts inside a block
+            for upto in (end, end - 4):
+                plain = blocks.read_series_columns(reader, list(ids.values()), from_ts, upto)
+                roomy = blocks.read_series_columns(reader, list(ids.values()), from_ts, upto, _half)
+                for key, sid in ids.items():
+                    want = _expected(written, key, from_ts, upto)
+                    assert _same(_as_list(plain[sid]), want) and _same(_as_list(roomy[sid]), want)
+                    cols = roomy[sid]
+                    if key == E:
+                        assert cols.buffers is None
+                        continue
+                    assert cols.buffers is not None, (key, from_ts, upto)
+                    assert len(cols.buffers[0]) >= len(cols.ts) + _half(len(cols.ts))
+                    assert SeriesWindow(np.float64).adopt(cols.ts, cols.values, *cols.buffers)
+
+    check()
+    log.compact_upto = lambda: end
+    while log.compact().result():
+        pass
+    assert reader.execute("SELECT count(*) FROM blocks WHERE first_seq IS NOT NULL").fetchone()[0] > 0
+    check()
+    reader.close()
 
 
 def test_a_log_written_before_merged_blocks_opens_and_reads(tmp_path: Path) -> None:

@@ -36,6 +36,9 @@ class Rows:
     seq: np.ndarray
     ts: np.ndarray
     values: np.ndarray  # float64, or object (str) for enum series
+    # A back-fill read's buffers that ts and values are views of, with room after them that nothing
+    # else holds: the first window to take these rows whole appends into them (then None).
+    buffers: tuple[np.ndarray, np.ndarray] | None = None
 
 
 Batch = dict[int, Rows]  # series id -> its rows of a read
@@ -246,7 +249,11 @@ class Computation:
                     window.insert(ts, self._codes(values))
                 else:
                     window = group.windows.setdefault(route.input_index, SeriesWindow(np.float64))
-                    window.insert(ts, values.astype(np.float64, copy=False))
+                    numeric = values.astype(np.float64, copy=False)
+                    if r.buffers is not None and window.adopt(ts, numeric, *r.buffers):
+                        r.buffers = None  # this window appends into them now: no other may
+                    else:
+                        window.insert(ts, numeric)
         return oldest
 
     def _accepted(self, sid: int, ts: np.ndarray, now: int) -> np.ndarray:

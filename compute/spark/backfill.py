@@ -3,10 +3,11 @@ share the next one. One Spark batch job reads the union of their series from the
 any of them needs; each computation then takes only its own rows. Many subscriptions arriving
 together (a dashboard opening) cost one or two reads instead of one each.
 
-A log the driver reads itself (the embedded one) is read series by series instead, in a thread of
-its own that keeps one computation ahead of the loads: reads (SQLite lets go of the GIL) overlap the
-loads (numpy), each computation is answered as soon as it is loaded rather than after the whole
-batch's read, and only the rows of the next computation or two are held at a time."""
+A log the driver reads itself (the embedded one) is read series by series instead, by two threads of
+their own that keep up to two computations ahead of the loads: reads (SQLite and numpy's copies let
+go of the GIL) overlap each other and the loads, each computation is answered as soon as it is
+loaded rather than after the whole batch's read, and only the rows of the next computations are
+held at a time."""
 
 from __future__ import annotations
 
@@ -101,33 +102,42 @@ def _steps(computations: list[Computation], split: bool) -> list[list[int]]:
 
 
 class _Reads:
-    """The read steps of a batch, run in order by a thread of their own (inline when there is only
-    one), at most `AHEAD` steps ahead of the computation being loaded: its rows are held meanwhile."""
+    """The read steps of a batch, run in order by `READERS` threads of their own (inline when there
+    is only one step), at most `AHEAD` steps ahead of the computation being loaded: its rows are held
+    meanwhile. SQLite's fetch and numpy's copies let go of the GIL, so two reads in flight keep both
+    cores busy where one left the loading thread waiting (docs/decisions/0042)."""
 
-    AHEAD = 1
+    AHEAD = 2
+    READERS = 2
 
     def __init__(self, read: ReadLog, steps: list[list[int]], from_ts: int, upto: int) -> None:
         self._read, self._steps, self._from, self._upto = read, steps, from_ts, upto
         self._rows: Batch = {}
-        self._done = 0  # steps read
+        self._started = 0  # steps handed to a reader
+        self._finished: set[int] = set()
+        self._done = 0  # steps 0.._done-1 are read
         self._wanted = 0  # the step being loaded
         self._error: BaseException | None = None
+        self._failed = 0  # the step whose read raised `_error` (steps before it are still read)
         self._stopped = False
         self._changed = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         if sum(1 for step in steps if step) > 1:
-            self._thread = threading.Thread(target=self._run, name="sparkwire-backfill-read", daemon=True)
-            self._thread.start()
+            for _ in range(self.READERS):
+                thread = threading.Thread(target=self._run, name="sparkwire-backfill-read", daemon=True)
+                thread.start()
+                self._threads.append(thread)
 
     def through(self, i: int) -> Batch:
         """The rows of steps 0..i (waits for them); raises what a read raised."""
-        if self._thread is None:
-            while self._done <= i and self._error is None:
-                self._step()
+        if not self._threads:
+            while self._started <= i and self._error is None:
+                self._started += 1
+                self._step(self._started - 1)
         with self._changed:
             self._wanted = i
             self._changed.notify_all()
-            while self._done <= i and self._error is None:
+            while self._done <= i and (self._error is None or self._failed > i):
                 self._changed.wait()
             if self._done <= i:
                 assert self._error is not None
@@ -144,30 +154,36 @@ class _Reads:
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._stopped and self._done > self._wanted + self.AHEAD:
+                while not self._stopped and self._started > self._wanted + self.AHEAD:
                     self._changed.wait()
-                if self._stopped or self._error is not None or self._done == len(self._steps):
+                if self._stopped or self._error is not None or self._started == len(self._steps):
                     return
-            self._step()
+                self._started += 1
+                i = self._started - 1
+            self._step(i)
 
-    def _step(self) -> None:
-        series = self._steps[self._done]
+    def _step(self, i: int) -> None:
+        series = self._steps[i]
         try:
             rows = self._read(series, self._from, self._upto) if series else {}
         except BaseException as exc:
             with self._changed:
-                self._error = exc
+                if self._error is None or i < self._failed:
+                    self._error, self._failed = exc, i
                 self._changed.notify_all()
             return
         with self._changed:
-            self._rows.update(rows)
-            self._done += 1
+            self._rows.update(rows)  # steps read different series, so finishing out of order is fine
+            self._finished.add(i)
+            while self._done in self._finished:
+                self._finished.remove(self._done)
+                self._done += 1
             self._changed.notify_all()
 
 

@@ -27,6 +27,7 @@ from pyspark.sql.types import ArrayType
 from compute.evaluation.computation import Batch, Change, Computation, Rows
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.routing import Routes
+from compute.evaluation.window import spare_room
 from compute.spark.arrow_collect import collect_arrow
 from compute.spark.backfill import BackfillQueue
 from compute.spark.session import jvm_exit_status
@@ -202,9 +203,10 @@ class Engine:
         if self.log.driver_reads:
             read_columns = getattr(self.log, "read_history_columns", None)
             if read_columns is not None:  # the embedded log: per series already, no table to split
+                # ...each in buffers with a window's spare room, for the window to take without a copy
                 return {
-                    sid: Rows(c.seq, c.ts, c.values)
-                    for sid, c in read_columns(series_ids, from_ts, upto_seq).items()
+                    sid: Rows(c.seq, c.ts, c.values, c.buffers)
+                    for sid, c in read_columns(series_ids, from_ts, upto_seq, spare_room).items()
                 }
             return split_by_series(self.log.read_history(series_ids, from_ts, upto_seq))
         return split_by_series(self.history_points(series_ids, from_ts, upto_seq).toArrow())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,6 +143,9 @@ class SeriesColumns:
     seq: np.ndarray  # int64, per point
     ts: np.ndarray  # int64
     values: np.ndarray  # float64, or object (str) for an enum series
+    # The arrays ts and values are views of, with spare room after the points that nothing else holds
+    # (read_series_columns with `spare`): a window may take them whole and append into that room.
+    buffers: tuple[np.ndarray, np.ndarray] | None = None
 
 
 _HISTORY_COLUMNS = "seq, series_id, n, ts, value, str, min_ts, first_seq, seqs"
@@ -152,12 +155,19 @@ _BLOCK_META = np.dtype(
 
 
 def read_series_columns(
-    conn: sqlite3.Connection, series_ids: Sequence[int], from_ts: int, upto_seq: int
+    conn: sqlite3.Connection,
+    series_ids: Sequence[int],
+    from_ts: int,
+    upto_seq: int,
+    spare: Callable[[int], int] | None = None,
 ) -> dict[int, SeriesColumns]:
     """Back-fill: points of these series with ts >= from_ts written at seq <= upto_seq, per series in
     seq order. A merged block (first_seq set, compute/storage/sqlite/writer.py) holds its members'
     points in seq order and each member's (seq, count): its points get their own seqs back, so a cut
-    at any seq is the same as over the blocks as written."""
+    at any seq is the same as over the blocks as written.
+
+    `spare(points)`: how much room to leave after a numeric series' columns, in buffers of their own
+    (`SeriesColumns.buffers`), when its blocks come in order (the common case)."""
     if not series_ids:
         return {}
     marks = ",".join("?" * len(series_ids))
@@ -208,8 +218,6 @@ def read_series_columns(
     all_meta = np.concatenate(parts)
     sid, first, last, counts = (all_meta[f] for f in ("sid", "first", "last", "n"))
     straddle = bool(all_meta["straddle"].any())  # blocks with points before from_ts (or not recorded)
-    ts = np.frombuffer(b"".join(ts_parts), dtype="<i8")
-    numeric = np.frombuffer(b"".join(value_parts), dtype="<f8")
     starts = np.r_[0, np.cumsum(counts)]
     if merged:  # each block's (seq, count) runs, a merged block's members in place of it: one repeat
         runs = [np.stack([last, counts], axis=1)]
@@ -226,7 +234,15 @@ def read_series_columns(
     # The index hands blocks by (series, newest timestamp): in seq order too when a series is written
     # in time order, which one pass checks; otherwise the blocks (not the points) are sorted.
     ordered = bool(np.all((sid[1:] > sid[:-1]) | ((sid[1:] == sid[:-1]) & (first[1:] > last[:-1]))))
+    # In order and asked for room: each series' columns are copied into buffers of their own below;
+    # otherwise one join of every series' bytes.
+    ts: np.ndarray | None = None
+    numeric: np.ndarray | None = None
+    if not (ordered and spare is not None):
+        ts = np.frombuffer(b"".join(ts_parts), dtype="<i8")
+        numeric = np.frombuffer(b"".join(value_parts), dtype="<f8")
     if not ordered:
+        assert ts is not None and numeric is not None
         block = np.lexsort((first, sid))
         sorted_counts = counts[block]
         new_starts = np.r_[0, np.cumsum(sorted_counts)]
@@ -237,16 +253,41 @@ def read_series_columns(
     out: dict[int, SeriesColumns] = {}
     for a, b in itertools.pairwise(bounds):
         lo, hi = int(starts[a]), int(starts[b])
+        buffers = None
         values: np.ndarray
         if int(block[a]) in texts:  # an enum series (a series keeps its kind)
             values = np.array([t for i in block[a:b].tolist() for t in texts[i]], dtype=object)
+            series_ts = np.frombuffer(b"".join(ts_parts[a:b]), dtype="<i8") if ts is None else ts[lo:hi]
+        elif spare is not None and ts is None:  # in order: blocks a..b-1 are this series' parts
+            count = hi - lo
+            room = spare(count)
+            buffers = (
+                _packed(ts_parts[a:b], count, room, "<i8"),
+                _packed(value_parts[a:b], count, room, "<f8"),
+            )
+            series_ts, values = buffers[0][:count], buffers[1][:count]
         else:
-            values = numeric[lo:hi]
+            assert ts is not None and numeric is not None
+            series_ts, values = ts[lo:hi], numeric[lo:hi]
         cols = _cut(
-            seq[lo:hi], ts[lo:hi], values, from_ts, upto_seq, straddle, check=bool(merged) and not ordered
+            seq[lo:hi], series_ts, values, from_ts, upto_seq, straddle, check=bool(merged) and not ordered
         )
         if cols is not None:
+            cols.buffers = buffers  # a cut that copied leaves columns the window can tell are not views
             out[int(sid[a])] = cols
+    return out
+
+
+def _packed(parts: list[bytes], count: int, room: int, dtype: str) -> np.ndarray:
+    """These parts' bytes back to back in a new array with `room` items spare after them, copied
+    straight in (joining them first would fault in memory only to copy it again) by numpy, which lets
+    go of the GIL while it copies: the new pages' faults overlap the back-fill's loading."""
+    out = np.empty(count + room, dtype)
+    pieces = [np.frombuffer(part, dtype) for part in parts]
+    if sum(len(piece) for piece in pieces) != count:
+        raise ValueError(f"blocks hold {sum(len(piece) for piece in pieces)} points, not {count}")
+    if pieces:
+        np.concatenate(pieces, out=out[:count])
     return out
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -175,14 +175,18 @@ class EmbeddedLog:
         return pa.Table.from_batches(batches, schema=records.POINT_SCHEMA)
 
     def read_history_columns(
-        self, series_ids: Sequence[int], from_ts: int, upto_seq: int
+        self,
+        series_ids: Sequence[int],
+        from_ts: int,
+        upto_seq: int,
+        spare: Callable[[int], int] | None = None,
     ) -> dict[int, blocks.SeriesColumns]:
         """`read_history` as numpy columns per series, in seq order (what the engine's back-fill
-        wants, without a table to split)."""
+        wants, without a table to split); `spare`: room to leave after each (blocks.read_series_columns)."""
         # A connection of its own: back-fills run beside the stream's reads of the log.
         conn = blocks.connect_reader(self.durable.path)
         try:
-            return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq)
+            return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq, spare)
         finally:
             conn.close()
 
