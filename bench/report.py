@@ -396,8 +396,8 @@ def _long_window_why(lw: Json) -> list[str]:
             return ""
         return (
             f"; over the waits the server's processes used {c['cpu_cores']:.2f} cores, its Python "
-            f"process {c['main_cpu_cores']:.2f} (the back-fill, a log read then loading and bucketing, "
-            "runs there under one GIL)"
+            f"process {c['main_cpu_cores']:.2f} (the back-fill runs there: two log reads at a time beside "
+            "the loading and bucketing, under one GIL)"
         )
 
     out = []
