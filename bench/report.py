@@ -256,15 +256,15 @@ def _ceiling_rows(c: Json) -> list[tuple[str, str, str, str]]:
         if not c or not any(s["endpoint"] == endpoint for s in c.get("steps", [])):
             rows.append((name, wanted, "n/a", "not measured"))
             continue
-        ceiling = c[f"{endpoint}_ceiling"]
+        ceiling, held = ingest_ceiling.ceiling(c, endpoint), ingest_ceiling.rate_held(c, endpoint)
         failed = ingest_ceiling.failing_step(c, endpoint)
-        measured = f"{ceiling:,} points/s" + (
-            f" ({failed['target']:,} not held)"
+        measured = f"{ceiling:,} points/s stored at the {held:,} step" + (
+            f" ({failed['target']:,} not held: {', '.join(ingest_ceiling.why_not_held(failed))})"
             if failed
             else f" (every step held, {ingest_ceiling.ramp_end(c, endpoint)})"
         )
-        verdict = _verdict(ceiling, ingest_ceiling.TARGET, True)
-        if failed is None and ceiling < ingest_ceiling.TARGET:
+        verdict = _verdict(held, ingest_ceiling.TARGET, True)
+        if failed is None and held < ingest_ceiling.TARGET:
             verdict += "; the ramp's end, not a failing step, stopped it"
         rows.append((name, wanted, measured, verdict))
     return rows
@@ -429,7 +429,7 @@ def _ceiling_why(c: Json) -> list[str]:
     process or thread was saturated (a Python thread tops out at one core; the machine at its cores)."""
     out = []
     for endpoint, label in CEILING_LABELS.items():
-        if not c or c.get(f"{endpoint}_ceiling", 0) >= ingest_ceiling.TARGET:
+        if not c or ingest_ceiling.rate_held(c, endpoint) >= ingest_ceiling.TARGET:
             continue
         step = ingest_ceiling.failing_step(c, endpoint)
         if step is None:
@@ -475,7 +475,7 @@ def _ceiling_why(c: Json) -> list[str]:
                 f"no process was saturated (server {server:.2f} cores, feed {feed:.2f}, "
                 f"the whole machine {step.get('machine_cpu_cores', float('nan')):.2f})"
             )
-        why_not = ", ".join(step.get("why_not") or []) or "it did not hold"
+        why_not = ", ".join(ingest_ceiling.why_not_held(step))
         out.append(
             f"- Workload 4 ceiling, {label}: the ramp stopped at {step['target']:,} points/s ({why_not}: "
             f"stored {step['achieved']:,}/s, p99 {_ms(step['latency']['p99_ms'])}); {saturated}. "
