@@ -393,14 +393,20 @@ def ramp(results: Json, endpoint: str) -> list[Json]:
     return out
 
 
+def _held(results: Json, endpoint: str) -> list[Json]:
+    """The steps of an endpoint's ramp that held: all but a failing last one."""
+    steps = ramp(results, endpoint)
+    return steps[:-1] if steps and why_not_held(steps[-1]) else steps
+
+
 def ceiling(results: Json, endpoint: str) -> int:
     """The most points/s stored in a step that held."""
-    return max((s["achieved"] for s in ramp(results, endpoint) if not why_not_held(s)), default=0)
+    return max((s["achieved"] for s in _held(results, endpoint)), default=0)
 
 
 def rate_held(results: Json, endpoint: str) -> int:
     """The highest target rate of a step that held (what "N points/s held" is judged on)."""
-    return max((s["target"] for s in ramp(results, endpoint) if not why_not_held(s)), default=0)
+    return max((s["target"] for s in _held(results, endpoint)), default=0)
 
 
 def failing_step(results: Json, endpoint: str) -> Json | None:
