@@ -83,18 +83,19 @@ class Settings(BaseSettings):
         description="refuse writes (507) while the data dir's disk has less free; "
         "default the smaller of 1 GiB and 5% of the disk; 0 = no floor",
     )
-    # -- security (app/auth.py, app/origin.py): authentication is off unless a secret or file is set
+    # -- security (app/protocol/auth.py, app/protocol/origin.py): authentication is off unless a
+    # secret or file is set
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret: accept bearer JWTs (with exp)")
     tokens_file: Path | None = Field(None, description="JSON file of static bearer tokens and their claims")
     allowed_origins: str = Field("", description="comma-separated browser Origins allowed besides our own")
-    # -- limits (app/limits.py, app/connection.py)
+    # -- limits (app/protocol/limits.py, app/transport/connection.py)
     max_connections: int = Field(1000, gt=0, description="WebSocket connections; more are closed with 1013")
     max_subscriptions_per_connection: int = Field(128, gt=0, description="live subscriptions per connection")
     max_messages_per_second: float = Field(100.0, gt=0, description="client messages/s per connection")
     handshake_timeout: float = Field(10.0, gt=0, description="seconds for request headers, then 1st message")
     send_queue_limit: int = Field(1000, gt=0, description="frames queued for a client before close 4008")
     slow_consumer_timeout: float = Field(30.0, gt=0, description="seconds a client may lag before close 4008")
-    # -- ingest limits (app/request_body.py, app/ingest.py): checked before anything is stored
+    # -- ingest limits (app/http/request_body.py, app/ingest/writes.py): checked before anything is stored
     max_request_bytes: int = Field(
         64 << 20, gt=0, description="largest ingest body, bytes after Content-Encoding is undone (413)"
     )
@@ -104,7 +105,7 @@ class Settings(BaseSettings):
     max_tag_value_length: int = Field(1024, gt=0, description="characters of a tag value (400)")
     max_channel_length: int = Field(1024, gt=0, description="characters of a channel name (400)")
     max_data_source_rid_length: int = Field(256, gt=0, description="characters of a dataSourceRid (400)")
-    # -- where JSON write bodies are decoded (app/ingest_workers.py)
+    # -- where JSON write bodies are decoded (app/ingest/workers.py)
     ingest_decode_workers: int = Field(
         1, ge=0, description="processes decoding large JSON write bodies off the event loop (0 = none)"
     )

@@ -1,5 +1,5 @@
 """The server's Prometheus registry: counters bumped where things happen (hub, ingest, the engine's
-batch hook), and the gauges that `GET /metrics` (app/metrics_route.py) sets at scrape time."""
+batch hook), and the gauges that `GET /metrics` (app/api/metrics_route.py) sets at scrape time."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class Metrics:
         )
         self.bodies_decoded = Counter(
             "sparkwire_ingest_bodies_decoded",
-            "JSON write bodies decoded, by where: worker (a decode process, app/ingest_workers.py) or "
+            "JSON write bodies decoded, by where: worker (a decode process, app/ingest/workers.py) or "
             "event_loop (small bodies, bodies the strict decoder declines, or no workers configured)",
             ["where"],
             registry=r,
@@ -204,7 +204,7 @@ class Metrics:
         self.prune_step_seconds.set(durable.pruned.last_step_s)
 
     def count_request(self, status: int) -> None:
-        """One HTTP answer (app/request_summary.py)."""
+        """One HTTP answer (app/api/request_summary.py)."""
         counter = self._requests_by_class.get(status // 100)
         if counter is not None:
             counter.inc()

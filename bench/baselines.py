@@ -44,7 +44,7 @@ from compute.storage.sqlite.writer import DurableLog
 
 Json = Any
 DIED = "streaming queries died"  # the report tells a design that failed under load by this
-START_ATTEMPTS = 3  # per query, as the server's own start (app/server.py)
+START_ATTEMPTS = 3  # per query, as the server's own start (app/runtime/server.py)
 
 
 class LogWriter:
@@ -182,7 +182,7 @@ def _measure(
             callbacks[q].append((done, _batch_end_seq(base / f"q{q}", batch_id)))
 
         # One query at a time, each through its first trigger before the next starts, restarted if it
-        # dies there, as the server restarts its own (app/server.py): that trigger starts the query's
+        # dies there, as the server restarts its own (app/runtime/server.py): that trigger starts the query's
         # Python runner, which Spark gives a fixed 10 s to connect back, and dozens starting together on
         # 2 cores miss it. Start-up is not what this baseline measures; a query dying later still fails it.
         for attempt in range(1, START_ATTEMPTS + 1):

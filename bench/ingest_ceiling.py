@@ -155,7 +155,7 @@ def _cpu_split(pid: int, threads: dict[int, str]) -> dict[str, float]:
     """CPU seconds so far: the server's Python process (`server_python`, all its threads), split
     into its event loop (the main thread: HTTP, decompression, decoding), its log writer threads
     (`threads` names them; none if py-spy could not) and the rest (micro-batch callback, evaluation);
-    then its JSON decode processes (app/ingest_workers.py: multiprocessing's children), Spark's JVM
+    then its JSON decode processes (app/ingest/workers.py: multiprocessing's children), Spark's JVM
     and Spark's Python runners."""
     total, loop = cpu_seconds(pid), thread_cpu_seconds(pid, pid)
     log = sum(thread_cpu_seconds(pid, t) for t, name in threads.items() if name.startswith("sparkwire-log"))
@@ -438,7 +438,7 @@ def render(results: Json, title: str = TITLE) -> str:
         "enqueue. CPU in cores: the server's Python process, split into its event loop (HTTP, "
         "decompression, decoding), its log writer threads (commits, merges) and its other threads "
         "(the micro-batch callback: collecting each batch, evaluation); its JSON decode processes "
-        "(large bodies, app/ingest_workers.py); Spark's JVM and Python runners (the stream's reads of "
+        "(large bodies, app/ingest/workers.py); Spark's JVM and Python runners (the stream's reads of "
         "the log); the feed's own. "
         + (
             f"Threads named by py-spy: {', '.join(named)}."

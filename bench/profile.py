@@ -30,9 +30,9 @@ AREAS = [
     ("ingest (HTTP handler, parsing)", "write_points"),
     ("log writer thread", "DurableLog._run"),
     ("micro-batch callback (Spark job, evaluation)", "ForeachBatchFunction.call"),
-    ("result encoding", "app/frames.py"),
-    ("fan-out (hub, connection send, websockets)", "app/hub.py"),
-    ("fan-out (hub, connection send, websockets)", "app/connection.py"),
+    ("result encoding", "app/protocol/frames.py"),
+    ("fan-out (hub, connection send, websockets)", "app/fanout/hub.py"),
+    ("fan-out (hub, connection send, websockets)", "app/transport/connection.py"),
     ("HTTP request plumbing (uvicorn, starlette)", "httptools_impl.py"),
     ("WebSocket protocol (uvicorn, websockets)", "websockets"),
 ]

@@ -1,6 +1,6 @@
 """The protobuf ingest decode: points read as columns through ptars against one upb object per point.
 
-`app.ingest_nominal.nominal_writes(body, rid)` (the endpoint's whole decode, from the decompressed
+`app.ingest.nominal.nominal_writes(body, rid)` (the endpoint's whole decode, from the decompressed
 body to the log's writes: upb's parse, then the points) is timed with its column read
 (`_arrow_columns`: ptars decodes the body to Arrow, cut into numpy columns per series) and with the
 per-point read it falls back to (the arm "per point": `_arrow_columns` patched to return {}, so
@@ -30,7 +30,7 @@ import numpy as np
 from google.protobuf.timestamp_pb2 import Timestamp
 from nominal.protos.write import nominal_write_pb2 as pb
 
-from app import ingest_nominal
+from app.ingest import nominal as ingest_nominal
 
 RID = "ri.nominal.bench.datasource.protobuf-decode"
 EPOCH_S = 1_764_000_000  # late 2025, as a live stream's timestamps are

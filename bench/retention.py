@@ -10,7 +10,7 @@ Each run, in its own temporary directory:
 - a backlog of `backlog_points` points `backlog_age_s` old, written in requests of
   `points_per_request` points over `series` series (as the server writes them) through a
   `DurableLog` that keeps everything, which is then closed;
-- the log reopened as the server opens it (app/point_log.py): arm "pruning" with
+- the log reopened as the server opens it (app/runtime/open_log.py): arm "pruning" with
   `Retention(seconds=retention_s, max_bytes=0)`, shorter than the backlog's age, so that it prunes
   the backlog all through the measurement; arm "no pruning" with `Retention(0, 0)` (keep forever);
 - `rate` requests/s of fresh points for `duration_s`, submitted open loop from one thread; a
@@ -212,7 +212,7 @@ def measure(plan: RetentionPlan, index: int, arm: str, parent: Path | None) -> R
         retention = Retention(plan.retention_s, 0) if arm == PRUNING else Retention(0, 0)
         run = Run(index, arm, asdict(retention), round(backlog_s, 1), plan.backlog_requests * plan.series)
         time.sleep(plan.settle_s)  # before reopening: the pruner starts with the log
-        # As app/point_log.py opens it (no free-space floor here: not what is measured).
+        # As app/runtime/open_log.py opens it (no free-space floor here: not what is measured).
         log = DurableLog(path, retention=retention, min_free_bytes=0)
         try:
             _load(plan, log, run)
@@ -334,7 +334,7 @@ def report(plan: RetentionPlan, runs: list[Run], load: tuple[list[float], list[f
         f"points ({plan.backlog_requests:,} requests of {plan.per_series * plan.series:,} points over "
         f"{plan.series} series, i.e. {backlog_blocks:,} blocks of {plan.per_series} points), "
         f"the newest {plan.backlog_age_s:,.0f} s old, written through a `DurableLog` that keeps everything; "
-        "the log then reopened as app/point_log.py opens it, with "
+        "the log then reopened as app/runtime/open_log.py opens it, with "
         f"`Retention(seconds={plan.retention_s:g}, max_bytes=0)` (arm *pruning*: the whole backlog has "
         "expired) or `Retention(0, 0)` (arm *no pruning*), no free-space floor. "
         f"Then {plan.rate:g} requests/s x {plan.points_per_request:,} points "

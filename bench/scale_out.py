@@ -337,8 +337,8 @@ def pss_mb(root: int) -> float:
 IMPORT_STEPS = (
     ("the interpreter", ""),
     ("+ FastAPI, uvicorn, redis", "fastapi, uvicorn, redis.asyncio"),
-    ("+ app.server (what an edge runs)", "app.server"),
-    ("+ app.cli (what `sparkwire serve` imports)", "app.cli"),
+    ("+ app.runtime.server (what an edge runs)", "app.runtime.server"),
+    ("+ app.runtime.cli (what `sparkwire serve` imports)", "app.runtime.cli"),
 )
 
 
@@ -1031,9 +1031,9 @@ def _why_idle(r: Json, idle: Json) -> list[str]:
         f"objects, buffers) and {idle['file_kb_per_connection']} KB file-backed; after they closed: "
         f"{idle['after_close_mb']} MB."
         + (
-            " An edge serves WebSockets with the all-in-one server's stack (app/ws.py, app/connection.py, "
-            f"uvicorn); BENCHMARKS.md's last full run ({kb[1]}) measured {kb[0]} KB per idle connection "
-            "on the all-in-one server, on the code of that day."
+            " An edge serves WebSockets with the all-in-one server's stack (app/api/ws.py, "
+            f"app/transport/connection.py, uvicorn); BENCHMARKS.md's last full run ({kb[1]}) measured "
+            f"{kb[0]} KB per idle connection on the all-in-one server, on the code of that day."
             if (kb := _all_in_one_kb()) is not None
             else ""
         )

@@ -77,7 +77,7 @@ def start_server(data_dir: Path, log_path: Path, env: dict[str, str], ready_time
     port = free_port()
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "app.runtime.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
         cwd=ROOT,
         env={**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "0", "SPARKWIRE_LOG_LEVEL": "WARNING", **env},
         stdout=log_file,

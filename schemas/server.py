@@ -1,7 +1,7 @@
 """ServerMessage: what Sparkwire sends on `WS /persistent-compute/ws` (Nominal persistent-compute,
 Conjure JSON), limited to the variants Sparkwire emits.
 
-The server encodes frames straight from numpy (app/frames.py, for speed); these models are the
+The server encodes frames straight from numpy (app/protocol/frames.py, for speed); these models are the
 published description of those frames: the AsyncAPI document is generated from them, and tests
 check that real frames validate against them. Unknown keys are refused, so a frame that drifts from
 this description fails its test instead of slipping through.

@@ -84,7 +84,7 @@ def start_server(
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "app.runtime.cli",
             *(command or ["serve"]),
             "--port",
             str(port),
@@ -173,8 +173,8 @@ def spark() -> Iterator[object]:
 SERVER_FIXTURES = frozenset({"server", "spark", "chromium"})
 # Names that, used by a test, a fixture or a helper they call, start a process that serves or Spark:
 # this file's start_server, a Spark session, any Popen (tests/infra.py's redis-server and Spark
-# cluster, uvicorn in a subprocess), and `python -m app.cli`.
-_STARTERS = frozenset({"start_server", "build_session", "Popen", "app.cli"})
+# cluster, uvicorn in a subprocess), and `python -m app.runtime.cli`.
+_STARTERS = frozenset({"start_server", "build_session", "Popen", "app.runtime.cli"})
 
 
 def _names(code: CodeType) -> set[str]:

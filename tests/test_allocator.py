@@ -1,4 +1,4 @@
-"""The server keeps freed memory for the next back-fill (app/allocator.py): an hour-long column freed
+"""The server keeps freed memory for the next back-fill (app/runtime/allocator.py): an hour-long column freed
 stays in the process, and the next one of its size takes the same pages instead of new ones."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, sys
 import numpy as np
-from app.allocator import keep_freed_memory
+from app.runtime.allocator import keep_freed_memory
 
 def rss_kb():
     with open("/proc/self/status") as status:

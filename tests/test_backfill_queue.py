@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app import frames
+from app.protocol import frames
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Batch, Computation, Rows
 from compute.evaluation.window import spare_room

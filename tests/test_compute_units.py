@@ -1,5 +1,5 @@
 """The pieces without Spark: a live Computation fed rows in random arrival orders, its frames
-encoded by app.frames and merged by the client view, must equal the reference evaluator; and the
+encoded by app.protocol.frames and merged by the client view, must equal the reference evaluator; and the
 outputs' first_change/since contract on its own. Fast, so hypothesis can try many trees here; the
 same trees run against a real server in test_compute_property.py."""
 
@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import frames
+from app.protocol import frames
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.nodes.align import forward_fill

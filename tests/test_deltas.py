@@ -1,7 +1,7 @@
 """An edge's mirror of a computation stays identical to it: random node trees fed random arrival
 orders (late points, overwrites, a window sliding past old points and buckets), each change sent as
 `deltas.diff` through msgpack bytes and applied to the previous copy, must give the same outputs
-as the computation itself, and the same FullResult bytes (app/frames.py)."""
+as the computation itself, and the same FullResult bytes (app/protocol/frames.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import frames
+from app.protocol import frames
 from compute.evaluation import deltas
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows

@@ -28,7 +28,7 @@ async def test_the_demo_feeds_tagged_channels_a_string_channel_and_late_points(s
             [
                 sys.executable,
                 "-m",
-                "app.cli",
+                "app.runtime.cli",
                 "demo",
                 "--url",
                 server.base_url,

@@ -160,7 +160,7 @@ def test_500_internal_from_an_unhandled_exception(tmp_path: Any) -> None:
         f"""
         import uvicorn
         from fastapi import FastAPI
-        from app.errors import install_error_handlers
+        from app.http.errors import install_error_handlers
 
         app = FastAPI()
         install_error_handlers(app)

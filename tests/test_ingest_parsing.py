@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.ingest import InvalidWrite, fast_writes, to_writes
+from app.ingest.writes import InvalidWrite, fast_writes, to_writes
 from schemas.ingest import write_request_adapter
 
 # JSON text cannot carry lone surrogates; everything else may appear in names, tags and values.

@@ -1,4 +1,4 @@
-"""Large JSON write bodies are decoded in a worker process (app/ingest_workers.py): what is stored and
+"""Large JSON write bodies are decoded in a worker process (app/ingest/workers.py): what is stored and
 what a client is told are the same as on the event loop; a worker that dies is replaced; no worker
 outlives a server killed with SIGKILL."""
 

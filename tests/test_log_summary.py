@@ -39,7 +39,7 @@ def summaries(server: ServerProcess) -> list[dict[str, Any]]:
     return [
         r
         for r in records(server)
-        if r["logger"] == "app.request_summary" and r["message"].startswith("last ")
+        if r["logger"] == "app.api.request_summary" and r["message"].startswith("last ")
     ]
 
 
@@ -125,7 +125,7 @@ async def test_summary_lines_count_what_happened_and_successes_have_no_line_of_t
     assert handshakes == []
     assert not [r for r in everything if "/readyz" in r["message"] or "/metrics" in r["message"]]
 
-    refused = [r for r in everything if r["level"] == "WARNING" and r["logger"] == "app.request_summary"]
+    refused = [r for r in everything if r["level"] == "WARNING" and r["logger"] == "app.api.request_summary"]
     assert [(r["status"], r["method"], r["path"]) for r in refused] == [
         (400, "POST", "/storage/writer/v1"),
         (400, "POST", "/storage/writer/v1"),
@@ -152,4 +152,4 @@ async def test_the_access_log_comes_back_when_asked_for(tmp_path: Path) -> None:
     access = [r["message"] for r in everything if r["logger"] == "uvicorn.access"]
     assert any('"POST /storage/writer/v1 HTTP/1.1" 200' in m for m in access)
     assert any('"WebSocket /persistent-compute/ws" [accepted]' in r["message"] for r in everything)
-    assert not [r for r in everything if r["logger"] == "app.request_summary"]  # interval 0: no summary
+    assert not [r for r in everything if r["logger"] == "app.api.request_summary"]  # interval 0: no summary

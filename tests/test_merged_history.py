@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app import frames
+from app.protocol import frames
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.summarize import numeric_buckets

@@ -1,4 +1,4 @@
-"""An edge's mirror (app/roles/mirror.py) after a re-sync: a snapshot that brings nothing new owes
+"""An edge's mirror (app/tiers/mirror.py) after a re-sync: a snapshot that brings nothing new owes
 subscribers nothing, unless they were told of a failure since their last whole window."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from app.roles import wire
-from app.roles.mirror import Fresh, Gap, ResultMirror
+from app.tiers import wire
+from app.tiers.mirror import Fresh, Gap, ResultMirror
 from compute.evaluation import deltas
 from compute.evaluation.compiler import Limits
 from compute.evaluation.request import ComputationRequest

@@ -1,4 +1,4 @@
-"""The protobuf endpoint's column read (app/ingest_nominal.py `_arrow_columns`: ptars decodes the body
+"""The protobuf endpoint's column read (app/ingest/nominal.py `_arrow_columns`: ptars decodes the body
 to Arrow) against reading each point through upb's objects: the same writes, or the same refusal,
 for whatever a request holds."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from nominal.protos.write import nominal_write_pb2 as pb
 
-from app import ingest_nominal
-from app.ingest import InvalidWrite
-from app.ingest_nominal import nominal_writes
+from app.ingest import nominal as ingest_nominal
+from app.ingest.nominal import nominal_writes
+from app.ingest.writes import InvalidWrite
 
 RID = "ri.sparkwire.test.dataset.columns"
 KINDS = ("double_points", "integer_points", "uint64_points", "string_points")

@@ -1,5 +1,6 @@
 """One client that stops reading, among 100 that read: it must not grow the server's memory nor
-delay anyone else. Its updates coalesce instead of queueing (app/connection.py, app/hub.py)."""
+delay anyone else. Its updates coalesce instead of queueing (app/transport/connection.py,
+app/fanout/hub.py)."""
 
 from __future__ import annotations
 

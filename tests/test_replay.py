@@ -1,6 +1,6 @@
 """Replay (docs/extensions.md): a subscription re-watches a past period of its series from the log,
 against a real server (real Spark, the embedded log and the Redis log), plus the session's own
-checks (app/session.py) and what the logs say they still hold (compute/storage/horizon.py)."""
+checks (app/protocol/ws_session.py) and what the logs say they still hold (compute/storage/horizon.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import websockets
 
-from app.session import Send, Session, SessionConfig, StartSubscription
+from app.protocol.ws_session import Send, Session, SessionConfig, StartSubscription
 from compute.storage.contract import SeriesWrite
 from compute.storage.disk_space import Retention
 from compute.storage.horizon import embedded_held_from

@@ -153,7 +153,7 @@ async def test_nothing_changed_is_an_empty_append(resuming_server: ServerProcess
 
 
 def _forged(token: str, **parts: str) -> str:
-    """`token` with one of its parts replaced (the format is the server's own: see app/resume.py)."""
+    """`token` with one of its parts replaced (the format is the server's own: see app/fanout/resume.py)."""
     raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
     form, instance, digest, version = raw.split(".")
     fields = {"instance": instance, "digest": digest, "version": version, **parts}
@@ -192,7 +192,7 @@ async def test_a_token_that_cannot_be_used_gets_a_full_result_and_the_reason(
 
 
 def _digest_of(rid: str) -> str:
-    from app.resume import key_digest
+    from app.fanout.resume import key_digest
 
     return key_digest(
         _request_key(
@@ -202,7 +202,7 @@ def _digest_of(rid: str) -> str:
 
 
 def _request_key(sub: dict[str, Any]) -> str:
-    from app.session import _request
+    from app.protocol.ws_session import _request
     from schemas.client import StreamingComputeNodeSubscription
 
     return _request(StreamingComputeNodeSubscription.model_validate(sub)).key

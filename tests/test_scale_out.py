@@ -169,7 +169,9 @@ async def test_the_stream_commits_a_batch_only_after_publishing_it(
         await write_points(server.base_url, rid, "p", [(time.time_ns(), value)])
         assert (await client.update(sub_id))["append"]["result"]["numeric"]["values"] == [value]
     await client.close()
-    consumer = f"{socket.gethostname()}-{server.port}-{server.process.pid}"  # as app/point_log.py names it
+    consumer = (
+        f"{socket.gethostname()}-{server.port}-{server.process.pid}"  # as app/runtime/open_log.py names it
+    )
     log = RedisLog(redis_server.url, PARTITIONS, consumer)
     try:
         deadline = time.monotonic() + 30

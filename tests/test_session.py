@@ -1,4 +1,4 @@
-"""The connection protocol's core (app/session.py) on its own: messages in, actions out, with the
+"""The connection protocol's core (app/protocol/ws_session.py) on its own: messages in, actions out, with the
 time given. No server, no Spark, no socket."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.auth import AuthError, Principal
-from app.session import (
+from app.protocol.auth import AuthError, Principal
+from app.protocol.ws_session import (
     Action,
     ArmExpiry,
     Close,

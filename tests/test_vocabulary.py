@@ -18,8 +18,8 @@ import numpy as np
 import orjson
 import pytest
 
-from app import frames
-from app.ingest import json_writes
+from app.ingest.writes import json_writes
+from app.protocol import frames
 from compute.evaluation.nodes.arithmetic import BINARY_OPS, THRESHOLD_OPS, UNARY_OPS
 from compute.evaluation.nodes.ranges import MIN_MAX_OPS
 from compute.evaluation.nominal_variants import (

@@ -76,15 +76,15 @@ def test_writing_through_the_contract_needs_no_pyspark() -> None:
 
 
 def test_an_edge_server_imports_no_pyspark() -> None:
-    """`sparkwire serve --role edge` (app/roles/edge.py) runs without a JVM: everything it loads,
+    """`sparkwire serve --role edge` (app/tiers/edge.py) runs without a JVM: everything it loads,
     the Redis log it writes to included, imports with PySpark and the Spark wing blocked."""
     modules = [
-        "app.cli",
-        "app.server",
-        "app.roles.edge",
-        "app.roles.mirror",
-        "app.ws",
-        "app.hub",
+        "app.runtime.cli",
+        "app.runtime.server",
+        "app.tiers.edge",
+        "app.tiers.mirror",
+        "app.api.ws",
+        "app.fanout.hub",
         "compute.storage.redis.point_log",
         "compute.evaluation.deltas",
     ]

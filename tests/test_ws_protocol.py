@@ -78,7 +78,7 @@ async def test_subscribers_of_one_computation_on_compressed_connections_decode_t
     server: ServerProcess,
 ) -> None:
     """The server deflates a shared update once and splices it into each subscriber's envelope
-    (app/ws_compression.py): every client must still inflate exactly the server's JSON."""
+    (app/transport/deflate.py): every client must still inflate exactly the server's JSON."""
     rid = rid_for("shared")
     variables = {"x": channel_variable(rid, "p")}
     t0 = time.time_ns() - 5 * NANOS

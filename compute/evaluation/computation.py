@@ -54,7 +54,7 @@ class Change:
 class LateDrops:
     """Points dropped as late: how many (never decreasing), the newest timestamp among them, how many
     per data source, and the last drop events, so that the newest timestamp among the drops after
-    any recent count can be told (app/late_reports.py: each subscriber is told its own).
+    any recent count can be told (app/fanout/late_reports.py: each subscriber is told its own).
 
     Not thread-safe: its owner guards it (`Computation.lock`, or the event loop for a mirror)."""
 

@@ -1,5 +1,5 @@
 """A computation's outputs as bytes, whole or as the difference from the previous outputs, so a copy
-kept elsewhere (an edge's mirror, app/roles/mirror.py) stays identical to the original.
+kept elsewhere (an edge's mirror, app/tiers/mirror.py) stays identical to the original.
 
 A delta per group: the rows of the new output past the longest run it shares with the old one,
 after dropping the old rows the window's start left behind. Applying it gives the new output

@@ -1,6 +1,6 @@
 """What a subscription asks to compute, as plain data: the node, the window, the context, the
 allowed lateness and the result options. Identical requests share one computation (`key`); a
-request travels as JSON from an edge to the compute tier, which compiles it itself (app/roles/)."""
+request travels as JSON from an edge to the compute tier, which compiles it itself (app/tiers/)."""
 
 from __future__ import annotations
 

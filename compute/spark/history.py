@@ -1,6 +1,6 @@
 """A past period of some series, read from the log as the back-fill reads it (compute/spark/engine.py):
 the embedded log by the driver itself, the Redis log by one Spark batch job over its data source.
-What a replay (app/replay.py, docs/extensions.md) plays back."""
+What a replay (app/fanout/replay.py, docs/extensions.md) plays back."""
 
 from __future__ import annotations
 

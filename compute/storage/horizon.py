@@ -1,8 +1,8 @@
 """How far back a point log still holds everything it was given, as far as it can tell cheaply: what
-a replay (app/replay.py, docs/extensions.md) checks before it reads a past period.
+a replay (app/fanout/replay.py, docs/extensions.md) checks before it reads a past period.
 
 Retention by time (SPARKWIRE_RETENTION_SECONDS) is a policy the caller checks against the clock
-(app/session.py). What goes beyond it is told here:
+(app/protocol/ws_session.py). What goes beyond it is told here:
 - the embedded log with a byte cap (SPARKWIRE_MAX_LOG_BYTES) prunes its oldest blocks whatever
   their age. Seqs start at 1 and are never reused, so the oldest block still held tells whether
   anything was pruned (its seq, or a merged block's first member's, is above 1), and its oldest

@@ -98,7 +98,7 @@ class _Pending:
 class RedisLog:
     @property
     def data_source(self) -> type[DataSource]:
-        # Imported here: an edge (app/roles/edge.py) writes to this log without PySpark loaded.
+        # Imported here: an edge (app/tiers/edge.py) writes to this log without PySpark loaded.
         from compute.storage.redis.spark_source import RedisDataSource
 
         return RedisDataSource

@@ -1,0 +1,152 @@
+"""The series catalog, two ways.
+
+- `GET /series`: the series the log holds (data source, channel, tags, point type), so a dashboard
+  or a program can offer what there is to subscribe to.
+- `POST /catalog/v1/datasets/multiple`: Nominal's `CatalogService.getEnrichedDatasets`, which the
+  `nominal` SDK calls from `client.get_dataset(rid)` before it writes to a dataset. Each data source
+  rid asked for is answered as an `EnrichedDataset` (nominal_api.scout_catalog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import math
+import re
+import uuid
+from collections import Counter
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from app.http.errors import HttpError
+from app.http.request_body import read_body
+from app.protocol.auth import ANONYMOUS, AuthError, bearer_token
+
+router = APIRouter()
+
+MAX_DATASETS_PER_REQUEST = 1000
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+@router.get("/series", summary="List the series written so far")
+async def list_series(request: Request) -> list[dict[str, Any]]:
+    infos = request.app.state.sparkwire.log.series()
+    return sorted(
+        (
+            {
+                "dataSourceRid": info.key.data_source_rid,
+                "channel": info.key.channel,
+                "tags": dict(info.key.tags),
+                "type": info.kind.value,
+            }
+            for info in infos
+        ),
+        key=lambda s: (s["dataSourceRid"], s["channel"], sorted(s["tags"].items())),
+    )
+
+
+class GetDatasetsRequest(BaseModel):
+    """nominal_api.scout_catalog.GetDatasetsRequest."""
+
+    datasetRids: list[str] = Field(max_length=MAX_DATASETS_PER_REQUEST)
+
+
+_REQUEST: TypeAdapter[GetDatasetsRequest | list[str]] = TypeAdapter(GetDatasetsRequest | list[str])
+
+
+def dataset_uuid(rid: str) -> str:
+    """A Nominal dataset rid ends with the dataset's UUID (`ri.catalog.main.dataset.<uuid>`); any
+    other rid gets a stable UUID derived from it."""
+    match = _UUID.search(rid)
+    return match.group(0).lower() if match else str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkwire:{rid}"))
+
+
+def enriched_dataset(rid: str, series_count: int, now: str, retention_seconds: float) -> dict[str, Any]:
+    """An EnrichedDataset for a data source: its required fields, filled with what Sparkwire knows.
+    Sparkwire keeps no per-dataset metadata: name and display name are the rid, the ingest date is
+    the time of the answer, properties and labels are empty, timestamps are absolute nanoseconds."""
+    if retention_seconds > 0:
+        retention: dict[str, Any] = {
+            "type": "KEEP_UNTIL_EXPIRY",
+            "expiryDays": max(1, math.ceil(retention_seconds / 86400)),
+        }
+    else:
+        retention = {"type": "KEEP_FOREVER"}
+    return {
+        "rid": rid,
+        "uuid": dataset_uuid(rid),
+        "name": rid,
+        "displayName": rid,
+        "description": f"Sparkwire data source ({series_count} series)",
+        "ingestDate": now,
+        "originMetadata": {},
+        "lastIngestStatus": {"type": "success", "success": {}},
+        "retentionPolicy": retention,
+        "timestampType": "ABSOLUTE",
+        "labels": [],
+        "properties": {},
+        "typedProperties": {},
+        "granularity": "NANOSECONDS",
+        "allowStreaming": True,
+        "isArchived": False,
+        "channelSearchSplitTagKeys": [],
+    }
+
+
+@router.post(
+    "/catalog/v1/datasets/multiple",
+    summary="Nominal's getEnrichedDatasets: the datasets (data sources) with these rids",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _REQUEST.json_schema()}},
+        }
+    },
+)
+async def get_enriched_datasets(request: Request) -> JSONResponse:
+    state = request.app.state.sparkwire
+    if not state.origins.permits(request.headers):
+        raise HttpError(403, "this Origin may not read the catalog")
+    principal = ANONYMOUS
+    if state.auth is not None:
+        try:
+            principal = state.auth.authenticate(bearer_token(request.headers))
+        except AuthError as exc:
+            raise HttpError(401, str(exc)) from None
+    # Read like an ingest body: the `nominal` SDK zstd-compresses every body it sends.
+    raw = await read_body(request, state.settings.max_request_bytes)
+    try:
+        body = _REQUEST.validate_json(raw)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"]) or "body"
+        raise HttpError(400, f"{where}: {problem['msg']} (a GetDatasetsRequest or a list of rids)") from None
+    rids = body.datasetRids if isinstance(body, GetDatasetsRequest) else body
+    if len(rids) > MAX_DATASETS_PER_REQUEST:
+        raise HttpError(400, f"at most {MAX_DATASETS_PER_REQUEST} dataset rids per request")
+    longest = state.settings.max_data_source_rid_length
+    if too_long := [r for r in rids if len(r) > longest]:
+        raise HttpError(
+            400,
+            f"a dataset rid is {len(too_long[0])} characters, more than the limit of {longest} "
+            "(SPARKWIRE_MAX_DATA_SOURCE_RID_LENGTH)",
+            params={"limit": str(longest), "setting": "SPARKWIRE_MAX_DATA_SOURCE_RID_LENGTH"},
+        )
+    infos = await asyncio.to_thread(state.log.series)
+    series = Counter(info.key.data_source_rid for info in infos)
+    now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    retention = state.settings.retention
+    # Every rid asked for is answered, with or without points: Sparkwire has no "create dataset"
+    # step (any rid names a data source, and its first write creates it), so a new user's
+    # `client.get_dataset(rid)`, which the SDK calls before writing to it, must find the dataset
+    # or the first write could never happen. As in Nominal, rids the token does not reach and
+    # empty rids are left out, not refused.
+    answered = [
+        enriched_dataset(rid, series[rid], now, retention)
+        for rid in dict.fromkeys(rids)
+        if rid and principal.allows(rid)
+    ]
+    return JSONResponse(answered)

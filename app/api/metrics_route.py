@@ -1,0 +1,44 @@
+"""`GET /metrics` in Prometheus text format: the gauges that describe the current state are read
+here, at scrape time, then the whole registry (app/metrics.py) is rendered."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.api.state import ServerState
+from app.metrics import Metrics
+
+router = APIRouter()
+
+
+async def render(metrics: Metrics, state: ServerState) -> bytes:
+    durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/storage/sqlite)
+    if durable is not None:
+        metrics.observe_log(durable)
+    metrics.connections.set(len(state.connections))
+    metrics.subscriptions.set(state.hub.subscriber_count())
+    if state.supervisor is not None:
+        metrics.observe_supervisor(state.supervisor.failures, state.supervisor.restarts)
+    if state.tier is not None:
+        tier = state.tier
+        metrics.observe_tier(tier.edges_alive, tier.started, tier.snapshots, tier.changes)
+    engine = state.engine
+    if engine is not None:  # Spark calls and the engine's lock stay off the event loop
+        computations, pending = await asyncio.to_thread(
+            lambda: (len(engine.computations()), engine.pending_points())
+        )
+        metrics.computations.set(computations)
+        metrics.source_pending.set(pending)
+    elif state.settings.role == "edge":  # its mirrors of the compute tier's computations
+        metrics.computations.set(state.hub.computations.count())
+    return generate_latest(metrics.registry)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    state: ServerState = request.app.state.sparkwire
+    return Response(await render(state.metrics, state), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,98 @@
+"""FastAPI's OpenAPI document, completed with the ingest bodies: the writer endpoints read their
+bodies raw (app/ingest/writes.py, app/ingest/nominal.py), so FastAPI cannot see their models; the JSON
+schema is taken from schemas/ingest.py, as the AsyncAPI document is from schemas/, and every error
+answer is described by Conjure's HTTP error body (app/http/errors.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import TypeAdapter
+
+from schemas.conjure import SerializableError
+from schemas.ingest import write_request_adapter
+
+REF = "#/components/schemas/{model}"
+WRITER_PATH = "/storage/writer/v1"
+NOMINAL_WRITER_PATH = "/storage/writer/v1/nominal/{dataSourceRid}"
+
+# Conjure's HTTP error body, with the SerializableError fields the server also keeps beside it.
+CONJURE_ERROR: dict[str, Any] = {
+    "type": "object",
+    "title": "ConjureError",
+    "required": ["errorCode", "errorName", "errorInstanceId", "parameters"],
+    "properties": {
+        "errorCode": {"type": "string", "examples": ["INVALID_ARGUMENT"]},
+        "errorName": {"type": "string", "examples": ["Default:InvalidArgument"]},
+        "errorInstanceId": {"type": "string", "format": "uuid"},
+        "parameters": {"type": "object", "additionalProperties": {"type": "string"}},
+        "name": {"type": "string"},
+        "message": {"type": "string"},
+        "statusCode": {"type": "integer"},
+        "params": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+WRITER_ERRORS = {
+    "400": "invalid request (the message says what and where): nothing of it is stored",
+    "401": "a missing or invalid bearer token",
+    "403": "a foreign Origin, or a data source the token does not reach",
+    "413": "the body (counted decompressed) or its points over the limits",
+    "415": "a Content-Encoding other than zstd, gzip, deflate or none (or, for protobuf, a content type)",
+    "507": "the disk is below the log's free-space floor (Storage:InsufficientStorage); retry later",
+}
+
+
+def _writer_responses() -> dict[str, Any]:
+    error = {"application/json": {"schema": {"$ref": REF.format(model="ConjureError")}}}
+    responses: dict[str, Any] = {"200": {"description": "every point of the request is durable"}}
+    for status, description in WRITER_ERRORS.items():
+        responses[status] = {"description": description, "content": error}
+    return responses
+
+
+def _body_schemas() -> dict[str, Any]:
+    keys, definitions = TypeAdapter.json_schemas(
+        [
+            ("WriteBatchesRequest", "validation", write_request_adapter),
+            ("SerializableError", "serialization", TypeAdapter(SerializableError)),
+        ],
+        ref_template=REF,
+    )
+    schemas: dict[str, Any] = dict(definitions.get("$defs", {}))
+    for (name, _), schema in keys.items():
+        if "$ref" not in schema:
+            schemas[name] = schema
+    return schemas
+
+
+def install(app: FastAPI) -> None:
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(_body_schemas())
+            components["ConjureError"] = CONJURE_ERROR
+            operation = schema["paths"][WRITER_PATH]["post"]
+            operation["summary"] = "Write points (200 once every point is durable)"
+            operation["requestBody"] = {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": REF.format(model="WriteBatchesRequest")}}
+                },
+            }
+            operation["responses"] = _writer_responses()
+            nominal = schema["paths"][NOMINAL_WRITER_PATH]["post"]
+            nominal["summary"] = "Write points as Nominal's SDKs send them (200 once every point is durable)"
+            nominal["requestBody"] = {
+                "required": True,
+                "description": "a WriteRequestNominal protobuf (package nominal-api-protos), "
+                "Content-Encoding zstd, gzip or none",
+                "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
+            }
+            nominal["responses"] = _writer_responses()
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = build  # type: ignore[method-assign]

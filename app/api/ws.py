@@ -1,0 +1,307 @@
+"""`WS /persistent-compute/ws`: the I/O around a connection's protocol (app/protocol/ws_session.py).
+
+Refuses foreign origins and bad tokens before the upgrade, accepts, then feeds every message, the
+heartbeat's ticks, the token's expiry and the outcome of each subscription's start to the session,
+and carries out what it answers: frames through the connection (app/transport/connection.py), subscriptions
+started and stopped through the hub (app/fanout/hub.py), the expiry timer, the close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope
+from starlette.types import Send as ASGISend
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from app.api.state import ServerState
+from app.config import Settings
+from app.fanout.hub import DeliveryOptions, Subscriber
+from app.fanout.replay import ReplayRun
+from app.http.errors import serializable_error
+from app.protocol import frames
+from app.protocol.auth import ANONYMOUS, BEARER_SUBPROTOCOL, AuthError, Principal, bearer_token
+from app.protocol.limits import POLICY_VIOLATION, TRY_AGAIN_LATER
+from app.protocol.ws_session import (
+    Action,
+    ArmExpiry,
+    Close,
+    DisarmExpiry,
+    Instant,
+    Send,
+    Session,
+    SessionConfig,
+    StartSubscription,
+    StopSubscription,
+)
+from app.transport.connection import Connection
+from compute.evaluation.errors import ComputeError
+
+logger = logging.getLogger(__name__)
+_ids = itertools.count(1)
+
+
+def _now() -> Instant:
+    return Instant(time.monotonic(), time.time())
+
+
+def session_config(settings: Settings) -> SessionConfig:
+    return SessionConfig(
+        max_subscriptions=settings.max_subscriptions_per_connection,
+        limits=settings.compute_limits,
+        max_messages_per_second=settings.max_messages_per_second,
+        max_message_bytes=settings.max_message_bytes,
+        ping_interval=settings.ping_interval,
+        ping_timeout=settings.ping_timeout,
+        replay_available=settings.role == "all",  # replay reads the log with this process's Spark
+        retention_s=settings.retention,
+    )
+
+
+class SessionDriver:
+    """Carries out one session's actions on its connection, and reports back to it what became of
+    the subscriptions it started."""
+
+    def __init__(self, state: ServerState, connection: Connection, session: Session) -> None:
+        self.state = state
+        self.connection = connection
+        self.session = session
+        self._starting: dict[str, asyncio.Task[None]] = {}
+        # A replay (docs/extensions.md) is its own run: its private subscriber, then the live one.
+        self._subscribers: dict[str, Subscriber | ReplayRun] = {}
+        self._expiry: asyncio.TimerHandle | None = None
+
+    def perform(self, actions: list[Action]) -> Close | None:
+        """Everything but the close, which is returned for the caller to carry out (awaited by the
+        receive loop and the heartbeat; scheduled with `act` elsewhere)."""
+        close: Close | None = None
+        for action in actions:
+            if isinstance(action, Send):
+                self.connection.send(action.frame)
+            elif isinstance(action, Close):
+                close = close or action
+            elif isinstance(action, StartSubscription):
+                task = asyncio.create_task(self._start(action))
+                self._starting[action.subscription_id] = task
+            elif isinstance(action, StopSubscription):
+                self._stop(action.subscription_id)
+            elif isinstance(action, ArmExpiry):
+                self._disarm()
+                delay = max(0.0, action.at - time.time())
+                self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
+            elif isinstance(action, DisarmExpiry):
+                self._disarm()
+        return close
+
+    def act(self, actions: list[Action]) -> None:
+        """`perform`, from code that cannot wait for a close."""
+        close = self.perform(actions)
+        if close is not None:
+            self.connection.close_soon(close.code, close.reason)
+
+    async def _start(self, action: StartSubscription) -> None:
+        sub_id = action.subscription_id
+        try:
+            outcome: Subscriber | ReplayRun | Exception = await self._attach(action)
+        except Exception as exc:
+            outcome = exc
+        finally:
+            if self._starting.get(sub_id) is asyncio.current_task():
+                del self._starting[sub_id]  # what follows is synchronous: nothing left to cancel
+        if isinstance(outcome, Exception):
+            if not isinstance(outcome, ComputeError):
+                logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
+            self.act(self.session.subscription_failed(sub_id, outcome))
+        elif self.connection.closed.is_set():
+            self._release(outcome)
+        else:
+            self._subscribers[sub_id] = outcome
+            self.act(self.session.subscription_started(sub_id))
+
+    async def _attach(self, action: StartSubscription) -> Subscriber | ReplayRun:
+        await self.state.wait_ready()
+        if action.replay is None:
+            return await self._subscribe(action)
+        sub_id = action.subscription_id
+        run = ReplayRun(
+            self.state,
+            self.connection,
+            action,
+            join_live=lambda: self._subscribe(action),
+            on_failed=lambda exc: self._replay_failed(sub_id, run, exc),
+        )
+        try:
+            await run.start()
+        except BaseException:  # refused, failed, or abandoned (cancelled): nothing of it stays
+            run.stop()
+            raise
+        return run
+
+    async def _subscribe(self, action: StartSubscription) -> Subscriber:
+        """Attach to the shared computation of the request (a replay's `then: "live"` too)."""
+        d = action.delivery
+        return await self.state.hub.subscribe(
+            self.connection,
+            action.subscription_id,
+            action.request,
+            action.plan,
+            DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only, d.resume, d.late_reports),
+            action.resume_token,
+        )
+
+    def _stop(self, sub_id: str) -> None:
+        starting = self._starting.pop(sub_id, None)
+        if starting is not None:
+            starting.cancel()  # only its wait: the computation's creation is shared (app/fanout/hub.py)
+        subscriber = self._subscribers.pop(sub_id, None)
+        if subscriber is not None:
+            self._release(subscriber)
+
+    def _release(self, attached: Subscriber | ReplayRun) -> None:
+        if isinstance(attached, ReplayRun):
+            attached.stop()  # its clock stops at once
+        else:
+            self.state.hub.unsubscribe(attached)
+
+    def _replay_failed(self, sub_id: str, run: ReplayRun, error: Exception) -> None:
+        """A started replay could not go on (an evaluation error, or joining live failed)."""
+        if self._subscribers.get(sub_id) is run:
+            del self._subscribers[sub_id]
+            run.stop()
+            self.act(self.session.subscription_failed(sub_id, error))
+
+    def _token_expired(self) -> None:
+        self._expiry = None
+        self.act(self.session.token_expired())
+
+    def _disarm(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    def check(self) -> None:
+        """A tick of app/transport/liveness.py: the session's heartbeat, the connection's backlog."""
+        if self.connection.closed.is_set():
+            return
+        self.act(self.session.heartbeat(_now()))
+        self.connection.check_backlog()
+
+    def close(self) -> None:
+        """The connection is over: every subscription and the timer go."""
+        self.perform(self.session.close())
+
+
+async def _refuse(websocket: WebSocket, status: int, name: str, message: str) -> None:
+    """An HTTP answer instead of the upgrade (ASGI "websocket.http.response"; a plain close, which
+    servers turn into 403, where that extension is missing)."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    body = JSONResponse(serializable_error(name, message, status), status_code=status, headers=headers)
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(body)
+    else:
+        await websocket.close(POLICY_VIOLATION)
+
+
+async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, str | None] | None:
+    """Origin, then token, before the upgrade: (who, subprotocol to select), or None if refused."""
+    if not state.origins.permits(websocket.headers):
+        logger.info("refused WebSocket from Origin %s", websocket.headers.get("origin"))
+        await _refuse(websocket, 403, "Default:PermissionDenied", "this Origin may not open WebSockets here")
+        return None
+    offered = websocket.scope.get("subprotocols") or []
+    subprotocol = BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None
+    if state.auth is None:
+        return ANONYMOUS, subprotocol
+    try:
+        return state.auth.authenticate(bearer_token(websocket.headers, offered)), subprotocol
+    except AuthError as exc:
+        await _refuse(websocket, 401, "Default:Unauthorized", str(exc))
+        return None
+
+
+WS_PATH = "/persistent-compute/ws"
+
+
+class WebSocketFastPath:
+    """ASGI middleware, outermost: `WS /persistent-compute/ws` goes straight to its endpoint.
+    FastAPI's routing, dependency machinery and exception middleware each keep frames and objects
+    alive for as long as a WebSocket is open (~10 KB per idle connection, measured with
+    tracemalloc), and this endpoint uses none of them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: ASGISend) -> None:
+        if scope["type"] == "websocket" and scope["path"] == WS_PATH:
+            await websocket_endpoint(WebSocket(scope, receive, send))
+        else:
+            await self.app(scope, receive, send)
+
+
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    state: ServerState = websocket.app.state.sparkwire
+    settings = state.settings
+    admitted = await _admit(websocket, state)
+    if admitted is None:
+        return
+    principal, subprotocol = admitted
+    if len(state.connections) >= settings.max_connections:
+        await websocket.accept(subprotocol=subprotocol)
+        await websocket.close(TRY_AGAIN_LATER, "server at its connection limit; try again later")
+        return
+    connection = Connection(
+        websocket,
+        next(_ids),
+        queue_limit=settings.send_queue_limit,
+        slow_consumer_timeout=settings.slow_consumer_timeout,
+    )
+    state.connections.add(connection)  # before any await: the limit above counts it at once
+    driver: SessionDriver | None = None
+    try:
+        await websocket.accept(subprotocol=subprotocol)
+        state.metrics.websocket_connections_opened.inc()
+        session = Session(
+            principal,
+            session_config(settings),
+            _now(),
+            authenticate=state.auth.authenticate if state.auth is not None else None,
+            label=f"connection {connection.id}",
+        )
+        driver = SessionDriver(state, connection, session)
+        driver.act(session.start())
+        state.liveness.add(driver)
+        if state.draining:
+            connection.send(frames.shutdown_notice())
+        first = True
+        while True:
+            if first:  # the handshake deadline covers the first message too
+                try:
+                    message = await asyncio.wait_for(websocket.receive(), settings.handshake_timeout)
+                except TimeoutError:
+                    await connection.close(POLICY_VIOLATION, "no message within the handshake deadline")
+                    break
+                first = False
+            else:
+                message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            data = message.get("text")
+            if data is None:
+                data = message.get("bytes") or b""
+            close = driver.perform(session.receive(data, _now()))
+            if close is not None:
+                await connection.close(close.code, close.reason)
+                break
+    except WebSocketDisconnect:
+        pass
+    finally:
+        if driver is not None:
+            state.liveness.discard(driver)
+            driver.close()
+        state.connections.discard(connection)
+        with contextlib.suppress(Exception):
+            await connection.close(1000)

@@ -1,0 +1,1 @@
+"""What every HTTP route shares: Conjure error bodies and streamed, size-limited request bodies."""

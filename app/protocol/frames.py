@@ -1,0 +1,284 @@
+"""ServerMessage encoding: compute outputs (numpy columns) to Conjure JSON bytes, built as plain
+dicts and lists (no per-point model objects); a result is encoded once and spliced into each
+subscriber's envelope."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import uuid
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.transport.deflate import SharedPayload, spliced
+from compute.evaluation.computation import GroupKey
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.results import (
+    NO_START,
+    OPEN_END,
+    EnumBuckets,
+    EnumPoints,
+    EnumValue,
+    NumericBuckets,
+    NumericPoints,
+    NumericValue,
+    Output,
+    Ranges,
+    RangesSummary,
+)
+from schemas.timestamps import split_nanos, split_nanos_array
+
+Json = Any
+
+
+def timestamp(ns: int) -> dict[str, int]:
+    s, n = split_nanos(ns)
+    return {"seconds": s, "nanos": n}
+
+
+def timestamps(ns: np.ndarray) -> list[dict[str, int]]:
+    s, n = split_nanos_array(ns)
+    return [{"seconds": a, "nanos": b} for a, b in zip(s.tolist(), n.tolist(), strict=True)]
+
+
+def _double(x: float) -> float | str:
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def doubles_json(values: np.ndarray) -> orjson.Fragment | list[float | str]:
+    """`doubles(values)`: when every value is finite, written by orjson from the float64 column
+    itself, the same shortest round-trip digits as from a list of floats, without a Python float
+    per point (decision record 0033)."""
+    if values.dtype == np.float64 and np.isfinite(values).all():
+        return orjson.Fragment(orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY))
+    return doubles(values)
+
+
+def doubles(values: np.ndarray) -> list[float | str]:
+    """Conjure DOUBLE: JSON numbers, or "NaN"/"Infinity"/"-Infinity" (JSON has no such numbers)."""
+    floats: list[float] = values.tolist()
+    if np.isfinite(values).all():
+        return list(floats)
+    return [_double(v) for v in floats]
+
+
+def _numeric_buckets(b: NumericBuckets) -> Json:
+    buckets = []
+    cols = zip(
+        b.min.tolist(),
+        b.max.tolist(),
+        b.mean.tolist(),
+        b.count.tolist(),
+        b.variance.tolist(),
+        b.first_ts.tolist(),
+        b.first_value.tolist(),
+        b.last_ts.tolist(),
+        b.last_value.tolist(),
+        strict=True,
+    )
+    for mn, mx, mean, count, var, fts, fv, lts, lv in cols:
+        bucket: dict[str, Json] = {
+            "min": _double(mn),
+            "max": _double(mx),
+            "mean": _double(mean),
+            "count": count,
+            "variance": _double(var),
+            "aggregations": {},
+        }
+        if count > 1:
+            bucket["firstPoint"] = {"timestamp": timestamp(fts), "value": _double(fv)}
+            bucket["lastPoint"] = {"timestamp": timestamp(lts), "value": _double(lv)}
+        buckets.append(bucket)
+    return {"timestamps": timestamps(b.end), "buckets": buckets}
+
+
+def _enum_buckets(b: EnumBuckets) -> Json:
+    buckets = []
+    for hist, fts, fc, lts, lc, count in zip(
+        b.histograms,
+        b.first_ts.tolist(),
+        b.first_code.tolist(),
+        b.last_ts.tolist(),
+        b.last_code.tolist(),
+        b.count.tolist(),
+        strict=True,
+    ):
+        bucket: dict[str, Json] = {
+            "histogram": {str(k): v for k, v in hist.items()},
+            "firstPoint": {"timestamp": timestamp(fts), "value": fc},
+        }
+        if count > 1:
+            bucket["lastPoint"] = {"timestamp": timestamp(lts), "value": lc}
+        buckets.append(bucket)
+    return {"timestamps": timestamps(b.end), "buckets": buckets, "categories": list(b.categories)}
+
+
+def _range(start: int, end: int) -> Json:
+    """A Range: `end` absent while the range is open, `start` absent if it began before any data."""
+    r: dict[str, Json] = {}
+    if start != NO_START:
+        r["start"] = timestamp(start)
+    if end != OPEN_END:
+        r["end"] = timestamp(end)
+    return r
+
+
+def _ranges(r: Ranges) -> Json:
+    return [_range(s, e) for s, e in zip(r.starts.tolist(), r.ends.tolist(), strict=True)]
+
+
+def _ranges_summary(r: RangesSummary) -> Json:
+    return {
+        "rangesSummary": [
+            {"range": _range(s, e), "subRangeCount": c}
+            for s, e, c in zip(r.starts.tolist(), r.ends.tolist(), r.counts.tolist(), strict=True)
+        ]
+    }
+
+
+def output_body(out: Output) -> tuple[str, Json]:
+    """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
+    if isinstance(out, NumericPoints):
+        return "numeric", {"timestamps": timestamps(out.ts), "values": doubles_json(out.values)}
+    if isinstance(out, NumericBuckets):
+        return "bucketedNumeric", _numeric_buckets(out)
+    if isinstance(out, EnumPoints):
+        return "enum", {
+            "timestamps": timestamps(out.ts),
+            "values": out.codes.tolist(),
+            "categories": list(out.categories),
+        }
+    if isinstance(out, EnumBuckets):
+        return "bucketedEnum", _enum_buckets(out)
+    if isinstance(out, Ranges):
+        return "range", _ranges(out)
+    if isinstance(out, RangesSummary):
+        return "rangesSummary", _ranges_summary(out)
+    if isinstance(out, NumericValue):
+        return "numericPoint", {"timestamp": timestamp(out.ts), "value": _double(out.value)}
+    if isinstance(out, EnumValue):
+        return "enumPoint", {"timestamp": timestamp(out.ts), "value": out.categories[out.code]}
+    raise TypeError(f"no wire form for {type(out).__name__}")
+
+
+def response(outputs: dict[GroupKey, Output], grouped: bool) -> Json:
+    if not grouped:
+        kind, body = output_body(outputs[()])
+        return {"type": kind, kind: body}
+    responses = []
+    for key, out in sorted(outputs.items()):
+        kind, body = output_body(out)
+        responses.append(
+            {
+                "grouping": {"type": "tagsWithValues", "tagsWithValues": dict(key)},
+                "response": {"type": kind, kind: body},
+            }
+        )
+    return {"type": "grouped", "grouped": {"responses": responses}}
+
+
+def full_update(outputs: dict[GroupKey, Output], grouped: bool) -> bytes:
+    return orjson.dumps({"type": "full", "full": {"result": response(outputs, grouped)}})
+
+
+def append_update(outputs: dict[GroupKey, Output], grouped: bool, start: int, end: int) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "append",
+            "append": {
+                "start": timestamp(start),
+                "end": timestamp(end),
+                "result": response(outputs, grouped),
+            },
+        }
+    )
+
+
+def error_json(err: ComputeError) -> Json:
+    return {
+        "name": f"PersistentCompute:{err.name}",
+        "message": err.message,
+        "errorInstanceId": str(uuid.uuid4()),
+        "statusCode": err.status_code,
+        "params": err.params,
+    }
+
+
+def error_update(err: ComputeError) -> bytes:
+    return orjson.dumps({"type": "error", "error": {"serializableError": error_json(err)}})
+
+
+def subscription_update(subscription_id: str, update: bytes | SharedPayload, extra: bytes = b"") -> str:
+    """Splice one encoded update (shared by all subscribers of a computation) into an envelope; a
+    compressing connection deflates the shared update once for all (app/transport/deflate.py).
+    `extra`: the envelope's extension fields (`extension_fields`), only for subscriptions that
+    asked for them (docs/extensions.md)."""
+    shared = update if isinstance(update, SharedPayload) else SharedPayload(update)
+    # The id as a JSON string: a client may pick any, quotes and backslashes included.
+    head = b'{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":' + orjson.dumps(
+        subscription_id
+    )
+    return spliced(head + b',"update":', shared, extra + b"}}")
+
+
+def extension_fields(fields: dict[str, Any]) -> bytes:
+    """`,"name":value,...` to follow an envelope's last field; empty when there are none."""
+    if not fields:
+        return b""
+    return b"," + orjson.dumps(fields)[1:-1]
+
+
+_NO_UNIT = {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": []}}
+
+
+def creation_success(subscription_id: str) -> str:
+    return orjson.dumps(
+        {
+            "type": "subscriptionCreation",
+            "subscriptionCreation": {
+                "subscriptionId": subscription_id,
+                "creation": {"type": "success", "success": {"unitResult": _NO_UNIT}},
+            },
+        }
+    ).decode()
+
+
+def creation_error(subscription_id: str, err: ComputeError) -> str:
+    return orjson.dumps(
+        {
+            "type": "subscriptionCreation",
+            "subscriptionCreation": {
+                "subscriptionId": subscription_id,
+                "creation": {"type": "error", "error": {"serializableError": error_json(err)}},
+            },
+        }
+    ).decode()
+
+
+def _health(kind: str, value: Json) -> str:
+    return orjson.dumps({"type": "health", "health": {"type": kind, kind: value}}).decode()
+
+
+def iso_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def ping() -> str:
+    return _health("ping", {"sentAt": iso_now()})
+
+
+def pong(originally_sent_at: str) -> str:
+    return _health("pong", {"pingOriginallySentAt": originally_sent_at, "sentAt": iso_now()})
+
+
+def shutdown_notice() -> str:
+    return _health("shutdownNotice", {})
+
+
+def client_message_error(message: str) -> str:
+    err = ComputeError("InvalidClientMessage", message)
+    return _health("clientMessageError", {"error": error_json(err)})

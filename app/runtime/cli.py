@@ -1,0 +1,152 @@
+"""`sparkwire serve`: run the server with embedded defaults (local Spark, SQLite log under ./data)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from app.api.state import ServerState
+from app.config import Settings
+from app.protocol.limits import http_protocol_with_header_deadline
+from app.runtime import demo
+from app.runtime.allocator import keep_freed_memory
+from app.runtime.logging_setup import configure_logging
+from app.runtime.server import create_app
+from app.runtime.shutdown import drain
+from app.transport.ws_protocol import FanOutWebSocketProtocol
+
+logger = logging.getLogger("app.runtime.cli")
+SPARK_WATCH_SECONDS = 1.0  # how often the server checks that Spark's JVM is still there
+
+
+class DrainingServer(uvicorn.Server):
+    """Uvicorn, except that the first SIGTERM/SIGINT drains connections before the server stops
+    (app/runtime/shutdown.py), a second one ends the drain's grace period at once (the clients get their
+    1012, Spark is stopped as usual), a third stops the process without waiting for anything, and
+    that a Spark JVM gone for good drains it
+    too, ending with exit status 1: a query cannot be restarted without its JVM, and a fresh process
+    from the service manager (systemd's Restart=on-failure, Kubernetes) can serve again."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._draining: asyncio.Task[None] | None = None
+        self._signals = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.exit_status = 0
+
+    async def serve(self, sockets: list | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        watch = self._loop.create_task(self._watch_spark(), name="spark-watch")
+        try:
+            await super().serve(sockets)
+        finally:
+            watch.cancel()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        state = self._state()
+        if state is None or self._loop is None:  # not serving yet: uvicorn's own handling
+            super().handle_exit(sig, frame)
+            return
+        self._signals += 1
+        if self._signals == 1:
+            self._loop.call_soon_threadsafe(self._begin_drain, state)
+        elif self._signals == 2:  # runs in a signal handler: the loop logs and acts
+            self._loop.call_soon_threadsafe(self._end_grace, state)
+        else:
+            self.should_exit = self.force_exit = True
+
+    def _begin_drain(self, state: ServerState) -> None:
+        if self._draining is None and self._loop is not None:
+            self._draining = self._loop.create_task(self._drain_then_exit(state))
+
+    def _end_grace(self, state: ServerState) -> None:
+        logger.info("second signal: ending the grace period now (a third stops the process at once)")
+        state.end_grace.set()
+
+    async def _drain_then_exit(self, state: ServerState) -> None:
+        try:
+            await drain(state)
+        finally:
+            self.should_exit = True
+
+    async def _watch_spark(self) -> None:
+        while True:
+            await asyncio.sleep(SPARK_WATCH_SECONDS)
+            state = self._state()
+            if state is None or state.draining or state.supervisor is None or not state.supervisor.gave_up:
+                continue
+            logger.error("%s: the server stops, with exit status 1", state.supervisor.last_error)
+            self.exit_status = 1
+            self._begin_drain(state)
+            return
+
+    def _state(self) -> ServerState | None:
+        app = _find_app(self.config.loaded_app)
+        return getattr(getattr(app, "state", None), "sparkwire", None)
+
+
+def _find_app(app: object) -> object:
+    """The FastAPI app under uvicorn's middleware wrappers (for its state)."""
+    while not hasattr(app, "state") and hasattr(app, "app"):
+        app = app.app
+    return app
+
+
+def serve(settings: Settings) -> None:
+    configure_logging(settings.log_level, settings.log_format, settings.access_log)
+    keep_freed_memory()  # before the server starts its threads (app/runtime/allocator.py)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's loggers go through configure_logging's handler
+        access_log=settings.access_log,  # off: app/api/request_summary.py's summary line instead
+        ws_max_size=settings.max_message_bytes,
+        ws_ping_interval=None,
+        lifespan="on",
+        http=http_protocol_with_header_deadline(settings.handshake_timeout),
+        ws=FanOutWebSocketProtocol,
+    )
+    server = DrainingServer(config)
+    server.run()
+    if server.exit_status:
+        sys.exit(server.exit_status)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sparkwire", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_p = sub.add_parser("serve", help="run the Sparkwire server")
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        serve_p.add_argument(
+            flag,
+            dest=name,
+            default=None,
+            help=f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})",
+        )
+    demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        demo.run(args)
+        return
+    overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+    if "data_dir" in overrides:
+        overrides["data_dir"] = Path(overrides["data_dir"])
+    settings = Settings(**overrides)
+    if args.command == "serve":
+        serve(settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The FastAPI application and its lifespan: the log opens at once, Spark warms up in the background
+(/readyz says 503 until it runs), and everything stops in order on the way out.
+
+By role (app/tiers/): `all` runs Spark and serves WebSockets; `compute` runs Spark and publishes
+results to the edges (its HTTP is health, metrics and the catalog); `edge` serves WebSockets
+and ingest from the compute tier's results, and never imports PySpark."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import threading
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from app.api import asyncapi, catalog, dashboard, directory, health, metrics_route, openapi
+from app.api.request_summary import RequestLog, Summary
+from app.api.state import ServerState
+from app.api.ws import WS_PATH, WebSocketFastPath, websocket_endpoint
+from app.config import Settings
+from app.fanout.hub import Hub
+from app.fanout.late_reports import LateReports
+from app.http.errors import install_error_handlers
+from app.ingest.nominal import write_nominal
+from app.ingest.workers import DecodeWorkers
+from app.ingest.writes import write_points
+from app.runtime.logging_setup import spark_output_path
+from app.runtime.open_log import open_point_log
+from app.tiers.edge import RemoteComputations
+
+logger = logging.getLogger(__name__)
+START_ATTEMPTS = 3
+
+
+def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
+    """Runs in a thread: the session takes ~10 s, and the event loop must keep serving meanwhile."""
+    from compute.spark.checkpoint import checkpoint_dir
+    from compute.spark.engine import BatchStats, Engine
+    from compute.spark.session import build_session
+    from compute.spark.supervisor import StreamSupervisor
+
+    try:
+        settings = state.settings
+        spark = build_session(
+            settings.spark_master,
+            jvm_output=spark_output_path(settings.data_dir),
+            driver_memory=settings.driver_memory,
+        )
+        checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
+        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
+        on_failed, on_recovered = state.hub.on_stream_failed, state.hub.on_stream_recovered
+        if settings.role == "compute":
+            from app.tiers.compute import ComputeTier
+
+            tier = ComputeTier(engine, settings.redis_url, settings.redis_prefix, settings.compute_limits)
+            engine.on_changes = tier.on_changes
+            on_failed, on_recovered = tier.on_stream_failed, tier.on_stream_recovered
+            state.tier = tier
+        from app.tiers.local import LocalComputations
+
+        state.hub.computations = LocalComputations(engine)
+        metrics = state.metrics
+
+        def on_batch(stats: BatchStats) -> None:  # on the batch thread, after each micro-batch
+            metrics.observe_batch(stats)
+            metrics.observe_late(engine.computations())
+
+        engine.on_batch = on_batch
+        state.engine = engine
+        if _shutting_down(state):
+            return
+        engine.warm_up()
+        if _shutting_down(state):
+            return
+        for attempt in range(1, START_ATTEMPTS + 1):  # ready only once the query really runs
+            engine.start()
+            if engine.first_trigger_ran(timeout=120):
+                break
+            logger.warning("streaming query did not get through its first trigger (attempt %d)", attempt)
+            engine.stop()
+            checkpoint_dir(settings.checkpoint_dir, settings.data_dir)  # empty it for the next attempt
+        else:
+            raise RuntimeError(f"the streaming query failed to start {START_ATTEMPTS} times")
+        # From now on a query that dies is restarted (compute/spark/supervisor.py).
+        state.supervisor = StreamSupervisor(
+            engine,
+            on_failed,
+            on_recovered,
+            settings.stream_restart_delay,
+            settings.stream_restart_max_delay,
+        )
+        state.supervisor.start()
+        if state.tier is not None:
+            state.tier.start()
+        # What exists now (Spark's py4j client, the app, pydantic's schemas: ~130,000 objects) lives
+        # as long as the server. Frozen, full collections stop rescanning it each time requests
+        # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
+        gc.collect()
+        gc.freeze()
+        logger.info("%d startup objects frozen (out of the collector's full passes)", gc.get_freeze_count())
+        logger.info("ready: streaming query running")
+        loop.call_soon_threadsafe(state.ready_event.set)
+    except Exception as exc:
+        logger.exception("Spark failed to start")
+        state.startup_error = str(exc)
+
+
+def _shutting_down(state: ServerState) -> bool:
+    """A SIGTERM during start-up: the rest of it is skipped (the lifespan stops what was started)."""
+    if state.draining:
+        logger.info("shutting down: Spark start-up stops here")
+    return state.draining
+
+
+def _start_edge(state: ServerState) -> RemoteComputations:
+    """An edge's computations are the compute tier's, mirrored through Redis; no Spark here."""
+    settings = state.settings
+    remote = RemoteComputations(settings.redis_url, settings.redis_prefix)
+    remote.hub = state.hub
+    state.hub.computations = remote
+    remote.start()
+    state.ready_event.set()  # ready from now on whenever the compute tier is (app/api/state.py)
+    logger.info("edge %s: serving from the compute tier (no Spark in this process)", remote.edge_id)
+    return remote
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        durable = await asyncio.to_thread(open_point_log, settings)
+        state = ServerState(settings, durable)
+        state.hub = Hub(None, loop, state.metrics, settings.resume_linger_seconds)
+        app.state.sparkwire = state
+        remote: RemoteComputations | None = None
+        starter: threading.Thread | None = None
+        if settings.role == "edge":
+            remote = _start_edge(state)
+        else:
+            starter = threading.Thread(
+                target=_start_spark, args=(state, loop), name="spark-start", daemon=True
+            )
+            starter.start()
+        if settings.role != "compute":  # the edges take the writes
+            state.decoders = DecodeWorkers(
+                settings.ingest_decode_workers, settings.ingest_decode_min_bytes, state.metrics.bodies_decoded
+            )
+        summary = Summary(state, settings.summary_interval)
+        summary.start()
+        late_reports = LateReports(state.hub)  # lateReport messages (docs/extensions.md)
+        if settings.role != "compute":
+            late_reports.start()
+        try:
+            yield
+        finally:
+            await summary.stop()  # the last summary line: up to the end of the drain
+            await state.liveness.stop()
+            await late_reports.stop()
+            if remote is not None:
+                await remote.stop()
+            if starter is not None:
+                await asyncio.to_thread(starter.join)
+            if state.tier is not None:
+                await asyncio.to_thread(state.tier.stop)
+            if state.supervisor is not None:
+                await asyncio.to_thread(state.supervisor.stop)
+            if state.engine is not None:
+                from compute.spark.session import stop_session  # as in _start_spark: pyspark loads late
+
+                await asyncio.to_thread(state.engine.stop)
+                await asyncio.to_thread(stop_session, state.engine.spark)
+            await asyncio.to_thread(state.decoders.close)
+            durable.close()
+            logger.info("stopped")
+
+    app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
+    app.include_router(health.router)
+    app.include_router(metrics_route.router)
+    app.include_router(catalog.router)
+    app.include_router(directory.router)  # the directory of live computations (admin)
+    app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
+    install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
+    if settings.role != "compute":  # the compute tier serves no clients: the edges do
+        app.include_router(asyncapi.router)
+        app.include_router(dashboard.router)
+        app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
+        app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
+        app.add_api_websocket_route(WS_PATH, websocket_endpoint)  # documented; served by the fast path
+        app.add_middleware(WebSocketFastPath)  # added last: the outermost (app/api/ws.py)
+    openapi.install(app)
+    return app

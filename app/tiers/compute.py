@@ -1,0 +1,352 @@
+"""`--role compute`: runs every computation the live edges want, once, and publishes each change of
+each one once, through Redis (app/tiers/wire.py has the names and why each mechanism).
+
+Threads, none of them the event loop's:
+- the reconciler: reads the live edges' wants (at least every second, at once when nudged), adds
+  what is wanted and not running (engine.add in a pool: back-fills of computations asked for
+  together share one read), removes what nobody wants, answers snapshot requests, and publishes
+  the heartbeat;
+- the listener: the control channel's nudges;
+- Spark's batch thread calls `on_changes`: each changed computation's difference to what was last
+  published, one pipelined round trip per micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from app.tiers import wire
+from compute.evaluation import deltas
+from compute.evaluation.compiler import Limits
+from compute.evaluation.computation import Change, Computation
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.request import ComputationRequest
+from compute.spark.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+ADD_WORKERS = 8  # back-fills in flight at once (the engine batches those that overlap)
+
+
+@dataclass
+class _Published:
+    channel: str
+    version: int
+    outputs: deltas.Outputs  # what the edges hold as of `version`
+    late: int = 0  # the computation's late drops as of the last message (app/tiers/mirror.py)
+
+
+class ComputeTier:
+    def __init__(self, engine: Engine, redis_url: str, prefix: str, limits: Limits) -> None:
+        self.engine = engine
+        self.limits = limits
+        self.names = wire.Names(prefix)
+        self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=10)
+        self.epoch = uuid.uuid4().hex[:12]  # a restarted compute tier is a new epoch: edges re-sync
+        self._lock = threading.Lock()  # publishes of a computation go out in version order
+        self._running: dict[str, Computation] = {}
+        self._published: dict[str, _Published] = {}
+        self._failed: dict[str, ComputeError] = {}  # wanted, but cannot run (sent as a sticky error)
+        self._adding: set[str] = set()
+        self._wanted: dict[str, str] = {}  # key -> request JSON, as of the last reconcile
+        self._sync: list[list[str] | None] = []  # snapshot requests (None: every wanted key)
+        # For /metrics (app/metrics.py's observe_tier): since start-up, and edges at the last reconcile.
+        self.started = self.snapshots = self.changes = self.edges_alive = 0
+        self._nudge = threading.Event()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(ADD_WORKERS, thread_name_prefix="tier-add")
+        self._threads = [
+            threading.Thread(target=self._reconcile_loop, name="tier-reconcile", daemon=True),
+            threading.Thread(target=self._listen, name="tier-listen", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+        logger.info("compute tier %s: serving edges through %s", self.epoch, self.names.prefix)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._nudge.set()
+        for thread in self._threads:
+            if thread.ident is not None:  # never started when the server stopped during start-up
+                thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.redis.close()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    # -- Spark's threads -----------------------------------------------------------------------------
+    def on_changes(self, changes: Sequence[tuple[Computation, Change | ComputeError]]) -> None:
+        """The batch thread's hook: each change published once, as a difference."""
+        with self._lock:
+            pipe = self.redis.pipeline(transaction=False)
+            for computation, change in changes:
+                published = self._published.get(computation.key)
+                if published is None or self._running.get(computation.key) is not computation:
+                    continue  # not snapshotted yet: its snapshot will hold this change
+                if isinstance(change, ComputeError):
+                    pipe.publish(published.channel, self._error(change, computation.error is not None))
+                    continue
+                outputs = computation.snapshot(None)
+                payload = deltas.diff(published.outputs, outputs)
+                # The version moves even if the publish fails: edges then see a gap and re-sync.
+                published.version += 1
+                published.outputs = outputs
+                message = {
+                    "t": wire.CHANGE,
+                    "e": self.epoch,
+                    "v": published.version,
+                    "s": change.start,
+                    "end": change.end,
+                    "f": change.full,
+                    "d": payload,
+                    "late": self._late(computation, published),
+                }
+                pipe.publish(published.channel, deltas.encode(message))
+                self.changes += 1
+            self._execute(pipe, "results")
+
+    def on_stream_failed(self, error: ComputeError) -> None:
+        """The streaming query died: every edge's subscribers are told (the supervisor restarts it)."""
+        with self._lock:
+            pipe = self.redis.pipeline(transaction=False)
+            for published in self._published.values():
+                pipe.publish(published.channel, self._error(error, sticky=False))
+            self._execute(pipe, "the stream's failure")
+
+    def on_stream_recovered(self) -> None:
+        """Every computation was rebuilt from the log: fresh snapshots, at new versions."""
+        with self._lock:
+            for key in list(self._running):
+                self._publish_snapshot(key, bump=True)
+
+    # -- the reconciler ------------------------------------------------------------------------------
+    def _reconcile_loop(self) -> None:
+        next_heartbeat = next_reconcile = 0.0
+        failing_since: float | None = None
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_heartbeat:
+                    self._heartbeat()
+                    self._publish_late()
+                    next_heartbeat = now + wire.HEARTBEAT_SECONDS
+                if self._nudge.is_set() or now >= next_reconcile:
+                    self._nudge.clear()
+                    self._reconcile()
+                    self._answer_sync()
+                    next_reconcile = now + wire.RECONCILE_SECONDS
+                if failing_since is not None:
+                    logger.info("compute tier: Redis reachable again")
+                    failing_since = None
+            except redis.RedisError as exc:
+                if failing_since is None:
+                    failing_since = now
+                    logger.warning("compute tier: Redis unreachable (%s); retrying", exc)
+                self._stop.wait(min(5.0, 0.2 * 2 ** min(6, int(now - failing_since))))
+                continue
+            self._nudge.wait(max(0.0, min(next_heartbeat, next_reconcile) - time.monotonic()))
+
+    def _heartbeat(self) -> None:
+        message = {
+            "t": wire.HEARTBEAT,
+            "e": self.epoch,
+            "ready": self.engine.running,
+            "n": len(self._running),
+        }
+        self.redis.publish(self.names.heartbeat, deltas.encode(message))
+
+    def _reconcile(self) -> None:
+        edges = sorted(m.decode() for m in self.redis.smembers(self.names.edges))  # type: ignore[union-attr]
+        pipe = self.redis.pipeline(transaction=False)
+        for edge in edges:
+            pipe.exists(self.names.lease(edge))
+        alive = [edge for edge, exists in zip(edges, pipe.execute(), strict=True) if exists]
+        self.edges_alive = len(alive)
+        gone = sorted(set(edges) - set(alive))
+        if gone:  # their wants go with them
+            pipe = self.redis.pipeline(transaction=False)
+            for edge in gone:
+                pipe.srem(self.names.edges, edge)
+                pipe.delete(self.names.wants(edge))
+            pipe.execute()
+            logger.info("compute tier: edge(s) %s gone (lease expired); their computations released", gone)
+        pipe = self.redis.pipeline(transaction=False)
+        for edge in alive:
+            pipe.hgetall(self.names.wants(edge))
+        wanted: dict[str, str] = {}
+        for wants in pipe.execute():
+            wanted.update((k.decode(), v.decode()) for k, v in wants.items())
+        # While the query restarts, new computations wait: the restart rebuilds what runs. (Asked
+        # before taking the lock the batch thread publishes under: it is a call into the JVM.)
+        running = self.engine.running
+        with self._lock:
+            self._wanted = wanted
+            for key in [k for k in self._running if k not in wanted]:
+                self.engine.remove(self._running.pop(key))
+                self._published.pop(key, None)
+            for key in [k for k in self._failed if k not in wanted]:
+                del self._failed[key]
+            new = [
+                k
+                for k in wanted
+                if running and k not in self._running and k not in self._adding and k not in self._failed
+            ]
+            self._adding.update(new)
+        for key in new:
+            self._pool.submit(self._add, key, wanted[key])
+
+    def _add(self, key: str, request_json: str) -> None:
+        try:
+            request = ComputationRequest.from_json(request_json)
+            if request.key != key:
+                raise ComputeError(
+                    "InvalidComputation", "the request does not match its key", status_code=400
+                )
+            plan = request.compile(self.limits)
+            computation = self.engine.add(Computation(key, plan, request.allowed_lateness_ns))
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, ComputeError)
+                else ComputeError("ComputeFailed", str(exc), status_code=500)
+            )
+            if not isinstance(exc, ComputeError):
+                logger.exception("compute tier: a computation failed to start")
+            with self._lock:
+                self._adding.discard(key)
+                self._failed[key] = error
+                self._publish_error_to(key, error)
+            return
+        with self._lock:
+            self._adding.discard(key)
+            if key not in self._wanted:  # unwanted while it was back-filled
+                self.engine.remove(computation)
+                return
+            self._running[key] = computation
+            self.started += 1
+            self._publish_snapshot(key, bump=False)
+
+    def _answer_sync(self) -> None:
+        if not self.engine.running:  # a restart is under way: its end publishes every snapshot
+            return
+        with self._lock:
+            requests, self._sync = self._sync, []
+            keys: set[str] = set()
+            for asked in requests:
+                keys.update(self._wanted if asked is None else asked)
+            for key in keys:
+                if key in self._running:
+                    self._publish_snapshot(key, bump=False)
+                elif key in self._failed:
+                    self._publish_error_to(key, self._failed[key])
+
+    # -- publishing (with the lock held) -------------------------------------------------------------
+    def _publish_snapshot(self, key: str, bump: bool) -> None:
+        computation = self._running[key]
+        published = self._published.get(key)
+        if computation.error is not None:
+            self._publish_error_to(key, computation.error)
+            return
+        version = 0 if published is None else published.version + (1 if bump else 0)
+        outputs = computation.snapshot(None)
+        channel = self.names.results(key)
+        message = {
+            "t": wire.SNAPSHOT,
+            "e": self.epoch,
+            "v": version,
+            "end": computation.end,
+            "o": deltas.whole(outputs),
+        }
+        fresh = _Published(channel, version, outputs, 0 if published is None else published.late)
+        message["late"] = self._late(computation, fresh)
+        self._published[key] = fresh
+        self.snapshots += 1
+        try:
+            self.redis.publish(channel, deltas.encode(message))
+        except redis.RedisError as exc:
+            logger.warning("compute tier: a snapshot was not published (%s); the edge will ask again", exc)
+
+    @staticmethod
+    def _late(computation: Computation, published: _Published) -> list[int | None]:
+        """The computation's late drops for a message: [count, the newest timestamp among the drops
+        since the previous message] (the edge's mirror keeps them: app/tiers/mirror.py)."""
+        count = computation.late_dropped
+        newest = computation.late_newest_since(published.late)
+        published.late = count
+        return [count, newest]
+
+    def _publish_late(self) -> None:
+        """Late drops that came with no change to publish (a batch of late points only): at most
+        every heartbeat, per computation whose count grew since its last message."""
+        with self._lock:
+            pipe = self.redis.pipeline(transaction=False)
+            grown = 0
+            for key, published in self._published.items():
+                computation = self._running.get(key)
+                if computation is None or computation.late_dropped == published.late:
+                    continue
+                message = {"t": wire.LATE, "e": self.epoch, "late": self._late(computation, published)}
+                pipe.publish(published.channel, deltas.encode(message))
+                grown += 1
+            if grown:
+                self._execute(pipe, "late drops")
+
+    def _publish_error_to(self, key: str, error: ComputeError) -> None:
+        try:
+            self.redis.publish(self.names.results(key), self._error(error, sticky=True))
+        except redis.RedisError as exc:
+            logger.warning("compute tier: an error was not published (%s)", exc)
+
+    def _error(self, error: ComputeError, sticky: bool) -> bytes:
+        err = [error.name, error.message, error.params, error.status_code]
+        return deltas.encode({"t": wire.ERROR, "e": self.epoch, "sticky": sticky, "err": err})
+
+    def _execute(self, pipe: Any, what: str) -> None:
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("compute tier: publishing %s failed (%s); edges will re-sync", what, exc)
+
+    # -- the listener --------------------------------------------------------------------------------
+    def _listen(self) -> None:
+        delay = 0.2
+        while not self._stop.is_set():
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(self.names.control)
+                self._nudge.set()  # anything said while we were not listening: reconcile now
+                delay = 0.2
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None:
+                        self._on_control(message["data"])
+            except redis.RedisError:
+                self._stop.wait(delay)
+                delay = min(5.0, delay * 2)
+            finally:
+                pubsub.close()
+
+    def _on_control(self, data: bytes) -> None:
+        try:
+            message = deltas.decode(data)
+        except Exception:
+            logger.warning("compute tier: an undecodable control message was ignored")
+            return
+        if message.get("t") == wire.SYNC:
+            keys = message.get("keys")
+            with self._lock:
+                self._sync.append(None if keys is None else [str(k) for k in keys])
+        self._nudge.set()

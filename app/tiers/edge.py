@@ -1,0 +1,286 @@
+"""`--role edge`: the hub's computations live on the compute tier; this process holds a mirror of
+each one its clients subscribe to (app/tiers/mirror.py) and does the per-subscriber work itself
+(pacing, coalescing, encoding, deflate: app/fanout/hub.py). No JVM, no PySpark.
+
+On the event loop, with redis.asyncio:
+- `add` writes the request into this edge's wants (app/tiers/wire.py), subscribes to the
+  computation's result channel, nudges the compute tier and waits for the first snapshot;
+- one task reads every subscribed channel and the compute tier's heartbeat, applies each message
+  to its mirror and hands the hub what changed;
+- the same task keeps this edge's lease alive and watches the compute tier: no heartbeat for
+  `COMPUTE_TIMEOUT_SECONDS` (or Redis unreachable) tells every subscriber `JobInvalidState`; once
+  it is back, the wants are written again and every mirror is re-synced by a snapshot, so each
+  subscriber gets a fresh FullResult without reconnecting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import redis
+import redis.asyncio as aioredis
+
+from app.tiers import wire
+from app.tiers.mirror import Fresh, Gap, ResultMirror
+from compute.evaluation import deltas
+from compute.evaluation.compiler import Plan
+from compute.evaluation.computation import Change
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.request import ComputationRequest
+
+if TYPE_CHECKING:
+    from app.fanout.hub import Hub, LiveResult
+
+logger = logging.getLogger(__name__)
+
+FIRST_SNAPSHOT_TIMEOUT = 120.0  # a new computation's back-fill on the compute tier, at most
+MAX_BACKOFF = 5.0
+GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most this often
+
+
+def compute_unreachable(why: str) -> ComputeError:
+    return ComputeError(
+        "JobInvalidState", f"the compute tier is unreachable ({why}); waiting for it", status_code=503
+    )
+
+
+class RemoteComputations:
+    def __init__(self, redis_url: str, prefix: str, edge_id: str | None = None) -> None:
+        self.names = wire.Names(prefix)
+        self.edge_id = edge_id or uuid.uuid4().hex[:12]
+        self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        self.hub: Hub | None = None
+        self._mirrors: dict[str, ResultMirror] = {}  # key -> mirror
+        self._by_channel: dict[bytes, ResultMirror] = {}
+        self._pubsub: Any = None
+        self._connected = False
+        self._compute_epoch: str | None = None
+        self._compute_ready = False
+        self._last_heartbeat = 0.0
+        self._compute_alive = False
+        self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        # Orders a key's want and channel being taken and let go: a want re-taken while the old
+        # one is let go must not be deleted after it was written.
+        self._wants_lock = asyncio.Lock()
+
+    # -- what the hub asks -------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self._connected and self._compute_alive and self._compute_ready
+
+    @property
+    def status(self) -> str:
+        if not self._connected:
+            return "Redis unreachable"
+        if not self._compute_alive:
+            return "compute tier unreachable"
+        return (
+            "ready" if self._compute_ready else "compute tier not ready (its streaming query is restarting)"
+        )
+
+    def find(self, key: str) -> LiveResult | None:
+        mirror = self._mirrors.get(key)
+        return mirror if mirror is not None and mirror.first.is_set() else None
+
+    async def add(self, request: ComputationRequest, plan: Plan) -> LiveResult:
+        mirror = ResultMirror(request, plan)
+        mirror.channel = self.names.results(request.key)
+        self._mirrors[mirror.key] = mirror
+        self._by_channel[mirror.channel.encode()] = mirror
+        try:
+            async with self._wants_lock:
+                if self._pubsub is not None:
+                    await self._pubsub.subscribe(mirror.channel)
+                await self.redis.hset(self.names.wants(self.edge_id), mirror.key, request.to_json())
+            await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
+            mirror.snapshot_asked = time.monotonic()
+            await asyncio.wait_for(mirror.first.wait(), FIRST_SNAPSHOT_TIMEOUT)
+        except (TimeoutError, redis.RedisError, OSError) as exc:
+            self.remove(mirror)
+            why = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
+            raise compute_unreachable(why) from None
+        if mirror.error is not None and not mirror.synced:  # it failed to start: as in `--role all`
+            self.remove(mirror)
+            raise mirror.error
+        return mirror
+
+    def remove(self, result: LiveResult) -> None:
+        assert isinstance(result, ResultMirror)
+        if self._mirrors.get(result.key) is not result:
+            return
+        del self._mirrors[result.key]
+        self._by_channel.pop(result.channel.encode(), None)
+        self._spawn(self._let_go(result))
+
+    def count(self) -> int:
+        return len(self._mirrors)
+
+    async def _let_go(self, mirror: ResultMirror) -> None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            async with self._wants_lock:
+                if mirror.key in self._mirrors:  # asked for again meanwhile: keep it
+                    return
+                if self._pubsub is not None:
+                    await self._pubsub.unsubscribe(mirror.channel)
+                await self.redis.hdel(self.names.wants(self.edge_id), mirror.key)
+            await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
+
+    # -- life ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="edge-link")
+
+    async def stop(self) -> None:
+        """Leave: the wants and the lease are deleted, so the compute tier lets go at once."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        with contextlib.suppress(redis.RedisError, OSError):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.delete(self.names.wants(self.edge_id), self.names.lease(self.edge_id))
+            pipe.srem(self.names.edges, self.edge_id)
+            await pipe.execute()
+            await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
+        await self.redis.aclose()
+
+    async def _run(self) -> None:
+        delay = 0.1
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.names.heartbeat, *(m.channel for m in self._mirrors.values()))
+                self._pubsub = pubsub
+                await self._register()
+                if not self._connected:
+                    logger.info("edge %s: linked to Redis at %s", self.edge_id, self.names.prefix)
+                self._connected, delay = True, 0.1
+                await self._serve(pubsub)
+            except asyncio.CancelledError:
+                raise
+            except (redis.RedisError, OSError) as exc:
+                if self._connected:
+                    logger.warning(
+                        "edge %s: Redis unreachable (%s); retrying with backoff", self.edge_id, exc
+                    )
+                    self._connected = False
+                    self._lost(compute_unreachable(f"Redis: {exc}"))
+                await asyncio.sleep(delay)
+                delay = min(MAX_BACKOFF, delay * 2)
+            finally:
+                self._pubsub = None
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+
+    async def _register(self) -> None:
+        """This edge's lease and every want, written again (after a start or a lost link), in one
+        transaction: the compute tier never reads the wants half rewritten."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self.names.lease(self.edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
+        pipe.sadd(self.names.edges, self.edge_id)
+        async with self._wants_lock:
+            wants = {m.key: m.request.to_json() for m in self._mirrors.values()}
+            pipe.delete(self.names.wants(self.edge_id))
+            if wants:
+                pipe.hset(self.names.wants(self.edge_id), mapping=wants)  # type: ignore[arg-type]
+            await pipe.execute()
+        await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
+        await self._ask_snapshots([m for m in self._mirrors.values() if not m.synced])
+
+    async def _serve(self, pubsub: Any) -> None:
+        next_lease = time.monotonic() + wire.LEASE_SECONDS / 5
+        while True:
+            message = await pubsub.get_message(timeout=0.25)
+            if message is not None and message["type"] == "message":
+                self._on_message(message["channel"], message["data"])
+            now = time.monotonic()
+            if now >= next_lease:
+                await self.redis.set(self.names.lease(self.edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
+                next_lease = now + wire.LEASE_SECONDS / 5
+            if self._compute_alive and now - self._last_heartbeat > wire.COMPUTE_TIMEOUT_SECONDS:
+                logger.warning(
+                    "edge %s: no heartbeat from the compute tier for %.1fs",
+                    self.edge_id,
+                    now - self._last_heartbeat,
+                )
+                self._compute_alive = False
+                self._lost(compute_unreachable("no heartbeat"))
+            stale = [
+                m
+                for m in self._mirrors.values()
+                if not m.synced and now - m.snapshot_asked > wire.SNAPSHOT_RETRY_SECONDS
+            ]
+            if stale and self._compute_alive:
+                await self._ask_snapshots(stale)
+
+    # -- messages ----------------------------------------------------------------------------------
+    def _on_message(self, channel: bytes, data: bytes) -> None:
+        try:
+            message = deltas.decode(data)
+        except Exception:
+            logger.warning("edge %s: an undecodable message on %r was ignored", self.edge_id, channel)
+            return
+        if message.get("t") == wire.HEARTBEAT:
+            self._on_heartbeat(message)
+            return
+        mirror = self._by_channel.get(channel)
+        if mirror is None or self.hub is None:
+            return
+        outcome = mirror.apply(message)
+        if isinstance(outcome, Fresh):
+            self.hub.refresh(mirror)
+        elif isinstance(outcome, Change | ComputeError):
+            self.hub.fan_out([(mirror, outcome)])
+        elif isinstance(outcome, Gap) and time.monotonic() - mirror.snapshot_asked > GAP_ASK_SECONDS:
+            # (Every message after a gap is one too: asked at most this often, then by the retry.)
+            logger.info("edge %s: a result message was missed; asking for a snapshot", self.edge_id)
+            self._spawn(self._ask_snapshots([mirror]))
+
+    def _on_heartbeat(self, message: dict[str, Any]) -> None:
+        self._last_heartbeat = time.monotonic()
+        epoch, ready = str(message.get("e")), bool(message.get("ready"))
+        if not self._compute_alive or epoch != self._compute_epoch:
+            logger.info("edge %s: compute tier %s is up", self.edge_id, epoch)
+            self._compute_alive = True
+            if epoch != self._compute_epoch:  # a new compute tier: every mirror re-syncs
+                for mirror in self._mirrors.values():
+                    mirror.synced = False
+            # (One we lost sight of: `_lost` marked its mirrors already; those synced since stay.)
+            self._compute_epoch = epoch
+            self._spawn(self._register())
+        self._compute_ready = ready
+
+    def _lost(self, error: ComputeError) -> None:
+        """The compute tier is out of reach: every subscriber is told, every mirror must re-sync."""
+        self._compute_alive = False
+        for mirror in self._mirrors.values():
+            mirror.lost()
+        if self.hub is not None:
+            self.hub.owe_everyone(error)
+
+    async def _ask_snapshots(self, mirrors: list[ResultMirror]) -> None:
+        if not mirrors:
+            return
+        now = time.monotonic()
+        for mirror in mirrors:
+            mirror.snapshot_asked = now
+        await self._say({"t": wire.SYNC, "edge": self.edge_id, "keys": [m.key for m in mirrors]})
+
+    async def _say(self, message: dict[str, Any]) -> None:
+        await self.redis.publish(self.names.control, deltas.encode(message))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(self._quietly(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _quietly(self, work: Any) -> None:
+        try:
+            await work
+        except (redis.RedisError, OSError) as exc:  # the link task notices and reconnects
+            logger.debug("edge %s: %s", self.edge_id, exc)
