@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from app.http.errors import HttpError
 from app.http.request_body import read_body
-from app.protocol.auth import ANONYMOUS, AuthError, bearer_token
+from app.protocol.admission import Refused
 
 router = APIRouter()
 
@@ -108,14 +108,10 @@ def enriched_dataset(rid: str, series_count: int, now: str, retention_seconds: f
 )
 async def get_enriched_datasets(request: Request) -> JSONResponse:
     state = request.app.state.sparkwire
-    if not state.origins.permits(request.headers):
-        raise HttpError(403, "this Origin may not read the catalog")
-    principal = ANONYMOUS
-    if state.auth is not None:
-        try:
-            principal = state.auth.authenticate(bearer_token(request.headers))
-        except AuthError as exc:
-            raise HttpError(401, str(exc)) from None
+    try:
+        principal = state.admission.admit(request.headers, "read the catalog")
+    except Refused as refused:
+        raise HttpError(refused.status, refused.message) from None
     # Read like an ingest body: the `nominal` SDK zstd-compresses every body it sends.
     raw = await read_body(request, state.settings.max_request_bytes)
     try:

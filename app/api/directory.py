@@ -22,7 +22,8 @@ from pydantic.alias_generators import to_camel
 from app.api.openapi import REF
 from app.api.state import ServerState
 from app.http.errors import HttpError
-from app.protocol.auth import ADMIN_CLAIM, AuthError, bearer_token
+from app.protocol.admission import Refused
+from app.protocol.auth import ADMIN_CLAIM
 from app.tiers import wire
 from app.tiers.mirror import ResultMirror
 from compute.evaluation.computation import Computation
@@ -158,7 +159,7 @@ def _entry(result: Any, subscribers: set[Any], pending: int | None, detail: bool
         "state": state,
         "error": None if result.error is None else f"{result.error.name}: {result.error.message}",
         "subscribers": len(subscribers),
-        "connections": len({s.connection for s in subscribers}),
+        "connections": len({s.sink for s in subscribers}),
         "points_held": PointsHeld(window=window_points, output=output_points),
         "last_update": _iso(getattr(result, "updated_at", None)),
         "late": LateDrops(
@@ -175,21 +176,19 @@ def _entry(result: Any, subscribers: set[Any], pending: int | None, detail: bool
         return ComputationEntry(**fields)
     subscriptions = [
         Subscription(
-            subscription_id=s.subscription_id, connection=s.connection.id, late_reports=s.options.late_reports
+            subscription_id=s.subscription_id, connection=s.sink.id, late_reports=s.options.late_reports
         )
-        for s in sorted(subscribers, key=lambda s: (s.connection.id, s.subscription_id))
+        for s in sorted(subscribers, key=lambda s: (s.sink.id, s.subscription_id))
     ]
     return ComputationDetail(**fields, key=result.key, subscriptions=subscriptions)
 
 
 def _authorize(request: Request, state: ServerState) -> None:
-    if state.auth is None:
-        return
     try:
-        principal = state.auth.authenticate(bearer_token(request.headers))
-    except AuthError as exc:
-        raise HttpError(401, str(exc)) from None
-    if not principal.admin:
+        principal = state.admission.admit(request.headers, "read the directory of computations")
+    except Refused as refused:
+        raise HttpError(refused.status, refused.message) from None
+    if not principal.admin:  # ANONYMOUS (authentication off) is an admin
         raise HttpError(
             403,
             f"the directory of live computations needs a token with the '{ADMIN_CLAIM}' claim",

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.ingest.workers import DecodeWorkers
 from app.metrics import Metrics
-from app.protocol.auth import Authenticator
-from app.protocol.origin import OriginPolicy
+from app.protocol.admission import Admission
 from app.protocol.ws_session import SessionConfig
 from app.transport.liveness import Liveness
 from compute.storage.contract import PointLog
@@ -39,14 +38,12 @@ class ServerState:
     decoders: DecodeWorkers = field(init=False)
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
-    auth: Authenticator | None = field(init=False)  # None: authentication is off
-    origins: OriginPolicy = field(init=False)
+    admission: Admission = field(init=False)  # Origin and bearer token, for every route
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
 
     def __post_init__(self) -> None:
-        self.auth = Authenticator.from_settings(self.settings)
-        self.origins = OriginPolicy(self.settings.allowed_origins)
+        self.admission = Admission.from_settings(self.settings)
         self.decoders = DecodeWorkers(0, 0, self.metrics.bodies_decoded)  # until the lifespan's start
         settings = self.settings
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)

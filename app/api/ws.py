@@ -20,12 +20,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app.api.state import ServerState
 from app.config import Settings
-from app.fanout.hub import DeliveryOptions, Subscriber
+from app.fanout.hub import Subscriber
 from app.fanout.replay import ReplayRun
-from app.http.errors import serializable_error
+from app.http.errors import default_name, serializable_error
 from app.protocol import frames
-from app.protocol.auth import ANONYMOUS, BEARER_SUBPROTOCOL, AuthError, Principal, bearer_token
-from app.protocol.limits import POLICY_VIOLATION, TRY_AGAIN_LATER
+from app.protocol.admission import Refused
+from app.protocol.auth import BEARER_SUBPROTOCOL, Principal
+from app.protocol.close_codes import NORMAL, POLICY_VIOLATION, TRY_AGAIN_LATER
 from app.protocol.ws_session import (
     Action,
     ArmExpiry,
@@ -127,8 +128,11 @@ class SessionDriver:
         if action.replay is None:
             return await self._subscribe(action)
         sub_id = action.subscription_id
+        state = self.state
         run = ReplayRun(
-            self.state,
+            state.engine,
+            state.log,
+            state.metrics,
             self.connection,
             action,
             join_live=lambda: self._subscribe(action),
@@ -143,13 +147,12 @@ class SessionDriver:
 
     async def _subscribe(self, action: StartSubscription) -> Subscriber:
         """Attach to the shared computation of the request (a replay's `then: "live"` too)."""
-        d = action.delivery
         return await self.state.hub.subscribe(
             self.connection,
             action.subscription_id,
             action.request,
             action.plan,
-            DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only, d.resume, d.late_reports),
+            action.delivery,
             action.resume_token,
         )
 
@@ -208,18 +211,14 @@ async def _refuse(websocket: WebSocket, status: int, name: str, message: str) ->
 
 async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, str | None] | None:
     """Origin, then token, before the upgrade: (who, subprotocol to select), or None if refused."""
-    if not state.origins.permits(websocket.headers):
-        logger.info("refused WebSocket from Origin %s", websocket.headers.get("origin"))
-        await _refuse(websocket, 403, "Default:PermissionDenied", "this Origin may not open WebSockets here")
-        return None
     offered = websocket.scope.get("subprotocols") or []
     subprotocol = BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None
-    if state.auth is None:
-        return ANONYMOUS, subprotocol
     try:
-        return state.auth.authenticate(bearer_token(websocket.headers, offered)), subprotocol
-    except AuthError as exc:
-        await _refuse(websocket, 401, "Default:Unauthorized", str(exc))
+        return state.admission.admit(websocket.headers, "open WebSockets here", offered), subprotocol
+    except Refused as refused:
+        if refused.status == 403:
+            logger.info("refused WebSocket from Origin %s", websocket.headers.get("origin"))
+        await _refuse(websocket, refused.status, default_name(refused.status), refused.message)
         return None
 
 
@@ -268,7 +267,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             principal,
             session_config(settings),
             _now(),
-            authenticate=state.auth.authenticate if state.auth is not None else None,
+            authenticate=state.admission.auth.authenticate if state.admission.auth is not None else None,
             label=f"connection {connection.id}",
         )
         driver = SessionDriver(state, connection, session)
@@ -304,4 +303,4 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             driver.close()
         state.connections.discard(connection)
         with contextlib.suppress(Exception):
-            await connection.close(1000)
+            await connection.close(NORMAL)

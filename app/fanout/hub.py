@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.fanout.resume import ChangeHistory, Refused, Resumed, Tokens
+from app.fanout.sink import Sink
 from app.metrics import Metrics
 from app.protocol import frames
-from app.transport.connection import Connection
-from app.transport.deflate import SharedPayload
+from app.protocol.shared_payload import SharedPayload
+from app.protocol.ws_session import Delivery
 from compute.evaluation.compiler import Plan
 from compute.evaluation.computation import Change, GroupKey
 from compute.evaluation.errors import ComputeError
@@ -72,15 +73,6 @@ class Computations(Protocol):
     def count(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class DeliveryOptions:
-    min_delay_s: float
-    allow_appends: bool
-    append_only: bool
-    resume: bool = False  # extensions (docs/extensions.md)
-    late_reports: bool = False
-
-
 @dataclass
 class _Pending:
     """What a subscriber is owed, coalesced: a span of changes, or a fresh window (`first`)."""
@@ -101,10 +93,10 @@ class _Pending:
 @dataclass(eq=False)
 class Subscriber:
     hub: Hub
-    connection: Connection
+    sink: Sink  # the subscriber's connection
     subscription_id: str
     computation: LiveResult
-    options: DeliveryOptions
+    options: Delivery
     last_sent: float = 0.0
     pending: _Pending | None = None
     error: ComputeError | None = None  # an error owed replaces any data owed
@@ -132,7 +124,7 @@ class FrameCache:
     def clear(self) -> None:
         self._frames.clear()
 
-    def get(self, computation: LiveResult, pending: _Pending, options: DeliveryOptions) -> SharedPayload:
+    def get(self, computation: LiveResult, pending: _Pending, options: Delivery) -> SharedPayload:
         full = pending.first or pending.full or not (options.allow_appends or options.append_only)
         if full and options.append_only and pending.first:
             full = False  # append-only subscribers get their first window as an append
@@ -205,11 +197,11 @@ class Hub:
     # -- on the loop -------------------------------------------------------------------------------
     async def subscribe(
         self,
-        connection: Connection,
+        sink: Sink,
         subscription_id: str,
         request: ComputationRequest,
         plan: Plan,
-        options: DeliveryOptions,
+        options: Delivery,
         resume_token: str | None = None,
     ) -> Subscriber:
         key = request.key
@@ -225,7 +217,7 @@ class Hub:
             self._histories[key] = ChangeHistory(key)
         if options.resume:
             self._resumable.add(key)
-        subscriber = Subscriber(self, connection, subscription_id, computation, options)
+        subscriber = Subscriber(self, sink, subscription_id, computation, options)
         subscriber.late_since = computation.late_dropped
         self._subscribers.setdefault(computation, set()).add(subscriber)
         if resume_token is None:
@@ -239,11 +231,11 @@ class Hub:
         else:  # the changes since the token, as one span (nothing changed: an empty one, up to now)
             start = computation.end if outcome.start is None else outcome.start
             subscriber.pending = _Pending(start, computation.end, full=False, since=time.monotonic())
-            subscriber.connection.offer(subscriber)
+            subscriber.sink.offer(subscriber)
         return subscriber
 
     def _resumption(
-        self, token: str, computation: LiveResult, known: ChangeHistory | None, options: DeliveryOptions
+        self, token: str, computation: LiveResult, known: ChangeHistory | None, options: Delivery
     ) -> Resumed | Refused:
         version = self._tokens.read(token, self._histories[computation.key].digest)
         if isinstance(version, Refused):
@@ -293,7 +285,7 @@ class Hub:
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
         subscriber.pending = subscriber.error = None
-        subscriber.connection.withdraw(subscriber)
+        subscriber.sink.withdraw(subscriber)
         if subscriber.timer is not None:
             subscriber.timer.cancel()
         peers = self._subscribers.get(subscriber.computation)
@@ -331,7 +323,7 @@ class Hub:
             for subscriber in self._subscribers.get(computation, ()):
                 if isinstance(change, ComputeError):
                     subscriber.pending, subscriber.error = None, change
-                    subscriber.connection.offer(subscriber)
+                    subscriber.sink.offer(subscriber)
                     continue
                 if subscriber.pending is None:
                     subscriber.pending = _Pending(change.start, change.end, change.full, produced_at)
@@ -340,7 +332,7 @@ class Hub:
                     self.metrics.frames_coalesced.inc()
                 due = subscriber.last_sent + subscriber.options.min_delay_s
                 if now >= due:
-                    subscriber.connection.offer(subscriber)
+                    subscriber.sink.offer(subscriber)
                 elif subscriber.timer is None:
                     at = self.loop.time() + (due - now)
                     subscriber.timer = self.loop.call_at(at, self._due, subscriber)
@@ -355,7 +347,7 @@ class Hub:
             for subscriber in subscribers:
                 if error is not None:
                     subscriber.pending, subscriber.error = None, error
-                    subscriber.connection.offer(subscriber)
+                    subscriber.sink.offer(subscriber)
                 else:
                     self._owe_fresh(subscriber)
 
@@ -376,12 +368,12 @@ class Hub:
         else:
             subscriber.pending = _Pending(computation.end, computation.end, full=True, first=True)
             subscriber.error = None
-        subscriber.connection.offer(subscriber)
+        subscriber.sink.offer(subscriber)
 
     def _due(self, subscriber: Subscriber) -> None:
         subscriber.timer = None
         if subscriber.active and (subscriber.pending is not None or subscriber.error is not None):
-            subscriber.connection.offer(subscriber)
+            subscriber.sink.offer(subscriber)
 
     def frame_for(self, subscriber: Subscriber) -> str | None:
         """The frame a subscriber is owed, built now: whatever changed since it was offered is in it."""

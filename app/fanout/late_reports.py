@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-import orjson
-
-from schemas.timestamps import split_nanos
+from app.protocol import frames
 
 if TYPE_CHECKING:
     from app.fanout.hub import Hub, LiveResult, Subscriber
@@ -31,15 +29,6 @@ logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.25
 MIN_INTERVAL_SECONDS = 1.0  # at most one report a second per subscription
-
-
-def late_report_frame(subscription_id: str, dropped: int, newest_ns: int | None) -> str:
-    """The ServerMessage `lateReport` (only ever sent to a subscription that asked for it)."""
-    report: dict[str, object] = {"subscriptionId": subscription_id, "droppedPoints": dropped}
-    if newest_ns is not None:
-        seconds, nanos = split_nanos(newest_ns)
-        report["newestDroppedTimestamp"] = {"seconds": seconds, "nanos": nanos}
-    return orjson.dumps({"type": "lateReport", "lateReport": report}).decode()
 
 
 @dataclass
@@ -121,7 +110,7 @@ class LateReports:
         if now - told.at < MIN_INTERVAL_SECONDS:
             return True
         newest = computation.late_newest_since(told.since)
-        subscriber.connection.send(late_report_frame(subscriber.subscription_id, count, newest))
+        subscriber.sink.send(frames.late_report(subscriber.subscription_id, count, newest))
         subscriber.late_reported, told.at = count, now
         self.sent += 1
         return False

@@ -31,16 +31,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
-import orjson
 
-from app.api.state import ServerState
-from app.fanout.hub import DeliveryOptions, Hub, LiveResult, Subscriber
+from app.fanout.hub import Hub, LiveResult, Subscriber
+from app.fanout.sink import Sink
+from app.metrics import Metrics
+from app.protocol import frames
 from app.protocol.ws_session import StartSubscription, iso_ns, replay_out_of_range
-from app.transport.connection import Connection
 from compute.evaluation.compiler import Plan
 from compute.evaluation.computation import Batch, Change, Computation, Rows
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
+from compute.storage.contract import PointLog
 from compute.storage.horizon import held_from
 
 if TYPE_CHECKING:
@@ -52,13 +53,6 @@ STEP_NS = 100_000_000  # replay time per step: the stream's micro-batch cadence
 TICK_S = 0.1  # wall time between clock moves at a given speed
 CHUNK_STEPS = 10  # steps per hop off the event loop when replaying as fast as possible
 DELIVERY_POLL_S = 0.01  # how often the end waits for the last update to leave
-
-
-def replay_ended(subscription_id: str, then: str) -> str:
-    """The ServerMessage telling a replaying subscription that its period is over (only ever sent
-    to subscriptions that asked for a replay)."""
-    body = {"subscriptionId": subscription_id, "then": then}
-    return orjson.dumps({"type": "replayEnded", "replayEnded": body}).decode()
 
 
 class _OwnComputation:
@@ -94,14 +88,16 @@ class ReplayRun:
 
     def __init__(
         self,
-        state: ServerState,
-        connection: Connection,
+        engine: Engine | None,
+        log: PointLog,
+        metrics: Metrics,
+        connection: Sink,
         action: StartSubscription,
         join_live: JoinLive,
         on_failed: Failed,
     ) -> None:
         assert action.replay is not None
-        self.state = state
+        self.engine, self.log, self.metrics = engine, log, metrics  # engine None: no Spark here
         self.connection = connection
         self.action = action
         self.replay = action.replay
@@ -122,17 +118,16 @@ class ReplayRun:
         """Check the period against the log, read it, load the back-fill and attach the subscriber
         (its first frame, the FullResult at `start`, is owed); the clock starts at the next turn of
         the loop. Raises ComputeError when the log cannot serve the period."""
-        engine = self.state.engine
+        engine = self.engine
         if engine is None:
             raise ComputeError("ReplayUnavailable", "replay needs --role all: this server runs no Spark")
         computation = await asyncio.to_thread(self._prepare, engine)
         loop = asyncio.get_running_loop()
         self._computation = computation
-        self._hub = Hub(_OwnComputation(computation), loop, self.state.metrics)
-        d = self.action.delivery
-        options = DeliveryOptions(d.min_delay_s, d.allow_appends, d.append_only)
+        self._hub = Hub(_OwnComputation(computation), loop, self.metrics)
+        action = self.action
         self.subscriber = await self._hub.subscribe(
-            self.connection, self.action.subscription_id, self.action.request, self.action.plan, options
+            self.connection, action.subscription_id, action.request, action.plan, action.delivery
         )
         self._task = loop.create_task(self._play(), name=f"replay-{self.action.subscription_id}")
 
@@ -140,7 +135,7 @@ class ReplayRun:
         """Off the loop: the log's reads and the back-fill's evaluation."""
         from compute.spark.history import known_series, read_period  # never loaded by an edge
 
-        plan, log = self.action.plan, self.state.log
+        plan, log = self.action.plan, self.log
         self._end_ns = min(self._end_ns, time.time_ns())  # an end in the future: now
         from_ts = self._start_ns - plan.window_ns - plan.lookback_ns
         computation = Computation(self.action.key, plan, self.action.allowed_lateness_ns)
@@ -176,7 +171,7 @@ class ReplayRun:
             await self._advance()
             await self._delivered()
             then = self.replay.then
-            self.connection.send(replay_ended(self.action.subscription_id, then))
+            self.connection.send(frames.replay_ended(self.action.subscription_id, then))
             self.ended = True
             self._release_private()
             if then == "live":

@@ -26,7 +26,8 @@ from app.http.errors import (
     error_response,
 )
 from app.http.request_body import read_body
-from app.protocol.auth import ANONYMOUS, AuthError, Principal, bearer_token
+from app.protocol.admission import Refused
+from app.protocol.auth import Principal
 from compute.storage.contract import InsufficientStorage, SeriesWrite, WriteRejected
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.ingest import (
@@ -133,14 +134,10 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
     Every error body is a Conjure error (app/http/errors.py). `decode` must raise InvalidWrite for
     anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire
-    if not state.origins.permits(request.headers):
-        return error_response(403, "this Origin may not write here")
-    principal = ANONYMOUS
-    if state.auth is not None:
-        try:
-            principal = state.auth.authenticate(bearer_token(request.headers))
-        except AuthError as exc:
-            return error_response(401, str(exc))
+    try:
+        principal = state.admission.admit(request.headers, "write here")
+    except Refused as refused:
+        return error_response(refused.status, refused.message)
     body = b""
     try:
         body = await read_body(request, state.settings.max_request_bytes)

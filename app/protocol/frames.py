@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.transport.deflate import SharedPayload, spliced
+from app.protocol.shared_payload import SharedPayload, spliced
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.results import (
@@ -282,3 +282,19 @@ def shutdown_notice() -> str:
 def client_message_error(message: str) -> str:
     err = ComputeError("InvalidClientMessage", message)
     return _health("clientMessageError", {"error": error_json(err)})
+
+
+def late_report(subscription_id: str, dropped: int, newest_ns: int | None) -> str:
+    """The ServerMessage `lateReport` (only ever sent to a subscription that asked for it)."""
+    report: dict[str, object] = {"subscriptionId": subscription_id, "droppedPoints": dropped}
+    if newest_ns is not None:
+        seconds, nanos = split_nanos(newest_ns)
+        report["newestDroppedTimestamp"] = {"seconds": seconds, "nanos": nanos}
+    return orjson.dumps({"type": "lateReport", "lateReport": report}).decode()
+
+
+def replay_ended(subscription_id: str, then: str) -> str:
+    """The ServerMessage telling a replaying subscription that its period is over (only ever sent
+    to subscriptions that asked for a replay)."""
+    body = {"subscriptionId": subscription_id, "then": then}
+    return orjson.dumps({"type": "replayEnded", "replayEnded": body}).decode()

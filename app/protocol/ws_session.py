@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from app.protocol import frames
 from app.protocol.auth import AuthError, Principal
-from app.protocol.limits import MAX_JSON_DEPTH, POLICY_VIOLATION, MessageRate, json_depth
+from app.protocol.close_codes import GOING_AWAY, MESSAGE_TOO_BIG, POLICY_VIOLATION
+from app.protocol.limits import MAX_JSON_DEPTH, MessageRate, json_depth
 from compute.evaluation.compiler import Limits, MalformedNode, Plan, ResultOptions
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
@@ -40,9 +41,6 @@ from schemas.client import (
 from schemas.timestamps import NANOS_PER_SECOND, split_nanos
 
 logger = logging.getLogger(__name__)
-
-MESSAGE_TOO_BIG = 1009
-GOING_AWAY = 1001
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -93,7 +91,8 @@ class Close:
 
 @dataclass(frozen=True)
 class Delivery:
-    """How a subscription's updates are paced and shaped (the hub's DeliveryOptions)."""
+    """How a subscription's updates are paced and shaped: what the session decoded, as the hub
+    (app/fanout/hub.py) delivers it."""
 
     min_delay_s: float
     allow_appends: bool

@@ -14,12 +14,12 @@ import uvicorn
 
 from app.api.state import ServerState
 from app.config import Settings
-from app.protocol.limits import http_protocol_with_header_deadline
 from app.runtime import demo
 from app.runtime.allocator import keep_freed_memory
 from app.runtime.logging_setup import configure_logging
 from app.runtime.server import create_app
 from app.runtime.shutdown import drain
+from app.transport.http_protocol import http_protocol_with_header_deadline
 from app.transport.ws_protocol import FanOutWebSocketProtocol
 
 logger = logging.getLogger("app.runtime.cli")

@@ -17,10 +17,10 @@ import time
 
 from app.api.state import ServerState
 from app.protocol import frames
+from app.protocol.close_codes import SERVICE_RESTART
 
 logger = logging.getLogger(__name__)
 
-SERVICE_RESTART = 1012
 POLL_SECONDS = 0.1  # how often the drain looks for clients that have left
 
 

@@ -24,9 +24,10 @@ from typing import Protocol
 
 from starlette.websockets import WebSocket, WebSocketState
 
+from app.protocol.close_codes import NORMAL, SLOW_CONSUMER
+
 logger = logging.getLogger(__name__)
 
-SLOW_CONSUMER = 4008  # private-use close code: the client did not read fast enough
 CLOSE_TIMEOUT = 5.0  # seconds for flushing and the close frame before the socket is dropped
 
 
@@ -188,7 +189,7 @@ class Connection:
             return
         self.close_code = code
         self._closing = True
-        if code != 1000:
+        if code != NORMAL:
             logger.info("connection %d: closing with %d (%s)", self.id, code, reason)
         sender = self._sender
         if flush and sender is not None:
