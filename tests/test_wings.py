@@ -109,19 +109,31 @@ def test_compute_holds_only_the_three_wings() -> None:
     assert children == ["evaluation", "spark", "storage"]
 
 
-# app/'s wings, and the wings (and top-level modules) each may import. config and metrics are
-# read by every wing; runtime assembles them all.
+# app/'s wings, and the wings (and top-level modules) each may import. config, metrics and
+# periodic (one periodic task) serve every wing; runtime assembles them all.
 APP_WINGS: dict[str, set[str]] = {
     "config": set(),
     "metrics": set(),
+    "periodic": set(),
     "protocol": {"config"},
-    "fanout": {"protocol", "config", "metrics"},
-    "transport": {"protocol", "config", "metrics"},
-    "tiers": {"fanout", "protocol", "config", "metrics"},
+    "fanout": {"protocol", "config", "periodic", "metrics"},
+    "transport": {"protocol", "config", "periodic", "metrics"},
+    "tiers": {"fanout", "protocol", "config", "periodic", "metrics"},
     "http": {"config"},
-    "ingest": {"http", "protocol", "config", "metrics"},
-    "api": {"protocol", "fanout", "transport", "tiers", "http", "ingest", "config", "metrics"},
-    "runtime": {"protocol", "fanout", "transport", "tiers", "http", "ingest", "api", "config", "metrics"},
+    "ingest": {"http", "protocol", "config", "periodic", "metrics"},
+    "api": {"protocol", "fanout", "transport", "tiers", "http", "ingest", "config", "periodic", "metrics"},
+    "runtime": {
+        "protocol",
+        "fanout",
+        "transport",
+        "tiers",
+        "http",
+        "ingest",
+        "api",
+        "config",
+        "periodic",
+        "metrics",
+    },
 }
 IO_LIBRARIES = ["websockets", "starlette", "fastapi", "uvicorn", "redis", "pyspark", "py4j"]
 
@@ -180,7 +192,7 @@ def test_app_holds_only_its_wings() -> None:
     assert children == sorted(APP_WINGS)
     for name in APP_WINGS:
         is_package = (ROOT / "app" / name / "__init__.py").exists()
-        assert is_package == (name not in ("config", "metrics")), name
+        assert is_package == (name not in ("config", "metrics", "periodic")), name
 
 
 def test_app_wings_import_one_way() -> None:

@@ -19,9 +19,9 @@ async def readyz(request: Request) -> JSONResponse:
     if state.ready:
         # Below the free-space floor writes are refused (507) but subscriptions are served from what
         # is stored, so the server stays ready (in rotation) and says why writes fail.
-        durable = getattr(state.log, "durable", None)
-        if durable is not None and durable.floor.below():
-            return JSONResponse({"status": "ready", "writes": "refused", "reason": durable.floor.describe()})
+        writer = state.log.local_writer
+        if writer is not None and writer.floor.below():
+            return JSONResponse({"status": "ready", "writes": "refused", "reason": writer.floor.describe()})
         return JSONResponse({"status": "ready"})
     if state.draining:
         reason = "shutting down"

@@ -16,9 +16,9 @@ router = APIRouter()
 
 
 async def render(metrics: Metrics, state: ServerState) -> bytes:
-    durable = getattr(state.log, "durable", None)  # the embedded log's writer (compute/storage/sqlite)
-    if durable is not None:
-        metrics.observe_log(durable)
+    writer = state.log.local_writer  # the embedded log's (compute/storage/sqlite); None for Redis
+    if writer is not None:
+        metrics.observe_log(writer)
     metrics.connections.set(len(state.connections))
     metrics.subscriptions.set(state.hub.subscriber_count())
     if state.supervisor is not None:

@@ -10,14 +10,14 @@ so the two always agree; a last line at shutdown covers the time since the previ
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from app.periodic import Periodic
 
 if TYPE_CHECKING:
     from app.api.state import ServerState
@@ -113,27 +113,19 @@ class Summary:
     def __init__(self, state: ServerState, interval: float) -> None:
         self.state = state
         self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("log-summary", interval, self.emit)
         self._last = self._counts()
         self._last_at = time.monotonic()
 
     def start(self) -> None:
         if self.interval > 0:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="log-summary")
+            self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is None:
+        if not self._periodic.running:
             return
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        await self._periodic.stop()
         self.emit()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            self.emit()
 
     def emit(self) -> None:
         now, counts = time.monotonic(), self._counts()

@@ -12,14 +12,13 @@ count when it subscribed (`Subscriber.late_since`, taken by the hub).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
+from app.periodic import Periodic
 from app.protocol import frames
 
 if TYPE_CHECKING:
@@ -55,25 +54,14 @@ class LateReports:
         self._watches: WeakKeyDictionary[LiveResult, _Watch] = WeakKeyDictionary()
         self._told: WeakKeyDictionary[Subscriber, _Told] = WeakKeyDictionary()
         self._tick = 0
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("late-reports", period, lambda: self.tick(time.monotonic()))
         self.sent = 0  # reports sent since start-up
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="late-reports")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.period)
-            try:
-                self.tick(time.monotonic())
-            except Exception:  # one bad tick must not end the reports
-                logger.exception("late reports: a tick failed")
+        await self._periodic.stop()
 
     def tick(self, now: float) -> None:
         self._tick += 1

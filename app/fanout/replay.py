@@ -42,7 +42,6 @@ from compute.evaluation.computation import Batch, Change, Computation, Rows
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
 from compute.storage.contract import PointLog
-from compute.storage.horizon import held_from
 
 if TYPE_CHECKING:
     from compute.spark.engine import Engine
@@ -142,7 +141,7 @@ class ReplayRun:
         for info in known_series(engine):
             computation.route(info)
         series_ids = sorted(computation.routes)
-        held = held_from(log, series_ids)
+        held = log.held_from(series_ids)
         if held is not None and from_ts < held:
             raise replay_out_of_range(
                 f"replay.start less the window ({iso_ns(from_ts)}) is older than what the log still "

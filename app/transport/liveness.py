@@ -5,10 +5,10 @@ receive loop, which is most of what it costs in memory (BENCHMARKS.md, idle conn
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import Protocol
+
+from app.periodic import Periodic
 
 logger = logging.getLogger(__name__)
 
@@ -23,27 +23,22 @@ class Liveness:
     def __init__(self, period: float) -> None:
         self.period = period
         self._checked: set[Checked] = set()
-        self._task: asyncio.Task[None] | None = None
+        # runs while there is a connection to check (started again by the next one)
+        self._periodic = Periodic("ws-liveness", period, self._tick, keep_going=lambda: bool(self._checked))
 
     def add(self, item: Checked) -> None:
         self._checked.add(item)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="ws-liveness")
+        self._periodic.start()
 
     def discard(self, item: Checked) -> None:
         self._checked.discard(item)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._periodic.stop()
 
-    async def _run(self) -> None:
-        while self._checked:
-            await asyncio.sleep(self.period)
-            for item in list(self._checked):
-                try:
-                    item.check()
-                except Exception:  # one connection's failure must not stop the others' checks
-                    logger.exception("a connection's liveness check failed")
+    def _tick(self) -> None:
+        for item in list(self._checked):
+            try:
+                item.check()
+            except Exception:  # one connection's failure must not stop the others' checks
+                logger.exception("a connection's liveness check failed")

@@ -200,15 +200,10 @@ class Engine:
         """These series, ts >= from_ts, seq <= upto_seq. A log the driver can read itself (the embedded
         one) is read directly: a Spark batch read through the Python data source costs ~0.75 s even
         for no rows (decision record 0016); any other is one Spark batch job over its data source."""
-        if self.log.driver_reads:
-            read_columns = getattr(self.log, "read_history_columns", None)
-            if read_columns is not None:  # the embedded log: per series already, no table to split
-                # ...each in buffers with a window's spare room, for the window to take without a copy
-                return {
-                    sid: Rows(c.seq, c.ts, c.values, c.buffers)
-                    for sid, c in read_columns(series_ids, from_ts, upto_seq, spare_room).items()
-                }
-            return split_by_series(self.log.read_history(series_ids, from_ts, upto_seq))
+        if self.log.driver_reads:  # per series already, no table to split...
+            # ...each in buffers with a window's spare room, for the window to take without a copy
+            columns = self.log.read_history_columns(series_ids, from_ts, upto_seq, spare_room)
+            return {sid: Rows(c.seq, c.ts, c.values, c.buffers) for sid, c in columns.items()}
         return split_by_series(self.history_points(series_ids, from_ts, upto_seq).toArrow())
 
     def history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:

@@ -11,7 +11,7 @@ points above it reach a computation through the stream.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -23,6 +23,9 @@ from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 
 if TYPE_CHECKING:  # the contract itself imports no Spark: an edge without PySpark writes through it
     from pyspark.sql.datasource import DataSource
+
+    from compute.storage.sqlite.blocks import SeriesColumns
+    from compute.storage.sqlite.writer import DurableLog
 
 
 class WriteRejected(ValueError):
@@ -121,6 +124,29 @@ class PointLog(Protocol):
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
         """What the back-fill's batch read returns (`backfill_options`), read by the driver itself:
         (seq, series_id, ts, value, str) of these series with ts >= from_ts and seq <= upto_seq."""
+        ...
+
+    def read_history_columns(
+        self,
+        series_ids: Sequence[int],
+        from_ts: int,
+        upto_seq: int,
+        spare: Callable[[int], int] | None = None,
+    ) -> dict[int, SeriesColumns]:
+        """`read_history` as numpy columns per series, in seq order (the engine's back-fill, with no
+        table to split); `spare`: room to leave after each series' points for a window to grow into."""
+        ...
+
+    # -- optional capabilities: every log declares them, None where it has none ----------------------
+    @property
+    def local_writer(self) -> DurableLog | None:
+        """The writer of a log kept in this process's own files (the embedded log): its disk floor
+        (/readyz), its size and pruning (/metrics). None for a log kept elsewhere (Redis)."""
+        ...
+
+    def held_from(self, series_ids: Sequence[int]) -> int | None:
+        """The oldest timestamp the log still holds for these series (compute/storage/horizon.py),
+        None when it cannot tell (nothing trimmed yet). Blocking: a read of the log."""
         ...
 
     def close(self) -> None: ...

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from compute.storage.contract import PointLog
 from compute.storage.redis import layout as rs
 from compute.storage.sqlite import blocks
 
@@ -67,15 +66,3 @@ def redis_held_from(url: str, layout: rs.RedisLayout, series_ids: Sequence[int])
         bound = (appended_ms + skew.get(p, 0)) * NANOS_PER_MS
         held = bound if held is None else max(held, bound)
     return held
-
-
-def held_from(log: PointLog, series_ids: Sequence[int]) -> int | None:
-    """`embedded_held_from` or `redis_held_from`, for whichever log this is; None for a log that
-    cannot tell. Blocking: a read of the log."""
-    durable = getattr(log, "durable", None)  # compute/storage/sqlite/point_log.py's EmbeddedLog
-    if durable is not None:
-        return embedded_held_from(durable.path, durable.retention.max_bytes)
-    layout, url = getattr(log, "layout", None), getattr(log, "url", None)
-    if isinstance(layout, rs.RedisLayout) and isinstance(url, str):
-        return redis_held_from(url, layout, series_ids)
-    return None

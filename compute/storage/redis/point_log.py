@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -26,12 +26,15 @@ import redis
 
 from compute.storage.contract import Offsets, ReadResult, SeriesWrite, WriteRejected
 from compute.storage.group_commit import run_groups
+from compute.storage.horizon import redis_held_from
 from compute.storage.records import POINT_SCHEMA
 from compute.storage.redis import layout as rs
 from compute.storage.series import SeriesInfo, SeriesKind
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
+
+    from compute.storage.sqlite.blocks import SeriesColumns
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +343,23 @@ class RedisLog:
 
     def read_history(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> pa.Table:
         raise NotImplementedError("the redis log is read by Spark's executors, partition by partition")
+
+    def read_history_columns(
+        self,
+        series_ids: Sequence[int],
+        from_ts: int,
+        upto_seq: int,
+        spare: Callable[[int], int] | None = None,
+    ) -> dict[int, SeriesColumns]:
+        raise NotImplementedError("the redis log is read by Spark's executors, partition by partition")
+
+    # -- optional capabilities -----------------------------------------------------------------------
+    @property
+    def local_writer(self) -> None:
+        return None  # kept by redis-server
+
+    def held_from(self, series_ids: Sequence[int]) -> int | None:
+        return redis_held_from(self.url, self.layout, series_ids)
 
     def close(self) -> None:
         self._queue.put(None)

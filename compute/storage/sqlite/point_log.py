@@ -17,6 +17,7 @@ from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
 from compute.storage import records
 from compute.storage.contract import Offsets, ReadResult, SeriesWrite
+from compute.storage.horizon import embedded_held_from
 from compute.storage.series import SeriesInfo
 from compute.storage.sqlite import blocks
 from compute.storage.sqlite.spark_source import LogDataSource, LogStreamReader
@@ -189,6 +190,14 @@ class EmbeddedLog:
             return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq, spare)
         finally:
             conn.close()
+
+    # -- optional capabilities -----------------------------------------------------------------------
+    @property
+    def local_writer(self) -> DurableLog:
+        return self.durable
+
+    def held_from(self, series_ids: Sequence[int]) -> int | None:
+        return embedded_held_from(self.durable.path, self.durable.retention.max_bytes)
 
     def close(self) -> None:
         self.durable.close()
