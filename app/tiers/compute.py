@@ -8,19 +8,22 @@ Threads, none of them the event loop's:
   the heartbeat;
 - the listener: the control channel's nudges;
 - Spark's batch thread calls `on_changes`: each changed computation's difference to what was last
-  published, one pipelined round trip per micro-batch.
+  published, queued;
+- the publisher: sends what is queued in order, what queued up meanwhile in one pipelined round
+  trip. Versions are assigned and messages queued under one lock, which no Redis round trip holds:
+  a burst of snapshots or a slow Redis no longer stalls the batch thread's micro-batches.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import redis
 
@@ -35,6 +38,18 @@ from compute.spark.engine import Engine
 logger = logging.getLogger(__name__)
 
 ADD_WORKERS = 8  # back-fills in flight at once (the engine batches those that overlap)
+PUBLISH_BATCH = 256  # queued publishes sent in one round trip at most
+
+
+@dataclass
+class _Outgoing:
+    """Messages to publish together, in order; `what` names them in a warning if they fail."""
+
+    what: str
+    messages: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def add(self, channel: str, payload: bytes) -> None:
+        self.messages.append((channel, payload))
 
 
 @dataclass
@@ -52,7 +67,10 @@ class ComputeTier:
         self.names = wire.Names(prefix)
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=10)
         self.epoch = uuid.uuid4().hex[:12]  # a restarted compute tier is a new epoch: edges re-sync
-        self._lock = threading.Lock()  # publishes of a computation go out in version order
+        # Held to assign versions and queue messages, never across a Redis round trip: the
+        # publisher thread sends the queue in order, so each computation's versions stay in order.
+        self._lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[_Outgoing | None] = queue.SimpleQueue()
         self._running: dict[str, Computation] = {}
         self._published: dict[str, _Published] = {}
         self._failed: dict[str, ComputeError] = {}  # wanted, but cannot run (sent as a sticky error)
@@ -67,6 +85,7 @@ class ComputeTier:
         self._threads = [
             threading.Thread(target=self._reconcile_loop, name="tier-reconcile", daemon=True),
             threading.Thread(target=self._listen, name="tier-listen", daemon=True),
+            threading.Thread(target=self._publisher, name="tier-publish", daemon=True),
         ]
 
     def start(self) -> None:
@@ -77,6 +96,7 @@ class ComputeTier:
     def stop(self) -> None:
         self._stop.set()
         self._nudge.set()
+        self._outbox.put(None)  # the publisher sends what is queued, then ends
         for thread in self._threads:
             if thread.ident is not None:  # never started when the server stopped during start-up
                 thread.join(timeout=10)
@@ -91,13 +111,13 @@ class ComputeTier:
     def on_changes(self, changes: Sequence[tuple[Computation, Change | ComputeError]]) -> None:
         """The batch thread's hook: each change published once, as a difference."""
         with self._lock:
-            pipe = self.redis.pipeline(transaction=False)
+            out = _Outgoing("results")
             for computation, change in changes:
                 published = self._published.get(computation.key)
                 if published is None or self._running.get(computation.key) is not computation:
                     continue  # not snapshotted yet: its snapshot will hold this change
                 if isinstance(change, ComputeError):
-                    pipe.publish(published.channel, self._error(change, computation.error is not None))
+                    out.add(published.channel, self._error(change, computation.error is not None))
                     continue
                 outputs = computation.snapshot(None)
                 payload = deltas.diff(published.outputs, outputs)
@@ -114,17 +134,17 @@ class ComputeTier:
                     "d": payload,
                     "late": self._late(computation, published),
                 }
-                pipe.publish(published.channel, deltas.encode(message))
+                out.add(published.channel, deltas.encode(message))
                 self.changes += 1
-            self._execute(pipe, "results")
+            self._queue(out)
 
     def on_stream_failed(self, error: ComputeError) -> None:
         """The streaming query died: every edge's subscribers are told (the supervisor restarts it)."""
         with self._lock:
-            pipe = self.redis.pipeline(transaction=False)
+            out = _Outgoing("the stream's failure")
             for published in self._published.values():
-                pipe.publish(published.channel, self._error(error, sticky=False))
-            self._execute(pipe, "the stream's failure")
+                out.add(published.channel, self._error(error, sticky=False))
+            self._queue(out)
 
     def on_stream_recovered(self) -> None:
         """Every computation was rebuilt from the log: fresh snapshots, at new versions."""
@@ -253,7 +273,7 @@ class ComputeTier:
                 elif key in self._failed:
                     self._publish_error_to(key, self._failed[key])
 
-    # -- publishing (with the lock held) -------------------------------------------------------------
+    # -- publishing: messages made and queued with the lock held, sent by the publisher thread ------
     def _publish_snapshot(self, key: str, bump: bool) -> None:
         computation = self._running[key]
         published = self._published.get(key)
@@ -274,10 +294,7 @@ class ComputeTier:
         message["late"] = self._late(computation, fresh)
         self._published[key] = fresh
         self.snapshots += 1
-        try:
-            self.redis.publish(channel, deltas.encode(message))
-        except redis.RedisError as exc:
-            logger.warning("compute tier: a snapshot was not published (%s); the edge will ask again", exc)
+        self._queue(_Outgoing("a snapshot", [(channel, deltas.encode(message))]))
 
     @staticmethod
     def _late(computation: Computation, published: _Published) -> list[int | None]:
@@ -292,32 +309,52 @@ class ComputeTier:
         """Late drops that came with no change to publish (a batch of late points only): at most
         every heartbeat, per computation whose count grew since its last message."""
         with self._lock:
-            pipe = self.redis.pipeline(transaction=False)
-            grown = 0
+            out = _Outgoing("late drops")
             for key, published in self._published.items():
                 computation = self._running.get(key)
                 if computation is None or computation.late_dropped == published.late:
                     continue
                 message = {"t": wire.LATE, "e": self.epoch, "late": self._late(computation, published)}
-                pipe.publish(published.channel, deltas.encode(message))
-                grown += 1
-            if grown:
-                self._execute(pipe, "late drops")
+                out.add(published.channel, deltas.encode(message))
+            self._queue(out)
 
     def _publish_error_to(self, key: str, error: ComputeError) -> None:
-        try:
-            self.redis.publish(self.names.results(key), self._error(error, sticky=True))
-        except redis.RedisError as exc:
-            logger.warning("compute tier: an error was not published (%s)", exc)
+        self._queue(_Outgoing("an error", [(self.names.results(key), self._error(error, sticky=True))]))
 
     def _error(self, error: ComputeError, sticky: bool) -> bytes:
         err = [error.name, error.message, error.params, error.status_code]
         return deltas.encode({"t": wire.ERROR, "e": self.epoch, "sticky": sticky, "err": err})
 
-    def _execute(self, pipe: Any, what: str) -> None:
+    def _queue(self, out: _Outgoing) -> None:
+        """With the lock held: the order messages are queued in is the order they are published."""
+        if out.messages:
+            self._outbox.put(out)
+
+    def _publisher(self) -> None:
+        """Sends the queued messages in order, what queued up meanwhile in one round trip."""
+        while True:
+            first = self._outbox.get()
+            batch = [first]
+            while first is not None and len(batch) < PUBLISH_BATCH:
+                try:
+                    batch.append(self._outbox.get_nowait())
+                except queue.Empty:
+                    break
+            outgoing = [out for out in batch if out is not None]
+            if outgoing:
+                self._send(outgoing)
+            if None in batch:
+                return
+
+    def _send(self, outgoing: list[_Outgoing]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for out in outgoing:
+            for channel, payload in out.messages:
+                pipe.publish(channel, payload)
         try:
             pipe.execute()
         except redis.RedisError as exc:
+            what = ", ".join(dict.fromkeys(out.what for out in outgoing))
             logger.warning("compute tier: publishing %s failed (%s); edges will re-sync", what, exc)
 
     # -- the listener --------------------------------------------------------------------------------
