@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.config import Settings
+from app.fanout.hub import Hub
 from app.ingest.workers import DecodeWorkers
 from app.metrics import Metrics
 from app.protocol.admission import Admission
@@ -15,7 +16,6 @@ from app.transport.liveness import Liveness
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
-    from app.fanout.hub import Hub
     from app.tiers.compute import ComputeTier
     from app.transport.connection import Connection
     from compute.spark.engine import Engine
@@ -26,16 +26,15 @@ if TYPE_CHECKING:
 class ServerState:
     settings: Settings
     log: PointLog
-    engine: Engine | None = None
-    hub: Hub = field(init=False)
+    hub: Hub  # fan-out to every WebSocket subscriber
+    metrics: Metrics
+    decoders: DecodeWorkers  # where JSON write bodies are decoded (processes in the all and edge roles)
+    engine: Engine | None = None  # set by Spark's start-up thread, with supervisor and tier
     connections: set[Connection] = field(default_factory=set)
     ready_event: asyncio.Event = field(default_factory=asyncio.Event)
     draining: bool = False
     end_grace: asyncio.Event = field(default_factory=asyncio.Event)  # a second signal: close clients now
     startup_error: str | None = None
-    metrics: Metrics = field(default_factory=Metrics)
-    # where JSON write bodies are decoded; the lifespan starts the worker processes (all and edge roles)
-    decoders: DecodeWorkers = field(init=False)
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
     admission: Admission = field(init=False)  # Origin and bearer token, for every route
@@ -44,7 +43,6 @@ class ServerState:
 
     def __post_init__(self) -> None:
         self.admission = Admission.from_settings(self.settings)
-        self.decoders = DecodeWorkers(0, 0, self.metrics.bodies_decoded)  # until the lifespan's start
         settings = self.settings
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)
         self.liveness = Liveness(min(1.0, settings.slow_consumer_timeout / 4, heartbeat.heartbeat_period))

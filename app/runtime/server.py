@@ -27,6 +27,7 @@ from app.http.errors import install_error_handlers
 from app.ingest.nominal import write_nominal
 from app.ingest.workers import DecodeWorkers
 from app.ingest.writes import write_points
+from app.metrics import Metrics
 from app.runtime.logging_setup import spark_output_path
 from app.runtime.open_log import open_point_log
 from app.tiers.edge import RemoteComputations
@@ -118,8 +119,7 @@ def _shutting_down(state: ServerState) -> bool:
 def _start_edge(state: ServerState) -> RemoteComputations:
     """An edge's computations are the compute tier's, mirrored through Redis; no Spark here."""
     settings = state.settings
-    remote = RemoteComputations(settings.redis_url, settings.redis_prefix)
-    remote.hub = state.hub
+    remote = RemoteComputations(settings.redis_url, settings.redis_prefix, state.hub)
     state.hub.computations = remote
     remote.start()
     state.ready_event.set()  # ready from now on whenever the compute tier is (app/api/state.py)
@@ -132,9 +132,17 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        durable = await asyncio.to_thread(open_point_log, settings)
-        state = ServerState(settings, durable)
-        state.hub = Hub(None, loop, state.metrics, settings.resume_linger_seconds)
+        log = await asyncio.to_thread(open_point_log, settings)
+        metrics = Metrics()
+        # The hub's computations are the role's: Spark's (set once it runs) or the compute tier's.
+        hub = Hub(None, loop, metrics, settings.resume_linger_seconds)
+        if settings.role != "compute":  # the edges take the writes
+            decoders = DecodeWorkers(
+                settings.ingest_decode_workers, settings.ingest_decode_min_bytes, metrics.bodies_decoded
+            )
+        else:
+            decoders = DecodeWorkers(0, 0, metrics.bodies_decoded)  # every body decoded inline
+        state = ServerState(settings, log, hub, metrics, decoders)
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
         starter: threading.Thread | None = None
@@ -145,10 +153,6 @@ def create_app(settings: Settings) -> FastAPI:
                 target=_start_spark, args=(state, loop), name="spark-start", daemon=True
             )
             starter.start()
-        if settings.role != "compute":  # the edges take the writes
-            state.decoders = DecodeWorkers(
-                settings.ingest_decode_workers, settings.ingest_decode_min_bytes, state.metrics.bodies_decoded
-            )
         summary = Summary(state, settings.summary_interval)
         summary.start()
         late_reports = LateReports(state.hub)  # lateReport messages (docs/extensions.md)
@@ -174,7 +178,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await asyncio.to_thread(state.engine.stop)
                 await asyncio.to_thread(stop_session, state.engine.spark)
             await asyncio.to_thread(state.decoders.close)
-            durable.close()
+            log.close()
             logger.info("stopped")
 
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)

@@ -50,11 +50,14 @@ def compute_unreachable(why: str) -> ComputeError:
 
 
 class RemoteComputations:
-    def __init__(self, redis_url: str, prefix: str, edge_id: str | None = None) -> None:
+    def __init__(
+        self, redis_url: str, prefix: str, hub: Hub | None = None, edge_id: str | None = None
+    ) -> None:
+        """`hub`: the one this edge's changes are fanned out through (it reads its computations here)."""
         self.names = wire.Names(prefix)
         self.edge_id = edge_id or uuid.uuid4().hex[:12]
         self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
-        self.hub: Hub | None = None
+        self.hub = hub
         self._mirrors: dict[str, ResultMirror] = {}  # key -> mirror
         self._by_channel: dict[bytes, ResultMirror] = {}
         self._pubsub: Any = None
