@@ -14,7 +14,8 @@ the call until it has run `sample_s`; reported: microseconds per point, the medi
 arm, and the per-point/columns ratio of the medians, with the load average before and after (the
 machine may be shared: compare the ratio, not the absolute figures, between runs).
 
-Run: python -m bench.protobuf_decode [rounds=15] [sizes=1000,10000] [channels=10] [sample_s=0.2]
+Run: python -m bench.experiments.protobuf_ingest_columns [rounds=15] [sizes=1000,10000] [channels=10]
+    [sample_s=0.2]
 """
 
 from __future__ import annotations

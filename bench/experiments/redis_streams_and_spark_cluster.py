@@ -7,7 +7,8 @@ Starts its own redis-server on a free 127.0.0.1 port and, for each partition cou
   per Redis partition, local[2]), points/s.
 Ratios are against partitions=1 measured in the same run.
 
-    .venv/bin/python -m bench.redis_partitions [--points 400000] [--partitions 1,2,4,8]
+    .venv/bin/python -m bench.experiments.redis_streams_and_spark_cluster [--points 400000]
+        [--partitions 1,2,4,8]
 """
 
 from __future__ import annotations

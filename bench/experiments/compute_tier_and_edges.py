@@ -7,7 +7,8 @@ thread pays it) and what Redis holds afterwards (used_memory growth). The messag
 change (a few KB of msgpack); N readers stand for the edges. Alternating rounds, so a noisy
 neighbour hits both arms.
 
-`python -m bench.redis_mechanisms` writes data/bench-redis-mechanisms.md (docs/decisions/0030)."""
+`python -m bench.experiments.compute_tier_and_edges` writes data/bench-redis-mechanisms.md
+(docs/decisions/0030)."""
 
 from __future__ import annotations
 

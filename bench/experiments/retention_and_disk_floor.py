@@ -20,7 +20,8 @@ Each run, in its own temporary directory:
 The arms alternate (pruning, no pruning, pruning, ...) for `rounds` rounds, so that the machine's
 noise hits both; the report gives each run, the median per arm and the ratio of the two.
 
-Run: python -m bench.retention [backlog_points=3000000] [duration_s=30] [rounds=2] [NAME=VALUE ...]
+Run: python -m bench.experiments.retention_and_disk_floor [backlog_points=3000000] [duration_s=30]
+    [rounds=2] [NAME=VALUE ...]
 Writes `out` (markdown, default data/bench-retention.md) and the raw numbers beside it (.json).
 """
 
@@ -49,7 +50,7 @@ from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite.writer import PRUNE_BACKLOG_INTERVAL_S, PRUNE_BLOCKS, PRUNE_INTERVAL_S, DurableLog
 
 Json = Any
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NANOS = 1_000_000_000
 RID = "ri.sparkwire.bench.dataset.retention"
 PRUNING, KEEPING = "pruning", "no pruning"
@@ -325,7 +326,8 @@ def report(plan: RetentionPlan, runs: list[Run], load: tuple[list[float], list[f
     lines = [
         "## Retention: the log writer's ack latency with and without pruning",
         "",
-        f"Written by `python -m bench.retention` (bench/retention.py) on {started} UTC, on "
+        "Written by `python -m bench.experiments.retention_and_disk_floor` "
+        f"(bench/experiments/retention_and_disk_floor.py) on {started} UTC, on "
         f"{_cpu_model()}, {os.cpu_count()} cores, {_mem_gib()} GiB; load average "
         f"{' / '.join(f'{x:.2f}' for x in load[0])} (1/5/15 min) at the start, "
         f"{' / '.join(f'{x:.2f}' for x in load[1])} at the end.",

@@ -26,8 +26,8 @@ the driver JVM's CPU by kind of thread (JIT, GC, the stream's thread, ...); Spar
 durations; rows reaching the driver per batch; the stream's backlog at both ends of the window,
 so an arm that falls behind shows.
 
-    .venv/bin/python -m bench.cluster_pushdown [--seconds 20] [--warmup 10] [--prime 10]
-        [--rounds 2] [--rate 100000] [--series 20] [--in-use 10] [--trigger-ms 100] [--arms ABC]
+    .venv/bin/python -m bench.experiments.executor_pushdown_on_clusters [--seconds 20] [--warmup 10]
+        [--prime 10] [--rounds 2] [--rate 100000] [--series 20] [--in-use 10] [--trigger-ms 100] [--arms ABC]
         [--spark-conf KEY=VALUE ...]
         [--out bench/results/cluster_pushdown.md]
 
@@ -69,7 +69,7 @@ from compute.storage.redis import layout as rs
 from compute.storage.redis.point_log import RedisLog, Retention
 from compute.storage.series import SeriesKey, SeriesKind
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "cluster_pushdown.md"
 PREFIX = "pushdown"
 PARTITIONS = 2  # Redis partitions = the executor cores (decision 0007)
@@ -629,7 +629,7 @@ class Child:
     def start(
         cls, args: list[str], log_path: Path, own_output: bool = True, env: dict[str, str] | None = None
     ) -> Child:
-        command = [sys.executable, "-m", "bench.cluster_pushdown", *args]
+        command = [sys.executable, "-m", "bench.experiments.executor_pushdown_on_clusters", *args]
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
         if not own_output:
             return cls(subprocess.Popen(command, cwd=ROOT, env=env), log_path)
@@ -790,7 +790,7 @@ def render(
     lines = [
         "# Executor pushdown on a Spark standalone cluster",
         "",
-        f"`python -m bench.cluster_pushdown {' '.join(forwarded(args))}` "
+        f"`python -m bench.experiments.executor_pushdown_on_clusters {' '.join(forwarded(args))}` "
         f"({time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s).",
         f"Machine: {machine['cores']} cores ({machine['cpu']}), Python {machine['python']}, "
         f"PySpark {machine['pyspark']}, {machine['java']}; load average at start "
