@@ -55,7 +55,7 @@ from bench.procstat import (
     thread_cpu_seconds,
     tree,
 )
-from bench.serverproc import ROOT, Server, start_server
+from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 
 Json = Any
@@ -188,13 +188,13 @@ def server_cores(cpu: dict[str, float]) -> float:
     return cpu["server_python"] + cpu.get("decode_workers", 0.0) + cpu["jvm"] + cpu["spark_python"]
 
 
-def _points_ingested(server: Server) -> float:
+def _points_ingested(server: ServerProcess) -> float:
     return server.metrics().get("sparkwire_points_ingested_total", 0.0)
 
 
 class Ramp:
     def __init__(
-        self, plan: CeilingPlan, server: Server, work: Path, latency: Child, threads: dict[int, str]
+        self, plan: CeilingPlan, server: ServerProcess, work: Path, latency: Child, threads: dict[int, str]
     ) -> None:
         self.plan, self.server, self.work, self.latency = plan, server, work, latency
         self.threads = threads

@@ -45,7 +45,7 @@ from bench.computations import bucketed
 from bench.machine import describe_machine
 from bench.plan import with_overrides
 from bench.procstat import TreeSampler, cpu_seconds, tree
-from bench.serverproc import Server, start_server
+from bench.serverproc import ServerProcess, start_server
 
 Json = Any
 NANOS = 1_000_000_000
@@ -214,12 +214,12 @@ async def _subscribe_all(client: BenchClient, subs: list[Json]) -> tuple[list[st
     return ids, [(g - started) / 1e6 for g in got]
 
 
-def _directory(server: Server) -> list[Json]:
+def _directory(server: ServerProcess) -> list[Json]:
     with urllib.request.urlopen(f"{server.base_url}/computations", timeout=30) as r:
         return list(json.loads(r.read()))
 
 
-async def _measure(plan: LongWindowsPlan, server: Server, sampler: TreeSampler) -> Json:
+async def _measure(plan: LongWindowsPlan, server: ServerProcess, sampler: TreeSampler) -> Json:
     hour_window, day_window = plan.hour_s, plan.day_s
     hour = [bucketed(RID, hour_channel(i), plan.buckets, hour_window).body for i in range(plan.hour_channels)]
     day = bucketed(RID, DAY_CHANNEL, plan.buckets, day_window).body

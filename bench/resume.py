@@ -28,7 +28,7 @@ import websockets
 
 from bench.feed import body, channel_name
 from bench.machine import describe_machine
-from bench.serverproc import ROOT, Server, start_server
+from bench.serverproc import ROOT, ServerProcess, start_server
 
 Json = Any
 RID = "ri.bench.resume"
@@ -85,7 +85,7 @@ class Reconnect:
 class Dashboard:
     """One connection's worth of subscriptions, keeping the newest token of each."""
 
-    def __init__(self, server: Server, plan: ResumePlan, resume: bool) -> None:
+    def __init__(self, server: ServerProcess, plan: ResumePlan, resume: bool) -> None:
         self.server, self.plan, self.resume = server, plan, resume
         self.window_s = plan.points * plan.tick_ms / 1000 + 60
         self.tokens: dict[str, str | None] = {channel_name(c): None for c in range(plan.subscriptions)}
@@ -120,7 +120,7 @@ class Dashboard:
         await self._ws.close()
 
 
-def write(server: Server, plan: ResumePlan, first_k: int, last_k: int) -> None:
+def write(server: ServerProcess, plan: ResumePlan, first_k: int, last_k: int) -> None:
     """Ticks first_k..last_k of every channel, in requests of at most 200,000 points."""
     per_request = max(1, 200_000 // plan.subscriptions)
     tick_ns = plan.tick_ms * 1_000_000
@@ -133,7 +133,7 @@ def write(server: Server, plan: ResumePlan, first_k: int, last_k: int) -> None:
             assert response.status == 200
 
 
-async def measure(server: Server, plan: ResumePlan) -> dict[str, list[Reconnect]]:
+async def measure(server: ServerProcess, plan: ResumePlan) -> dict[str, list[Reconnect]]:
     tick_ns = plan.tick_ms * 1_000_000
     away_ticks = int(plan.away_s * 1000 / plan.tick_ms)
     now_k = time.time_ns() // tick_ns

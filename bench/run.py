@@ -39,7 +39,7 @@ from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
 from bench.procstat import TreeSampler, cpu_seconds
 from bench.report import render
-from bench.serverproc import Server, start_server
+from bench.serverproc import ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 
 Json = Any
@@ -77,7 +77,7 @@ class Run:
             module, [*extra, write_spec(self.work / f"{name}.json", spec)], self.work / f"{name}.log"
         )
 
-    def feed(self, server: Server, name: str, rate_hz: int, duration_s: float) -> Child:
+    def feed(self, server: ServerProcess, name: str, rate_hz: int, duration_s: float) -> Child:
         spec = {
             "port": server.port,
             "rid": RID,
@@ -90,7 +90,12 @@ class Run:
         return Child("bench.feed", [json.dumps(spec)], self.work / f"{name}.log")
 
     def stream_clients(
-        self, server: Server, name: str, subs: list[comps.BenchSubscription], connections: int, processes: int
+        self,
+        server: ServerProcess,
+        name: str,
+        subs: list[comps.BenchSubscription],
+        connections: int,
+        processes: int,
     ) -> list[Child]:
         """`subs` spread round-robin over `connections`, the connections over `processes`."""
         conns: list[list[Json]] = [[] for _ in range(connections)]
@@ -333,7 +338,7 @@ class Run:
             sampler.stop()
             server.stop()
 
-    def _workloads(self, server: Server, sampler: TreeSampler, children: list[Child]) -> None:
+    def _workloads(self, server: ServerProcess, sampler: TreeSampler, children: list[Child]) -> None:
         p = self.plan
         feed = self.feed(server, "feed", p.rate_hz, duration_s=24 * 3600)
         children.append(feed)
@@ -473,7 +478,7 @@ class Run:
                 self._fanout_figures(self.results[key], feed_rows, w1_frames, name, processes)
 
     def _fanout10x(
-        self, server: Server, sampler: TreeSampler, children: list[Child], supported: list[str]
+        self, server: ServerProcess, sampler: TreeSampler, children: list[Child], supported: list[str]
     ) -> None:
         """Workload 2b: workload 2 at ten times the subscriptions, computations and connections. Besides
         the server's tree, the server's own Python process (event loop, batch thread) and the client
@@ -539,7 +544,7 @@ class Run:
             mb_per_s=round(float(in_window[:, 4].sum()) / ((f1 - f0) / 1e9) / 2**20, 2),
         )
 
-    def _probe_kinds(self, server: Server) -> list[str]:
+    def _probe_kinds(self, server: ServerProcess) -> list[str]:
         """The computation kinds this server accepts (a build without ranges still gets measured)."""
         subs = [comps.example(k, RID) for k in comps.KINDS]
         spec = {
@@ -559,7 +564,7 @@ class Run:
         return ok or ["raw"]
 
 
-def _metrics(server: Server) -> dict[str, float]:
+def _metrics(server: ServerProcess) -> dict[str, float]:
     """The server's metrics, or none if it cannot answer in time (its event loop saturated): the
     batch figures are then missing, the workload still measured."""
     try:

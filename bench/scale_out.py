@@ -67,7 +67,7 @@ from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import with_overrides
 from bench.procstat import cpu_seconds, rss_bytes
-from bench.serverproc import ROOT, Server, start_server
+from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 from tests.infra import RedisServer, start_redis
 
@@ -373,7 +373,7 @@ def import_rss() -> list[Json]:
 
 
 # -- the processes (redis-server: tests/infra.py's) ------------------------------------------------------
-def stop_server_tree(server: Server) -> None:
+def stop_server_tree(server: ServerProcess) -> None:
     """SIGTERM the server, then SIGKILL any of its descendants (its JVM, Spark's workers) that
     outlived it, by the pids recorded before it stopped."""
     kids = procstat.children_map()
@@ -385,7 +385,7 @@ def stop_server_tree(server: Server) -> None:
                 os.kill(p, signal.SIGKILL)
 
 
-def metrics_of(server: Server) -> dict[str, float]:
+def metrics_of(server: ServerProcess) -> dict[str, float]:
     try:
         return server.metrics()
     except OSError:
@@ -400,8 +400,8 @@ class ScaleOut:
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
         self.sampler = Sampler()
         self.redis: RedisServer | None = None
-        self.compute: Server | None = None
-        self.edges: list[Server] = []
+        self.compute: ServerProcess | None = None
+        self.edges: list[ServerProcess] = []
         self.children: list[Child] = []
         self._serial = 0
 
@@ -421,8 +421,8 @@ class ScaleOut:
             env["SPARKWIRE_REDIS_PARTITIONS"] = str(p.redis_partitions)
         return env
 
-    def start_edges(self, n: int, tag: str) -> list[Server]:
-        def one(i: int) -> Server:
+    def start_edges(self, n: int, tag: str) -> list[ServerProcess]:
+        def one(i: int) -> ServerProcess:
             base = self.work / f"{tag}-edge{i + 1}"
             return start_server(base / "data", base.with_suffix(".log"), self.env("edge"), ready_timeout=180)
 
@@ -439,7 +439,7 @@ class ScaleOut:
             raise RuntimeError(f"an edge did not start: {errors[0]}")
         return started
 
-    def stop_edges(self, edges: list[Server]) -> None:
+    def stop_edges(self, edges: list[ServerProcess]) -> None:
         with ThreadPoolExecutor(max(1, len(edges))) as pool:
             list(pool.map(stop_server_tree, edges))
         for e in edges:
@@ -451,7 +451,7 @@ class ScaleOut:
         self.children.append(c)
         return c
 
-    def feed(self, edge: Server, name: str) -> Child:
+    def feed(self, edge: ServerProcess, name: str) -> Child:
         p = self.plan
         spec = {
             "port": edge.port,

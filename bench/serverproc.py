@@ -1,7 +1,9 @@
-"""Start and stop a real Sparkwire server process for a benchmark."""
+"""Start and stop a real Sparkwire server process: the one helper the benchmarks and the tests
+(tests/conftest.py) share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -18,15 +20,15 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 60, sig: int = signal.SIGTERM) -> int:
+    """`sig` (SIGTERM), then SIGKILL if it has not exited within `timeout` seconds; its exit code."""
     if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
     try:
-        process.wait(timeout)
+        return process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait(10)
+        return process.wait(10)
 
 
 def free_port() -> int:
@@ -46,9 +48,10 @@ def http_status(url: str, timeout: float = 2.0) -> int:
 
 
 @dataclass
-class Server:
+class ServerProcess:
     process: subprocess.Popen[bytes]
     port: int
+    data_dir: Path
     log_path: Path
 
     @property
@@ -63,36 +66,75 @@ class Server:
     def pid(self) -> int:
         return self.process.pid
 
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def metrics(self) -> dict[str, float]:
         """The server's unlabelled Prometheus samples (`GET /metrics`), by name."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             families = text_string_to_metric_families(r.read().decode())
         return {s.name: s.value for family in families for s in family.samples if not s.labels}
 
-    def stop(self, timeout: float = 60) -> None:
-        stop_process(self.process, timeout)
+    def kill_all(self) -> None:
+        """kill -9 the server and everything it started (the JVM, Python workers), as a machine
+        or container crash would. Needs `launch(..., own_process_group=True)`."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        return stop_process(self.process, timeout, sig)
 
 
-def start_server(data_dir: Path, log_path: Path, env: dict[str, str], ready_timeout: float = 240) -> Server:
+def launch(
+    data_dir: Path,
+    log_path: Path,
+    env: dict[str, str],
+    ready_timeout: float,
+    *,
+    ready_path: str = "/readyz",
+    own_process_group: bool = False,
+    command: list[str] | None = None,
+) -> ServerProcess:
+    """`python -m app.runtime.cli` on a free port, once `ready_path` answers 200. `command`: what
+    follows `sparkwire` (default `serve`); the port and data dir are added. `env` over os.environ."""
     port = free_port()
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.runtime.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
+        [
+            sys.executable,
+            "-m",
+            "app.runtime.cli",
+            *(command or ["serve"]),
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
         cwd=ROOT,
-        env={**os.environ, "SPARKWIRE_SHUTDOWN_GRACE": "0", "SPARKWIRE_LOG_LEVEL": "WARNING", **env},
+        env={**os.environ, **env},
         stdout=log_file,
         stderr=subprocess.STDOUT,
+        start_new_session=own_process_group,
     )
-    server = Server(process, port, log_path)
+    server = ServerProcess(process, port, data_dir, log_path)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"server exited with {process.returncode}:\n{tail}")
-        if http_status(f"{server.base_url}/readyz") == 200:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.log_text()[-3000:]}")
+        if http_status(f"{server.base_url}{ready_path}", timeout=1.0) == 200:
             return server
         time.sleep(0.25)
-    server.stop()
-    raise RuntimeError(
-        f"server not ready in {ready_timeout}s:\n{log_path.read_text(errors='replace')[-3000:]}"
-    )
+    if own_process_group:
+        server.kill_all()
+    else:
+        server.stop(signal.SIGKILL)
+    raise RuntimeError(f"server not ready in {ready_timeout}s:\n{server.log_text()[-3000:]}")
+
+
+def start_server(
+    data_dir: Path, log_path: Path, env: dict[str, str], ready_timeout: float = 240
+) -> ServerProcess:
+    """A benchmark's server: no drain on the way out, warnings only in its log."""
+    defaults = {"SPARKWIRE_SHUTDOWN_GRACE": "0", "SPARKWIRE_LOG_LEVEL": "WARNING"}
+    return launch(data_dir, log_path, {**defaults, **env}, ready_timeout)

@@ -46,7 +46,7 @@ from bench.feed import FeedSpec
 from bench.httpclient import HttpConnection
 from bench.plan import with_overrides
 from bench.procstat import rss_bytes, tree
-from bench.serverproc import ROOT, Server, start_server
+from bench.serverproc import ROOT, ServerProcess, start_server
 
 Json = Any
 NANOS = 1_000_000_000
@@ -189,7 +189,7 @@ async def crowd(spec: Json) -> None:
 
 # -- the probe: end-to-end latency, sampled all along --------------------------------------------------
 class Probe:
-    def __init__(self, server: Server, rid: str, every_ms: int) -> None:
+    def __init__(self, server: ServerProcess, rid: str, every_ms: int) -> None:
         self.server, self.rid, self.every = server, rid, every_ms / 1000
         self.acked: dict[int, int] = {}  # point ts -> 200 received (ns)
         self.latencies: list[tuple[int, float]] = []  # (200 received ns, ms)
@@ -280,7 +280,7 @@ class Sample:
     p99_ms: float  # probes acknowledged in this sample's interval
 
 
-def sample(server: Server, data_dir: Path, probe: Probe, began: float, previous_ns: int) -> Sample:
+def sample(server: ServerProcess, data_dir: Path, probe: Probe, began: float, previous_ns: int) -> Sample:
     pids = tree(server.pid)
     now_ns = time.time_ns()
     return Sample(
