@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml client/pyproject.toml | $(BIN)/python
 	touch $@
 
 # Nominal's own `nominal` SDK pins older nominal-api and nominal-streaming than ours, so the tests
-# that drive it run it from a virtual environment of its own (tests/test_nominal_sdk.py).
+# that drive it run it from a virtual environment of its own (tests/server/test_nominal_sdk.py).
 NOMINAL_VENV ?= .venv-nominal
 $(NOMINAL_VENV)/.installed:
 	$(PYTHON) -m venv $(NOMINAL_VENV)

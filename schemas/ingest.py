@@ -63,7 +63,7 @@ write_request_adapter: TypeAdapter[WriteBatchesRequest] = TypeAdapter(WriteBatch
 
 
 # The strict reader. Each constraint is one the validator also enforces, so whatever it accepts the
-# validator accepts unchanged (tests/test_ingest_parsing.py checks this property).
+# validator accepts unchanged (tests/unit/test_ingest_parsing.py checks this property).
 class StrictTimestamp(msgspec.Struct, gc=False):
     seconds: Annotated[int, msgspec.Meta(ge=0, le=MAX_SECONDS)]
     nanos: Annotated[int, msgspec.Meta(ge=0, lt=NANOS_PER_SECOND)]

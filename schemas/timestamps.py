@@ -1,6 +1,6 @@
 """Time as Sparkwire holds it, int64 nanoseconds since the epoch, and as Conjure sends it, whole
 `seconds` and `nanos` in 0..999,999,999: the one copy of these conversions for app/, compute/ and
-schemas/ (sparkwire_client keeps its own; tests/test_vocabulary.py checks that the two agree).
+schemas/ (sparkwire_client keeps its own; tests/unit/test_vocabulary.py checks that the two agree).
 
 A split rounds toward minus infinity, so an instant before the epoch has negative `seconds` and
 still a `nanos` in range: -1 ns is (-1, 999,999,999). Joining is exact for any ints; numpy

@@ -19,7 +19,7 @@ into Arrow, docs/decisions/0036-protobuf-ingest-columns.md), into Arrow lists cu
 columns per series (`_arrow_columns`, strings as Python lists). ptars is given a copy of the
 messages' schema in which google.protobuf.Timestamp is a look-alike message of the same wire layout,
 so seconds and nanos arrive as they were sent and are refused as on the per-point read. The per-point
-read stays, as the reference (tests/test_nominal_columns.py) and the fallback: for a series whose
+read stays, as the reference (tests/unit/test_nominal_columns.py) and the fallback: for a series whose
 point count differs between the two decoders and for a request ptars refuses.
 """
 

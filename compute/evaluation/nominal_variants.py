@@ -1,12 +1,12 @@
 """Variant names of Nominal's compute unions and values of its enums (nominal-api 0.1505.0's
 Conjure IR), and the one table of each kind of operator and unit name: the compiler and the
-evaluators take their names from here, and tests/test_nominal_compute.py checks every table
+evaluators take their names from here, and tests/unit/test_nominal_names.py checks every table
 against the IR.
 
 The evaluators (compute/evaluation/nodes/) are keyed by these names: adding an operator is one
-entry here plus its evaluator there, and tests/test_nominal_compute.py checks that every name has
+entry here plus its evaluator there, and tests/unit/test_nominal_names.py checks that every name has
 one. sparkwire_client/nodes.py keeps its own copy (it must not import the server);
-tests/test_vocabulary.py checks that it names the same operators and units.
+tests/unit/test_vocabulary.py checks that it names the same operators and units.
 
 A variant listed here but not evaluated by Sparkwire gets an honest `InvalidComputation` or
 `PollingOnlyComputation`; a variant not listed at all is a malformed message.

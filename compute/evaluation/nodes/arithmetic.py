@@ -21,7 +21,7 @@ Unary = Callable[[np.ndarray], np.ndarray]
 BinaryOp = Callable[[Any, Any], np.ndarray]  # arrays, or an array and a scalar
 
 # The evaluators, keyed by the names in compute/evaluation/nominal_variants.py (UNARY_OPERATORS,
-# BINARY_OPERATORS, ThresholdOperator); tests/test_nominal_compute.py checks the keys against them.
+# BINARY_OPERATORS, ThresholdOperator); tests/unit/test_nominal_names.py checks the keys against them.
 UNARY_OPS: dict[str, Unary] = {
     "abs": np.abs,
     "negate": np.negative,

@@ -14,7 +14,7 @@ from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, 
 from compute.evaluation.results import NO_START, OPEN_END, Ranges
 
 # MinMaxThresholdOperator -> where `value` meets it, given (value, lower, upper); keyed by the names in
-# nominal_variants' ENUMS, which tests/test_nominal_compute.py checks.
+# nominal_variants' ENUMS, which tests/unit/test_nominal_names.py checks.
 MIN_MAX_OPS: dict[str, Callable[[np.ndarray, float, float], np.ndarray]] = {
     "OUTSIDE_BOUNDS": lambda v, lo, hi: (v < lo) | (v > hi),
     "OUTSIDE_OR_EQUAL_TO_BOUNDS": lambda v, lo, hi: (v <= lo) | (v >= hi),

@@ -21,7 +21,7 @@ import compute
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 _BLOCKER = """
 import importlib.abc, sys

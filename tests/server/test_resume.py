@@ -21,13 +21,12 @@ from sparkwire_client import Client as SparkwireClient
 from sparkwire_client import numeric_channel, series
 from sparkwire_client.view import View
 from tests.conftest import ServerProcess, start_server
-from tests.test_dashboard import reconnected_after_a_point_written_while_away
-from tests.test_end_to_end import unique_rid
+from tests.server.test_dashboard import reconnected_after_a_point_written_while_away
+from tests.server.test_end_to_end import unique_rid
 from tests.wire import (
     NANOS,
     Client,
     channel_variable,
-    decode_strictly,
     new_id,
     series_node,
     subscription,
@@ -247,18 +246,6 @@ async def test_a_subscriber_that_asked_for_nothing_gets_pure_nominal_frames(
     finally:
         await asker.close()
         await plain.close()
-
-
-def test_the_strict_decoder_refuses_a_field_nominal_does_not_know() -> None:
-    frame = (
-        '{"type":"subscriptionUpdate","subscriptionUpdate":{"subscriptionId":"a","update":{"type":"full",'
-        '"full":{"result":{"type":"numeric","numeric":{"timestamps":[],"values":[]}}}}%s}}'
-    )
-    decode_strictly(frame % "")
-    with pytest.raises(AssertionError, match="does not know"):
-        decode_strictly(frame % ',"resumeToken":"x"')
-    with pytest.raises(ValueError, match="unknown union type"):
-        decode_strictly('{"type":"lateReport","lateReport":{"subscriptionId":"a"}}')
 
 
 async def test_sparkwire_client_resumes_by_itself_after_the_connection_drops(

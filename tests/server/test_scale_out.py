@@ -20,10 +20,10 @@ from compute.storage.redis.point_log import RedisLog, Retention
 from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite.point_log import EmbeddedLog
 from compute.storage.sqlite.writer import DurableLog
-from tests import test_end_to_end, test_ingest
 from tests.conftest import ServerProcess, start_server
 from tests.infra import RedisServer, SparkCluster, start_redis, start_spark_cluster
-from tests.test_end_to_end import subscribe_one, unique_rid
+from tests.server import test_end_to_end, test_ingest
+from tests.server.test_end_to_end import subscribe_one, unique_rid
 from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
 
 # Cluster start-up (two JVMs) plus a server on it take minutes on a busy 2-core machine.
@@ -80,7 +80,7 @@ def second_server(
 
 
 # The same end-to-end checks as with the embedded defaults, collected again in this module so that
-# they use the `server` above: every test of tests/test_end_to_end.py, and the ingest tests that
+# they use the `server` above: every test of tests/server/test_end_to_end.py, and the ingest tests that
 # go through the stream (enum strings and NaN/infinities cross the Redis encoding).
 for _name, _test in vars(test_end_to_end).items():
     if _name.startswith("test_"):

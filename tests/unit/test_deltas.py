@@ -17,8 +17,8 @@ from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.results import EnumBuckets, NumericPoints, RangesSummary
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
-from tests.test_compute_property import computable, variables, writes
-from tests.test_compute_units import BASE, RID, SERIES
+from tests.server.test_compute_property import computable, variables, writes
+from tests.unit.test_compute_units import BASE, RID, SERIES
 
 WINDOW_NS = 20 * 1_000_000_000  # short: the points of `writes` span about a minute
 STEP_NS = 2 * 1_000_000_000  # the clock per micro-batch, so the window slides past old points

@@ -2,7 +2,7 @@
 
 The server converts time in one module (schemas/timestamps.py) and names Nominal's operators and
 units in one (compute/evaluation/nominal_variants.py, checked against nominal-api's IR by
-tests/test_nominal_compute.py). sparkwire_client is a separate distribution and keeps its own small
+tests/server/test_nominal_compute.py). sparkwire_client is a separate distribution and keeps its own small
 copies; these tests check that the copies agree: the same instants split into the same
 `{seconds, nanos}` (before the epoch included), and the same operator, comparison and unit names.
 """

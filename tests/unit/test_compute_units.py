@@ -23,7 +23,7 @@ from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests.client_view import ResultView, clip_ranges, first_difference, merge_ranges
 from tests.reference import Store, evaluate
-from tests.test_compute_property import REL, WINDOW_NS, computable, variables, writes
+from tests.server.test_compute_property import REL, WINDOW_NS, computable, variables, writes
 
 RID = "ri.unit"
 SERIES = {

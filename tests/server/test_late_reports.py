@@ -17,10 +17,9 @@ from typing import Any
 import httpx
 import websockets
 
-from compute.evaluation.computation import LATE_HISTORY, LateDrops
 from tests.conftest import ServerProcess
 from tests.merge import full_entries
-from tests.test_end_to_end import fresh_full, unique_rid
+from tests.server.test_end_to_end import fresh_full, unique_rid
 from tests.wire import (
     NANOS,
     channel_variable,
@@ -210,18 +209,3 @@ async def test_late_reports_come_at_most_once_a_second(server: ServerProcess) ->
         assert client.reports[sub_id].empty()
     finally:
         await client.close()
-
-
-def test_the_newest_late_timestamp_since_a_count() -> None:
-    drops = LateDrops()
-    assert drops.newest_since(0) is None
-    drops.add(2, 50, "ri.a")
-    drops.add(3, 20, "ri.b")  # older points dropped later
-    assert (drops.count, drops.newest, drops.by_source) == (5, 50, {"ri.a": 2, "ri.b": 3})
-    assert drops.newest_since(0) == 50
-    assert drops.newest_since(2) == 20  # only the second event's drops
-    assert drops.newest_since(5) is None
-    for i in range(LATE_HISTORY + 10):  # past what it remembers: the newest of all stands in
-        drops.add(1, 10 + i % 3)
-    assert drops.newest_since(drops.count - 1) == 10 + (LATE_HISTORY + 9) % 3
-    assert drops.newest_since(3) == 50

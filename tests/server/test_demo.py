@@ -12,7 +12,7 @@ import httpx
 
 from sparkwire_client import Client, numeric_channel, series
 from tests.conftest import ROOT, ServerProcess
-from tests.test_operations import scrape, value
+from tests.server.test_operations import scrape, value
 
 
 async def test_the_demo_feeds_tagged_channels_a_string_channel_and_late_points(server: ServerProcess) -> None:

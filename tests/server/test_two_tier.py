@@ -1,6 +1,6 @@
 """Compute once, serve from many: one `--role compute` process (Spark) and two `--role edge`
 processes (no JVM) on one redis-server, all real processes on 127.0.0.1, with real WebSocket
-clients. The end-to-end checks of tests/test_end_to_end.py run again here through an edge."""
+clients. The end-to-end checks of tests/server/test_end_to_end.py run again here through an edge."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import httpx
 import pytest
 import yaml
 
-from tests import test_end_to_end
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
-from tests.test_directory import directory_until
-from tests.test_end_to_end import unique_rid
-from tests.test_late_reports import ReportClient, late_counter, late_subscription, until_holds
+from tests.server import test_end_to_end
+from tests.server.test_directory import directory_until
+from tests.server.test_end_to_end import unique_rid
+from tests.server.test_late_reports import ReportClient, late_counter, late_subscription, until_holds
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
 
 pytestmark = pytest.mark.timeout(600)
@@ -66,15 +66,6 @@ class Tier:
 
     def start_edge(self, name: str) -> ServerProcess:
         return self.start("edge-a", name, ready_timeout=120)
-
-
-def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
-    assert compose_service("compute")["command"] == ["sparkwire", "serve", "--role", "compute"]
-    for edge in ("edge-a", "edge-b"):
-        spec = compose_service(edge)
-        assert spec["command"] == ["sparkwire", "serve", "--role", "edge"]
-        assert spec["environment"]["SPARKWIRE_SOURCE"] == "redis"
-    assert {"redis", "spark-master", "spark-worker"} <= set(yaml.safe_load(COMPOSE.read_text())["services"])
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tests.wire import (
     write_points,
 )
 
-ASYNCAPI_SCHEMA = Path(__file__).parent / "data" / "asyncapi-3.0.0.schema.json"
+ASYNCAPI_SCHEMA = Path(__file__).parents[1] / "data" / "asyncapi-3.0.0.schema.json"
 
 
 def unique_rid(name: str) -> str:

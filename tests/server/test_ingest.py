@@ -126,7 +126,7 @@ def test_invalid_requests_get_400_with_a_serializable_error(server: ServerProces
     assert error["statusCode"] == 400
     assert error["message"]
     assert error["errorInstanceId"]
-    # Conjure's HTTP error fields beside them (tests/test_http_errors.py decodes them as a client)
+    # Conjure's HTTP error fields beside them (tests/server/test_http_errors.py decodes them as a client)
     assert (error["errorCode"], error["errorName"]) == ("INVALID_ARGUMENT", "Default:InvalidArgument")
     assert error["parameters"] == error["params"]
 

@@ -18,7 +18,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess, start_server
-from tests.test_end_to_end import subscribe_one, unique_rid
+from tests.server.test_end_to_end import subscribe_one, unique_rid
 from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
 
 WINDOW_S = 3600.0
