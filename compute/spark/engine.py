@@ -51,27 +51,27 @@ class Engine:
     def __init__(
         self,
         spark: SparkSession,
-        durable: PointLog,
+        log: PointLog,
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
     ) -> None:
         self.spark = spark
-        self.log = durable
+        self.log = log
         self.checkpoint_dir = checkpoint_dir
         self.trigger_ms = trigger_ms
         self.on_changes = on_changes
-        self.routes = Routes(durable)  # which computations read which series
+        self.routes = Routes(log)  # which computations read which series
         self._series_filter: Column | None = None  # series_id IN (the series in use)
         self._query: StreamingQuery | None = None
         self._stream_blocks = False  # whether the stream's rows are blocks (BLOCK_SCHEMA), not points
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/spark/supervisor.py)
         # The embedded log is read by the driver: per computation, overlapping the loads (backfill.py).
-        self._backfills = BackfillQueue(self._read_history, split_reads=durable.driver_reads)
+        self._backfills = BackfillQueue(self._read_history, split_reads=log.driver_reads)
         self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
-        spark.dataSource.register(durable.data_source)
-        self._source = durable.data_source.name()
+        spark.dataSource.register(log.data_source)
+        self._source = log.data_source.name()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
