@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compute.evaluation import nodes
+from compute.evaluation import compile_numeric, nodes
 from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
 from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES
@@ -78,6 +78,7 @@ class _Subject:
 class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
+    window_ns: int = 0  # the computation's window, for nodes that evaluate it whole
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -478,6 +479,7 @@ NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     "thresholdFilter": _threshold_filter,
     "filterWhere": _filter_where,
     "numericAggregation": _numeric_aggregation,
+    **compile_numeric.BUILDERS,
 }
 ENUM_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "enum"),
@@ -706,7 +708,7 @@ def compile_plan(
             f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
-    b = _Builder(context)
+    b = _Builder(context, window_ns=window_ns)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)
     if build is None:

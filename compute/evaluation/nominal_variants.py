@@ -282,6 +282,9 @@ VARIANTS: dict[str, frozenset[str]] = {
     "SummarizationStrategy": frozenset(["decimate", "largestTriangleThreeBuckets", "page", "truncate"]),
     "OutputRangeStart": frozenset(["firstPointMatchingCondition", "afterPersistenceWindow"]),
     "ThresholdRangesComparison": frozenset(THRESHOLD_COMPARISONS),
+    "InterpolationConfiguration": frozenset(["forwardFillInterpolation"]),
+    "Window": frozenset(["duration"]),
+    "BitOperationFunction": frozenset(["and", "or", "xor", "shiftRight", "shiftLeft", "bitTest"]),
     "Dataset": frozenset(
         [
             "asset",
@@ -309,6 +312,12 @@ ENUMS: dict[str, frozenset[str]] = {
     "TimeUnit": frozenset(TIME_UNIT_NANOS),
     "RangeStart": frozenset(["CONDITION_START", "PERSISTENCE_START"]),
     "SeriesStorage": frozenset(["ICEBERG", "CLICKHOUSE"]),
+    "NumericUnionOperation": frozenset(
+        ["MIN", "MAX", "MEAN", "SUM", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE", "THROW"]
+    ),
+    "UnaryArithmeticOperation": frozenset(["COS", "SIN", "TAN", "ABS", "ASIN", "ACOS", "LOG", "LN", "SQRT"]),
+    "BinaryArithmeticOperation": frozenset(["ATAN2"]),
+    "ApproximateThresholdOperator": frozenset(["EQUAL_TO", "NOT_EQUAL_TO"]),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.
