@@ -290,7 +290,11 @@ def numeric(env: Env, node: dict[str, Any]) -> Points | Constant:
         x = _points(numeric(env, body["input"]))
         threshold, op = _double(env, body["threshold"]), COMPARE[body["operator"]]
         return [(t, v) for t, v in x if op(v, threshold)]
-    if kind == "numericAggregation":
+    if (
+        kind == "numericAggregation"
+        and body["input"]["type"] == "rollingTime"
+        and body["operator"]["type"] != "percentile"
+    ):
         rolling = body["input"]["rollingTime"]
         x = _points(series(env, rolling["input"]))
         op = body["operator"]["type"]

@@ -170,6 +170,47 @@ def _unit(node: dict[str, Any]) -> str:
     return body["unit"] if kind == "unitOverride" else body["outputUnit"]
 
 
+def _percentile(values: list[float], p: float) -> float:
+    """Linear between the two nearest ranks (Hyndman and Fan's 7th definition)."""
+    v = sorted(values)
+    h = (len(v) - 1) * p
+    lo = math.floor(h)
+    return v[lo] if lo + 1 >= len(v) else v[lo] + (h - lo) * (v[lo + 1] - v[lo])
+
+
+def _aggregate(op: dict[str, Any] | str, values: list[float]) -> float:
+    """A NumericAggregationOperator (a union) or a NumericAggregationFunction (an enum value)."""
+    name = op if isinstance(op, str) else op["type"]
+    n = len(values)
+    if name == "percentile":
+        assert isinstance(op, dict)
+        return _percentile(values, op["percentile"]["percentile"]["literal"])
+    if name in ("count", "COUNT"):
+        return float(n)
+    if name in ("sum", "SUM"):
+        return math.fsum(values)
+    if name in ("average", "MEAN"):
+        return math.fsum(values) / n
+    if name in ("min", "MIN"):
+        return min(values)
+    if name in ("max", "MAX"):
+        return max(values)
+    if name in ("rootMeanSquare", "ROOT_MEAN_SQUARE"):
+        return math.sqrt(math.fsum(v * v for v in values) / n)
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+
+
+def _under(points: list[tuple[int, float]], rs: list[tuple[float, float]]) -> list[tuple[float, list[float]]]:
+    """Each range [start, end) holding points, with their values."""
+    out = []
+    for start, end in rs:
+        values = [v for t, v in points if start <= t < end]
+        if values:
+            out.append((start, values))
+    return out
+
+
 def more_numeric(env: r.Env, kind: str, body: dict[str, Any]) -> Any:
     if kind in TRIG:
         x = r.numeric(env, body["x"])
@@ -267,6 +308,70 @@ def more_numeric(env: r.Env, kind: str, body: dict[str, Any]) -> Any:
             if f({**values, body["base"]: v}):
                 out.append((t, v))
         return out
+    if kind == "numericAggregation":
+        shape = body["input"]["type"]
+        builder = body["input"][shape]
+        x = r._points(r.series(env, builder["input"]))
+        op = body["operator"]
+        if shape == "rollingTime":
+            width = r._duration_expression(env, builder["window"])
+            return [(t, _aggregate(op, [v for u, v in x if t - width < u <= t])) for t, _ in x]
+        if shape == "rollingPoints":
+            k = builder["points"]["literal"]
+            return [
+                (t, _aggregate(op, [v for _, v in x[max(0, i - k + 1) : i + 1]]))
+                for i, (t, _) in enumerate(x)
+            ]
+        stamp = builder["timestamp"]
+        width = None if stamp["type"] == "current" else r._duration_expression(env, stamp["every"])
+        buckets: dict[int, list[float]] = {}
+        for t, v in x:
+            buckets.setdefault(t if width is None else t // width * width, []).append(v)
+        return [(t, _aggregate(op, vs)) for t, vs in sorted(buckets.items())]
+    if kind == "aggregate":
+        runs: dict[int, list[float]] = {}
+        for t, v in r._points(r.numeric(env, body["input"])):
+            runs.setdefault(t, []).append(v)
+        return [(t, _aggregate(body["function"], vs)) for t, vs in sorted(runs.items())]
+    if kind == "aggregateUnderRanges":
+        x = r._points(r.numeric(env, body["input"]))
+        return [
+            (int(s), _aggregate(body["operation"], vs)) for s, vs in _under(x, r.ranges(env, body["ranges"]))
+        ]
+    if kind == "groupWithinRangesV2":
+        x = r._points(r.numeric(env, body["input"]))
+        return [
+            (int(s), _aggregate(body["aggregation"], vs))
+            for s, vs in _under(x, r.ranges(env, body["ranges"]))
+        ]
+    if kind == "filterTransformation":
+        rs = r.ranges(env, body["filter"])
+        return [(t, v) for t, v in r._points(r.numeric(env, body["input"])) if any(s <= t < e for s, e in rs)]
+    if kind == "rangeDuration":
+        assert body["unboundedRangeBehavior"]["type"] == "drop"
+        unit = r.UNITS[body.get("timeUnit") or "SECONDS"]
+        rs = r.ranges(env, body["input"])
+        return [(int(s), (e - s) / unit) for s, e in rs if not math.isinf(s) and not math.isinf(e)]
+    if kind == "countDuplicate":
+        counts: dict[int, int] = {}
+        for x in body["inputs"]:
+            for t, _ in r._points(r.series(env, {"type": "enum", "enum": x})):
+                counts[t] = counts.get(t, 0) + 1
+        return [(t, float(c)) for t, c in sorted(counts.items())]
+    if kind == "toStartOfInterval":
+        width = r._duration_expression(env, body["window"])
+        return [(t // width * width, v) for t, v in r._points(r.numeric(env, body["input"]))]
+    if kind == "resampleV2":
+        x = r._points(r.numeric(env, body["input"]))
+        iv = r._duration_expression(env, body["interval"])
+        if not x:
+            return []
+        stamps = [t for t, _ in x]
+        grid = range(-(-x[0][0] // iv) * iv, x[-1][0] + 1, iv)
+        return [(g, x[r.bisect.bisect_right(stamps, g) - 1][1]) for g in grid]
+    if kind == "timeRangeFilter":
+        start = r._duration(body["startTime"]["literal"])
+        return [(t, v) for t, v in r._points(r.numeric(env, body["input"])) if t >= start]
     if kind == "rollingOperation":
         x = r._points(r.numeric(env, body["input"]))
         return r._rolling(x, r._duration_constant(env, body["window"]["duration"]), body["operator"]["type"])

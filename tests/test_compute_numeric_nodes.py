@@ -12,6 +12,7 @@ from nominal-api's docs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from typing import Any
@@ -39,7 +40,7 @@ from tests.test_compute_nodes import (
     write_history,
     write_round,
 )
-from tests.wire import DECODER, Client, new_id, subscription
+from tests.wire import DECODER, NANOS, Client, new_id, subscription
 
 A, B, G = (nc.NumericSeries.Reference(x) for x in ("a", "b", "g"))
 Json = dict[str, Any]
@@ -73,6 +74,27 @@ def _duration(seconds: int) -> Any:
 
 
 E_ENUM = sc.EnumSeries(raw=sc.Reference(name="e"))
+A_ABOVE_1: sc.RangeSeries = DECODER.read_from_string(
+    json.dumps(n.threshold(n.num("a"), "GREATER_THAN", n.literal(1.0))), sc.RangeSeries
+)
+SINCE = time.time_ns() - 150 * NANOS  # timeRangeFilter's start: within the history written
+
+
+def every(seconds: int) -> sc.Duration:
+    return sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=seconds)))
+
+
+def aggregation(builder: sc.AggregationBuilder, operator: sc.NumericAggregationOperator) -> sc.NumericSeries:
+    return sc.NumericSeries(numeric_aggregation=sc.NumericAggregation(input=builder, operator=operator))
+
+
+def group_by(x: sc.NumericSeries, stamp: sc.GroupByTimestamp) -> sc.AggregationBuilder:
+    current = sc.GroupByTags(current=api_types.Empty())
+    return sc.AggregationBuilder(
+        group_by=sc.GroupByAggregationBuilder(input=sc.Series(numeric=x), tags=current, timestamp=stamp)
+    )
+
+
 CASES: dict[str, Json] = {
     "sin": node(nc.sin(A)),
     "cos": node(nc.cos(A)),
@@ -231,6 +253,77 @@ CASES: dict[str, Json] = {
         sc.NumericSeries(
             filter_by_expression=sc.FilterByExpressionSeries(
                 base="b", inputs={"a": api(A), "b": api(B)}, expression="-3 <= a <= 3 or not (b > 5)"
+            )
+        )
+    ),
+    "rolling_points_percentile": node(A.rolling_points(5).percentile(0.9)),
+    "rolling_time_percentile": node(A.rolling_time(nc.Duration.Seconds(10)).percentile(0.25)),
+    "rolling_points_std": node(A.rolling_points(4).std()),
+    "group_by_every_10s_mean": node(
+        aggregation(
+            group_by(api(A), sc.GroupByTimestamp(every=every(10))),
+            sc.NumericAggregationOperator(average=sc.Average()),
+        )
+    ),
+    "to_start_of_interval_then_group_by_max": node(
+        aggregation(
+            group_by(
+                api(A.to_start_of_interval(nc.Duration.Seconds(10))),
+                sc.GroupByTimestamp(current=api_types.Empty()),
+            ),
+            sc.NumericAggregationOperator(max=sc.Maximum()),
+        )
+    ),
+    "aggregate_duplicates_max": node(
+        sc.NumericSeries(
+            aggregate=sc.AggregateNumericSeries(
+                input=sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(A), api(A * -1.0)])),
+                function=sc.NumericAggregationFunction.MAX,
+                group_by_tags=[],
+            )
+        )
+    ),
+    "filter_transformation": node(
+        sc.NumericSeries(
+            filter_transformation=sc.NumericFilterTransformationSeries(input=api(B), filter=A_ABOVE_1)
+        )
+    ),
+    "aggregate_under_ranges": node(
+        sc.NumericSeries(
+            aggregate_under_ranges=sc.AggregateUnderRangesSeries(
+                input=api(B), ranges=A_ABOVE_1, operation=sc.NumericAggregationFunction.MEAN
+            )
+        )
+    ),
+    "group_within_ranges_percentile": node(
+        sc.NumericSeries(
+            group_within_ranges_v2=sc.GroupWithinRangesSeriesV2(
+                input=api(B),
+                ranges=A_ABOVE_1,
+                aggregation=sc.NumericAggregationOperator(percentile=sc.Percentile(percentile=lit(0.5))),
+            )
+        )
+    ),
+    "range_duration_ms": node(
+        sc.NumericSeries(
+            range_duration=sc.RangeDurationSeries(
+                input=A_ABOVE_1,
+                unbounded_range_behavior=sc.UnboundedRangeBehavior(drop=api_types.Empty()),
+                time_unit=api_types.TimeUnit.MILLISECONDS,
+            )
+        )
+    ),
+    "count_duplicate": node(
+        sc.NumericSeries(count_duplicate=sc.EnumCountDuplicateSeries(inputs=[E_ENUM, E_ENUM]))
+    ),
+    "resample_v2": node(A.resample(nc.Duration.Seconds(5))),
+    "time_range_filter_since": node(
+        sc.NumericSeries(
+            time_range_filter=sc.NumericTimeRangeFilterSeries(
+                input=api(A),
+                start_time=sc.TimestampConstant(
+                    literal=api_types.Timestamp(seconds=SINCE // NANOS, nanos=SINCE % NANOS)
+                ),
             )
         )
     ),

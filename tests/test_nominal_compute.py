@@ -108,6 +108,16 @@ def select_enum_node(rid: str, channel: str) -> Json:
     return encoded(sc.ComputableNode(series=summarize))
 
 
+def converted(expr: nc.NumericSeries, unit: str, output_unit: str) -> Json:
+    """`expr` in `unit` (unitOverride) converted to `output_unit`, with nominal-api's classes."""
+    named = sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=numeric_of(expr), unit=unit))
+    conversion = sc.NumericSeries(
+        unit_conversion=sc.UnitConversionSeries(input=named, output_unit=output_unit)
+    )
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=conversion), numeric_aggregations={})
+    return encoded(sc.ComputableNode(series=summarize))
+
+
 def select(rid: str, channel: str) -> nc.NumericSeries:
     return nc.NumericSeries.SelectNumeric(channel, nc.Dataset.Saved(rid))
 
@@ -621,11 +631,19 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         series_node(CHANNEL.filter_where(CHANNEL.derivative() > 0.0)),
         {"invalidTypes": "filterWhere", "field": "condition"},
     ),
-    "unit_conversion": (series_node(CHANNEL.unit_conversion("km")), {"invalidTypes": "unitConversion"}),
-    "filter_within_ranges": (
-        series_node(CHANNEL.filter_within(CHANNEL.threshold_ranges().gt(1.0))),
-        {"invalidTypes": "filterTransformation"},
+    "unit_conversion_of_a_channel_without_unit": (
+        series_node(CHANNEL.unit_conversion("km")),
+        {"invalidTypes": "unitConversion", "field": "input"},
     ),
+    "unit_conversion_to_an_unknown_unit": (
+        converted(CHANNEL, "m", "furlongs per fortnight"),
+        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+    ),
+    "unit_conversion_between_dimensions": (
+        converted(CHANNEL, "m", "s"),
+        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+    ),
+    "z_score_across_groups": (series_node(CHANNEL.z_score([])), {"invalidTypes": "", "variant": "zScore"}),
 }
 
 

@@ -15,7 +15,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compute.evaluation import nodes
-from compute.evaluation.errors import ComputeError, invalid_computation
+from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
+from compute.evaluation.nodes.aggregate import (
+    FUNCTION_OPERATORS,
+    AggregateUnderRanges,
+    CountDuplicate,
+    FilterWithinRanges,
+    GroupByTime,
+    NthPoint,
+    Operator,
+    RangeDuration,
+    ResampleForwardFill,
+    RollingPoints,
+    RollingTimeSlices,
+    SinceTime,
+    ToStartOfInterval,
+)
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.arithmetic import THRESHOLD_OPS
 from compute.evaluation.nodes.combine import UNION_REDUCERS, SelectPoints, Union
@@ -407,6 +422,230 @@ def _filter_by_expression(b: _Builder, v: Json) -> nodes.SeriesNode:
     return FilterByExpression(base, inputs, condition, radius(b, o, what))
 
 
+# -- aggregations ---------------------------------------------------------------------------------
+def operator(b: _Builder, value: Json) -> Operator:
+    """A `NumericAggregationOperator`; `udf` is polling-only (Nominal's AGGREGATION_UDF)."""
+    kind, inner = b.variant("NumericAggregationOperator", value)
+    if kind == "udf":
+        raise b.unsupported("NumericAggregationOperator", kind)
+    if kind != "percentile":
+        return Operator(kind)
+    p = b.double_constant(b.get(b.obj(inner, "percentile"), "percentile", "percentile"))
+    if not 0.0 <= p <= 1.0:
+        raise _refuse("percentile", "percentile", f"a percentile is in [0, 1], got {p}")
+    return Operator(kind, p)
+
+
+def aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
+    """`numericAggregation` over `rollingPoints`, `groupBy`, or `rollingTime` with `percentile`
+    (the other rollingTime operators are compiler.py's RollingAggregation)."""
+    what = "numericAggregation"
+    o = b.obj(v, what)
+    shape, builder = b.variant("AggregationBuilder", b.get(o, "input", what))
+    op = operator(b, b.get(o, "operator", what))
+    inner = b.obj(builder, shape)
+    x = b.timed(b.series(b.get(inner, "input", shape)), what)
+    if shape == "rollingTime":
+        window_ns = b.duration_expression(b.get(inner, "window", shape))
+        if window_ns <= 0:
+            raise invalid_computation(f"a rolling window must be positive, got {window_ns} ns", "rollingTime")
+        if op.name in ROLLING_OPERATORS:
+            return RollingAggregation(x, window_ns, op.name)
+        return RollingTimeSlices(x, window_ns, op)
+    if shape == "rollingPoints":
+        count = b.integer_constant(b.get(inner, "points", shape))
+        if count < 1:
+            raise _refuse(shape, "points", f"rollingPoints.points must be >= 1, got {count}")
+        return RollingPoints(x, count, op, b.window_ns)
+    tags_kind, _ = b.variant("GroupByTags", b.get(inner, "tags", shape))
+    if tags_kind != "current":
+        raise _refuse(
+            "groupBy",
+            "tags",
+            "groupBy.tags subset regroups series across tag values; Sparkwire groups only by the "
+            "channel's groupByTags: use GroupByTags.current",
+        )
+    if inner.get("alignment") is not None:
+        raise _refuse(
+            "groupBy", "alignment", "groupBy.alignment aligns several source groups; Sparkwire has one"
+        )
+    stamp_kind, every = b.variant("GroupByTimestamp", b.get(inner, "timestamp", shape))
+    width = None if stamp_kind == "current" else b.duration_expression(every)
+    if width is not None and width <= 0:
+        raise _refuse("groupBy", "timestamp", f"groupBy.timestamp every must be positive, got {width} ns")
+    return GroupByTime(x, width, op)
+
+
+def _aggregate_deprecated(b: _Builder, v: Json) -> nodes.SeriesNode:
+    """Deprecated `aggregate`: points sharing a timestamp, within the input's own tag groups."""
+    o = b.obj(v, "aggregate")
+    fn = b.enum_value("NumericAggregationFunction", b.get(o, "function", "aggregate"), "aggregate.function")
+    if o.get("groupByTags") or o.get("aggregateByAllGroupings"):
+        raise _refuse(
+            "aggregate",
+            "groupByTags",
+            "aggregate across tag groups (groupByTags / aggregateByAllGroupings) is not supported; "
+            "Sparkwire groups only by the channel's groupByTags",
+        )
+    if o.get("interpolationConfiguration") is not None:
+        raise _refuse(
+            "aggregate", "interpolationConfiguration", "aggregate with interpolation is not supported"
+        )
+    x = b.timed(b.numeric(b.get(o, "input", "aggregate")), "aggregate")
+    return GroupByTime(x, None, Operator(FUNCTION_OPERATORS[fn]))
+
+
+def _under_ranges(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "aggregateUnderRanges")
+    fn = b.enum_value(
+        "NumericAggregationFunction",
+        b.get(o, "operation", "aggregateUnderRanges"),
+        "aggregateUnderRanges.operation",
+    )
+    x = b.timed(b.numeric(b.get(o, "input", "aggregateUnderRanges")), "aggregateUnderRanges")
+    ranges = b.ranges(b.get(o, "ranges", "aggregateUnderRanges"))
+    return AggregateUnderRanges(x, ranges, Operator(FUNCTION_OPERATORS[fn]), b.window_ns)
+
+
+def _within_ranges(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "groupWithinRangesV2"
+    o = b.obj(v, what)
+    op = operator(b, b.get(o, "aggregation", what))
+    x = b.timed(b.numeric(b.get(o, "input", what)), what)
+    return AggregateUnderRanges(x, b.ranges(b.get(o, "ranges", what)), op, b.window_ns)
+
+
+def _filter_transformation(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "filterTransformation"
+    o = b.obj(v, what)
+    x = b.timed(b.numeric(b.get(o, "input", what)), what)
+    return FilterWithinRanges(x, b.ranges(b.get(o, "filter", what)))
+
+
+def _range_duration(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "rangeDuration"
+    o = b.obj(v, what)
+    behavior, _ = b.variant("UnboundedRangeBehavior", b.get(o, "unboundedRangeBehavior", what))
+    unit = _time_unit(b, o, what, "SECONDS")
+    return RangeDuration(
+        b.ranges(b.get(o, "input", what)), TIME_UNIT_NANOS[unit], behavior == "clampToWindow"
+    )
+
+
+def _count_duplicate(b: _Builder, v: Json) -> nodes.SeriesNode:
+    o = b.obj(v, "countDuplicate")
+    raw = b.get(o, "inputs", "countDuplicate")
+    if not isinstance(raw, list):
+        raise _malformed("countDuplicate.inputs must be a list")
+    if not raw:
+        raise _refuse("countDuplicate", "inputs", "countDuplicate needs at least one input")
+    return CountDuplicate([b.enum(x) for x in raw])
+
+
+def _to_start_of_interval(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "toStartOfInterval"
+    o = b.obj(v, what)
+    width = b.duration_expression(b.get(o, "window", what))
+    if width <= 0:
+        raise _refuse(what, "window", f"{what}.window must be positive, got {width} ns")
+    return ToStartOfInterval(b.timed(b.numeric(b.get(o, "input", what)), what), width)
+
+
+def _nth_point(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "nthPointDownsample"
+    o = b.obj(v, what)
+    n = b.integer_constant(b.get(o, "n", what))
+    if n < 1:
+        raise _refuse(what, "n", f"{what}.n must be >= 1, got {n}")
+    return NthPoint(b.timed(b.numeric(b.get(o, "input", what)), what), n, b.window_ns)
+
+
+MAX_RESAMPLE_POINTS = 10_000_000  # Nominal's TooManyResamplePoints limit
+
+
+def _resample_v2(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "resampleV2"
+    o = b.obj(v, what)
+    interval = b.duration_expression(b.get(o, "interval", what))
+    if interval <= 0:
+        raise _refuse(what, "interval", f"{what}.interval must be positive, got {interval} ns")
+    if b.window_ns // interval > MAX_RESAMPLE_POINTS:
+        raise ComputeError(
+            "TooManyPoints",
+            f"{what} every {interval} ns over a {b.window_ns} ns window exceeds {MAX_RESAMPLE_POINTS} points",
+            {"limit": str(MAX_RESAMPLE_POINTS)},
+        )
+    return ResampleForwardFill(b.timed(b.numeric(b.get(o, "input", what)), what), interval, b.window_ns)
+
+
+def _timestamp_constant(b: _Builder, value: Json) -> int:
+    kind, inner = b.variant("TimestampConstant", value)
+    if kind == "variable":
+        _, inner = b.typed_variable(inner, ("timestamp",))
+    t = b.obj(inner, "Timestamp")
+    seconds, nanos = t.get("seconds"), t.get("nanos", 0)
+    if not isinstance(seconds, int) or not isinstance(nanos, int) or isinstance(seconds, bool):
+        raise _malformed("a Timestamp needs integer 'seconds' and 'nanos'")
+    return seconds * 1_000_000_000 + nanos
+
+
+def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
+    what = "timeRangeFilter"
+    o = b.obj(v, what)
+    if o.get("endTime") is not None:
+        raise ComputeError(
+            "InvalidComputation",
+            f"{what} with an endTime has a fixed end: nothing after it can stream",
+            {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
+        )
+    x = b.timed(b.numeric(b.get(o, "input", what)), what)
+    start = o.get("startTime")
+    return x if start is None else SinceTime(x, _timestamp_constant(b, start))
+
+
+# -- what stays refused, and why ------------------------------------------------------------------
+# Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
+# value for "not supported here", so invalidTypes stays empty and `variant` names the node.
+REFUSED: dict[str, str] = {
+    "zScore": "zScore normalizes each group against every group of its family at each timestamp; "
+    "Sparkwire evaluates each group of a computation apart",
+    "resample": "resample (v1, with its interpolation configuration) is not supported; use resampleV2",
+    "filterByTag": "tag predicates select among a dataset's series; Sparkwire's series are chosen by the "
+    "channel's tags and groupByTags",
+    "selectTags": "selectTags regroups series by a subset of their tags; Sparkwire groups only by the "
+    "channel's groupByTags",
+    "selectNumericProperty": "asset and run properties: Sparkwire has no assets or runs",
+    "derived": "derived series are functions of modules; Sparkwire has no module registry",
+    "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
+    "verified against REFPROP's values",
+    "refpropV2": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
+    "verified against REFPROP's values",
+}
+# Refused as Nominal does: polling only, with its PollingOnlyComputationType.
+POLLING_ONLY: dict[str, tuple[str, str]] = {
+    "contains": ("LOG_SERIES", "contains reads a log series, which streams by polling only"),
+    "select1dArrayIndex": (
+        "ARRAY",
+        "select1dArrayIndex reads an array series, which streams by polling only",
+    ),
+    "extractFromStruct": ("STRUCT", "extractFromStruct reads a struct series, which streams by polling only"),
+}
+
+
+def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        if kind in POLLING_ONLY:
+            enum, reason = POLLING_ONLY[kind]
+            raise polling_only(reason, enum)
+        raise ComputeError(
+            "InvalidComputation",
+            f"NumericSeries '{kind}' is not supported by Sparkwire: {REFUSED[kind]}",
+            {"invalidTypes": "", "variant": kind},
+        )
+
+    return build
+
+
 # -- units ---------------------------------------------------------------------------------------
 def _unit_symbol(b: _Builder, value: Json, what: str, field_name: str) -> str:
     if not isinstance(value, str):
@@ -470,6 +709,17 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "absoluteTimestamp": _absolute_timestamp,
     "rollingOperation": _rolling_operation,
     "enumToNumeric": _enum_to_numeric,
+    "aggregate": _aggregate_deprecated,
+    "aggregateUnderRanges": _under_ranges,
+    "groupWithinRangesV2": _within_ranges,
+    "filterTransformation": _filter_transformation,
+    "rangeDuration": _range_duration,
+    "countDuplicate": _count_duplicate,
+    "toStartOfInterval": _to_start_of_interval,
+    "nthPointDownsample": _nth_point,
+    "resampleV2": _resample_v2,
+    "timeRangeFilter": _time_range_filter,
+    **{kind: _refused(kind) for kind in (*REFUSED, *POLLING_ONLY)},
     "arithmetic": _arithmetic,
     "filterByExpression": _filter_by_expression,
     "unitOverride": _unit_override,

@@ -452,11 +452,9 @@ def _filter_where(b: _Builder, v: Json) -> nodes.SeriesNode:
 def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     o = b.obj(v, "numericAggregation")
     shape, builder = b.variant("AggregationBuilder", b.get(o, "input", "numericAggregation"))
-    if shape != "rollingTime":
-        raise b.unsupported("AggregationBuilder", shape)
     operator, _ = b.variant("NumericAggregationOperator", b.get(o, "operator", "numericAggregation"))
-    if operator not in ROLLING_OPERATORS:
-        raise b.unsupported("NumericAggregationOperator", operator)
+    if shape != "rollingTime" or operator not in ROLLING_OPERATORS:
+        return compile_numeric.aggregation(b, v)  # rollingPoints, groupBy, percentile
     rolling = b.obj(builder, "rollingTime")
     window_ns = b.duration_expression(b.get(rolling, "window", "rollingTime"))
     if window_ns <= 0:

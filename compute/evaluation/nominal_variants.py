@@ -284,6 +284,10 @@ VARIANTS: dict[str, frozenset[str]] = {
     "ThresholdRangesComparison": frozenset(THRESHOLD_COMPARISONS),
     "InterpolationConfiguration": frozenset(["forwardFillInterpolation"]),
     "Window": frozenset(["duration"]),
+    "TimestampConstant": frozenset(["literal", "variable"]),
+    "GroupByTags": frozenset(["current", "subset"]),
+    "GroupByTimestamp": frozenset(["current", "every"]),
+    "UnboundedRangeBehavior": frozenset(["clampToWindow", "drop"]),
     "BitOperationFunction": frozenset(["and", "or", "xor", "shiftRight", "shiftLeft", "bitTest"]),
     "Dataset": frozenset(
         [
@@ -318,6 +322,9 @@ ENUMS: dict[str, frozenset[str]] = {
     "UnaryArithmeticOperation": frozenset(["COS", "SIN", "TAN", "ABS", "ASIN", "ACOS", "LOG", "LN", "SQRT"]),
     "BinaryArithmeticOperation": frozenset(["ATAN2"]),
     "ApproximateThresholdOperator": frozenset(["EQUAL_TO", "NOT_EQUAL_TO"]),
+    "NumericAggregationFunction": frozenset(
+        ["SUM", "MEAN", "MIN", "MAX", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
+    ),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.
