@@ -118,6 +118,13 @@ def converted(expr: nc.NumericSeries, unit: str, output_unit: str) -> Json:
     return encoded(sc.ComputableNode(series=summarize))
 
 
+def summary(**fields: Any) -> Json:
+    """A SummarizeSeries of the refusal tests' channel with extra fields, with nominal-api's classes."""
+    fields.setdefault("numeric_aggregations", {})
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=numeric_of(CHANNEL)), **fields)
+    return encoded(sc.ComputableNode(series=summarize))
+
+
 def select(rid: str, channel: str) -> nc.NumericSeries:
     return nc.NumericSeries.SelectNumeric(channel, nc.Dataset.Saved(rid))
 
@@ -642,6 +649,20 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     "unit_conversion_between_dimensions": (
         converted(CHANNEL, "m", "s"),
         {"invalidTypes": "unitConversion", "field": "outputUnit"},
+    ),
+    "summary_with_numeric_aggregations": (
+        summary(
+            numeric_aggregations={
+                "p90": sc.NumericAggregationOperator(
+                    percentile=sc.Percentile(percentile=sc.DoubleConstant(literal=0.9))
+                )
+            }
+        ),
+        {"invalidTypes": "SummarizeSeries", "field": "numericAggregations"},
+    ),
+    "summary_as_arrow": (
+        summary(output_format=sc.OutputFormat.ARROW_V4),
+        {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
     ),
     "z_score_across_groups": (series_node(CHANNEL.z_score([])), {"invalidTypes": "", "variant": "zScore"}),
 }

@@ -646,6 +646,28 @@ def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
     return build
 
 
+def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
+    """SummarizeSeries fields that change the answer and Sparkwire does not produce yet: refused by
+    name rather than ignored (extra per-bucket aggregations, Arrow output and its fields)."""
+    if o.get("numericAggregations"):
+        raise _refuse(
+            "SummarizeSeries",
+            "numericAggregations",
+            "SummarizeSeries.numericAggregations (extra per-bucket columns) are not produced by Sparkwire; "
+            "send an empty map",
+        )
+    output_format = o.get("outputFormat")
+    if output_format is not None and output_format != "LEGACY":
+        raise _refuse(
+            "SummarizeSeries",
+            "outputFormat",
+            f"SummarizeSeries.outputFormat {output_format} (Arrow) is not produced by Sparkwire; use LEGACY",
+        )
+    for name in ("numericOutputFields", "numericOutputFieldsV2"):
+        if o.get(name) is not None:
+            raise _refuse("SummarizeSeries", name, f"SummarizeSeries.{name} applies to Arrow output only")
+
+
 # -- units ---------------------------------------------------------------------------------------
 def _unit_symbol(b: _Builder, value: Json, what: str, field_name: str) -> str:
     if not isinstance(value, str):

@@ -639,6 +639,7 @@ def _summarize_series(
             raise polling_only(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
+    compile_numeric.refuse_unhonoured_summary_fields(o)
     buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
