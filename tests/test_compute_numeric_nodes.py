@@ -155,6 +155,14 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    "select_oldest_points": node(
+        sc.NumericSeries(
+            select_oldest_points=sc.SelectOldestPointsSeries(
+                input=api(B), num_points=sc.IntegerConstant(literal=9)
+            )
+        )
+    ),
+    "nth_point_downsample": node(A.nth_point_downsample(4)),
     "drop_nan": node(nc.sqrt(A).drop_nan()),
     "approximate_filter": node(
         sc.NumericSeries(

@@ -31,6 +31,7 @@ import nominal_api
 import numpy as np
 import pytest
 from conjure_python_client import ConjureEncoder
+from nominal_api import api as api_types
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
@@ -115,6 +116,11 @@ def converted(expr: nc.NumericSeries, unit: str, output_unit: str) -> Json:
         unit_conversion=sc.UnitConversionSeries(input=named, output_unit=output_unit)
     )
     summarize = sc.SummarizeSeries(input=sc.Series(numeric=conversion), numeric_aggregations={})
+    return encoded(sc.ComputableNode(series=summarize))
+
+
+def api_node(x: sc.NumericSeries) -> Json:
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=x), numeric_aggregations={})
     return encoded(sc.ComputableNode(series=summarize))
 
 
@@ -663,6 +669,61 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     "summary_as_arrow": (
         summary(output_format=sc.OutputFormat.ARROW_V4),
         {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
+    ),
+    "expression_calling_python": (
+        api_node(
+            sc.NumericSeries(
+                arithmetic=sc.ArithmeticSeries(
+                    inputs={"p": numeric_of(CHANNEL)}, expression="__import__('os').system('true') + p"
+                )
+            )
+        ),
+        {"invalidTypes": "arithmetic", "field": "expression"},
+    ),
+    "expression_reading_attributes": (
+        api_node(
+            sc.NumericSeries(
+                arithmetic=sc.ArithmeticSeries(inputs={"p": numeric_of(CHANNEL)}, expression="p.__class__")
+            )
+        ),
+        {"invalidTypes": "arithmetic", "field": "expression"},
+    ),
+    "filter_expression_that_is_no_condition": (
+        api_node(
+            sc.NumericSeries(
+                filter_by_expression=sc.FilterByExpressionSeries(
+                    base="p", inputs={"p": numeric_of(CHANNEL)}, expression="p + 1"
+                )
+            )
+        ),
+        {"invalidTypes": "filterByExpression", "field": "expression"},
+    ),
+    "bit_shift_beyond_63": (
+        series_node(CHANNEL.bit_shift_left(64)),
+        {"invalidTypes": "bitShiftLeft", "field": "operand"},
+    ),
+    "union_throw": (
+        api_node(
+            sc.NumericSeries(
+                union=sc.NumericUnionSeries(
+                    input=[numeric_of(CHANNEL)], operation=sc.NumericUnionOperation.THROW
+                )
+            )
+        ),
+        {"invalidTypes": "union", "field": "operation"},
+    ),
+    "time_range_filter_with_an_end": (
+        api_node(
+            sc.NumericSeries(
+                time_range_filter=sc.NumericTimeRangeFilterSeries(
+                    input=numeric_of(CHANNEL),
+                    end_time=sc.TimestampConstant(
+                        literal=api_types.Timestamp(seconds=2_000_000_000, nanos=0)
+                    ),
+                )
+            )
+        ),
+        {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
     ),
     "z_score_across_groups": (series_node(CHANNEL.z_score([])), {"invalidTypes": "", "variant": "zScore"}),
 }
