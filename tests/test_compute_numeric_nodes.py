@@ -22,6 +22,7 @@ import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import api as api_types
 from nominal_api import scout_compute_api as sc
+from nominal_api import scout_run_api
 
 from tests import node_json as n
 from tests.client_view import clip_ranges, first_difference, same
@@ -40,7 +41,7 @@ from tests.test_compute_nodes import (
     write_history,
     write_round,
 )
-from tests.wire import DECODER, NANOS, Client, new_id, subscription
+from tests.wire import DECODER, NANOS, Client, new_id, ns_of, subscription, write_points
 
 A, B, G = (nc.NumericSeries.Reference(x) for x in ("a", "b", "g"))
 Json = dict[str, Any]
@@ -68,12 +69,15 @@ def radius(seconds: int) -> sc.InterpolationConfiguration:
 
 
 def _duration(seconds: int) -> Any:
-    from nominal_api import scout_run_api
-
     return scout_run_api.Duration(seconds=seconds, nanos=0)
 
 
 E_ENUM = sc.EnumSeries(raw=sc.Reference(name="e"))
+B_1MS_LATER = sc.NumericSeries(
+    time_shift=sc.NumericTimeShiftSeries(
+        input=api(B), duration=sc.DurationConstant(literal=scout_run_api.Duration(seconds=0, nanos=1_000_000))
+    )
+)
 A_ABOVE_1: sc.RangeSeries = DECODER.read_from_string(
     json.dumps(n.threshold(n.num("a"), "GREATER_THAN", n.literal(1.0))), sc.RangeSeries
 )
@@ -142,7 +146,9 @@ CASES: dict[str, Json] = {
     ),
     "sum": node(nc.sum([A, B, 1.0])),
     "product": node(nc.product([A, B])),
-    "union": node(sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(A), api(B)]))),
+    # b shifted by 1 ms: the channels' first points share a timestamp, and a client's view keeps one
+    # point per timestamp, so duplicates kept by a plain union are checked elsewhere
+    "union": node(sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(A), B_1MS_LATER]))),
     "union_max_of_duplicates": node(
         sc.NumericSeries(
             union=sc.NumericUnionSeries(input=[api(A), api(A * -1.0)], operation=sc.NumericUnionOperation.MAX)
@@ -431,3 +437,36 @@ async def test_grouped_nodes_follow_a_tag_combination_appearing_mid_stream(
     view = outcome.views[name]
     assert set(view.snapshot()) == {(("vehicle", v),) for v in ("v1", "v2", "v3")}
     assert view.fulls >= 2, "the new group came with a FullResult"
+
+
+async def test_a_plain_union_keeps_points_that_share_a_timestamp(server: ServerProcess) -> None:
+    """Nominal's union is SQL UNION ALL: both points of a shared timestamp reach the client, in the
+    inputs' order, and a later point of either input appends after them."""
+    rid = f"ri.test.union.{time.time_ns()}"
+    t0 = time.time_ns() - 30 * NANOS
+    await write_points(server.base_url, rid, "p", [(t0, 1.0), (t0 + NANOS, 2.0)])
+    await write_points(server.base_url, rid, "q", [(t0, 5.0)])
+    p, q = (nc.NumericSeries.SelectNumeric(c, nc.Dataset.Saved(rid)) for c in ("p", "q"))
+    union = node(sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(p), api(q)])))
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe({"u": subscription(union, {}, WINDOW_S, lateness_s=WINDOW_S)})
+        assert (await client.creation("u", timeout=120))["type"] == "success"
+        full = await client.update("u", timeout=300)
+        assert full["type"] == "full", full
+        body = full["full"]["result"]["numeric"]
+        assert [ns_of(t) for t in body["timestamps"]] == [t0, t0, t0 + NANOS]
+        assert body["values"] == [1.0, 5.0, 2.0]
+        t1 = time.time_ns()
+        await write_points(server.base_url, rid, "q", [(t1, 7.0)])
+        deadline = time.monotonic() + 240
+        while True:
+            update = await client.update("u", timeout=max(1.0, deadline - time.monotonic()))
+            assert update["type"] == "append", update
+            appended = update["append"]["result"]["numeric"]
+            if appended["values"]:
+                break
+        assert [ns_of(t) for t in appended["timestamps"]] == [t1]
+        assert appended["values"] == [7.0]
+    finally:
+        await client.close()
