@@ -62,6 +62,68 @@ class Operator:
         raise ValueError(self.name)
 
 
+CHUNK_ELEMENTS = 4_000_000  # rows of a window matrix are reduced this many elements at a time
+
+
+def window_reduce(op: Operator, v: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For every i: the operator over v[first[i] : i + 1] (first non-decreasing, first[i] <= i),
+    vectorized: each row of a matrix of the last L values (L the longest window) with the
+    positions before its window masked out, reduced by numpy's NaN-ignoring reductions. A real NaN
+    inside a window makes its result NaN (count excepted), as the plain reductions would."""
+    n = len(v)
+    out = np.empty(n, np.float64)
+    if not n:
+        return out
+    idx = np.arange(n)
+    counts = idx - first + 1
+    if op.name == "count":
+        return counts.astype(np.float64)
+    width = int(counts.max())
+    nan_before = np.r_[0, np.cumsum(np.isnan(v))]
+    has_nan = nan_before[idx + 1] - nan_before[first] > 0
+    windows = np.lib.stride_tricks.sliding_window_view(np.r_[np.full(width - 1, np.nan), v], width)
+    rows = max(1, CHUNK_ELEMENTS // width)
+    columns = np.arange(width)
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        block = windows[lo:hi].copy()
+        outside = columns[None, :] < (width - counts[lo:hi])[:, None]
+        if op.name == "percentile":  # sorted with the positions outside the window last
+            block[outside] = np.inf
+            out[lo:hi] = _sorted_quantile(np.sort(block, axis=1), counts[lo:hi], op.percentile)
+            continue
+        block[outside] = np.nan
+        with np.errstate(all="ignore"):
+            if op.name == "sum":
+                r = np.nansum(block, axis=1)
+            elif op.name == "average":
+                r = np.nansum(block, axis=1) / counts[lo:hi]
+            elif op.name == "min":
+                r = np.nanmin(block, axis=1)
+            elif op.name == "max":
+                r = np.nanmax(block, axis=1)
+            elif op.name == "rootMeanSquare":
+                r = np.sqrt(np.nansum(block * block, axis=1) / counts[lo:hi])
+            elif op.name == "standardDeviation":
+                r = np.nanstd(block, axis=1)
+            else:
+                raise ValueError(op.name)
+        out[lo:hi] = r
+    out[has_nan] = np.nan
+    return out
+
+
+def _sorted_quantile(rows: np.ndarray, counts: np.ndarray, p: float) -> np.ndarray:
+    """The p-quantile of each row's first `count` (sorted) values, linear between ranks."""
+    h = (counts - 1) * p
+    below = np.floor(h).astype(np.int64)
+    above = np.minimum(below + 1, counts - 1)
+    low = np.take_along_axis(rows, below[:, None], axis=1)[:, 0]
+    high = np.take_along_axis(rows, above[:, None], axis=1)[:, 0]
+    with np.errstate(all="ignore"):
+        return np.where(above > below, low + (h - below) * (high - low), low)
+
+
 def _values(s: NumericPoints | EnumPoints, op: Operator, what: str) -> np.ndarray:
     """The values to reduce: count reduces a series of any type, every other operator numbers."""
     if isinstance(s, EnumPoints):
@@ -89,8 +151,8 @@ class RollingPoints(SeriesNode):
     def evaluate(self, env: EvalEnv) -> NumericPoints:
         s = self.input.evaluate(env)
         v = _values(s, self.operator, "rollingPoints")
-        out = np.array([self.operator.reduce(v[max(0, i - self.count + 1) : i + 1]) for i in range(len(v))])
-        return NumericPoints(s.ts, out.astype(np.float64))
+        first = np.maximum(np.arange(len(v)) - self.count + 1, 0)
+        return NumericPoints(s.ts, window_reduce(self.operator, v, first))
 
 
 @dataclass
@@ -112,8 +174,7 @@ class RollingTimeSlices(SeriesNode):
         s = self.input.evaluate(env)
         v = _values(s, self.operator, "numericAggregation")
         first = np.searchsorted(s.ts, s.ts - self.window_ns, side="right")
-        out = np.array([self.operator.reduce(v[f : i + 1]) for i, f in enumerate(first.tolist())])
-        return NumericPoints(s.ts, out.astype(np.float64))
+        return NumericPoints(s.ts, window_reduce(self.operator, v, first))
 
 
 @dataclass

@@ -176,7 +176,7 @@ def _compile(node: ast.AST, names: frozenset[str]) -> _Typed:
 def _at(ts: np.ndarray, s: NumericPoints, radius_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """(which of `ts` have a value of `s` at or before them no older than the radius, those values)."""
     if not len(s.ts):
-        return np.zeros(len(ts), bool), np.empty(0, np.float64)
+        return np.zeros(len(ts), bool), np.zeros(len(ts), np.float64)
     idx = np.searchsorted(s.ts, ts, side="right") - 1
     ok = idx >= 0
     idx = np.where(ok, idx, 0)
