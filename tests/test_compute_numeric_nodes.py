@@ -161,10 +161,11 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    # a: round 4 writes a point older than all others, which must reach the oldest nine live
     "select_oldest_points": node(
         sc.NumericSeries(
             select_oldest_points=sc.SelectOldestPointsSeries(
-                input=api(B), num_points=sc.IntegerConstant(literal=9)
+                input=api(A), num_points=sc.IntegerConstant(literal=9)
             )
         )
     ),
