@@ -15,6 +15,7 @@ const DEFAULTS = {
   buckets: "200",
   op: "GREATER_THAN",
   threshold: "88",
+  formula: "", // a key of FORMULAS: the numeric channels charted through it
   // Replay (docs/extensions.md): re-watch [replayFrom, replayTo) of the log; empty: live.
   replayFrom: "",
   replayTo: "",
@@ -92,9 +93,30 @@ function channelVariable(rid, channel, tags, groupBy) {
   };
 }
 
+// The formula choices: NumericSeries nodes around the channel `x` (docs/protocol.md lists them all).
+const unary = (type) => (x) => ({ type, [type]: { x } });
+const FORMULAS = {
+  "": (x) => x,
+  abs: unary("abs"),
+  sqrt: unary("sqrt"),
+  ln: unary("ln"),
+  log10: unary("log10"),
+  sin: unary("sin"),
+  cos: unary("cos"),
+  tan: unary("tan"),
+  derivative: (x) => ({ type: "derivative", derivative: { input: x } }),
+  bit0: (x) => ({ type: "bitTest", bitTest: { input: x, index: literal(0) } }),
+  degFtoCel: (x) => ({
+    type: "unitConversion",
+    unitConversion: { input: { type: "unitOverride", unitOverride: { input: x, unit: "[degF]" } }, outputUnit: "Cel" },
+  }),
+};
+
 function request(config, channel, role) {
   const kind = channelTypes.get(`${config.rid}|${channel}`) === "string" ? "enum" : "numeric";
-  const input = { type: kind, [kind]: { type: "raw", raw: { name: "x" } } };
+  const raw = { type: "raw", raw: { name: "x" } };
+  const formula = FORMULAS[config.formula] ?? FORMULAS[""];
+  const input = { type: kind, [kind]: kind === "numeric" ? formula(raw) : raw };
   let node;
   if (role === "ranges") {
     const threshold = { input: input[kind], threshold: literal(Number(config.threshold)), operator: config.op };

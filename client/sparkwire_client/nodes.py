@@ -33,6 +33,8 @@ BoundsOperator = Literal[
     "OUTSIDE_BOUNDS", "OUTSIDE_OR_EQUAL_TO_BOUNDS", "INSIDE_BOUNDS", "INSIDE_OR_EQUAL_TO_BOUNDS"
 ]
 Aggregation = Literal["sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare"]
+BitOperation = Literal["bitAnd", "bitOr", "bitXor", "bitShiftLeft", "bitShiftRight", "bitTest"]
+Reduction = Literal["max", "min", "mean", "sum", "product"]
 TimeUnit = Literal["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
 
 
@@ -153,6 +155,51 @@ class NumericSeries(Node):
             self.variables,
         )
 
+    def __pow__(self, other: NumericSeries | float) -> NumericSeries:
+        rhs = other if isinstance(other, NumericSeries) else constant(other)
+        body = {"base": self.json, "exponent": rhs.json}
+        return NumericSeries(_union("power", body), Node._merge(self, rhs))
+
+    def __mod__(self, other: NumericSeries | float) -> NumericSeries:
+        """The remainder, with the sign of the dividend (fmod)."""
+        return self._binary("modulo", other)
+
+    def __floordiv__(self, other: NumericSeries | float) -> NumericSeries:
+        return self._binary("floorDivide", other)
+
+    def sin(self) -> NumericSeries:
+        return self._unary("sin")
+
+    def cos(self) -> NumericSeries:
+        return self._unary("cos")
+
+    def tan(self) -> NumericSeries:
+        return self._unary("tan")
+
+    def asin(self) -> NumericSeries:
+        return self._unary("asin")
+
+    def acos(self) -> NumericSeries:
+        return self._unary("acos")
+
+    def bits(self, operation: BitOperation, operand: int) -> NumericSeries:
+        """A bit operation on every value cast to int64 (bitTest: `operand` is the bit index)."""
+        key = "index" if operation == "bitTest" else "operand"
+        return NumericSeries(
+            _union(operation, {"input": self.json, key: _literal(int(operand))}), self.variables
+        )
+
+    def in_unit(self, unit: str) -> NumericSeries:
+        """The series named as being in `unit` (a UCUM symbol such as "[psi]", "Cel", "km/h")."""
+        return self._unary("unitOverride", unit=unit)
+
+    def convert_to(self, unit: str) -> NumericSeries:
+        """The series converted to `unit`; its own unit must be named first (`in_unit`)."""
+        return self._unary("unitConversion", outputUnit=unit)
+
+    def drop_nan(self) -> NumericSeries:
+        return self._unary("dropNan")
+
     # -- ranges -------------------------------------------------------------------------------
     def threshold(self, operator: ThresholdOperator, value: float) -> RangeSeries:
         return RangeSeries(
@@ -183,7 +230,27 @@ class NumericSeries(Node):
         )
 
 
-_INPUT_KEYED = frozenset({"derivative", "valueDifference", "timeShift", "thresholdFilter"})
+_INPUT_KEYED = frozenset(
+    {
+        "derivative",
+        "valueDifference",
+        "timeShift",
+        "thresholdFilter",
+        "unitOverride",
+        "unitConversion",
+        "dropNan",
+    }
+)
+
+
+def atan2(y: NumericSeries, x: NumericSeries | float) -> NumericSeries:
+    rhs = x if isinstance(x, NumericSeries) else constant(x)
+    return NumericSeries(_union("atan2", {"y": y.json, "x": rhs.json}), Node._merge(y, rhs))
+
+
+def across(reduction: Reduction, *inputs: NumericSeries) -> NumericSeries:
+    """At every aligned timestamp, the max / min / mean / sum / product of the inputs."""
+    return NumericSeries(_union(reduction, {"inputs": [x.json for x in inputs]}), Node._merge(*inputs))
 
 
 @dataclass(frozen=True)

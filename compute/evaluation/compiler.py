@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compute.evaluation import nodes
+from compute.evaluation import compile_numeric, nodes
 from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
 from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES
@@ -78,6 +78,7 @@ class _Subject:
 class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
+    window_ns: int = 0  # the computation's window, for nodes that evaluate it whole
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -451,11 +452,9 @@ def _filter_where(b: _Builder, v: Json) -> nodes.SeriesNode:
 def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     o = b.obj(v, "numericAggregation")
     shape, builder = b.variant("AggregationBuilder", b.get(o, "input", "numericAggregation"))
-    if shape != "rollingTime":
-        raise b.unsupported("AggregationBuilder", shape)
     operator, _ = b.variant("NumericAggregationOperator", b.get(o, "operator", "numericAggregation"))
-    if operator not in ROLLING_OPERATORS:
-        raise b.unsupported("NumericAggregationOperator", operator)
+    if shape != "rollingTime" or operator not in ROLLING_OPERATORS:
+        return compile_numeric.aggregation(b, v)  # rollingPoints, groupBy, percentile
     rolling = b.obj(builder, "rollingTime")
     window_ns = b.duration_expression(b.get(rolling, "window", "rollingTime"))
     if window_ns <= 0:
@@ -478,6 +477,7 @@ NUMERIC_BUILDERS: dict[str, SeriesBuilder] = {
     "thresholdFilter": _threshold_filter,
     "filterWhere": _filter_where,
     "numericAggregation": _numeric_aggregation,
+    **compile_numeric.BUILDERS,
 }
 ENUM_BUILDERS: dict[str, SeriesBuilder] = {
     "raw": lambda b, v: b.channel_input(v, "enum"),
@@ -639,6 +639,7 @@ def _summarize_series(
             raise polling_only(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
+    compile_numeric.refuse_unhonoured_summary_fields(o)
     buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
@@ -706,7 +707,7 @@ def compile_plan(
             f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
-    b = _Builder(context)
+    b = _Builder(context, window_ns=window_ns)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)
     if build is None:

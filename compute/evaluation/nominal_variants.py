@@ -282,6 +282,13 @@ VARIANTS: dict[str, frozenset[str]] = {
     "SummarizationStrategy": frozenset(["decimate", "largestTriangleThreeBuckets", "page", "truncate"]),
     "OutputRangeStart": frozenset(["firstPointMatchingCondition", "afterPersistenceWindow"]),
     "ThresholdRangesComparison": frozenset(THRESHOLD_COMPARISONS),
+    "InterpolationConfiguration": frozenset(["forwardFillInterpolation"]),
+    "Window": frozenset(["duration"]),
+    "TimestampConstant": frozenset(["literal", "variable"]),
+    "GroupByTags": frozenset(["current", "subset"]),
+    "GroupByTimestamp": frozenset(["current", "every"]),
+    "UnboundedRangeBehavior": frozenset(["clampToWindow", "drop"]),
+    "BitOperationFunction": frozenset(["and", "or", "xor", "shiftRight", "shiftLeft", "bitTest"]),
     "Dataset": frozenset(
         [
             "asset",
@@ -309,6 +316,15 @@ ENUMS: dict[str, frozenset[str]] = {
     "TimeUnit": frozenset(TIME_UNIT_NANOS),
     "RangeStart": frozenset(["CONDITION_START", "PERSISTENCE_START"]),
     "SeriesStorage": frozenset(["ICEBERG", "CLICKHOUSE"]),
+    "NumericUnionOperation": frozenset(
+        ["MIN", "MAX", "MEAN", "SUM", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE", "THROW"]
+    ),
+    "UnaryArithmeticOperation": frozenset(["COS", "SIN", "TAN", "ABS", "ASIN", "ACOS", "LOG", "LN", "SQRT"]),
+    "BinaryArithmeticOperation": frozenset(["ATAN2"]),
+    "ApproximateThresholdOperator": frozenset(["EQUAL_TO", "NOT_EQUAL_TO"]),
+    "NumericAggregationFunction": frozenset(
+        ["SUM", "MEAN", "MIN", "MAX", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
+    ),
 }
 
 # Nominal's InvalidComputationType / PollingOnlyComputationType, keyed by the variant that carries them.

@@ -50,10 +50,10 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         {"invalidTypes": "INTEGRAL"},
     ),
     "node_outside_the_subset": (
-        n.series(n.numeric_series(n.unary("cos", A))),
+        n.series(n.numeric_series(n.union("zScore", {"input": A, "groupByTags": []}))),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "cos"},
+        {"invalidTypes": "", "variant": "zScore"},
     ),
     "unknown_variable": (
         n.series(n.numeric_series(n.num("nope"))),

@@ -232,3 +232,24 @@ async def test_the_page_replays_a_past_test_run_then_follows_live(server: Server
     await write_points(server.base_url, rid, "p", [(time.time_ns(), 99.0)])
     live = await until(page, lambda d: [v for _, v in points_of(d, "p")] == [99.0], timeout=60)
     assert live["state"] == "open"
+
+
+async def test_a_formula_charts_the_channel_through_a_numeric_node(server: ServerProcess, page: Page) -> None:
+    rid = unique_rid("formula")
+    now = time.time_ns()
+    history = [(now - (30 - i) * NANOS, float(i) * 0.7 - 5) for i in range(20)]
+    await write_points(server.base_url, rid, "p", history)
+    for formula, f in (
+        ("sin", math.sin),
+        ("degFtoCel", lambda v: (v - 32) / 1.8),
+        ("bit0", lambda v: float(int(v) & 1)),
+    ):
+        await open_dashboard(
+            page, server.base_url, rid=rid, channels="p", window="300", mode="raw", formula=formula
+        )
+        data = await until(page, lambda d: len(points_of(d, "p")) == len(history))
+        got = [v for _, v in points_of(data, "p")]
+        want = [f(v) for _, v in history]
+        assert all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got, want, strict=True)), (
+            formula
+        )

@@ -26,6 +26,7 @@ from typing import Any
 import nominal.compute as nc
 import pytest
 from conjure_python_client import ConjureEncoder
+from nominal_api import api as api_types
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
@@ -85,6 +86,28 @@ def select_enum_node(rid: str, channel: str) -> Json:
     summarize = sc.SummarizeSeries(
         input=sc.Series(enum=sc.EnumSeries(select_enum=select)), numeric_aggregations={}
     )
+    return encoded(sc.ComputableNode(series=summarize))
+
+
+def converted(expr: nc.NumericSeries, unit: str, output_unit: str) -> Json:
+    """`expr` in `unit` (unitOverride) converted to `output_unit`, with nominal-api's classes."""
+    named = sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=numeric_of(expr), unit=unit))
+    conversion = sc.NumericSeries(
+        unit_conversion=sc.UnitConversionSeries(input=named, output_unit=output_unit)
+    )
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=conversion), numeric_aggregations={})
+    return encoded(sc.ComputableNode(series=summarize))
+
+
+def api_node(x: sc.NumericSeries) -> Json:
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=x), numeric_aggregations={})
+    return encoded(sc.ComputableNode(series=summarize))
+
+
+def summary(**fields: Any) -> Json:
+    """A SummarizeSeries of the refusal tests' channel with extra fields, with nominal-api's classes."""
+    fields.setdefault("numeric_aggregations", {})
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=numeric_of(CHANNEL)), **fields)
     return encoded(sc.ComputableNode(series=summarize))
 
 
@@ -601,11 +624,88 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         series_node(CHANNEL.filter_where(CHANNEL.derivative() > 0.0)),
         {"invalidTypes": "filterWhere", "field": "condition"},
     ),
-    "unit_conversion": (series_node(CHANNEL.unit_conversion("km")), {"invalidTypes": "unitConversion"}),
-    "filter_within_ranges": (
-        series_node(CHANNEL.filter_within(CHANNEL.threshold_ranges().gt(1.0))),
-        {"invalidTypes": "filterTransformation"},
+    "unit_conversion_of_a_channel_without_unit": (
+        series_node(CHANNEL.unit_conversion("km")),
+        {"invalidTypes": "unitConversion", "field": "input"},
     ),
+    "unit_conversion_to_an_unknown_unit": (
+        converted(CHANNEL, "m", "furlongs per fortnight"),
+        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+    ),
+    "unit_conversion_between_dimensions": (
+        converted(CHANNEL, "m", "s"),
+        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+    ),
+    "summary_with_numeric_aggregations": (
+        summary(
+            numeric_aggregations={
+                "p90": sc.NumericAggregationOperator(
+                    percentile=sc.Percentile(percentile=sc.DoubleConstant(literal=0.9))
+                )
+            }
+        ),
+        {"invalidTypes": "SummarizeSeries", "field": "numericAggregations"},
+    ),
+    "summary_as_arrow": (
+        summary(output_format=sc.OutputFormat.ARROW_V4),
+        {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
+    ),
+    "expression_calling_python": (
+        api_node(
+            sc.NumericSeries(
+                arithmetic=sc.ArithmeticSeries(
+                    inputs={"p": numeric_of(CHANNEL)}, expression="__import__('os').system('true') + p"
+                )
+            )
+        ),
+        {"invalidTypes": "arithmetic", "field": "expression"},
+    ),
+    "expression_reading_attributes": (
+        api_node(
+            sc.NumericSeries(
+                arithmetic=sc.ArithmeticSeries(inputs={"p": numeric_of(CHANNEL)}, expression="p.__class__")
+            )
+        ),
+        {"invalidTypes": "arithmetic", "field": "expression"},
+    ),
+    "filter_expression_that_is_no_condition": (
+        api_node(
+            sc.NumericSeries(
+                filter_by_expression=sc.FilterByExpressionSeries(
+                    base="p", inputs={"p": numeric_of(CHANNEL)}, expression="p + 1"
+                )
+            )
+        ),
+        {"invalidTypes": "filterByExpression", "field": "expression"},
+    ),
+    "bit_shift_beyond_63": (
+        series_node(CHANNEL.bit_shift_left(64)),
+        {"invalidTypes": "bitShiftLeft", "field": "operand"},
+    ),
+    "union_throw": (
+        api_node(
+            sc.NumericSeries(
+                union=sc.NumericUnionSeries(
+                    input=[numeric_of(CHANNEL)], operation=sc.NumericUnionOperation.THROW
+                )
+            )
+        ),
+        {"invalidTypes": "union", "field": "operation"},
+    ),
+    "time_range_filter_with_an_end": (
+        api_node(
+            sc.NumericSeries(
+                time_range_filter=sc.NumericTimeRangeFilterSeries(
+                    input=numeric_of(CHANNEL),
+                    end_time=sc.TimestampConstant(
+                        literal=api_types.Timestamp(seconds=2_000_000_000, nanos=0)
+                    ),
+                )
+            )
+        ),
+        {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
+    ),
+    "z_score_across_groups": (series_node(CHANNEL.z_score([])), {"invalidTypes": "", "variant": "zScore"}),
 }
 
 

@@ -50,6 +50,10 @@ BUILT = {
     "ranges": n.ranges((temp.above(90) & ~temp.below(10)) | mode.is_in(["PARK"]), max_ranges=10),
     "bounds": n.ranges(temp.bounds(1, 2, "OUTSIDE_BOUNDS")),
     "enum-filter": n.ranges(mode.is_not_in(["DRIVE", "PARK"])),
+    "trig-and-powers": n.series(n.atan2(temp.sin() ** 2 % 3 // 1, temp.cos()) + temp.tan().asin().acos()),
+    "bits": n.series(temp.bits("bitAnd", 12).bits("bitTest", 3)),
+    "units": n.series(temp.in_unit("[degF]").convert_to("Cel").drop_nan()),
+    "across": n.series(n.across("max", temp, rpm, temp * 2)),
     "first": n.first_point(temp),
     "last": n.last_point(mode),
 }

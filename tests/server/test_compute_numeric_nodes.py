@@ -1,0 +1,473 @@
+"""The NumericSeries variants beyond the first subset over a real server, each node built with
+nominal-compute or nominal-api's own classes and sent as Conjure JSON: trigonometry, power, modulo,
+floor division, atan2, the bit operations, offset, scale, the deprecated arithmetic enums, if/else,
+the cross-series reductions, union, the newest points, NaN and approximate filters, time
+differences, absolute timestamps, enum-to-numeric and the deprecated rolling operation.
+
+The scenario of tests/test_compute_nodes.py (history, late points, an overwrite, a tag combination
+appearing mid-stream, points older than all others): every node's FullResult merged with its
+AppendResults must equal a fresh FullResult and tests/reference_numeric.py's evaluation, written
+from nominal-api's docs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+import nominal.compute as nc
+import pytest
+from conjure_python_client import ConjureEncoder
+from nominal_api import api as api_types
+from nominal_api import scout_compute_api as sc
+from nominal_api import scout_run_api
+
+from tests import node_json as n
+from tests.client_view import clip_ranges, first_difference, same
+from tests.conftest import ServerProcess
+from tests.keepalive import keep_alive
+from tests.reference import evaluate
+from tests.server.test_compute_nodes import (
+    REL,
+    WINDOW_NS,
+    WINDOW_S,
+    Outcome,
+    Writer,
+    collect,
+    context,
+    first_fulls,
+    write_history,
+    write_round,
+)
+from tests.wire import DECODER, NANOS, Client, new_id, ns_of, subscription, write_points
+
+A, B, G = (nc.NumericSeries.Reference(x) for x in ("a", "b", "g"))
+Json = dict[str, Any]
+
+
+def api(expr: nc.NumericSeries) -> sc.NumericSeries:
+    """nominal-compute's JSON decoded by nominal-api (which refuses anything it does not know)."""
+    decoded: sc.NumericSeries = DECODER.read_from_string(expr.to_json(), sc.NumericSeries)
+    return decoded
+
+
+def node(numeric: nc.NumericSeries | sc.NumericSeries) -> Json:
+    x = numeric if isinstance(numeric, sc.NumericSeries) else api(numeric)
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=x), numeric_aggregations={})
+    return dict(ConjureEncoder.do_encode(sc.ComputableNode(series=summarize)))
+
+
+def lit(x: float) -> sc.DoubleConstant:
+    return sc.DoubleConstant(literal=x)
+
+
+def radius(seconds: int) -> sc.InterpolationConfiguration:
+    ffill = sc.ForwardFillInterpolation(interpolation_radius=sc.DurationConstant(literal=_duration(seconds)))
+    return sc.InterpolationConfiguration(forward_fill_interpolation=ffill)
+
+
+def _duration(seconds: int) -> Any:
+    return scout_run_api.Duration(seconds=seconds, nanos=0)
+
+
+E_ENUM = sc.EnumSeries(raw=sc.Reference(name="e"))
+B_1MS_LATER = sc.NumericSeries(
+    time_shift=sc.NumericTimeShiftSeries(
+        input=api(B), duration=sc.DurationConstant(literal=scout_run_api.Duration(seconds=0, nanos=1_000_000))
+    )
+)
+A_ABOVE_1: sc.RangeSeries = DECODER.read_from_string(
+    json.dumps(n.threshold(n.num("a"), "GREATER_THAN", n.literal(1.0))), sc.RangeSeries
+)
+SINCE = time.time_ns() - 150 * NANOS  # timeRangeFilter's start: within the history written
+
+
+def every(seconds: int) -> sc.Duration:
+    return sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=seconds)))
+
+
+def aggregation(builder: sc.AggregationBuilder, operator: sc.NumericAggregationOperator) -> sc.NumericSeries:
+    return sc.NumericSeries(numeric_aggregation=sc.NumericAggregation(input=builder, operator=operator))
+
+
+def group_by(x: sc.NumericSeries, stamp: sc.GroupByTimestamp) -> sc.AggregationBuilder:
+    current = sc.GroupByTags(current=api_types.Empty())
+    return sc.AggregationBuilder(
+        group_by=sc.GroupByAggregationBuilder(input=sc.Series(numeric=x), tags=current, timestamp=stamp)
+    )
+
+
+CASES: dict[str, Json] = {
+    "sin": node(nc.sin(A)),
+    "cos": node(nc.cos(A)),
+    "tan": node(nc.tan(A)),
+    "asin_with_nan": node(nc.asin(A)),
+    "acos_scaled": node(nc.acos(A * 0.2)),
+    "power_zero_to_negative": node(B**A),
+    "square": node(A**2.0),
+    "modulo": node(A % B),
+    "floor_divide_by_zero": node(A // B),
+    "atan2": node(nc.atan2(A, B)),
+    "bit_and": node((A * 10.0).bit_and(5)),
+    "bit_or_negative": node(A.bit_or(-8)),
+    "bit_xor": node(A.bit_xor(3)),
+    "bit_shift_left_wraps": node((A * 100.0).bit_shift_left(60)),
+    "bit_shift_right": node((A * 100.0).bit_shift_right(2)),
+    "bit_test_of_nan_drops": node(nc.sqrt(A * 10.0).bit_test(1)),
+    "bit_operation": node(
+        sc.NumericSeries(
+            bit_operation=sc.BitOperationSeries(
+                input=api(A * 16.0), function=sc.BitOperationFunction(xor=sc.BitXorFunction(operand=9))
+            )
+        )
+    ),
+    "offset": node(sc.NumericSeries(offset=sc.OffsetSeries(input=api(A), scalar=lit(1.5)))),
+    "scale": node(sc.NumericSeries(scale=sc.ScaleSeries(input=api(B), scalar=lit(-2.0)))),
+    "unary_arithmetic_log": node(
+        sc.NumericSeries(
+            unary_arithmetic=sc.UnaryArithmeticSeries(input=api(B), operation=sc.UnaryArithmeticOperation.LOG)
+        )
+    ),
+    "binary_arithmetic_atan2": node(
+        sc.NumericSeries(
+            binary_arithmetic=sc.BinaryArithmeticSeries(
+                input1=api(A), input2=api(B), operation=sc.BinaryArithmeticOperation.ATAN2
+            )
+        )
+    ),
+    "if_else_two_series": node(nc.numeric_if_else((A > B) | (A < -3.0), A, B)),
+    "if_else_constant_branch": node(nc.numeric_if_else(A > 1.0, A, 0.0)),
+    "max": node(nc.max([A, B, A * -1.0])),
+    "min": node(nc.min([A, B])),
+    "mean_radius_3s": node(
+        sc.NumericSeries(mean=sc.MeanSeries(inputs=[api(A), api(B)], interpolation_configuration=radius(3)))
+    ),
+    "sum": node(nc.sum([A, B, 1.0])),
+    "product": node(nc.product([A, B])),
+    # b shifted by 1 ms: the channels' first points share a timestamp, and a client's view keeps one
+    # point per timestamp, so duplicates kept by a plain union are checked elsewhere
+    "union": node(sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(A), B_1MS_LATER]))),
+    "union_max_of_duplicates": node(
+        sc.NumericSeries(
+            union=sc.NumericUnionSeries(input=[api(A), api(A * -1.0)], operation=sc.NumericUnionOperation.MAX)
+        )
+    ),
+    "select_newest_points": node(
+        sc.NumericSeries(
+            select_newest_points=sc.SelectNewestPointsSeries(
+                input=api(A), num_points=sc.IntegerConstant(literal=7)
+            )
+        )
+    ),
+    # a: round 4 writes a point older than all others, which must reach the oldest nine live
+    "select_oldest_points": node(
+        sc.NumericSeries(
+            select_oldest_points=sc.SelectOldestPointsSeries(
+                input=api(A), num_points=sc.IntegerConstant(literal=9)
+            )
+        )
+    ),
+    "nth_point_downsample": node(A.nth_point_downsample(4)),
+    "drop_nan": node(nc.sqrt(A).drop_nan()),
+    "approximate_filter": node(
+        sc.NumericSeries(
+            approximate_filter=sc.NumericApproximateFilterSeries(
+                input=api(A),
+                threshold=lit(1.0),
+                tolerance=lit(2.0),
+                operator=sc.ApproximateThresholdOperator.EQUAL_TO,
+            )
+        )
+    ),
+    "time_difference_ms": node(
+        sc.NumericSeries(
+            time_difference=sc.TimeDifferenceSeries(
+                input=sc.Series(numeric=api(B)), time_unit=api_types.TimeUnit.MILLISECONDS
+            )
+        )
+    ),
+    "absolute_timestamp_of_enum": node(
+        sc.NumericSeries(
+            absolute_timestamp=sc.AbsoluteTimestampSeries(
+                input=sc.Series(enum=E_ENUM), time_unit=api_types.TimeUnit.SECONDS
+            )
+        )
+    ),
+    "enum_to_numeric": node(
+        sc.NumericSeries(
+            enum_to_numeric=sc.EnumToNumericSeries(input=E_ENUM, mapping={"run": lit(1.0), "fault": lit(2.0)})
+        )
+    ),
+    "enum_to_numeric_default": node(
+        sc.NumericSeries(
+            enum_to_numeric=sc.EnumToNumericSeries(
+                input=E_ENUM, mapping={"run": lit(1.0)}, default_value=lit(-1.0)
+            )
+        )
+    ),
+    "rolling_operation": node(
+        sc.NumericSeries(
+            rolling_operation=sc.RollingOperationSeries(
+                input=api(A),
+                window=sc.Window(duration=sc.DurationConstant(literal=_duration(10))),
+                operator=sc.NumericAggregationOperator(max=sc.Maximum()),
+            )
+        )
+    ),
+    "unit_override": node(sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=api(A), unit="[psi]"))),
+    "unit_conversion_psi_to_kpa": node(
+        api(A).__class__(
+            unit_conversion=sc.UnitConversionSeries(
+                input=sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=api(A), unit="[psi]")),
+                output_unit="kPa",
+            )
+        )
+    ),
+    "unit_conversion_celsius_to_fahrenheit": node(
+        sc.NumericSeries(
+            unit_conversion=sc.UnitConversionSeries(
+                input=sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=api(B), unit="Cel")),
+                output_unit="[degF]",
+            )
+        )
+    ),
+    "unit_conversion_speed": node(
+        sc.NumericSeries(
+            unit_conversion=sc.UnitConversionSeries(
+                input=sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=api(B), unit="km/h")),
+                output_unit="m/s",
+            )
+        )
+    ),
+    "arithmetic_expression": node(
+        sc.NumericSeries(
+            arithmetic=sc.ArithmeticSeries(
+                inputs={"a": api(A), "b": api(B)}, expression="a * 2 + b^2 - sqrt(abs(a))"
+            )
+        )
+    ),
+    "arithmetic_division_by_zero": node(
+        sc.NumericSeries(
+            arithmetic=sc.ArithmeticSeries(
+                inputs={"a": api(A), "b": api(A * -1.0)},
+                expression="(a - b) / (a + b)",
+                interpolation_configuration=radius(2),
+            )
+        )
+    ),
+    "filter_by_expression": node(
+        sc.NumericSeries(
+            filter_by_expression=sc.FilterByExpressionSeries(
+                base="a", inputs={"a": api(A), "b": api(B)}, expression="a > 1 && b < 10"
+            )
+        )
+    ),
+    "filter_by_expression_chained": node(
+        sc.NumericSeries(
+            filter_by_expression=sc.FilterByExpressionSeries(
+                base="b", inputs={"a": api(A), "b": api(B)}, expression="-3 <= a <= 3 or not (b > 5)"
+            )
+        )
+    ),
+    "rolling_points_percentile": node(A.rolling_points(5).percentile(0.9)),
+    "rolling_time_percentile": node(A.rolling_time(nc.Duration.Seconds(10)).percentile(0.25)),
+    "rolling_points_std": node(A.rolling_points(4).std()),
+    "group_by_every_10s_mean": node(
+        aggregation(
+            group_by(api(A), sc.GroupByTimestamp(every=every(10))),
+            sc.NumericAggregationOperator(average=sc.Average()),
+        )
+    ),
+    "to_start_of_interval_then_group_by_max": node(
+        aggregation(
+            group_by(
+                api(A.to_start_of_interval(nc.Duration.Seconds(10))),
+                sc.GroupByTimestamp(current=api_types.Empty()),
+            ),
+            sc.NumericAggregationOperator(max=sc.Maximum()),
+        )
+    ),
+    "aggregate_duplicates_max": node(
+        sc.NumericSeries(
+            aggregate=sc.AggregateNumericSeries(
+                input=sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(A), api(A * -1.0)])),
+                function=sc.NumericAggregationFunction.MAX,
+                group_by_tags=[],
+            )
+        )
+    ),
+    "filter_transformation": node(
+        sc.NumericSeries(
+            filter_transformation=sc.NumericFilterTransformationSeries(input=api(B), filter=A_ABOVE_1)
+        )
+    ),
+    "aggregate_under_ranges": node(
+        sc.NumericSeries(
+            aggregate_under_ranges=sc.AggregateUnderRangesSeries(
+                input=api(B), ranges=A_ABOVE_1, operation=sc.NumericAggregationFunction.MEAN
+            )
+        )
+    ),
+    "group_within_ranges_percentile": node(
+        sc.NumericSeries(
+            group_within_ranges_v2=sc.GroupWithinRangesSeriesV2(
+                input=api(B),
+                ranges=A_ABOVE_1,
+                aggregation=sc.NumericAggregationOperator(percentile=sc.Percentile(percentile=lit(0.5))),
+            )
+        )
+    ),
+    "range_duration_ms": node(
+        sc.NumericSeries(
+            range_duration=sc.RangeDurationSeries(
+                input=A_ABOVE_1,
+                unbounded_range_behavior=sc.UnboundedRangeBehavior(drop=api_types.Empty()),
+                time_unit=api_types.TimeUnit.MILLISECONDS,
+            )
+        )
+    ),
+    "count_duplicate": node(
+        sc.NumericSeries(count_duplicate=sc.EnumCountDuplicateSeries(inputs=[E_ENUM, E_ENUM]))
+    ),
+    "resample_v2": node(A.resample(nc.Duration.Seconds(5))),
+    "time_range_filter_since": node(
+        sc.NumericSeries(
+            time_range_filter=sc.NumericTimeRangeFilterSeries(
+                input=api(A),
+                start_time=sc.TimestampConstant(
+                    literal=api_types.Timestamp(seconds=SINCE // NANOS, nanos=SINCE % NANOS)
+                ),
+            )
+        )
+    ),
+    "grouped_max_with_shared_channel": node(nc.max([G, A])),
+    "grouped_bit_test": node((G * 10.0).bit_test(0)),
+    "grouped_if_else": node(nc.numeric_if_else(G > 0.0, G, A)),
+}
+GROUPED = {name for name in CASES if name.startswith("grouped_")}
+
+
+async def subscribe_all(client: Client, variables: Json) -> dict[str, str]:
+    ids = {name: new_id() for name in CASES}
+    await client.subscribe(
+        {ids[name]: subscription(c, variables, WINDOW_S, lateness_s=WINDOW_S) for name, c in CASES.items()}
+    )
+    for name, sub_id in ids.items():
+        creation = await client.creation(sub_id, timeout=120)
+        assert creation["type"] == "success", (name, creation)
+    return ids
+
+
+@pytest.fixture(scope="module")
+async def outcome(server: ServerProcess) -> Outcome:
+    rng = random.Random(20261126)
+    rid = f"ri.test.numeric.{time.time_ns()}"
+    w = Writer(server.base_url, rid)
+    variables = context(rid)
+    origin = time.time_ns()
+    client = await Client.connect(server.ws_url)
+    keepalive = keep_alive(client)
+    ids = await subscribe_all(client, variables)  # before any write: every point reaches them live
+    views = await first_fulls(client, ids)
+    appends_before: dict[str, int] = {}
+
+    async def settle() -> None:
+        def matches() -> bool:
+            return all(
+                same(
+                    clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
+                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
+                    REL,
+                )
+                for k in CASES
+            )
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            await collect(client, ids, views)
+            if await asyncio.to_thread(matches):
+                break
+            await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
+        await collect(client, ids, views)
+
+    await write_history(w, rng, origin)
+    for phase in ((0, 1, 2), (3,), (4, 5)):
+        if phase[0] == 4:
+            appends_before = {k: len(v.appends) for k, v in views.items()}
+        for round_ in phase:
+            await write_round(w, rng, round_, origin)
+            await asyncio.sleep(0.3)
+        await settle()
+    keepalive.cancel()
+    await client.close()
+
+    other = await Client.connect(server.ws_url)
+    other_keepalive = keep_alive(other)
+    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)})
+    fresh = await first_fulls(other, fresh_ids)
+    other_keepalive.cancel()
+    await other.close()
+    cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
+    expected = {name: evaluate(c, variables, w.store, WINDOW_NS, cutoff) for name, c in CASES.items()}
+    return Outcome(views, appends_before, fresh, expected, cutoff)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(CASES))
+async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
+    view, fresh = outcome.views[name], outcome.fresh[name]
+    merged = clip_ranges(view.snapshot(), outcome.cutoff)
+    expected = outcome.expected[name]
+    assert merged, f"{name}: no result"
+    assert any(points for _, points in merged.values()), f"{name}: every group is empty"
+    diff = first_difference(merged, expected, REL)
+    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
+    diff = first_difference(merged, clip_ranges(fresh.snapshot(), outcome.cutoff))
+    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
+    later = len(view.appends) - outcome.appends_before_last_phase[name]
+    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED))
+async def test_grouped_nodes_follow_a_tag_combination_appearing_mid_stream(
+    outcome: Outcome, name: str
+) -> None:
+    view = outcome.views[name]
+    assert set(view.snapshot()) == {(("vehicle", v),) for v in ("v1", "v2", "v3")}
+    assert view.fulls >= 2, "the new group came with a FullResult"
+
+
+async def test_a_plain_union_keeps_points_that_share_a_timestamp(server: ServerProcess) -> None:
+    """Nominal's union is SQL UNION ALL: both points of a shared timestamp reach the client, in the
+    inputs' order, and a later point of either input appends after them."""
+    rid = f"ri.test.union.{time.time_ns()}"
+    t0 = time.time_ns() - 30 * NANOS
+    await write_points(server.base_url, rid, "p", [(t0, 1.0), (t0 + NANOS, 2.0)])
+    await write_points(server.base_url, rid, "q", [(t0, 5.0)])
+    p, q = (nc.NumericSeries.SelectNumeric(c, nc.Dataset.Saved(rid)) for c in ("p", "q"))
+    union = node(sc.NumericSeries(union=sc.NumericUnionSeries(input=[api(p), api(q)])))
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe({"u": subscription(union, {}, WINDOW_S, lateness_s=WINDOW_S)})
+        assert (await client.creation("u", timeout=120))["type"] == "success"
+        full = await client.update("u", timeout=300)
+        assert full["type"] == "full", full
+        body = full["full"]["result"]["numeric"]
+        assert [ns_of(t) for t in body["timestamps"]] == [t0, t0, t0 + NANOS]
+        assert body["values"] == [1.0, 5.0, 2.0]
+        t1 = time.time_ns()
+        await write_points(server.base_url, rid, "q", [(t1, 7.0)])
+        deadline = time.monotonic() + 240
+        while True:
+            update = await client.update("u", timeout=max(1.0, deadline - time.monotonic()))
+            assert update["type"] == "append", update
+            appended = update["append"]["result"]["numeric"]
+            if appended["values"]:
+                break
+        assert [ns_of(t) for t in appended["timestamps"]] == [t1]
+        assert appended["values"] == [7.0]
+    finally:
+        await client.close()
