@@ -726,3 +726,10 @@ def compile_plan(
             "groupByTags",
         )
     return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
+
+
+# The range-on-range, equality, stability and enum-mapping builders live in their own module.
+from compute.evaluation import compile_ranges  # noqa: E402  (it uses this module's helpers)
+
+RANGE_BUILDERS.update(compile_ranges.RANGE_BUILDERS)
+ENUM_BUILDERS.update(compile_ranges.ENUM_BUILDERS)

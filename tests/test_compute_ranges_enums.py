@@ -1,0 +1,327 @@
+"""The range-on-range, equality, stability and enum-mapping nodes over a real server, built with
+nominal-api's Conjure classes and serialized by conjure_python_client: subscribed before any point
+is written, fed history, fresh points, late points, an overwrite, a new group and a new category
+(the scenario of tests/test_compute_nodes.py), and then each merged FullResult + AppendResults
+compared with (1) tests/reference_ranges.py's one-shot evaluation written from nominal-api's docs
+and (2) a fresh FullResult of a brand-new computation. Refusals are checked by name."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import pytest
+from conjure_python_client import ConjureEncoder
+from nominal_api import scout_compute_api as sc
+from nominal_api import scout_run_api
+
+from tests import node_json as n
+from tests.client_view import ResultView, clip_ranges, first_difference, same
+from tests.conftest import ServerProcess
+from tests.keepalive import keep_alive
+from tests.reference import evaluate
+from tests.test_compute_nodes import Outcome, Writer, collect, context, write_history, write_round
+from tests.wire import NANOS, Client, new_id, subscription
+
+WINDOW_S = 3600.0
+WINDOW_NS = int(WINDOW_S * NANOS)
+REL = 1e-9
+S = NANOS
+Json = dict[str, Any]
+
+
+def encoded(value: Any) -> Json:
+    return dict(ConjureEncoder.do_encode(value))
+
+
+def num(name: str) -> sc.NumericSeries:
+    return sc.NumericSeries(raw=sc.Reference(name=name))
+
+
+def cat(name: str) -> sc.EnumSeries:
+    return sc.EnumSeries(raw=sc.Reference(name=name))
+
+
+def lit(x: float) -> sc.DoubleConstant:
+    return sc.DoubleConstant(literal=x)
+
+
+def seconds(x: int) -> sc.Duration:
+    return sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=x)))
+
+
+def const_duration(ns: int) -> sc.DurationConstant:
+    return sc.DurationConstant(literal=scout_run_api.Duration(seconds=ns // NANOS, nanos=ns % NANOS))
+
+
+def above(x: sc.NumericSeries, c: float) -> sc.RangeSeries:
+    return sc.RangeSeries(
+        threshold=sc.ThresholdingRanges(input=x, threshold=lit(c), operator=sc.ThresholdOperator.GREATER_THAN)
+    )
+
+
+def states_of(x: sc.NumericSeries) -> sc.EnumSeries:
+    """The numeric channel as the scenario's states: a valueMap with open outer bounds."""
+    mapping = [
+        sc.RangeMap(end=lit(-3.0), output=sc.StringConstant(literal="idle")),
+        sc.RangeMap(start=lit(-3.0), output=sc.StringConstant(literal="run")),
+        sc.RangeMap(start=lit(0.0), end=lit(3.0), output=sc.StringConstant(literal="fault")),
+        sc.RangeMap(start=lit(3.0), output=sc.StringConstant(literal="stop")),
+    ]
+    return sc.EnumSeries(value_map=sc.ValueMapSeries(input=x, mapping=mapping))
+
+
+def ranges_node(r: sc.RangeSeries) -> Json:
+    return encoded(sc.ComputableNode(ranges=sc.SummarizeRanges(input=r)))
+
+
+def enum_node(e: sc.EnumSeries) -> Json:
+    return encoded(
+        sc.ComputableNode(series=sc.SummarizeSeries(input=sc.Series(enum=e), numeric_aggregations={}))
+    )
+
+
+A, B, E, G = num("a"), num("b"), cat("e"), num("g")
+ABSOLUTE = sc.Threshold(absolute=sc.AbsoluteThreshold(value=lit(4.0)))
+INFINITY = sc.UnboundedBehavior.INFINITY
+
+CASES: dict[str, Json] = {
+    "approximate_threshold": ranges_node(
+        sc.RangeSeries(
+            approximate_threshold=sc.ApproximateThresholdRanges(
+                input=A,
+                threshold=lit(1.0),
+                tolerance=lit(2.0),
+                operator=sc.ApproximateThresholdOperator.EQUAL_TO,
+            )
+        )
+    ),
+    "approximate_threshold_not_equal": ranges_node(
+        sc.RangeSeries(
+            approximate_threshold=sc.ApproximateThresholdRanges(
+                input=B,
+                threshold=lit(10.0),
+                tolerance=lit(5.0),
+                operator=sc.ApproximateThresholdOperator.NOT_EQUAL_TO,
+            )
+        )
+    ),
+    "duration_filter_longer": ranges_node(
+        sc.RangeSeries(
+            duration_filter=sc.DurationFilterRanges(
+                input=above(A, 0.0),
+                threshold=const_duration(3 * S),
+                operator=sc.ThresholdOperator.GREATER_THAN,
+            )
+        )
+    ),
+    "duration_filter_v2_shorter": ranges_node(
+        sc.RangeSeries(
+            duration_filter_v2=sc.DurationFilterRangesV2(
+                input=above(A, 0.0),
+                duration=seconds(2),
+                comparison=sc.ThresholdOperator.LESS_THAN_OR_EQUAL_TO,
+                unbounded_behavior=INFINITY,
+            )
+        )
+    ),
+    "padded": ranges_node(
+        sc.RangeSeries(padded_ranges=sc.PaddedRanges(input=above(A, 4.0), padding=const_duration(S)))
+    ),
+    "padded_v2_end": ranges_node(
+        sc.RangeSeries(
+            padded_ranges_v2=sc.PaddedRangesV2(
+                input=sc.RangeSeries(
+                    enum_filter=sc.EnumFilterRanges(
+                        input=E,
+                        values=sc.StringSetConstant(literal=["fault"]),
+                        operator=sc.EnumFilterOperator.IS_IN,
+                    )
+                ),
+                duration=seconds(2),
+                padding_configuration=sc.RangePaddingConfiguration.PAD_END,
+            )
+        )
+    ),
+    "numeric_equality_v2": ranges_node(
+        sc.RangeSeries(
+            numeric_equality_ranges_v2=sc.NumericEqualityRangesV2(
+                inputs=[A, B], tolerance=lit(8.0), equality_operator=sc.EqualityOperator.ALL_EQUAL
+            )
+        )
+    ),
+    "series_equality_not_all": ranges_node(
+        sc.RangeSeries(
+            series_equality_ranges_node=sc.SeriesEqualityRanges(
+                input=[A, B], tolerance=lit(5.0), equality_operator=sc.EqualityOperator.NOT_ALL_EQUAL
+            )
+        )
+    ),
+    "categorical_equality_v2": ranges_node(
+        sc.RangeSeries(
+            categorical_equality_ranges_v2=sc.CategoricalEqualityRangesV2(
+                inputs=[E, states_of(A)], equality_operator=sc.EqualityOperator.ALL_EQUAL
+            )
+        )
+    ),
+    "enum_series_equality_not_all": ranges_node(
+        sc.RangeSeries(
+            enum_series_equality_ranges_node=sc.EnumSeriesEqualityRanges(
+                input=[E, states_of(B)], equality_operator=sc.EqualityOperator.NOT_ALL_EQUAL
+            )
+        )
+    ),
+    "stability_v2": ranges_node(
+        sc.RangeSeries(
+            stability_detection_v2=sc.StabilityDetectionRangesV2(
+                input=A, window=seconds(5), threshold=ABSOLUTE
+            )
+        )
+    ),
+    "stability_percentage": ranges_node(
+        sc.RangeSeries(
+            stability_detection=sc.StabilityDetectionRanges(
+                input=B,
+                window_configuration=sc.StabilityWindowConfiguration(
+                    duration=const_duration(6 * S), min_points=sc.IntegerConstant(literal=3)
+                ),
+                threshold=sc.Threshold(percentage=sc.PercentageThreshold(value=lit(60.0))),
+            )
+        )
+    ),
+    "value_map": enum_node(states_of(A)),
+    "value_map_with_default": enum_node(
+        sc.EnumSeries(
+            value_map=sc.ValueMapSeries(
+                input=B,
+                mapping=[
+                    sc.RangeMap(start=lit(2.0), end=lit(5.0), output=sc.StringConstant(literal="low")),
+                    sc.RangeMap(start=lit(10.0), end=lit(15.0), output=sc.StringConstant(literal="high")),
+                ],
+                default=sc.StringConstant(literal="other"),
+            )
+        )
+    ),
+    "filter_transformation": enum_node(
+        sc.EnumSeries(filter_transformation=sc.EnumFilterTransformationSeries(input=E, filter=above(A, 0.0)))
+    ),
+    "aggregate": enum_node(
+        sc.EnumSeries(aggregate=sc.AggregateEnumSeries(input=E, function=sc.EnumAggregationFunction.MAX))
+    ),
+    "grouped_stability": ranges_node(
+        sc.RangeSeries(
+            stability_detection_v2=sc.StabilityDetectionRangesV2(
+                input=G, window=seconds(8), threshold=ABSOLUTE
+            )
+        )
+    ),
+    "grouped_padded": ranges_node(
+        sc.RangeSeries(padded_ranges=sc.PaddedRanges(input=above(G, 0.0), padding=const_duration(S // 2)))
+    ),
+    "grouped_value_map": enum_node(states_of(G)),
+}
+GROUPED = {name for name in CASES if name.startswith("grouped_")}
+
+
+async def subscribe_all(client: Client, variables: dict[str, Any]) -> dict[str, str]:
+    ids = {name: new_id() for name in CASES}
+    await client.subscribe(
+        {
+            ids[name]: subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)
+            for name, node in CASES.items()
+        }
+    )
+    for name, sub_id in ids.items():
+        creation = await client.creation(sub_id, timeout=120)
+        assert creation["type"] == "success", (name, creation)
+    return ids
+
+
+async def first_fulls(client: Client, ids: dict[str, str]) -> dict[str, ResultView]:
+    views = {name: ResultView(WINDOW_NS) for name in ids}
+    for name, sub_id in ids.items():
+        update = await client.update(sub_id, timeout=300)
+        assert update["type"] == "full", (name, update)
+        views[name].apply(update)
+    return views
+
+
+@pytest.fixture(scope="module")
+async def outcome(server: ServerProcess) -> Outcome:
+    rng = random.Random(20261126)
+    rid = f"ri.test.ranges.{time.time_ns()}"
+    w = Writer(server.base_url, rid)
+    variables = context(rid)
+    origin = time.time_ns()
+    client = await Client.connect(server.ws_url)
+    keepalive = keep_alive(client)
+    ids = await subscribe_all(client, variables)
+    views = await first_fulls(client, ids)
+    appends_before: dict[str, int] = {}
+
+    async def settle() -> None:
+        def matches() -> bool:
+            return all(
+                same(
+                    clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
+                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
+                    REL,
+                )
+                for k in CASES
+            )
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            await collect(client, ids, views)
+            if await asyncio.to_thread(matches):
+                break
+            await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
+        await collect(client, ids, views)
+
+    await write_history(w, rng, origin)
+    for phase in ((0, 1, 2), (3,), (4, 5)):
+        if phase[0] == 4:
+            appends_before = {k: len(v.appends) for k, v in views.items()}
+        for round_ in phase:
+            await write_round(w, rng, round_, origin)
+            await asyncio.sleep(0.3)
+        await settle()
+    keepalive.cancel()
+    await client.close()
+
+    other = await Client.connect(server.ws_url)
+    other_keepalive = keep_alive(other)
+    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)})
+    fresh = await first_fulls(other, fresh_ids)
+    other_keepalive.cancel()
+    await other.close()
+    cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
+    expected = {name: evaluate(node, variables, w.store, WINDOW_NS, cutoff) for name, node in CASES.items()}
+    return Outcome(views, appends_before, fresh, expected, cutoff)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(CASES))
+async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
+    view, fresh = outcome.views[name], outcome.fresh[name]
+    merged = clip_ranges(view.snapshot(), outcome.cutoff)
+    expected = outcome.expected[name]
+    assert merged, f"{name}: no result"
+    assert any(result for _, result in expected.values()), f"{name}: the scenario never triggers it"
+    diff = first_difference(merged, expected, REL)
+    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
+    diff = first_difference(merged, clip_ranges(fresh.snapshot(), outcome.cutoff))
+    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
+    later = len(view.appends) - outcome.appends_before_last_phase[name]
+    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED))
+async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
+    outcome: Outcome, name: str
+) -> None:
+    keys = set(outcome.views[name].snapshot())
+    assert keys == {(("vehicle", v),) for v in ("v1", "v2", "v3")}, keys
