@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
-from nominal_api import scout_run_api
+from nominal_api import scout_rids_api, scout_run_api
 
 from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference, same
@@ -84,7 +84,7 @@ def enum_node(e: sc.EnumSeries) -> Json:
 
 
 A, B, E, G = num("a"), num("b"), cat("e"), num("g")
-ABSOLUTE = sc.Threshold(absolute=sc.AbsoluteThreshold(value=lit(4.0)))
+ABSOLUTE = sc.Threshold(absolute=sc.AbsoluteThreshold(value=lit(8.0)))
 INFINITY = sc.UnboundedBehavior.INFINITY
 
 CASES: dict[str, Json] = {
@@ -325,3 +325,84 @@ async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
 ) -> None:
     keys = set(outcome.views[name].snapshot())
     assert keys == {(("vehicle", v),) for v in ("v1", "v2", "v3")}, keys
+
+
+REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
+    "events_search": (
+        ranges_node(
+            sc.RangeSeries(
+                events_search=sc.EventsSearchRanges(
+                    query=scout_rids_api.ComputeEventQuery(search_text=sc.StringConstant(literal="x"))
+                )
+            )
+        ),
+        {"invalidTypes": "eventsSearch"},
+    ),
+    "duration_filter_v2_window_bound_by_default": (
+        ranges_node(
+            sc.RangeSeries(
+                duration_filter_v2=sc.DurationFilterRangesV2(
+                    input=above(A, 0.0), duration=seconds(2), comparison=sc.ThresholdOperator.GREATER_THAN
+                )
+            )
+        ),
+        {"invalidTypes": "durationFilterV2", "field": "unboundedBehavior"},
+    ),
+    "negative_padding": (
+        ranges_node(
+            sc.RangeSeries(
+                padded_ranges_v2=sc.PaddedRangesV2(
+                    input=above(A, 0.0),
+                    duration=sc.Duration(negate=sc.DurationNegate(input=seconds(1))),
+                    padding_configuration=sc.RangePaddingConfiguration.PAD_END,
+                )
+            )
+        ),
+        {"invalidTypes": "paddedRangesV2", "field": "padding"},
+    ),
+    "overlapping_value_map": (
+        enum_node(
+            sc.EnumSeries(
+                value_map=sc.ValueMapSeries(
+                    input=A,
+                    mapping=[
+                        sc.RangeMap(start=lit(0.0), end=lit(5.0), output=sc.StringConstant(literal="x")),
+                        sc.RangeMap(start=lit(4.0), end=lit(9.0), output=sc.StringConstant(literal="y")),
+                    ],
+                )
+            )
+        ),
+        {"invalidTypes": "valueMap", "field": "mapping"},
+    ),
+    "one_series_equality": (
+        ranges_node(
+            sc.RangeSeries(
+                numeric_equality_ranges_v2=sc.NumericEqualityRangesV2(
+                    inputs=[A], equality_operator=sc.EqualityOperator.ALL_EQUAL
+                )
+            )
+        ),
+        {"invalidTypes": "numericEqualityRangesV2", "field": "inputs"},
+    ),
+    "on_change_not_built": (
+        ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=A)))),
+        {"invalidTypes": "onChange"},
+    ),
+}
+
+
+async def test_what_these_nodes_cannot_do_is_refused_by_name(server: ServerProcess) -> None:
+    client = await Client.connect(server.ws_url)
+    try:
+        variables = context("ri.test.refused")
+        await client.subscribe(
+            {name: subscription(node, variables, WINDOW_S) for name, (node, _) in REFUSED.items()}
+        )
+        for name, (_, params) in REFUSED.items():
+            creation = await client.creation(name)
+            assert creation["type"] == "error", (name, creation)
+            error = creation["error"]["serializableError"]
+            assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
+            assert error["params"].items() >= params.items(), (name, error["params"])
+    finally:
+        await client.close()
