@@ -452,7 +452,11 @@ def evaluate(
         return {g: ("enum" if declared_enum or is_enum(p) else "numeric", p) for g, p in per_group.items()}
     if kind == "ranges":
         clipped = {
-            g: [(max(s, window_start), e) for s, e in ranges(env, body["input"]) if e > window_start]
+            g: [
+                (max(s, window_start), e)
+                for s, e in ranges(env, body["input"])
+                if e > window_start or s == e >= window_start  # s == e: an instant
+            ]
             for g, env in envs.items()
         }
         max_ranges = body.get("maxRanges") or DEFAULT_MAX_RANGES

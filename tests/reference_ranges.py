@@ -4,6 +4,7 @@ tests.reference it never calls the server's code."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -37,7 +38,53 @@ def _stable(points: r.Points, window: int, min_points: int, threshold: float, pe
     return r._condition_ranges(flags, lambda ok: ok)
 
 
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
+        return False
+    return bool(a != b)
+
+
+def _extrema(points: r.Points, peaks: bool, troughs: bool) -> r.Ranges:
+    """Each flat run of equal values is compared with the runs on both sides; edge runs never count."""
+    points = [(t, v) for t, v in points if not math.isnan(v)]
+    runs: list[list[tuple[int, float]]] = []
+    for t, v in points:
+        if runs and runs[-1][0][1] == v:
+            runs[-1].append((t, v))
+        else:
+            runs.append([(t, v)])
+    out: r.Ranges = []
+    for i in range(1, len(runs) - 1):
+        v, before, after = runs[i][0][1], runs[i - 1][0][1], runs[i + 1][0][1]
+        if (peaks and before < v > after) or (troughs and before > v < after):
+            out += [(t, t) for t, _ in runs[i]]
+    return out
+
+
 def ranges(env: r.Env, kind: str, body: dict[str, Any]) -> r.Ranges:
+    if kind in ("onChange", "categoricalOnChangeRangesV2"):
+        if kind == "onChange":
+            x = r._points(r.series(env, body["input"]))
+        else:
+            x = r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
+        return [(t1, t1) for (_, v0), (t1, v1) in itertools.pairwise(x) if _differs(v1, v0)]
+    if kind == "seriesCrossoverRangesNode":
+        out: r.Ranges = []
+        last_sign = 0
+        for t, (a, b) in r.align([r.numeric(env, body["inputA"]), r.numeric(env, body["inputB"])]):
+            d = a - b
+            sign = 0 if math.isnan(d) or d == 0 else (1 if d > 0 else -1)
+            if sign:
+                if last_sign and sign != last_sign:
+                    out.append((t, t))
+                last_sign = sign
+        return out
+    if kind in ("peak", "extremaRangesV2"):
+        x = r._points(r.numeric(env, body["input"]))
+        which = body.get("selection") or body.get("returnType")
+        if which is None:
+            which = "TROUGH" if body.get("returnsPeaks") is False else "PEAK"
+        return _extrema(x, which in ("PEAK", "BOTH"), which in ("TROUGH", "BOTH"))
     if kind == "approximateThreshold":
         x = r._points(r.numeric(env, body["input"]))
         c, tol = r._double(env, body["threshold"]), r._double(env, body["tolerance"])

@@ -210,6 +210,27 @@ CASES: dict[str, Json] = {
     "aggregate": enum_node(
         sc.EnumSeries(aggregate=sc.AggregateEnumSeries(input=E, function=sc.EnumAggregationFunction.MAX))
     ),
+    "on_change_numeric": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=A)))),
+    "on_change_enum": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(enum=E)))),
+    "categorical_on_change_v2_of_value_map": ranges_node(
+        sc.RangeSeries(categorical_on_change_ranges_v2=sc.CategoricalOnChangeRangesV2(input=states_of(A)))
+    ),
+    "crossover": ranges_node(
+        sc.RangeSeries(series_crossover_ranges_node=sc.SeriesCrossoverRanges(input_a=A, input_b=B))
+    ),
+    "peak_default": ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A))),
+    "extrema_v2_both": ranges_node(
+        sc.RangeSeries(extrema_ranges_v2=sc.ExtremaRangesV2(input=B, selection=sc.PeakType.BOTH))
+    ),
+    "padded_peaks_are_ranges": ranges_node(
+        sc.RangeSeries(
+            padded_ranges=sc.PaddedRanges(
+                input=sc.RangeSeries(peak=sc.PeakRanges(input=A, return_type=sc.PeakType.TROUGH)),
+                padding=const_duration(S // 4),
+            )
+        )
+    ),
+    "grouped_on_change": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=G)))),
     "grouped_stability": ranges_node(
         sc.RangeSeries(
             stability_detection_v2=sc.StabilityDetectionRangesV2(
@@ -384,9 +405,9 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "numericEqualityRangesV2", "field": "inputs"},
     ),
-    "on_change_not_built": (
-        ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=A)))),
-        {"invalidTypes": "onChange"},
+    "peak_prominence": (
+        ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
+        {"invalidTypes": "peak", "field": "minimumProminence"},
     ),
 }
 

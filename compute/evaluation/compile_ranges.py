@@ -8,15 +8,17 @@ import math
 
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, invalid_computation
-from compute.evaluation.nodes import RangeNode, SeriesNode, Threshold
+from compute.evaluation.nodes import OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import EnumAggregateDuplicates, EnumFilterTransformation, ValueMap
+from compute.evaluation.nodes.range_events import Crossover, Extrema, OnChange
 from compute.evaluation.nodes.range_ops import (
     DurationFilter,
     PaddedRanges,
     SeriesEquality,
     StabilityDetection,
 )
+from compute.evaluation.nodes.select_value import SelectRange
 
 Json = c.Json
 B = c._Builder
@@ -186,7 +188,58 @@ def _no_events(b: B, v: Json) -> RangeNode:
     )
 
 
+def _on_change(b: B, v: Json) -> RangeNode:
+    o = b.obj(v, "onChange")
+    return OnChange(b.timed(b.series(b.get(o, "input", "onChange")), "onChange"))
+
+
+def _categorical_on_change(b: B, v: Json) -> RangeNode:
+    what = "categoricalOnChangeRangesV2"
+    return OnChange(b.timed(b.enum(b.get(b.obj(v, what), "input", what)), what))
+
+
+def _crossover(b: B, v: Json) -> RangeNode:
+    what = "seriesCrossoverRangesNode"
+    o = b.obj(v, what)
+    x = b.timed(b.numeric(b.get(o, "inputA", what)), what)
+    return Crossover(x, b.timed(b.numeric(b.get(o, "inputB", what)), what))
+
+
+def _extrema(what: str) -> c.RangeBuilder:
+    """`peak` (`returnType`, else `returnsPeaks`, else peaks) and `extremaRangesV2` (`selection`).
+    A minimum prominence needs the terrain on both sides as far as it reaches: refused."""
+
+    def build(b: B, v: Json) -> RangeNode:
+        o = b.obj(v, what)
+        if o.get("minimumProminence") is not None:
+            prominence = b.double_constant(o["minimumProminence"])
+            if prominence != 0.0:
+                raise _refuse(
+                    what,
+                    "minimumProminence",
+                    f"{prominence} needs the series on both sides as far as the prominence reaches, "
+                    "which cannot stream; omit it",
+                )
+        if what == "extremaRangesV2":
+            selection = b.get(o, "selection", what)
+        elif o.get("returnType") is not None:
+            selection = o["returnType"]
+        else:
+            selection = "TROUGH" if o.get("returnsPeaks") is False else "PEAK"
+        if selection not in ("PEAK", "TROUGH", "BOTH"):
+            raise c.MalformedNode(f"{what}: not a PeakType: {selection!r}")
+        x = b.timed(b.numeric(b.get(o, "input", what)), what)
+        return Extrema(x, peaks=selection != "TROUGH", troughs=selection != "PEAK")
+
+    return build
+
+
 RANGE_BUILDERS: dict[str, c.RangeBuilder] = {
+    "onChange": _on_change,
+    "categoricalOnChangeRangesV2": _categorical_on_change,
+    "seriesCrossoverRangesNode": _crossover,
+    "peak": _extrema("peak"),
+    "extremaRangesV2": _extrema("extremaRangesV2"),
     "approximateThreshold": _approximate_threshold,
     "durationFilter": _duration_filter,
     "durationFilterV2": _duration_filter_v2,
@@ -263,3 +316,23 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,
 }
+
+
+# -- SelectValue ---------------------------------------------------------------------------------
+def select_value(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+    """`firstRange`, `lastRange`, `nthRange` here; the point selections are compiler.py's."""
+    kind, inner = b.variant("SelectValue", value)
+    if kind == "firstRange":
+        return SelectRange(b.ranges(inner), 0, descending=False)
+    if kind == "lastRange":
+        return SelectRange(b.ranges(inner), 0, descending=True)
+    if kind == "nthRange":
+        o = b.obj(inner, "nthRange")
+        index = b.integer_constant(b.get(o, "index", "nthRange"))
+        if index < 0:
+            raise _refuse("nthRange", "index", f"must be >= 0, got {index}")
+        order = b.get(o, "sortOrder", "nthRange")
+        if order not in ("ASC", "DESC"):
+            raise c.MalformedNode(f"nthRange.sortOrder: not a RangeSortOrder: {order!r}")
+        return SelectRange(b.ranges(b.get(o, "input", "nthRange")), index, descending=order == "DESC")
+    return c._select_value(b, value, window_ns, limits, options)

@@ -733,3 +733,4 @@ from compute.evaluation import compile_ranges  # noqa: E402  (it uses this modul
 
 RANGE_BUILDERS.update(compile_ranges.RANGE_BUILDERS)
 ENUM_BUILDERS.update(compile_ranges.ENUM_BUILDERS)
+OUTPUT_BUILDERS["value"] = compile_ranges.select_value
