@@ -161,6 +161,55 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
         x = r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
         keep = r.ranges(env, body["filter"])
         return [(t, v) for t, v in x if any(s <= t < e for s, e in keep)]
+    if kind in ("resample", "resampleV2"):
+        x = r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
+        if kind == "resample":
+            step = r._duration_constant(env, body["resampleConfiguration"]["interval"])
+        else:
+            step = r._duration_expression(env, body["interval"])
+        if not x:
+            return []
+        up = lambda t: -(-t // step) * step  # noqa: E731  (rounded up to an interval multiple)
+        out, i = [], 0
+        for t in range(up(x[0][0]), up(x[-1][0]) + 1, step):
+            while i + 1 < len(x) and x[i + 1][0] <= t:
+                i += 1
+            out.append((t, x[i][1]))  # the last known value at or before t
+        return out
+    if kind == "union":
+        by_time: dict[int, list[str]] = {}
+        for inner in body["input"]:
+            for t, v in r._points(r.series(env, {"type": "enum", "enum": inner})):
+                by_time.setdefault(t, []).append(v)
+        pick = max if body["operation"] == "MAX" else min
+        return [(t, pick(vs)) for t, vs in sorted(by_time.items())]
     if kind == "aggregate":  # one value per timestamp already: nothing to aggregate
         return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
     raise NotImplementedError(kind)
+
+
+def select_range(
+    body: dict[str, Any], envs: dict[r.GroupKey, r.Env], window_start: int
+) -> dict[r.GroupKey, tuple[str, Any]]:
+    """SelectValue firstRange / lastRange / nthRange: the index-th range overlapping the window
+    (ASC from the earliest, DESC from the latest), one that began earlier starting at the window's
+    start; none: an empty `range` result, or the group left out of a grouped response."""
+    kind, inner = body["type"], body[body["type"]]
+    if kind == "nthRange":
+        node, index, descending = inner["input"], int(inner["index"]["literal"]), inner["sortOrder"] == "DESC"
+    else:
+        node, index, descending = inner, 0, kind == "lastRange"
+    out: dict[r.GroupKey, tuple[str, Any]] = {}
+    for g, env in envs.items():
+        spans = [
+            (max(s, window_start), e)
+            for s, e in r.ranges(env, node)
+            if e > window_start or s == e >= window_start
+        ]
+        if descending:
+            spans.reverse()
+        if index < len(spans):
+            out[g] = ("rangeValue", spans[index])
+        elif not g:
+            out[g] = ("range", [])
+    return out

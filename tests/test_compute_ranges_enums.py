@@ -23,7 +23,7 @@ from tests.conftest import ServerProcess
 from tests.keepalive import keep_alive
 from tests.reference import evaluate
 from tests.test_compute_nodes import Outcome, Writer, collect, context, write_history, write_round
-from tests.wire import NANOS, Client, new_id, subscription
+from tests.wire import NANOS, Client, new_id, subscription, write_points
 
 WINDOW_S = 3600.0
 WINDOW_NS = int(WINDOW_S * NANOS)
@@ -81,6 +81,10 @@ def enum_node(e: sc.EnumSeries) -> Json:
     return encoded(
         sc.ComputableNode(series=sc.SummarizeSeries(input=sc.Series(enum=e), numeric_aggregations={}))
     )
+
+
+def value_node(v: sc.SelectValue) -> Json:
+    return encoded(sc.ComputableNode(value=v))
 
 
 A, B, E, G = num("a"), num("b"), cat("e"), num("g")
@@ -230,7 +234,62 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    # round 4 writes a negative point older than all others: the first range starts earlier
+    "first_range": value_node(
+        sc.SelectValue(
+            first_range=sc.RangeSeries(
+                threshold=sc.ThresholdingRanges(
+                    input=A, threshold=lit(0.0), operator=sc.ThresholdOperator.LESS_THAN
+                )
+            )
+        )
+    ),
+    "last_range_of_instants": value_node(
+        sc.SelectValue(last_range=sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(enum=E))))
+    ),
+    "nth_range_from_the_latest": value_node(
+        sc.SelectValue(
+            nth_range=sc.NthRange(
+                input=above(B, 10.0), index=sc.IntegerConstant(literal=2), sort_order=sc.RangeSortOrder.DESC
+            )
+        )
+    ),
+    "grouped_last_range": value_node(sc.SelectValue(last_range=above(G, 0.0))),
     "grouped_on_change": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=G)))),
+    "resample_v2": enum_node(
+        sc.EnumSeries(resample_v2=sc.EnumResampleSeriesV2(input=E, interval=seconds(2)))
+    ),
+    "resample_forward_fill": enum_node(
+        sc.EnumSeries(
+            resample=sc.EnumResampleSeries(
+                input=states_of(A),
+                resample_configuration=sc.EnumResampleConfiguration(
+                    interval=const_duration(3 * S),
+                    interpolation=sc.EnumResampleInterpolationConfiguration(
+                        forward_fill_resample_interpolation_configuration=(
+                            sc.ForwardFillResampleInterpolationConfiguration()
+                        )
+                    ),
+                ),
+            )
+        )
+    ),
+    "union_max_of_colliding_series": enum_node(
+        sc.EnumSeries(union=sc.EnumUnionSeries(input=[states_of(A), E], operation=sc.EnumUnionOperation.MAX))
+    ),
+    "union_min_of_two_maps_of_one_channel": enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(input=[states_of(A), states_of(B)], operation=sc.EnumUnionOperation.MIN)
+        )
+    ),
+    "union_min_same_timestamps": enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(
+                input=[states_of(A), states_of(sc.NumericSeries(negate=sc.Negate(x=A)))],
+                operation=sc.EnumUnionOperation.MIN,
+            )
+        )
+    ),
     "grouped_stability": ranges_node(
         sc.RangeSeries(
             stability_detection_v2=sc.StabilityDetectionRangesV2(
@@ -405,6 +464,14 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "numericEqualityRangesV2", "field": "inputs"},
     ),
+    "nth_point_downsample": (
+        enum_node(
+            sc.EnumSeries(
+                nth_point_downsample=sc.EnumNthPointDownsampleSeries(input=E, n=sc.IntegerConstant(literal=3))
+            )
+        ),
+        {"invalidTypes": "nthPointDownsample"},
+    ),
     "peak_prominence": (
         ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
         {"invalidTypes": "peak", "field": "minimumProminence"},
@@ -425,5 +492,37 @@ async def test_what_these_nodes_cannot_do_is_refused_by_name(server: ServerProce
             error = creation["error"]["serializableError"]
             assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
             assert error["params"].items() >= params.items(), (name, error["params"])
+    finally:
+        await client.close()
+
+
+async def test_a_union_that_throws_reports_an_error_once_two_inputs_share_a_timestamp(
+    server: ServerProcess,
+) -> None:
+    """`union` with THROW: no error while the inputs' timestamps differ; a point of the second
+    input at a timestamp of the first makes the computation an error update naming the field."""
+    rid = f"ri.test.union.{time.time_ns()}"
+    variables = context(rid)
+    node = enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(input=[E, states_of(A)], operation=sc.EnumUnionOperation.THROW)
+        )
+    )
+    t = time.time_ns() - 10 * S
+    await write_points(server.base_url, rid, "e", [(t, "run"), (t + S, "idle")])
+    await write_points(server.base_url, rid, "a", [(t + S // 2, 5.0)])
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe({"u": subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)})
+        assert (await client.creation("u", timeout=120))["type"] == "success"
+        view = ResultView(WINDOW_NS)
+        view.apply(await client.update("u", timeout=120))
+        assert view.snapshot() == {(): ("enum", [(t, "run"), (t + S // 2, "stop"), (t + S, "idle")])}
+        await write_points(server.base_url, rid, "a", [(t + S, -5.0)])  # collides with "idle"
+        update = await client.update("u", timeout=120)
+        assert update["type"] == "error", update
+        error = update["error"]["serializableError"]
+        assert error["name"] == "PersistentCompute:InvalidComputation", error
+        assert error["params"].items() >= {"invalidTypes": "union", "field": "operation"}.items(), error
     finally:
         await client.close()

@@ -10,7 +10,13 @@ from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, invalid_computation
 from compute.evaluation.nodes import OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
-from compute.evaluation.nodes.enum_ops import EnumAggregateDuplicates, EnumFilterTransformation, ValueMap
+from compute.evaluation.nodes.enum_ops import (
+    EnumAggregateDuplicates,
+    EnumFilterTransformation,
+    EnumResample,
+    EnumUnion,
+    ValueMap,
+)
 from compute.evaluation.nodes.range_events import Crossover, Extrema, OnChange
 from compute.evaluation.nodes.range_ops import (
     DurationFilter,
@@ -311,7 +317,72 @@ def _aggregate(b: B, v: Json) -> SeriesNode:
     return EnumAggregateDuplicates(b.timed(b.enum(b.get(o, "input", what)), what))
 
 
+FORWARD_FILL = "forwardFillResampleInterpolationConfiguration"
+
+
+def _resample(version: str) -> c.SeriesBuilder:
+    def build(b: B, v: Json) -> SeriesNode:
+        o = b.obj(v, version)
+        if version == "resample":
+            config = b.obj(b.get(o, "resampleConfiguration", version), "EnumResampleConfiguration")
+            interval_ns = b.duration_constant(b.get(config, "interval", "resampleConfiguration"))
+            if config.get("interpolation") is not None:
+                kind, _ = _union(
+                    config["interpolation"],
+                    "EnumResampleInterpolationConfiguration",
+                    (
+                        "forwardFillResampleInterpolationConfiguration",
+                        "constantResampleInterpolationConfiguration",
+                    ),
+                )
+                if kind != FORWARD_FILL:
+                    raise _refuse(
+                        version,
+                        "interpolation",
+                        "constant interpolation is not supported (its docs leave open what a bucket "
+                        "with points takes); use forward fill",
+                    )
+        else:
+            interval_ns = b.duration_expression(b.get(o, "interval", version))
+        if interval_ns <= 0:
+            raise _refuse(version, "interval", f"must be positive, got {interval_ns} ns")
+        return EnumResample(b.timed(b.enum(b.get(o, "input", version)), version), interval_ns)
+
+    return build
+
+
+def _enum_union(b: B, v: Json) -> SeriesNode:
+    o = b.obj(v, "union")
+    raw = b.get(o, "input", "union")
+    if not isinstance(raw, list) or not raw:
+        raise c.MalformedNode("union.input must be a non-empty list")
+    operation = b.get(o, "operation", "union")
+    if operation not in ("THROW", "MAX", "MIN"):
+        raise c.MalformedNode(f"union.operation: not an EnumUnionOperation: {operation!r}")
+    return EnumUnion([b.timed(b.enum(x), "union") for x in raw], operation)
+
+
+def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
+    def build(b: B, v: Json) -> SeriesNode:
+        raise invalid_computation(f"EnumSeries '{variant}' is not supported: {reason}", variant)
+
+    return build
+
+
 ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
+    "resample": _resample("resample"),
+    "resampleV2": _resample("resampleV2"),
+    "union": _enum_union,
+    "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
+    "nthPointDownsample": _enum_refused(
+        "nthPointDownsample",
+        "it keeps every Nth point counted from the earliest, so whether a point is kept depends on "
+        "every point before it; over a sliding window with late points that cannot stream",
+    ),
+    "toStartOfInterval": _enum_refused(
+        "toStartOfInterval",
+        "snapped points collide on one timestamp and a Sparkwire series holds one value per timestamp",
+    ),
     "valueMap": _value_map,
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,

@@ -1,5 +1,6 @@
 """Enum series nodes: a numeric series mapped to labels (`valueMap`), an enum series kept inside
-ranges (`filterTransformation`), and duplicate-timestamp aggregation (`aggregate`)."""
+ranges (`filterTransformation`), duplicate-timestamp aggregation (`aggregate`), resampling onto an
+epoch-aligned grid (`resample`, `resampleV2`) and the union of several series (`union`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
 from compute.evaluation.results import EnumPoints
 
@@ -74,3 +76,82 @@ class EnumAggregateDuplicates(SeriesNode):
 
     def evaluate(self, env: EvalEnv) -> EnumPoints:
         return enum(self.input.evaluate(env), "aggregate", env.categories)
+
+
+MAX_RESAMPLED_POINTS = 1_000_000  # as compiler.Limits.max_points: a grid finer than this is refused
+
+
+@dataclass
+class EnumResample(SeriesNode):
+    """`resample` (forward fill) / `resampleV2`: a point at every multiple of `interval_ns` (since the
+    epoch) from the first input point's timestamp rounded up to one, through the last's rounded up,
+    each taking the label of the newest input point at or before it. Its first grid point in the
+    window needs the point before it: that much history is declared, one interval."""
+
+    input: SeriesNode
+    interval_ns: int
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def own_lookback_ns(self) -> int:
+        return self.interval_ns
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        s = enum(self.input.evaluate(env), "resample", env.categories)
+        if not len(s):
+            return s
+        step = self.interval_ns
+        first, last = -(-int(s.ts[0]) // step) * step, -(-int(s.ts[-1]) // step) * step
+        count = (last - first) // step + 1
+        if count > MAX_RESAMPLED_POINTS:
+            raise ComputeError(
+                "TooManyPoints",
+                f"resampling every {step} ns gives {count} points, beyond {MAX_RESAMPLED_POINTS}",
+                {"limit": str(MAX_RESAMPLED_POINTS)},
+            )
+        grid = first + step * np.arange(count, dtype=np.int64)
+        at = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
+        return EnumPoints(grid, s.codes[at], s.categories)
+
+
+@dataclass
+class EnumUnion(SeriesNode):
+    """`union`: every input's points in one series; where several share a timestamp, MAX keeps the
+    label that sorts last (by code point), MIN the one that sorts first, THROW refuses the
+    computation (InvalidComputation, at evaluation)."""
+
+    inputs: list[SeriesNode]
+    operation: str  # THROW, MAX, MIN
+
+    def children(self) -> Sequence[Node]:
+        return self.inputs
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        series = [enum(x.evaluate(env), "union", env.categories) for x in self.inputs]
+        categories: list[str] = []
+        index: dict[str, int] = {}
+        ts_parts, code_parts = [], []
+        for s in series:  # one numbering of every input's labels
+            recode = np.array([index.setdefault(c, len(index)) for c in s.categories] or [0], np.int32)
+            ts_parts.append(s.ts)
+            code_parts.append(recode[s.codes] if len(s) else np.empty(0, np.int32))
+        categories = list(index)
+        ts, codes = np.concatenate(ts_parts), np.concatenate(code_parts).astype(np.int32)
+        if not len(ts):
+            return EnumPoints(ts.astype(np.int64), codes, categories)
+        rank = np.argsort(np.argsort(np.asarray(categories, dtype=object)))  # code -> label's sort rank
+        order = np.lexsort((rank[codes], ts))  # by time, then by label
+        ts, codes = ts[order], codes[order]
+        dup = ts[1:] == ts[:-1]
+        if dup.any():
+            if self.operation == "THROW":
+                raise ComputeError(
+                    "InvalidComputation",
+                    f"union with THROW: {int(dup.sum())} points share a timestamp with another input's",
+                    {"invalidTypes": "union", "field": "operation"},
+                )
+            # MAX: the last of each timestamp's run (largest label); MIN: the first
+            keep = np.r_[~dup, True] if self.operation == "MAX" else np.r_[True, ~dup]
+            ts, codes = ts[keep], codes[keep]
+        return EnumPoints(ts, codes, categories)
