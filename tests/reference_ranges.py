@@ -62,6 +62,10 @@ def _extrema(points: r.Points, peaks: bool, troughs: bool) -> r.Ranges:
 
 
 def ranges(env: r.Env, kind: str, body: dict[str, Any]) -> r.Ranges:
+    if kind == "raw":  # a variable holding a ComputeNodeWithContext: its ranges, its own variables
+        held = r._var(env, body["name"], ("computeNode",))
+        inner = r.Env(held["context"]["variables"], env.store, env.group)
+        return r.ranges(inner, held["seriesNode"]["ranges"])
     if kind in ("onChange", "categoricalOnChangeRangesV2"):
         if kind == "onChange":
             x = r._points(r.series(env, body["input"]))

@@ -255,6 +255,15 @@ CASES: dict[str, Json] = {
         )
     ),
     "grouped_last_range": value_node(sc.SelectValue(last_range=above(G, 0.0))),
+    "raw_ranges_from_a_variable": ranges_node(
+        sc.RangeSeries(
+            duration_filter=sc.DurationFilterRanges(
+                input=sc.RangeSeries(raw=sc.Reference(name="held_ranges")),
+                threshold=const_duration(S),
+                operator=sc.ThresholdOperator.GREATER_THAN,
+            )
+        )
+    ),
     "grouped_on_change": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=G)))),
     "resample_v2": enum_node(
         sc.EnumSeries(resample_v2=sc.EnumResampleSeriesV2(input=E, interval=seconds(2)))
@@ -305,6 +314,18 @@ CASES: dict[str, Json] = {
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
 
 
+def variables_of(rid: str) -> dict[str, Any]:
+    """tests/test_compute_nodes.py's context, and a range series held in a variable with a nested
+    context of its own (its channel `x` is that context's name for channel b)."""
+    held = sc.ComputeNodeWithContext(
+        series_node=sc.ComputeNode(ranges=above(num("x"), 12.0)),
+        context=sc.Context(variables={}, dataset_references={}),
+    )
+    nested = encoded(held)
+    nested["context"]["variables"] = {"x": n.channel(rid, "b")}
+    return {**context(rid), "held_ranges": {"type": "computeNode", "computeNode": nested}}
+
+
 async def subscribe_all(client: Client, variables: dict[str, Any]) -> dict[str, str]:
     ids = {name: new_id() for name in CASES}
     await client.subscribe(
@@ -333,7 +354,7 @@ async def outcome(server: ServerProcess) -> Outcome:
     rng = random.Random(20261126)
     rid = f"ri.test.ranges.{time.time_ns()}"
     w = Writer(server.base_url, rid)
-    variables = context(rid)
+    variables = variables_of(rid)
     origin = time.time_ns()
     client = await Client.connect(server.ws_url)
     keepalive = keep_alive(client)

@@ -240,7 +240,42 @@ def _extrema(what: str) -> c.RangeBuilder:
     return build
 
 
+COMPUTE_NODE_VARIANTS = (
+    "enum",
+    "numeric",
+    "log",
+    "ranges",
+    "array",
+    "struct",
+    "curveFit",
+    "curveV2",
+    "video",
+    "raw",
+)
+
+
+def _raw_ranges(b: B, v: Json) -> RangeNode:
+    """`raw`: a Reference to a context variable holding a `computeNode` (ComputeNodeWithContext)
+    whose node is `ranges`; that range series is built with the nested context's variables, its
+    channels read like every other channel of the computation."""
+    ref = b.obj(v, "Reference")
+    _, value = b.typed_variable(ref.get("name"), ("computeNode",))
+    o = b.obj(value, "ComputeNodeWithContext")
+    kind, ranges = _union(
+        b.get(o, "seriesNode", "ComputeNodeWithContext"), "ComputeNode", COMPUTE_NODE_VARIANTS
+    )
+    if kind != "ranges":
+        raise _refuse("raw", "seriesNode", f"the variable holds a '{kind}' node, expected 'ranges'")
+    context = b.obj(b.get(o, "context", "ComputeNodeWithContext"), "Context")
+    for key, field_value in context.items():
+        if key != "variables" and field_value not in (None, {}, [], False):
+            raise _refuse("raw", f"context.{key}", "only a nested context's variables are supported")
+    variables = b.obj(context.get("variables") or {}, "Context.variables")
+    return B(variables, b.selectors).ranges(ranges)  # one list of channels for the whole plan
+
+
 RANGE_BUILDERS: dict[str, c.RangeBuilder] = {
+    "raw": _raw_ranges,
     "onChange": _on_change,
     "categoricalOnChangeRangesV2": _categorical_on_change,
     "seriesCrossoverRangesNode": _crossover,
