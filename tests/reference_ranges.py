@@ -189,6 +189,8 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
         return [(t, pick(vs)) for t, vs in sorted(by_time.items())]
     if kind == "aggregate":  # one value per timestamp already: nothing to aggregate
         return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
+    if kind == "enumAggregation":  # groupBy current tags and timestamps: each group is one point
+        return r._points(r.series(env, body["input"]["groupBy"]["input"]))
     raise NotImplementedError(kind)
 
 

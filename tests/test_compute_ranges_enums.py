@@ -8,22 +8,29 @@ and (2) a fresh FullResult of a brand-new computation. Refusals are checked by n
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from conjure_python_client import ConjureEncoder
+from nominal_api import api, scout_rids_api, scout_run_api
+from nominal_api import persistent_compute_api as pc
 from nominal_api import scout_compute_api as sc
-from nominal_api import scout_rids_api, scout_run_api
 
+from app.frames import output_body
+from compute.evaluation import deltas
+from compute.evaluation.results import OPEN_END, Ranges, RangeValue
+from sparkwire_client.view import View
 from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference, same
 from tests.conftest import ServerProcess
 from tests.keepalive import keep_alive
 from tests.reference import evaluate
 from tests.test_compute_nodes import Outcome, Writer, collect, context, write_history, write_round
-from tests.wire import NANOS, Client, new_id, subscription, write_points
+from tests.wire import DECODER, NANOS, Client, new_id, subscription, write_points
 
 WINDOW_S = 3600.0
 WINDOW_NS = int(WINDOW_S * NANOS)
@@ -299,6 +306,20 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    "enum_aggregation_max_of_current_groups": enum_node(
+        sc.EnumSeries(
+            enum_aggregation=sc.EnumAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(enum=E),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(current=api.Empty()),
+                    )
+                ),
+                operator=sc.EnumAggregationOperator(max=api.Empty()),
+            )
+        )
+    ),
     "grouped_stability": ranges_node(
         sc.RangeSeries(
             stability_detection_v2=sc.StabilityDetectionRangesV2(
@@ -493,6 +514,23 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "nthPointDownsample"},
     ),
+    "enum_aggregation_every": (
+        enum_node(
+            sc.EnumSeries(
+                enum_aggregation=sc.EnumAggregation(
+                    input=sc.AggregationBuilder(
+                        group_by=sc.GroupByAggregationBuilder(
+                            input=sc.Series(enum=E),
+                            tags=sc.GroupByTags(current=api.Empty()),
+                            timestamp=sc.GroupByTimestamp(every=seconds(5)),
+                        )
+                    ),
+                    operator=sc.EnumAggregationOperator(min=api.Empty()),
+                )
+            )
+        ),
+        {"invalidTypes": "enumAggregation", "field": "input.groupBy.timestamp"},
+    ),
     "peak_prominence": (
         ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
         {"invalidTypes": "peak", "field": "minimumProminence"},
@@ -547,3 +585,41 @@ async def test_a_union_that_throws_reports_an_error_once_two_inputs_share_a_time
         assert error["params"].items() >= {"invalidTypes": "union", "field": "operation"}.items(), error
     finally:
         await client.close()
+
+
+# -- the rangeValue result and instants, away from a server ----------------------------------------
+def test_a_range_value_and_instants_survive_the_compute_tiers_transport_and_decode_as_nominal() -> None:
+    """What an edge mirrors (compute/evaluation/deltas.py) and what a strict Nominal client decodes."""
+    old = {(): RangeValue(5 * S, OPEN_END)}
+    new = {(): RangeValue(5 * S, 9 * S)}
+    payload = deltas.decode(deltas.encode({"p": deltas.diff(old, new)}))["p"]
+    assert deltas.apply(old, payload) == new
+    instants = Ranges(np.array([3 * S, 7 * S], np.int64), np.array([3 * S, 7 * S], np.int64))
+    assert [r.tolist() for r in (instants.since(7 * S).starts, instants.clip(7 * S).ends)] == [
+        [7 * S],
+        [7 * S],
+    ]
+    for output, kind in ((new[()], "rangeValue"), (instants, "range")):
+        text = json.dumps({"type": "full", "full": {"result": dict([("type", kind), output_body(output)])}})
+        decoded = DECODER.read_from_string(text, pc.SubscriptionUpdate)
+        assert decoded.full.result.type == kind
+
+
+def test_the_client_packages_view_keeps_a_range_value_and_instants() -> None:
+    def ts(ns: int) -> dict[str, int]:
+        return {"seconds": ns // S, "nanos": ns % S}
+
+    view = View(window_ns=1000 * S)
+    view.apply(
+        {"type": "full", "full": {"result": {"type": "rangeValue", "rangeValue": {"start": ts(10 * S)}}}}
+    )
+    assert view.rows() == [{"start": 10 * S, "end": None}]
+    closed = {"type": "rangeValue", "rangeValue": {"start": ts(10 * S), "end": ts(12 * S)}}
+    view.apply({"type": "append", "append": {"start": ts(10 * S), "end": ts(13 * S), "result": closed}})
+    assert view.rows() == [{"start": 10 * S, "end": 12 * S}]
+    points = View(window_ns=1000 * S)
+    instant = [{"start": ts(20 * S), "end": ts(20 * S)}]
+    points.apply({"type": "full", "full": {"result": {"type": "range", "range": instant}}})
+    later = {"type": "range", "range": [{"start": ts(25 * S), "end": ts(25 * S)}]}
+    points.apply({"type": "append", "append": {"start": ts(21 * S), "end": ts(26 * S), "result": later}})
+    assert points.rows() == [{"start": 20 * S, "end": 20 * S}, {"start": 25 * S, "end": 25 * S}]

@@ -397,6 +397,33 @@ def _enum_union(b: B, v: Json) -> SeriesNode:
     return EnumUnion([b.timed(b.enum(x), "union") for x in raw], operation)
 
 
+def _enum_aggregation(b: B, v: Json) -> SeriesNode:
+    """`enumAggregation` with min or max over `groupBy` of the current tags and the current
+    timestamps: a Sparkwire series holds one value per timestamp of a group, so each aggregate is
+    that point (as `aggregate`). Tumbling windows (`every`), tag subsets, alignment, rolling
+    builders and UDFs are refused by name."""
+    what = "enumAggregation"
+    o = b.obj(v, what)
+    operator, _ = _union(b.get(o, "operator", what), "EnumAggregationOperator", ("min", "max", "udf"))
+    if operator == "udf":
+        raise _refuse(what, "operator", "a user-defined function cannot run in Sparkwire")
+    shape, builder = b.variant("AggregationBuilder", b.get(o, "input", what))
+    if shape != "groupBy":
+        raise _refuse(what, "input", f"'{shape}': only the groupBy shape is accepted (as Nominal's docs say)")
+    g = b.obj(builder, "groupBy")
+    tags, _ = _union(b.get(g, "tags", "groupBy"), "GroupByTags", ("current", "subset"))
+    timestamp, _ = _union(b.get(g, "timestamp", "groupBy"), "GroupByTimestamp", ("current", "every"))
+    for field_name, kind in (("tags", tags), ("timestamp", timestamp)):
+        if kind != "current":
+            raise _refuse(what, f"input.groupBy.{field_name}", f"'{kind}' is not supported; use current")
+    if g.get("alignment") is not None:
+        raise _refuse(what, "input.groupBy.alignment", "alignment is not supported")
+    series = b.get(g, "input", "groupBy")
+    if b.variant("Series", series)[0] == "numeric":
+        raise _refuse(what, "input.groupBy.input", f"{operator} needs a categorical series (Nominal's docs)")
+    return EnumAggregateDuplicates(b.timed(b.series(series), what))
+
+
 def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
     def build(b: B, v: Json) -> SeriesNode:
         raise invalid_computation(f"EnumSeries '{variant}' is not supported: {reason}", variant)
@@ -408,6 +435,7 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "resample": _resample("resample"),
     "resampleV2": _resample("resampleV2"),
     "union": _enum_union,
+    "enumAggregation": _enum_aggregation,
     "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
     "nthPointDownsample": _enum_refused(
         "nthPointDownsample",

@@ -65,7 +65,8 @@ class EnumFilterTransformation(SeriesNode):
 
 @dataclass
 class EnumAggregateDuplicates(SeriesNode):
-    """`aggregate` (AggregateEnumSeries): aggregates points sharing a timestamp. Sparkwire's store
+    """`aggregate` (AggregateEnumSeries) and `enumAggregation` over the current tags and timestamps:
+    aggregates points sharing a timestamp. Sparkwire's store
     keeps one value per timestamp of a series (a later write replaces), and no enum node here makes
     duplicates, so every point passes unchanged."""
 
