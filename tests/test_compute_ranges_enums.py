@@ -23,6 +23,8 @@ from nominal_api import scout_compute_api as sc
 from app.frames import output_body
 from compute.evaluation import deltas
 from compute.evaluation.results import OPEN_END, Ranges, RangeValue
+from sparkwire_client import nodes as cn
+from sparkwire_client import range_nodes as rn
 from sparkwire_client.view import View
 from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference, same
@@ -623,3 +625,52 @@ def test_the_client_packages_view_keeps_a_range_value_and_instants() -> None:
     later = {"type": "range", "range": [{"start": ts(25 * S), "end": ts(25 * S)}]}
     points.apply({"type": "append", "append": {"start": ts(21 * S), "end": ts(26 * S), "result": later}})
     assert points.rows() == [{"start": 20 * S, "end": 20 * S}, {"start": 25 * S, "end": 25 * S}]
+
+
+# -- the client package's builders, end to end -------------------------------------------------------
+async def test_the_client_builders_make_nodes_the_server_computes_as_the_reference_does(
+    server: ServerProcess,
+) -> None:
+    rid = f"ri.test.builders.{time.time_ns()}"
+    w = Writer(server.base_url, rid)
+    t0 = time.time_ns() - 60 * S
+    values = [0.0, 3.0, 3.5, 3.2, 9.0, 9.5, 2.0, 2.0, 7.0, 1.0, 1.5, 8.0]
+    await w.write("x", [(t0 + i * S // 2, v) for i, v in enumerate(values)])
+    await w.write("y", [(t0 + i * S // 2 + 1, 5.0) for i in range(len(values))])
+    await w.write("s", [(t0 + i * S, label) for i, label in enumerate(["a", "a", "b", "c", "c", "a"])])
+    x, y, st = cn.numeric_channel(rid, "x"), cn.numeric_channel(rid, "y"), cn.enum_channel(rid, "s")
+    level = rn.value_map(x, [(None, 2.0, "a"), (2.0, 5.0, "b"), (5.0, None, "c")])
+    nodes: dict[str, cn.Computable] = {
+        "approximately": cn.ranges(rn.approximately(x, 3.0, 0.5)),
+        "held_for": cn.ranges(rn.held_for(x.above(2.5), 1.2)),
+        "padded": cn.ranges(rn.padded(x.above(8.5), 0.2, side="end")),
+        "all_equal": cn.ranges(rn.all_equal(st, level)),
+        "not_all_equal": cn.ranges(rn.all_equal(x, y, tolerance=1.0, negate=True)),
+        "stable": cn.ranges(rn.stable(x, 1.6, 1.0)),
+        "on_change": cn.ranges(rn.on_change(st)),
+        "crossovers": cn.ranges(rn.crossovers(x, y)),
+        "extrema": cn.ranges(rn.extrema(x, "BOTH")),
+        "value_map": cn.series(level),
+        "within": cn.series(rn.within(st, x.above(2.5))),
+        "resample": cn.series(rn.resample(st, 0.75)),
+        "union": cn.series(rn.union([st, level], "MIN")),
+        "first_range": rn.first_range(x.above(2.5)),
+        "last_range": rn.last_range(x.above(2.5)),
+        "nth_range": rn.nth_range(x.above(2.5), 1, from_latest=True),
+    }
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe(
+            {k: subscription(v.json, dict(v.variables), WINDOW_S) for k, v in nodes.items()}
+        )
+        for name, node in nodes.items():
+            assert (await client.creation(name, timeout=120))["type"] == "success", name
+            view = ResultView(WINDOW_NS)
+            view.apply(await client.update(name, timeout=300))
+            cutoff = view.applied_at - WINDOW_NS
+            expected = evaluate(node.json, dict(node.variables), w.store, WINDOW_NS, cutoff)
+            assert any(result for _, result in expected.values()), f"{name}: the points never trigger it"
+            diff = first_difference(clip_ranges(view.snapshot(), cutoff), expected, REL)
+            assert diff is None, f"{name}: differs from the reference at {diff}"
+    finally:
+        await client.close()
