@@ -263,7 +263,17 @@ CASES: dict[str, Json] = {
             )
         )
     ),
-    "grouped_last_range": value_node(sc.SelectValue(last_range=above(G, 0.0))),
+    # below zero: every group has a range from its first round (a late -1.5), so no group appears
+    # in the last phase (which would make a FullResult), and round 5's -3.0 opens a new last range
+    "grouped_last_range": value_node(
+        sc.SelectValue(
+            last_range=sc.RangeSeries(
+                threshold=sc.ThresholdingRanges(
+                    input=G, threshold=lit(0.0), operator=sc.ThresholdOperator.LESS_THAN
+                )
+            )
+        )
+    ),
     "raw_ranges_from_a_variable": ranges_node(
         sc.RangeSeries(
             duration_filter=sc.DurationFilterRanges(
