@@ -656,7 +656,7 @@ async def test_the_client_builders_make_nodes_the_server_computes_as_the_referen
         "padded": cn.ranges(rn.padded(x.above(8.5), 0.2, side="end")),
         "all_equal": cn.ranges(rn.all_equal(st, level)),
         "not_all_equal": cn.ranges(rn.all_equal(x, y, tolerance=1.0, negate=True)),
-        "stable": cn.ranges(rn.stable(x, 1.6, 1.0)),
+        "stable": cn.ranges(rn.stable(x, 1.1, 1.0)),
         "on_change": cn.ranges(rn.on_change(st)),
         "crossovers": cn.ranges(rn.crossovers(x, y)),
         "extrema": cn.ranges(rn.extrema(x, "BOTH")),
