@@ -235,7 +235,7 @@ def _extrema(what: str) -> c.RangeBuilder:
         if selection not in ("PEAK", "TROUGH", "BOTH"):
             raise c.MalformedNode(f"{what}: not a PeakType: {selection!r}")
         x = b.timed(b.numeric(b.get(o, "input", what)), what)
-        return Extrema(x, peaks=selection != "TROUGH", troughs=selection != "PEAK")
+        return Extrema(x, peaks=selection != "TROUGH", troughs=selection != "PEAK", reach_ns=b.window_ns)
 
     return build
 
@@ -271,7 +271,7 @@ def _raw_ranges(b: B, v: Json) -> RangeNode:
         if key != "variables" and field_value not in (None, {}, [], False):
             raise _refuse("raw", f"context.{key}", "only a nested context's variables are supported")
     variables = b.obj(context.get("variables") or {}, "Context.variables")
-    return B(variables, b.selectors).ranges(ranges)  # one list of channels for the whole plan
+    return B(variables, b.selectors, b.window_ns).ranges(ranges)  # one list of channels for the plan
 
 
 RANGE_BUILDERS: dict[str, c.RangeBuilder] = {

@@ -78,6 +78,7 @@ class _Subject:
 class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
+    window_ns: int = 0  # for nodes whose output can reach back as far as the window (peaks)
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -706,7 +707,7 @@ def compile_plan(
             f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
-    b = _Builder(context)
+    b = _Builder(context, window_ns=window_ns)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)
     if build is None:

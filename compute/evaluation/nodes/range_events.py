@@ -79,9 +79,16 @@ class Extrema(RangeNode):
     input: SeriesNode
     peaks: bool
     troughs: bool
+    reach_ns: int  # the window: a plateau's points, all returned, can reach back that far
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
+
+    def own_lookback_ns(self) -> int:
+        """A new point decides whether the run before it is an extremum, and that flat run (every
+        point of which is returned) can have begun arbitrarily long ago: declared honestly as the
+        window, the farthest back an output the client sees can change."""
+        return self.reach_ns
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         s = numeric(self.input.evaluate(env), "peak")

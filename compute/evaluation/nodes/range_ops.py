@@ -50,7 +50,8 @@ class DurationFilter(RangeNode):
 class PaddedRanges(RangeNode):
     """`paddedRanges` / `paddedRangesV2`: every range widened by `padding_ns` at its start, its end
     or both, then overlapping ranges joined. An open end stays open and a missing start missing. A
-    range that ended up to `padding_ns` before the window reaches into it once its end is padded."""
+    change of the input at t reaches back to t - `padding_ns` (a start padded earlier), and a range
+    that ended up to `padding_ns` before the window reaches into it once its end is padded."""
 
     input: RangeNode
     padding_ns: int  # >= 0, the compiler refuses a negative padding
@@ -61,7 +62,7 @@ class PaddedRanges(RangeNode):
         return (self.input,)
 
     def own_lookback_ns(self) -> int:
-        return self.padding_ns if self.pad_end else 0
+        return self.padding_ns
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         r = self.input.evaluate(env)
