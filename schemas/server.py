@@ -140,6 +140,11 @@ class EnumPointResult(WireModel):
     enum_point: EnumPoint | None = None
 
 
+class RangeValueResult(WireModel):
+    type: Literal["rangeValue"]
+    range_value: Range | None = None
+
+
 _Plots = (
     NumericResult
     | BucketedNumericResult
@@ -149,6 +154,7 @@ _Plots = (
     | RangesSummaryResult
     | NumericPointResult
     | EnumPointResult
+    | RangeValueResult
 )
 PlotResult = Annotated[_Plots, Field(discriminator="type")]
 

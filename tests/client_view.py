@@ -18,7 +18,7 @@ INF = float("inf")
 GroupKey = tuple[tuple[str, str], ...]
 POINT_KINDS = ("numeric", "enum")
 BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum")
-VALUE_KINDS = ("numericPoint", "enumPoint")
+VALUE_KINDS = ("numericPoint", "enumPoint", "rangeValue")
 
 
 def double(x: Any) -> float:
@@ -44,7 +44,7 @@ class GroupView:
         self.categories: list[str] = []
         self.entries: dict[int, Any] = {}  # points (t -> value) or buckets (end -> bucket)
         self.ranges: list[tuple[float, float]] = []
-        self.value: tuple[int, Any] | None = None
+        self.value: tuple[float, Any] | None = None  # a point, or a rangeValue's (start, end)
         self.summary: list[tuple[float, float, int]] = []
         self._load(result)
 
@@ -55,6 +55,8 @@ class GroupView:
             self.entries.update(self._entries(body))
         elif self.kind == "range":
             self.ranges = [_range(r) for r in body]
+        elif self.kind == "rangeValue":
+            self.value = _range(body)
         elif self.kind in VALUE_KINDS:
             self.value = (
                 _point(body) if self.kind == "numericPoint" else (ns_of(body["timestamp"]), body["value"])
@@ -133,7 +135,7 @@ class GroupView:
 def merge_ranges(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[list[float]] = []
     for s, e in sorted(ranges):
-        if s >= e:
+        if s > e:  # s == e: an instant (a zero-duration range: onChange, crossovers, peaks)
             continue
         if out and s <= out[-1][1]:
             out[-1][1] = max(out[-1][1], e)
@@ -203,7 +205,7 @@ def clip_ranges(snapshot: dict[GroupKey, tuple[str, Any]], cutoff: int) -> dict[
     out = {}
     for key, (kind, value) in snapshot.items():
         if kind == "range":
-            value = [(max(s, cutoff), e) for s, e in value if e > cutoff]
+            value = [(max(s, cutoff), e) for s, e in value if e > cutoff or s == e >= cutoff]
         elif kind == "rangesSummary":
             value = [(max(s, cutoff), e, count) for s, e, count in value if e > cutoff]
         out[key] = (kind, value)

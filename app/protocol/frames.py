@@ -27,6 +27,7 @@ from compute.evaluation.results import (
     Output,
     Ranges,
     RangesSummary,
+    RangeValue,
 )
 from schemas.timestamps import split_nanos, split_nanos_array
 
@@ -162,6 +163,8 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "numericPoint", {"timestamp": timestamp(out.ts), "value": _double(out.value)}
     if isinstance(out, EnumValue):
         return "enumPoint", {"timestamp": timestamp(out.ts), "value": out.categories[out.code]}
+    if isinstance(out, RangeValue):
+        return "rangeValue", _range(out.start, out.end)
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 

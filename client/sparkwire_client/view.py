@@ -120,6 +120,8 @@ class ResultView:
             self.ranges = _ranges(body)
         elif kind in _VALUE_KINDS:
             self.value = _value(kind, body)
+        elif kind == "rangeValue":  # SelectValue firstRange / lastRange / nthRange: one range
+            self.ranges = _ranges([body]) if body else []
         elif kind == "rangesSummary":
             self.ranges = [_ranges([s["range"]])[0] for s in body["rangesSummary"]]
         else:
@@ -145,6 +147,8 @@ class ResultView:
             newest = _value(kind, body)
             if newest is not None:
                 self.value = newest
+        elif kind == "rangeValue":
+            self.ranges = _ranges([body]) if body else self.ranges
         else:
             raise ValueError(f"unsupported append type {kind!r}")
 
@@ -174,7 +178,7 @@ class ResultView:
                 {"timestamp": t, "histogram": b["histogram"], "first": b["first"][1] if b["first"] else None}
                 for t, b in self.entries.items()
             ]
-        if self.kind in ("range", "rangesSummary"):
+        if self.kind in ("range", "rangesSummary", "rangeValue"):
             return [{"start": r.start, "end": r.end} for r in self.ranges]
         if self.kind in _VALUE_KINDS and self.value is not None:
             return [{"timestamp": self.value[0], "value": self.value[1]}]

@@ -78,7 +78,7 @@ class _Subject:
 class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
-    window_ns: int = 0  # the computation's window, for nodes that evaluate it whole
+    window_ns: int = 0  # the computation's window, for nodes that evaluate it whole (peaks, selections)
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -727,3 +727,8 @@ def compile_plan(
             "groupByTags",
         )
     return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
+
+
+# The range-on-range, equality, stability and enum-mapping builders live in their own module, which
+# registers them in the tables above when it loads (whichever of the two modules is imported first).
+from compute.evaluation import compile_ranges  # noqa: E402, F401  (it uses this module's helpers)

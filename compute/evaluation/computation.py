@@ -17,7 +17,15 @@ import numpy as np
 from compute.evaluation.compiler import Plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import EvalEnv, GroupKey
-from compute.evaluation.results import EnumBuckets, EnumPoints, NumericBuckets, NumericPoints, Output, Ranges
+from compute.evaluation.results import (
+    OPEN_END,
+    EnumBuckets,
+    EnumPoints,
+    NumericBuckets,
+    NumericPoints,
+    Output,
+    Ranges,
+)
 from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKind
 
@@ -331,7 +339,18 @@ class Computation:
             ),
             default=now,
         )
-        self.end = max(self.end, now, newest)
+        # a range may end after the clock (paddedRanges pads ends): the append must reach it
+        newest_end = max(
+            (
+                int(e)
+                for o in self.outputs.values()
+                if isinstance(o, Ranges)
+                for e in o.ends[-1:]
+                if e != OPEN_END
+            ),
+            default=now,
+        )
+        self.end = max(self.end, now, newest, newest_end)
         return Change(start=max(min(starts, default=window_start), window_start), end=self.end, full=full)
 
     # -- reading (the event loop builds frames from these) -----------------------------------------

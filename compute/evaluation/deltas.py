@@ -27,6 +27,7 @@ from compute.evaluation.results import (
     Output,
     Ranges,
     RangesSummary,
+    RangeValue,
 )
 
 Outputs = dict[GroupKey, Output]
@@ -42,6 +43,7 @@ _KINDS: dict[str, type[Any]] = {
         RangesSummary,
         NumericValue,
         EnumValue,
+        RangeValue,
     )
 }
 # Outputs made of sorted rows, by the column that orders them.

@@ -219,7 +219,8 @@ class EnumBuckets:
 
 @dataclass
 class Ranges:
-    """Normalized ranges: sorted, neither overlapping nor adjacent; `end` is exclusive."""
+    """Normalized ranges: sorted, neither overlapping nor adjacent; `end` is exclusive. A range
+    with end == start is an instant (onChange, crossovers, peaks: nodes/range_events.py)."""
 
     starts: np.ndarray  # int64; NO_START when the range began before the held data
     ends: np.ndarray  # int64; OPEN_END when the range is still true at the newest point
@@ -248,7 +249,7 @@ class Ranges:
     def since(self, start: int) -> Ranges:
         """Every range still covering `start` or later: a client truncates its ranges at `start`
         and merges these in (they may overlap what it kept)."""
-        keep = self.ends > start
+        keep = (self.ends > start) | ((self.ends == self.starts) & (self.starts >= start))  # instants too
         return Ranges(self.starts[keep], self.ends[keep])
 
     def clip(self, start: int) -> Ranges:
@@ -334,6 +335,28 @@ class EnumValue:
         return 1
 
 
+@dataclass
+class RangeValue:
+    """`value` (SelectValue firstRange / lastRange / nthRange): one range, with Ranges' conventions
+    (NO_START: began before the held data; OPEN_END: still open)."""
+
+    start: int
+    end: int
+    kind = "rangeValue"
+    appendable = True
+
+    def first_change(self, old: RangeValue) -> int | None:
+        if self.start == old.start and self.end == old.end:
+            return None
+        return min(self.start, old.start)
+
+    def since(self, start: int) -> RangeValue:
+        return self  # an append carries the range itself; the client replaces its own
+
+    def __len__(self) -> int:
+        return 1
+
+
 Output = (
     NumericPoints
     | NumericBuckets
@@ -343,4 +366,5 @@ Output = (
     | RangesSummary
     | NumericValue
     | EnumValue
+    | RangeValue
 )

@@ -1,0 +1,158 @@
+"""Enum series nodes: a numeric series mapped to labels (`valueMap`), an enum series kept inside
+ranges (`filterTransformation`), duplicate-timestamp aggregation (`aggregate`), resampling onto an
+epoch-aligned grid (`resample`, `resampleV2`) and the union of several series (`union`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.evaluation.results import EnumPoints
+
+
+@dataclass
+class ValueMap(SeriesNode):
+    """`valueMap`: each point's value looked up in value ranges [lower, upper) (the compiler has
+    resolved open bounds and checked they ascend without overlapping) and replaced by that range's
+    label; a value no range captures (NaN included) takes `default`, or is dropped without one.
+    The labels are numbered in the mapping's order, `default` after them."""
+
+    input: SeriesNode
+    lowers: list[float]
+    uppers: list[float]
+    labels: list[int]  # per range: index into `categories`
+    categories: list[str]
+    default: int | None
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        s = numeric(self.input.evaluate(env), "valueMap")
+        codes = np.full(len(s), -1, np.int32)
+        for lower, upper, label in zip(self.lowers, self.uppers, self.labels, strict=True):
+            hit = (codes < 0) & (s.values >= lower) & (s.values < upper)  # the first capturing range
+            codes[hit] = label
+        if self.default is not None:
+            codes[codes < 0] = self.default
+        keep = codes >= 0
+        return EnumPoints(s.ts[keep], codes[keep], self.categories)
+
+
+@dataclass
+class EnumFilterTransformation(SeriesNode):
+    """`filterTransformation` of an enum series: its points whose timestamp lies inside one of the
+    filter's ranges (start inclusive, end exclusive, an open end reaching on)."""
+
+    input: SeriesNode
+    filter: RangeNode
+
+    def children(self) -> Sequence[Node]:
+        return (self.input, self.filter)
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        s = enum(self.input.evaluate(env), "filterTransformation", env.categories)
+        r = self.filter.evaluate(env)
+        # normalized ranges: the range a point might lie in is the last one starting at or before it
+        i = np.searchsorted(r.starts, s.ts, side="right") - 1
+        inside = (i >= 0) & (s.ts < r.ends[np.maximum(i, 0)]) if len(r) else np.zeros(len(s), bool)
+        return EnumPoints(s.ts[inside], s.codes[inside], s.categories)
+
+
+@dataclass
+class EnumAggregateDuplicates(SeriesNode):
+    """`aggregate` (AggregateEnumSeries) and `enumAggregation` over the current tags and timestamps:
+    aggregates points sharing a timestamp. Sparkwire's store
+    keeps one value per timestamp of a series (a later write replaces), and no enum node here makes
+    duplicates, so every point passes unchanged."""
+
+    input: SeriesNode
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        return enum(self.input.evaluate(env), "aggregate", env.categories)
+
+
+MAX_RESAMPLED_POINTS = 1_000_000  # as compiler.Limits.max_points: a grid finer than this is refused
+
+
+@dataclass
+class EnumResample(SeriesNode):
+    """`resample` (forward fill) / `resampleV2`: a point at every multiple of `interval_ns` (since the
+    epoch) from the first input point's timestamp rounded up to one, through the last's rounded up,
+    each taking the label of the newest input point at or before it. Its first grid point in the
+    window needs the point before it: that much history is declared, one interval."""
+
+    input: SeriesNode
+    interval_ns: int
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def own_lookback_ns(self) -> int:
+        return self.interval_ns
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        s = enum(self.input.evaluate(env), "resample", env.categories)
+        if not len(s):
+            return s
+        step = self.interval_ns
+        first, last = -(-int(s.ts[0]) // step) * step, -(-int(s.ts[-1]) // step) * step
+        count = (last - first) // step + 1
+        if count > MAX_RESAMPLED_POINTS:
+            raise ComputeError(
+                "TooManyPoints",
+                f"resampling every {step} ns gives {count} points, beyond {MAX_RESAMPLED_POINTS}",
+                {"limit": str(MAX_RESAMPLED_POINTS)},
+            )
+        grid = first + step * np.arange(count, dtype=np.int64)
+        at = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
+        return EnumPoints(grid, s.codes[at], s.categories)
+
+
+@dataclass
+class EnumUnion(SeriesNode):
+    """`union`: every input's points in one series; where several share a timestamp, MAX keeps the
+    label that sorts last (by code point), MIN the one that sorts first, THROW refuses the
+    computation (InvalidComputation, at evaluation)."""
+
+    inputs: list[SeriesNode]
+    operation: str  # THROW, MAX, MIN
+
+    def children(self) -> Sequence[Node]:
+        return self.inputs
+
+    def evaluate(self, env: EvalEnv) -> EnumPoints:
+        series = [enum(x.evaluate(env), "union", env.categories) for x in self.inputs]
+        categories: list[str] = []
+        index: dict[str, int] = {}
+        ts_parts, code_parts = [], []
+        for s in series:  # one numbering of every input's labels
+            recode = np.array([index.setdefault(c, len(index)) for c in s.categories] or [0], np.int32)
+            ts_parts.append(s.ts)
+            code_parts.append(recode[s.codes] if len(s) else np.empty(0, np.int32))
+        categories = list(index)
+        ts, codes = np.concatenate(ts_parts), np.concatenate(code_parts).astype(np.int32)
+        if not len(ts):
+            return EnumPoints(ts.astype(np.int64), codes, categories)
+        rank = np.argsort(np.argsort(np.asarray(categories, dtype=object)))  # code -> label's sort rank
+        order = np.lexsort((rank[codes], ts))  # by time, then by label
+        ts, codes = ts[order], codes[order]
+        dup = ts[1:] == ts[:-1]
+        if dup.any():
+            if self.operation == "THROW":
+                raise ComputeError(
+                    "InvalidComputation",
+                    f"union with THROW: {int(dup.sum())} points share a timestamp with another input's",
+                    {"invalidTypes": "union", "field": "operation"},
+                )
+            # MAX: the last of each timestamp's run (largest label); MIN: the first
+            keep = np.r_[~dup, True] if self.operation == "MAX" else np.r_[True, ~dup]
+            ts, codes = ts[keep], codes[keep]
+        return EnumPoints(ts, codes, categories)

@@ -1,0 +1,686 @@
+"""The range-on-range, equality, stability and enum-mapping nodes over a real server, built with
+nominal-api's Conjure classes and serialized by conjure_python_client: subscribed before any point
+is written, fed history, fresh points, late points, an overwrite, a new group and a new category
+(the scenario of tests/test_compute_nodes.py), and then each merged FullResult + AppendResults
+compared with (1) tests/reference_ranges.py's one-shot evaluation written from nominal-api's docs
+and (2) a fresh FullResult of a brand-new computation. Refusals are checked by name."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from conjure_python_client import ConjureEncoder
+from nominal_api import api, scout_rids_api, scout_run_api
+from nominal_api import persistent_compute_api as pc
+from nominal_api import scout_compute_api as sc
+
+from app.protocol.frames import output_body
+from compute.evaluation import deltas
+from compute.evaluation.results import OPEN_END, Ranges, RangeValue
+from sparkwire_client import nodes as cn
+from sparkwire_client import range_nodes as rn
+from sparkwire_client.view import View
+from tests import node_json as n
+from tests.client_view import ResultView, clip_ranges, first_difference, same
+from tests.conftest import ServerProcess
+from tests.keepalive import keep_alive
+from tests.reference import evaluate
+from tests.server.test_compute_nodes import Outcome, Writer, collect, context, write_history, write_round
+from tests.wire import DECODER, NANOS, Client, new_id, subscription, write_points
+
+WINDOW_S = 3600.0
+WINDOW_NS = int(WINDOW_S * NANOS)
+REL = 1e-9
+S = NANOS
+Json = dict[str, Any]
+
+
+def encoded(value: Any) -> Json:
+    return dict(ConjureEncoder.do_encode(value))
+
+
+def num(name: str) -> sc.NumericSeries:
+    return sc.NumericSeries(raw=sc.Reference(name=name))
+
+
+def cat(name: str) -> sc.EnumSeries:
+    return sc.EnumSeries(raw=sc.Reference(name=name))
+
+
+def lit(x: float) -> sc.DoubleConstant:
+    return sc.DoubleConstant(literal=x)
+
+
+def seconds(x: int) -> sc.Duration:
+    return sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=x)))
+
+
+def const_duration(ns: int) -> sc.DurationConstant:
+    return sc.DurationConstant(literal=scout_run_api.Duration(seconds=ns // NANOS, nanos=ns % NANOS))
+
+
+def above(x: sc.NumericSeries, c: float) -> sc.RangeSeries:
+    return sc.RangeSeries(
+        threshold=sc.ThresholdingRanges(input=x, threshold=lit(c), operator=sc.ThresholdOperator.GREATER_THAN)
+    )
+
+
+def states_of(x: sc.NumericSeries) -> sc.EnumSeries:
+    """The numeric channel as the scenario's states: a valueMap with open outer bounds."""
+    mapping = [
+        sc.RangeMap(end=lit(-3.0), output=sc.StringConstant(literal="idle")),
+        sc.RangeMap(start=lit(-3.0), output=sc.StringConstant(literal="run")),
+        sc.RangeMap(start=lit(0.0), end=lit(3.0), output=sc.StringConstant(literal="fault")),
+        sc.RangeMap(start=lit(3.0), output=sc.StringConstant(literal="stop")),
+    ]
+    return sc.EnumSeries(value_map=sc.ValueMapSeries(input=x, mapping=mapping))
+
+
+def ranges_node(r: sc.RangeSeries) -> Json:
+    return encoded(sc.ComputableNode(ranges=sc.SummarizeRanges(input=r)))
+
+
+def enum_node(e: sc.EnumSeries) -> Json:
+    return encoded(
+        sc.ComputableNode(series=sc.SummarizeSeries(input=sc.Series(enum=e), numeric_aggregations={}))
+    )
+
+
+def value_node(v: sc.SelectValue) -> Json:
+    return encoded(sc.ComputableNode(value=v))
+
+
+A, B, E, G = num("a"), num("b"), cat("e"), num("g")
+ABSOLUTE = sc.Threshold(absolute=sc.AbsoluteThreshold(value=lit(8.0)))
+INFINITY = sc.UnboundedBehavior.INFINITY
+
+CASES: dict[str, Json] = {
+    "approximate_threshold": ranges_node(
+        sc.RangeSeries(
+            approximate_threshold=sc.ApproximateThresholdRanges(
+                input=A,
+                threshold=lit(1.0),
+                tolerance=lit(2.0),
+                operator=sc.ApproximateThresholdOperator.EQUAL_TO,
+            )
+        )
+    ),
+    "approximate_threshold_not_equal": ranges_node(
+        sc.RangeSeries(
+            approximate_threshold=sc.ApproximateThresholdRanges(
+                input=B,
+                threshold=lit(10.0),
+                tolerance=lit(5.0),
+                operator=sc.ApproximateThresholdOperator.NOT_EQUAL_TO,
+            )
+        )
+    ),
+    "duration_filter_longer": ranges_node(
+        sc.RangeSeries(
+            duration_filter=sc.DurationFilterRanges(
+                input=above(A, 0.0),
+                threshold=const_duration(3 * S),
+                operator=sc.ThresholdOperator.GREATER_THAN,
+            )
+        )
+    ),
+    "duration_filter_v2_shorter": ranges_node(
+        sc.RangeSeries(
+            duration_filter_v2=sc.DurationFilterRangesV2(
+                input=above(A, 0.0),
+                duration=seconds(2),
+                comparison=sc.ThresholdOperator.LESS_THAN_OR_EQUAL_TO,
+                unbounded_behavior=INFINITY,
+            )
+        )
+    ),
+    "padded": ranges_node(
+        sc.RangeSeries(padded_ranges=sc.PaddedRanges(input=above(A, 4.0), padding=const_duration(S)))
+    ),
+    "padded_v2_end": ranges_node(
+        sc.RangeSeries(
+            padded_ranges_v2=sc.PaddedRangesV2(
+                input=sc.RangeSeries(
+                    enum_filter=sc.EnumFilterRanges(
+                        input=E,
+                        values=sc.StringSetConstant(literal=["fault"]),
+                        operator=sc.EnumFilterOperator.IS_IN,
+                    )
+                ),
+                duration=seconds(2),
+                padding_configuration=sc.RangePaddingConfiguration.PAD_END,
+            )
+        )
+    ),
+    "numeric_equality_v2": ranges_node(
+        sc.RangeSeries(
+            numeric_equality_ranges_v2=sc.NumericEqualityRangesV2(
+                inputs=[A, B], tolerance=lit(8.0), equality_operator=sc.EqualityOperator.ALL_EQUAL
+            )
+        )
+    ),
+    "series_equality_not_all": ranges_node(
+        sc.RangeSeries(
+            series_equality_ranges_node=sc.SeriesEqualityRanges(
+                input=[A, B], tolerance=lit(5.0), equality_operator=sc.EqualityOperator.NOT_ALL_EQUAL
+            )
+        )
+    ),
+    "categorical_equality_v2": ranges_node(
+        sc.RangeSeries(
+            categorical_equality_ranges_v2=sc.CategoricalEqualityRangesV2(
+                inputs=[E, states_of(A)], equality_operator=sc.EqualityOperator.ALL_EQUAL
+            )
+        )
+    ),
+    "enum_series_equality_not_all": ranges_node(
+        sc.RangeSeries(
+            enum_series_equality_ranges_node=sc.EnumSeriesEqualityRanges(
+                input=[E, states_of(B)], equality_operator=sc.EqualityOperator.NOT_ALL_EQUAL
+            )
+        )
+    ),
+    "stability_v2": ranges_node(
+        sc.RangeSeries(
+            stability_detection_v2=sc.StabilityDetectionRangesV2(
+                input=A, window=seconds(5), threshold=ABSOLUTE
+            )
+        )
+    ),
+    "stability_percentage": ranges_node(
+        sc.RangeSeries(
+            stability_detection=sc.StabilityDetectionRanges(
+                input=B,
+                window_configuration=sc.StabilityWindowConfiguration(
+                    duration=const_duration(6 * S), min_points=sc.IntegerConstant(literal=3)
+                ),
+                threshold=sc.Threshold(percentage=sc.PercentageThreshold(value=lit(60.0))),
+            )
+        )
+    ),
+    "value_map": enum_node(states_of(A)),
+    "value_map_with_default": enum_node(
+        sc.EnumSeries(
+            value_map=sc.ValueMapSeries(
+                input=B,
+                mapping=[
+                    sc.RangeMap(start=lit(2.0), end=lit(5.0), output=sc.StringConstant(literal="low")),
+                    sc.RangeMap(start=lit(10.0), end=lit(15.0), output=sc.StringConstant(literal="high")),
+                ],
+                default=sc.StringConstant(literal="other"),
+            )
+        )
+    ),
+    "filter_transformation": enum_node(
+        sc.EnumSeries(filter_transformation=sc.EnumFilterTransformationSeries(input=E, filter=above(A, 0.0)))
+    ),
+    "aggregate": enum_node(
+        sc.EnumSeries(aggregate=sc.AggregateEnumSeries(input=E, function=sc.EnumAggregationFunction.MAX))
+    ),
+    "on_change_numeric": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=A)))),
+    "on_change_enum": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(enum=E)))),
+    "categorical_on_change_v2_of_value_map": ranges_node(
+        sc.RangeSeries(categorical_on_change_ranges_v2=sc.CategoricalOnChangeRangesV2(input=states_of(A)))
+    ),
+    "crossover": ranges_node(
+        sc.RangeSeries(series_crossover_ranges_node=sc.SeriesCrossoverRanges(input_a=A, input_b=B))
+    ),
+    "peak_default": ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A))),
+    "extrema_v2_both": ranges_node(
+        sc.RangeSeries(extrema_ranges_v2=sc.ExtremaRangesV2(input=B, selection=sc.PeakType.BOTH))
+    ),
+    "padded_peaks_are_ranges": ranges_node(
+        sc.RangeSeries(
+            padded_ranges=sc.PaddedRanges(
+                input=sc.RangeSeries(peak=sc.PeakRanges(input=A, return_type=sc.PeakType.TROUGH)),
+                padding=const_duration(S // 4),
+            )
+        )
+    ),
+    # round 4 writes a negative point older than all others: the first range starts earlier
+    "first_range": value_node(
+        sc.SelectValue(
+            first_range=sc.RangeSeries(
+                threshold=sc.ThresholdingRanges(
+                    input=A, threshold=lit(0.0), operator=sc.ThresholdOperator.LESS_THAN
+                )
+            )
+        )
+    ),
+    "last_range_of_instants": value_node(
+        sc.SelectValue(last_range=sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(enum=E))))
+    ),
+    "nth_range_from_the_latest": value_node(
+        sc.SelectValue(
+            nth_range=sc.NthRange(
+                input=above(B, 10.0), index=sc.IntegerConstant(literal=2), sort_order=sc.RangeSortOrder.DESC
+            )
+        )
+    ),
+    # below zero: every group has a range from its first round (a late -1.5), so no group appears
+    # in the last phase (which would make a FullResult), and round 5's -3.0 opens a new last range
+    "grouped_last_range": value_node(
+        sc.SelectValue(
+            last_range=sc.RangeSeries(
+                threshold=sc.ThresholdingRanges(
+                    input=G, threshold=lit(0.0), operator=sc.ThresholdOperator.LESS_THAN
+                )
+            )
+        )
+    ),
+    "raw_ranges_from_a_variable": ranges_node(
+        sc.RangeSeries(
+            duration_filter=sc.DurationFilterRanges(
+                input=sc.RangeSeries(raw=sc.Reference(name="held_ranges")),
+                threshold=const_duration(S),
+                operator=sc.ThresholdOperator.GREATER_THAN,
+            )
+        )
+    ),
+    "grouped_on_change": ranges_node(sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(numeric=G)))),
+    "resample_v2": enum_node(
+        sc.EnumSeries(resample_v2=sc.EnumResampleSeriesV2(input=E, interval=seconds(2)))
+    ),
+    "resample_forward_fill": enum_node(
+        sc.EnumSeries(
+            resample=sc.EnumResampleSeries(
+                input=states_of(A),
+                resample_configuration=sc.EnumResampleConfiguration(
+                    interval=const_duration(3 * S),
+                    interpolation=sc.EnumResampleInterpolationConfiguration(
+                        forward_fill_resample_interpolation_configuration=(
+                            sc.ForwardFillResampleInterpolationConfiguration()
+                        )
+                    ),
+                ),
+            )
+        )
+    ),
+    "union_max_of_colliding_series": enum_node(
+        sc.EnumSeries(union=sc.EnumUnionSeries(input=[states_of(A), E], operation=sc.EnumUnionOperation.MAX))
+    ),
+    "union_min_of_two_maps_of_one_channel": enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(input=[states_of(A), states_of(B)], operation=sc.EnumUnionOperation.MIN)
+        )
+    ),
+    "union_min_same_timestamps": enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(
+                input=[states_of(A), states_of(sc.NumericSeries(negate=sc.Negate(x=A)))],
+                operation=sc.EnumUnionOperation.MIN,
+            )
+        )
+    ),
+    "enum_aggregation_max_of_current_groups": enum_node(
+        sc.EnumSeries(
+            enum_aggregation=sc.EnumAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(enum=E),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(current=api.Empty()),
+                    )
+                ),
+                operator=sc.EnumAggregationOperator(max=api.Empty()),
+            )
+        )
+    ),
+    "grouped_stability": ranges_node(
+        sc.RangeSeries(
+            stability_detection_v2=sc.StabilityDetectionRangesV2(
+                input=G, window=seconds(8), threshold=ABSOLUTE
+            )
+        )
+    ),
+    "grouped_padded": ranges_node(
+        sc.RangeSeries(padded_ranges=sc.PaddedRanges(input=above(G, 0.0), padding=const_duration(S // 2)))
+    ),
+    "grouped_value_map": enum_node(states_of(G)),
+}
+GROUPED = {name for name in CASES if name.startswith("grouped_")}
+
+
+def variables_of(rid: str) -> dict[str, Any]:
+    """tests/test_compute_nodes.py's context, and a range series held in a variable with a nested
+    context of its own (its channel `x` is that context's name for channel b)."""
+    held = sc.ComputeNodeWithContext(
+        series_node=sc.ComputeNode(ranges=above(num("x"), 12.0)),
+        context=sc.Context(variables={}, dataset_references={}),
+    )
+    nested = encoded(held)
+    nested["context"]["variables"] = {"x": n.channel(rid, "b")}
+    return {**context(rid), "held_ranges": {"type": "computeNode", "computeNode": nested}}
+
+
+async def subscribe_all(client: Client, variables: dict[str, Any]) -> dict[str, str]:
+    ids = {name: new_id() for name in CASES}
+    await client.subscribe(
+        {
+            ids[name]: subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)
+            for name, node in CASES.items()
+        }
+    )
+    for name, sub_id in ids.items():
+        creation = await client.creation(sub_id, timeout=120)
+        assert creation["type"] == "success", (name, creation)
+    return ids
+
+
+async def first_fulls(client: Client, ids: dict[str, str]) -> dict[str, ResultView]:
+    views = {name: ResultView(WINDOW_NS) for name in ids}
+    for name, sub_id in ids.items():
+        update = await client.update(sub_id, timeout=300)
+        assert update["type"] == "full", (name, update)
+        views[name].apply(update)
+    return views
+
+
+@pytest.fixture(scope="module")
+async def outcome(server: ServerProcess) -> Outcome:
+    rng = random.Random(20261126)
+    rid = f"ri.test.ranges.{time.time_ns()}"
+    w = Writer(server.base_url, rid)
+    variables = variables_of(rid)
+    origin = time.time_ns()
+    client = await Client.connect(server.ws_url)
+    keepalive = keep_alive(client)
+    ids = await subscribe_all(client, variables)
+    views = await first_fulls(client, ids)
+    appends_before: dict[str, int] = {}
+
+    async def settle() -> None:
+        def matches() -> bool:
+            return all(
+                same(
+                    clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
+                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
+                    REL,
+                )
+                for k in CASES
+            )
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            await collect(client, ids, views)
+            if await asyncio.to_thread(matches):
+                break
+            await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
+        await collect(client, ids, views)
+
+    await write_history(w, rng, origin)
+    for phase in ((0, 1, 2), (3,), (4, 5)):
+        if phase[0] == 4:
+            appends_before = {k: len(v.appends) for k, v in views.items()}
+        for round_ in phase:
+            await write_round(w, rng, round_, origin)
+            await asyncio.sleep(0.3)
+        await settle()
+    keepalive.cancel()
+    await client.close()
+
+    other = await Client.connect(server.ws_url)
+    other_keepalive = keep_alive(other)
+    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)})
+    fresh = await first_fulls(other, fresh_ids)
+    other_keepalive.cancel()
+    await other.close()
+    cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
+    expected = {name: evaluate(node, variables, w.store, WINDOW_NS, cutoff) for name, node in CASES.items()}
+    return Outcome(views, appends_before, fresh, expected, cutoff)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(CASES))
+async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
+    view, fresh = outcome.views[name], outcome.fresh[name]
+    merged = clip_ranges(view.snapshot(), outcome.cutoff)
+    expected = outcome.expected[name]
+    assert merged, f"{name}: no result"
+    assert any(result for _, result in expected.values()), f"{name}: the scenario never triggers it"
+    diff = first_difference(merged, expected, REL)
+    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
+    diff = first_difference(merged, clip_ranges(fresh.snapshot(), outcome.cutoff))
+    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
+    later = len(view.appends) - outcome.appends_before_last_phase[name]
+    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED))
+async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
+    outcome: Outcome, name: str
+) -> None:
+    keys = set(outcome.views[name].snapshot())
+    assert keys == {(("vehicle", v),) for v in ("v1", "v2", "v3")}, keys
+
+
+REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
+    "events_search": (
+        ranges_node(
+            sc.RangeSeries(
+                events_search=sc.EventsSearchRanges(
+                    query=scout_rids_api.ComputeEventQuery(search_text=sc.StringConstant(literal="x"))
+                )
+            )
+        ),
+        {"invalidTypes": "eventsSearch"},
+    ),
+    "duration_filter_v2_window_bound_by_default": (
+        ranges_node(
+            sc.RangeSeries(
+                duration_filter_v2=sc.DurationFilterRangesV2(
+                    input=above(A, 0.0), duration=seconds(2), comparison=sc.ThresholdOperator.GREATER_THAN
+                )
+            )
+        ),
+        {"invalidTypes": "durationFilterV2", "field": "unboundedBehavior"},
+    ),
+    "negative_padding": (
+        ranges_node(
+            sc.RangeSeries(
+                padded_ranges_v2=sc.PaddedRangesV2(
+                    input=above(A, 0.0),
+                    duration=sc.Duration(negate=sc.DurationNegate(input=seconds(1))),
+                    padding_configuration=sc.RangePaddingConfiguration.PAD_END,
+                )
+            )
+        ),
+        {"invalidTypes": "paddedRangesV2", "field": "padding"},
+    ),
+    "overlapping_value_map": (
+        enum_node(
+            sc.EnumSeries(
+                value_map=sc.ValueMapSeries(
+                    input=A,
+                    mapping=[
+                        sc.RangeMap(start=lit(0.0), end=lit(5.0), output=sc.StringConstant(literal="x")),
+                        sc.RangeMap(start=lit(4.0), end=lit(9.0), output=sc.StringConstant(literal="y")),
+                    ],
+                )
+            )
+        ),
+        {"invalidTypes": "valueMap", "field": "mapping"},
+    ),
+    "one_series_equality": (
+        ranges_node(
+            sc.RangeSeries(
+                numeric_equality_ranges_v2=sc.NumericEqualityRangesV2(
+                    inputs=[A], equality_operator=sc.EqualityOperator.ALL_EQUAL
+                )
+            )
+        ),
+        {"invalidTypes": "numericEqualityRangesV2", "field": "inputs"},
+    ),
+    "nth_point_downsample": (
+        enum_node(
+            sc.EnumSeries(
+                nth_point_downsample=sc.EnumNthPointDownsampleSeries(input=E, n=sc.IntegerConstant(literal=3))
+            )
+        ),
+        {"invalidTypes": "nthPointDownsample"},
+    ),
+    "enum_aggregation_every": (
+        enum_node(
+            sc.EnumSeries(
+                enum_aggregation=sc.EnumAggregation(
+                    input=sc.AggregationBuilder(
+                        group_by=sc.GroupByAggregationBuilder(
+                            input=sc.Series(enum=E),
+                            tags=sc.GroupByTags(current=api.Empty()),
+                            timestamp=sc.GroupByTimestamp(every=seconds(5)),
+                        )
+                    ),
+                    operator=sc.EnumAggregationOperator(min=api.Empty()),
+                )
+            )
+        ),
+        {"invalidTypes": "enumAggregation", "field": "input.groupBy.timestamp"},
+    ),
+    "peak_prominence": (
+        ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
+        {"invalidTypes": "peak", "field": "minimumProminence"},
+    ),
+}
+
+
+async def test_what_these_nodes_cannot_do_is_refused_by_name(server: ServerProcess) -> None:
+    client = await Client.connect(server.ws_url)
+    try:
+        variables = context("ri.test.refused")
+        await client.subscribe(
+            {name: subscription(node, variables, WINDOW_S) for name, (node, _) in REFUSED.items()}
+        )
+        for name, (_, params) in REFUSED.items():
+            creation = await client.creation(name)
+            assert creation["type"] == "error", (name, creation)
+            error = creation["error"]["serializableError"]
+            assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
+            assert error["params"].items() >= params.items(), (name, error["params"])
+    finally:
+        await client.close()
+
+
+async def test_a_union_that_throws_reports_an_error_once_two_inputs_share_a_timestamp(
+    server: ServerProcess,
+) -> None:
+    """`union` with THROW: no error while the inputs' timestamps differ; a point of the second
+    input at a timestamp of the first makes the computation an error update naming the field."""
+    rid = f"ri.test.union.{time.time_ns()}"
+    variables = context(rid)
+    node = enum_node(
+        sc.EnumSeries(
+            union=sc.EnumUnionSeries(input=[E, states_of(A)], operation=sc.EnumUnionOperation.THROW)
+        )
+    )
+    t = time.time_ns() - 10 * S
+    await write_points(server.base_url, rid, "e", [(t, "run"), (t + S, "idle")])
+    await write_points(server.base_url, rid, "a", [(t + S // 2, 5.0)])
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe({"u": subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)})
+        assert (await client.creation("u", timeout=120))["type"] == "success"
+        view = ResultView(WINDOW_NS)
+        view.apply(await client.update("u", timeout=120))
+        assert view.snapshot() == {(): ("enum", [(t, "run"), (t + S // 2, "stop"), (t + S, "idle")])}
+        await write_points(server.base_url, rid, "a", [(t + S, -5.0)])  # collides with "idle"
+        update = await client.update("u", timeout=120)
+        assert update["type"] == "error", update
+        error = update["error"]["serializableError"]
+        assert error["name"] == "PersistentCompute:InvalidComputation", error
+        assert error["params"].items() >= {"invalidTypes": "union", "field": "operation"}.items(), error
+    finally:
+        await client.close()
+
+
+# -- the rangeValue result and instants, away from a server ----------------------------------------
+def test_a_range_value_and_instants_survive_the_compute_tiers_transport_and_decode_as_nominal() -> None:
+    """What an edge mirrors (compute/evaluation/deltas.py) and what a strict Nominal client decodes."""
+    old = {(): RangeValue(5 * S, OPEN_END)}
+    new = {(): RangeValue(5 * S, 9 * S)}
+    payload = deltas.decode(deltas.encode({"p": deltas.diff(old, new)}))["p"]
+    assert deltas.apply(old, payload) == new
+    instants = Ranges(np.array([3 * S, 7 * S], np.int64), np.array([3 * S, 7 * S], np.int64))
+    assert [r.tolist() for r in (instants.since(7 * S).starts, instants.clip(7 * S).ends)] == [
+        [7 * S],
+        [7 * S],
+    ]
+    for output, kind in ((new[()], "rangeValue"), (instants, "range")):
+        text = json.dumps({"type": "full", "full": {"result": dict([("type", kind), output_body(output)])}})
+        decoded = DECODER.read_from_string(text, pc.SubscriptionUpdate)
+        assert decoded.full.result.type == kind
+
+
+def test_the_client_packages_view_keeps_a_range_value_and_instants() -> None:
+    def ts(ns: int) -> dict[str, int]:
+        return {"seconds": ns // S, "nanos": ns % S}
+
+    view = View(window_ns=1000 * S)
+    view.apply(
+        {"type": "full", "full": {"result": {"type": "rangeValue", "rangeValue": {"start": ts(10 * S)}}}}
+    )
+    assert view.rows() == [{"start": 10 * S, "end": None}]
+    closed = {"type": "rangeValue", "rangeValue": {"start": ts(10 * S), "end": ts(12 * S)}}
+    view.apply({"type": "append", "append": {"start": ts(10 * S), "end": ts(13 * S), "result": closed}})
+    assert view.rows() == [{"start": 10 * S, "end": 12 * S}]
+    points = View(window_ns=1000 * S)
+    instant = [{"start": ts(20 * S), "end": ts(20 * S)}]
+    points.apply({"type": "full", "full": {"result": {"type": "range", "range": instant}}})
+    later = {"type": "range", "range": [{"start": ts(25 * S), "end": ts(25 * S)}]}
+    points.apply({"type": "append", "append": {"start": ts(21 * S), "end": ts(26 * S), "result": later}})
+    assert points.rows() == [{"start": 20 * S, "end": 20 * S}, {"start": 25 * S, "end": 25 * S}]
+
+
+# -- the client package's builders, end to end -------------------------------------------------------
+async def test_the_client_builders_make_nodes_the_server_computes_as_the_reference_does(
+    server: ServerProcess,
+) -> None:
+    rid = f"ri.test.builders.{time.time_ns()}"
+    w = Writer(server.base_url, rid)
+    t0 = time.time_ns() - 60 * S
+    values = [0.0, 3.0, 3.5, 3.2, 9.0, 9.5, 2.0, 2.0, 7.0, 1.0, 1.5, 8.0]
+    await w.write("x", [(t0 + i * S // 2, v) for i, v in enumerate(values)])
+    await w.write("y", [(t0 + i * S // 2 + 1, 5.0) for i in range(len(values))])
+    await w.write("s", [(t0 + i * S, label) for i, label in enumerate(["a", "a", "b", "c", "c", "a"])])
+    x, y, st = cn.numeric_channel(rid, "x"), cn.numeric_channel(rid, "y"), cn.enum_channel(rid, "s")
+    level = rn.value_map(x, [(None, 2.0, "a"), (2.0, 5.0, "b"), (5.0, None, "c")])
+    nodes: dict[str, cn.Computable] = {
+        "approximately": cn.ranges(rn.approximately(x, 3.0, 0.5)),
+        "held_for": cn.ranges(rn.held_for(x.above(2.5), 1.2)),
+        "padded": cn.ranges(rn.padded(x.above(8.5), 0.2, side="end")),
+        "all_equal": cn.ranges(rn.all_equal(st, level)),
+        "not_all_equal": cn.ranges(rn.all_equal(x, y, tolerance=1.0, negate=True)),
+        "stable": cn.ranges(rn.stable(x, 1.1, 1.0)),
+        "on_change": cn.ranges(rn.on_change(st)),
+        "crossovers": cn.ranges(rn.crossovers(x, y)),
+        "extrema": cn.ranges(rn.extrema(x, "BOTH")),
+        "value_map": cn.series(level),
+        "within": cn.series(rn.within(st, x.above(2.5))),
+        "resample": cn.series(rn.resample(st, 0.75)),
+        "union": cn.series(rn.union([st, level], "MIN")),
+        "first_range": rn.first_range(x.above(2.5)),
+        "last_range": rn.last_range(x.above(2.5)),
+        "nth_range": rn.nth_range(x.above(2.5), 1, from_latest=True),
+    }
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe(
+            {k: subscription(v.json, dict(v.variables), WINDOW_S) for k, v in nodes.items()}
+        )
+        for name, node in nodes.items():
+            assert (await client.creation(name, timeout=120))["type"] == "success", name
+            view = ResultView(WINDOW_NS)
+            view.apply(await client.update(name, timeout=300))
+            cutoff = view.applied_at - WINDOW_NS
+            expected = evaluate(node.json, dict(node.variables), w.store, WINDOW_NS, cutoff)
+            assert any(result for _, result in expected.values()), f"{name}: the points never trigger it"
+            diff = first_difference(clip_ranges(view.snapshot(), cutoff), expected, REL)
+            assert diff is None, f"{name}: differs from the reference at {diff}"
+    finally:
+        await client.close()
