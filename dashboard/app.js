@@ -72,9 +72,14 @@ function showModeFields() {
   $("threshold-field").hidden = mode !== "ranges";
 }
 
-/** The data source box as wide as its rid, so the whole rid shows. */
+/** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
 function fitRid() {
-  $("rid").size = Math.max(34, $("rid").value.length + 2);
+  const box = $("rid");
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = getComputedStyle(box).font;
+  const text = Math.ceil(context.measureText(box.value).width);
+  box.style.width = "";
+  if (text > box.clientWidth - 8) box.style.width = `${text + 24}px`;
 }
 
 function formConfig() {
