@@ -36,12 +36,12 @@ class ReadinessLog:
             ready = state.ready
             if ready and not was_ready:
                 logger.info(
-                    "ready: /readyz answers 200; serving on http://%s:%d (role %s)",
+                    "ready: serving on http://%s:%d (role %s); the readiness probe answers 200",
                     settings.host,
                     settings.port,
                     settings.role,
                 )
             elif was_ready and not ready and not state.draining:
-                logger.warning("not ready: %s (/readyz answers 503)", not_ready_reason(state))
+                logger.warning("not ready: %s (the readiness probe answers 503)", not_ready_reason(state))
             was_ready = ready
             await asyncio.sleep(POLL_SECONDS)

@@ -111,7 +111,7 @@ async def test_a_compute_outage_keeps_the_clients_loop_and_the_stop_logs_no_trac
             assert view.values[0] == 1.0 and view.values[-1] == 2.0
             await until_true(lambda: seen[-1][0] is True and 2.0 in seen[-1][1], 30)
             assert not loop.done()
-            ready_lines = edge.log_text().count("INFO app.ready: ready: /readyz answers 200")
+            ready_lines = edge.log_text().count("INFO app.ready: ready: serving on")
             assert ready_lines == 2  # at start, and again after the outage
             data = await until(page, lambda d: d["state"] == "open", timeout=60)
         finally:
