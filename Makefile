@@ -6,12 +6,12 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install system-deps run test lint bench bench-smoke bench-scale-out bench-resume soak clean
+.PHONY: install system-deps java run test lint bench bench-smoke bench-scale-out bench-resume soak clean
 
 # pip shows its progress: a first install downloads PySpark (~400 MB) and takes a minute or two.
+# The venv's own pip is enough (PEP 660 editable installs: pip 21.3 and later); no upgrade first.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
 
 # What `make run` needs: the server and the client (client/, a distribution of its own, which
 # `sparkwire tail` uses). `make test` adds the test extra.
@@ -38,10 +38,12 @@ install: $(VENV)/.installed $(NOMINAL_VENV)/.installed
 system-deps:
 	.ci/system-deps java chromium redis-server
 
+java:  # what `make run` needs beyond Python, checked before anything is installed
+	.ci/system-deps java
+
 # The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
 # Only what the server needs is installed (not the test extra, not .venv-nominal): ready sooner.
-run: $(VENV)/.installed-run
-	.ci/system-deps java
+run: java $(VENV)/.installed-run
 	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null' EXIT; \
 	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
