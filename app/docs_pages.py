@@ -1,8 +1,9 @@
 """The API documentation pages, served with nothing fetched from elsewhere (they work offline and
-behind a firewall): `/docs` (Swagger UI) and `/redoc` over /openapi.json, `/docs/asyncapi` (a
+behind a firewall): `/docs` (Swagger UI) over /openapi.json, `/docs/asyncapi` (a
 viewer of /asyncapi.json), `/favicon.ico`, and, on a compute-tier server, a `/` that points to
-the edges. Swagger UI's and ReDoc's scripts come from the `fastapi-offline` distribution, which
-ships them as package data (docs/decisions/0045-offline-api-docs.md)."""
+the edges. Swagger UI's script and style come from the `fastapi-offline` distribution, which
+ships them as package data (docs/decisions/0045-offline-api-docs.md). No /redoc: ReDoc's page
+loads its logo from Redocly's CDN whatever it is given, and Swagger UI covers the same document."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import importlib.resources
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
 from dashboard import STATIC_DIR
 
-# Swagger UI 5 (it renders OpenAPI 3.1, which FastAPI writes) and ReDoc 2, as fastapi-offline ships them.
+# Swagger UI 5 (it renders OpenAPI 3.1, which FastAPI writes), as fastapi-offline ships it.
 ASSETS_DIR = Path(str(importlib.resources.files("fastapi_offline") / "static"))
-ASSETS = frozenset({"swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"})
+ASSETS = frozenset({"swagger-ui-bundle.js", "swagger-ui.css"})
 FAVICON = STATIC_DIR / "favicon.svg"
 TITLE = "Sparkwire"
 
@@ -34,17 +35,6 @@ async def swagger_ui() -> HTMLResponse:
         swagger_js_url="/docs/assets/swagger-ui-bundle.js",
         swagger_css_url="/docs/assets/swagger-ui.css",
         swagger_favicon_url="/favicon.ico",
-    )
-
-
-@router.get("/redoc")
-async def redoc() -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url="/openapi.json",
-        title=f"{TITLE} · HTTP API",
-        redoc_js_url="/docs/assets/redoc.standalone.js",
-        redoc_favicon_url="/favicon.ico",
-        with_google_fonts=False,
     )
 
 

@@ -185,7 +185,7 @@ def create_app(settings: Settings) -> FastAPI:
             durable.close()
             logger.info("stopped")
 
-    # /docs and /redoc: app/docs_pages.py's, which fetch nothing from a CDN
+    # /docs: app/docs_pages.py's, which fetches nothing from a CDN (and no /redoc: decision 0045)
     app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.include_router(health.router)
     app.include_router(docs_pages.router)
