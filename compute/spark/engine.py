@@ -224,7 +224,12 @@ class Engine:
         return reader.options(**options).load()
 
     def _cancelled_by_stop(self, exc: BaseException) -> bool:
-        return self._stopping and "SPARK_JOB_CANCELLED" in str(exc)
+        if not self._stopping:
+            return False
+        try:  # a Py4JJavaError's text comes from the JVM, which may be gone by now
+            return "SPARK_JOB_CANCELLED" in str(exc)
+        except Exception:
+            return False
 
     def _hide_cancelled_batch(self, record: logging.LogRecord) -> bool:
         """py4j's ERROR for the batch `_on_batch` already logged as cancelled by the stop: dropped."""
