@@ -6,7 +6,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
-# The client first: its own distribution (client/), on no index; `sparkwire demo` uses it.
+# The client first: its own distribution (client/), on no index; `sparkwire tail` uses it.
 COPY client ./client
 RUN pip install --no-cache-dir ./client
 COPY pyproject.toml README.md ./

@@ -6,39 +6,54 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint bench bench-smoke bench-scale-out bench-resume soak clean
+.PHONY: install system-deps java run test lint bench bench-smoke bench-scale-out bench-resume soak clean
 
+# pip shows its progress: a first install downloads PySpark (~400 MB) and takes a minute or two.
+# The venv's own pip is enough (PEP 660 editable installs: pip 21.3 and later); no upgrade first.
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
-# The client (client/, a distribution of its own, which `sparkwire demo` uses) and the server.
-$(VENV)/.installed: pyproject.toml client/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ./client -e ".[test]"
+# What `make run` needs: the server and the client (client/, a distribution of its own, which
+# `sparkwire tail` uses). `make test` adds the test extra.
+$(VENV)/.installed-run: pyproject.toml client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ./client -e .
 	touch $@
+
+$(VENV)/.installed: pyproject.toml client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ./client -e ".[test]"
+	touch $@ $(VENV)/.installed-run
 
 # Nominal's own `nominal` SDK pins older nominal-api and nominal-streaming than ours, so the tests
 # that drive it run it from a virtual environment of its own (tests/server/test_nominal_sdk.py).
 NOMINAL_VENV ?= .venv-nominal
 $(NOMINAL_VENV)/.installed:
 	$(PYTHON) -m venv $(NOMINAL_VENV)
-	$(NOMINAL_VENV)/bin/pip install --quiet "nominal==1.180.1"
+	$(NOMINAL_VENV)/bin/pip install "nominal==1.180.1"
 	touch $@
 
 install: $(VENV)/.installed $(NOMINAL_VENV)/.installed
 
+# Java, Chromium and redis-server: apt-get installs them when missing and run as root; otherwise a
+# one-line error names the command (.ci/system-deps).
+system-deps:
+	.ci/system-deps java chromium redis-server
+
+java:  # what `make run` needs beyond Python, checked before anything is installed
+	.ci/system-deps java
+
 # The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
-run: install
+# Only what the server needs is installed (not the test extra, not .venv-nominal): ready sooner.
+run: java $(VENV)/.installed-run
 	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null' EXIT; \
 	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-lint: install
+lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: system-deps install lint
 	$(BIN)/pytest -q
 
 # Full run (~35 min, writes BENCHMARKS.md); BENCH_ARGS takes NAME=VALUE plan overrides (and --smoke,

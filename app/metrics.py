@@ -10,7 +10,10 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
 )
 
@@ -32,6 +35,12 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        self.pruned_seen = (0, 0)  # the embedded log's pruning totals at the last scrape
+        # What the default registry would have (process_* CPU, memory, open fds; python_info;
+        # python_gc_*), which an operator's dashboards expect of any Python service.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.connections = Gauge("sparkwire_connections", "open WebSocket connections", registry=r)
         self.subscriptions = Gauge(
             "sparkwire_subscriptions", "live subscriptions, all connections", registry=r
@@ -199,8 +208,11 @@ class Metrics:
         self.free_bytes.set(durable.floor.free_bytes())
         self.min_free_bytes.set(durable.floor.min_bytes)
         self.log_bytes.set(durable.size_bytes())
-        self.pruned_points.set(durable.pruned.points)
-        self.pruned_blocks.set(durable.pruned.blocks)
+        # The log counts since start; the counters take what it added since the last scrape.
+        points, blocks = durable.pruned.points, durable.pruned.blocks
+        self.pruned_points.inc(max(0, points - self.pruned_seen[0]))
+        self.pruned_blocks.inc(max(0, blocks - self.pruned_seen[1]))
+        self.pruned_seen = (points, blocks)
         self.prune_step_seconds.set(durable.pruned.last_step_s)
 
     def count_request(self, status: int) -> None:
@@ -227,12 +239,10 @@ class Metrics:
         self.log_bytes = Gauge(
             "sparkwire_log_bytes", "the embedded log's files (database and WAL)", registry=r
         )
-        self.pruned_points = Gauge(
-            "sparkwire_log_pruned_points",
-            "points pruned by retention or the byte cap since start",
-            registry=r,
+        self.pruned_points = Counter(
+            "sparkwire_log_pruned_points", "points pruned by retention or the byte cap", registry=r
         )
-        self.pruned_blocks = Gauge("sparkwire_log_pruned_blocks", "log blocks pruned since start", registry=r)
+        self.pruned_blocks = Counter("sparkwire_log_pruned_blocks", "log blocks pruned", registry=r)
         self.prune_step_seconds = Gauge(
             "sparkwire_log_prune_step_seconds", "duration of the last prune step", registry=r
         )

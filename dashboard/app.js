@@ -36,6 +36,9 @@ const published = {
   series: {},
   ranges: {},
   errors: [],
+  notices: [], // what the page says instead of a silent empty chart (a mistyped channel, no points)
+  mode: "live", // "live", "replay", or "replay ended"
+  ready: null, // the server's /readyz: null until asked, then { ready, reason }
   colors: {}, // label -> the colour the chart draws it in
   config: null,
 };
@@ -44,6 +47,8 @@ window.sparkwire = published;
 let connection = null;
 let subscriptions = new Map(); // id -> { channel, role: "series"|"ranges", view, index }
 let channelTypes = new Map(); // "rid|channel" -> "double" | "string"
+let seriesListed = false; // whether GET /series answered (the notices need it)
+let connectionState = { state: "connecting", detail: "" };
 const latencies = [];
 let dirty = true;
 
@@ -57,6 +62,25 @@ function readConfig() {
 
 function fillForm(config) {
   for (const key of Object.keys(DEFAULTS)) $(key).value = config[key];
+  showModeFields();
+  fitRid();
+}
+
+/** Only the fields of the chosen computation: buckets for buckets, the threshold for ranges. */
+function showModeFields() {
+  const mode = $("mode").value;
+  $("buckets-field").hidden = mode !== "buckets";
+  $("threshold-field").hidden = mode !== "ranges";
+}
+
+/** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
+function fitRid() {
+  const box = $("rid");
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = getComputedStyle(box).font;
+  const text = Math.ceil(context.measureText(box.value).width);
+  box.style.width = "";
+  if (text > box.clientWidth - 8) box.style.width = `${text + 24}px`;
 }
 
 function formConfig() {
@@ -182,6 +206,8 @@ function apply(config) {
   for (const [k, v] of Object.entries(config)) url.searchParams.set(k, v);
   history.replaceState(null, "", url);
   renderErrors();
+  renderNotices();
+  renderMode();
   dirty = true;
 }
 
@@ -189,6 +215,8 @@ function onUpdate(id, update) {
   const sub = subscriptions.get(id);
   if (!sub) return;
   sub.view.apply(update);
+  if (update.type === "full") sub.received = true;
+  if (update.type === "full" || published.notices.length) renderNotices();
   published.frames += 1;
   published.resumes = { ...connection.resumeOutcomes };
   if (update.type === "append" && !replaying()) {
@@ -270,15 +298,91 @@ function replayClock() {
 
 function onReplayEnded(id, then) {
   if (subscriptions.has(id) && published.replay) published.replay.ended = then;
+  renderMode();
   dirty = true;
 }
 
+const utc = (ms) => `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+
+/** Live or replay, said beside the connection state: a replay must not pass for live data. */
+function renderMode() {
+  const replay = published.replay;
+  const config = published.config;
+  let mode = "live";
+  let text = "live";
+  if (replay && replay.ended === "stop") {
+    mode = "replay ended";
+    text = `replay ended: ${utc(replay.from)} → ${utc(replay.to)}`;
+  } else if (replay && replay.ended !== "live") {
+    mode = "replay";
+    const speed = config.speed === "max" ? "max speed" : `${config.speed}x`;
+    text = `replay ${utc(replay.from)} → ${utc(replay.to)} at ${speed}`;
+  }
+  published.mode = mode;
+  $("live").textContent = text;
+  $("live").dataset.mode = mode === "live" ? "live" : "replay";
+}
+
+/** Why the chart is empty, when it is: a data source or channel never written, or no points in
+ *  the window. */
+function renderNotices() {
+  const config = published.config;
+  const notices = [];
+  if (config && seriesListed) {
+    const rids = new Set([...channelTypes.keys()].map((key) => key.slice(0, key.lastIndexOf("|"))));
+    const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
+    if (!rids.has(config.rid)) {
+      notices.push(`No data source "${config.rid}" has been written to yet (known: ${[...rids].join(", ") || "none"}).`);
+    } else {
+      const known = [...channelTypes.keys()].filter((k) => k.startsWith(`${config.rid}|`)).map((k) => k.slice(config.rid.length + 1));
+      for (const channel of channels) {
+        if (!channelTypes.has(`${config.rid}|${channel}`)) {
+          notices.push(`No channel "${channel}" in ${config.rid} (its channels: ${known.join(", ")}).`);
+        }
+      }
+    }
+  }
+  if (!notices.length) {
+    for (const sub of subscriptions.values()) {
+      if (sub.role !== "series" || !sub.received) continue;
+      const empty = [...sub.view.groups.values()].every((view) => view.sorted().length === 0);
+      if (empty) notices.push(`No points of ${sub.channel} in the last ${config.window} s${config.tags ? ` with tags ${config.tags}` : ""}.`);
+    }
+  }
+  published.notices = notices;
+  $("notice").textContent = notices.join(" ");
+  $("notice").hidden = notices.length === 0;
+}
+
 function renderState(state, detail) {
+  connectionState = { state, detail };
+  showState();
+}
+
+/** The connection's state, unless the server behind an open connection is not ready (an edge
+ *  whose compute tier is away, Spark's query restarting): then "waiting" and why, not a green "open". */
+function showState() {
+  let { state, detail } = connectionState;
+  if (state === "open" && published.ready && !published.ready.ready) {
+    state = "waiting";
+    detail = `(server not ready: ${published.ready.reason})`;
+  }
   published.state = state;
   published.stateDetail = detail;
   const badge = $("state");
   badge.textContent = detail ? `${state} ${detail}` : state;
   badge.dataset.state = state.replace(/\s/g, "-");
+}
+
+async function pollReadiness() {
+  try {
+    const answer = await fetch("readyz");
+    const body = await answer.json();
+    published.ready = { ready: answer.ok, reason: answer.ok ? "" : body.reason ?? String(answer.status) };
+  } catch (err) {
+    published.ready = null; // unreachable: the connection's own state says so
+  }
+  showState();
 }
 
 function renderLatency() {
@@ -305,6 +409,7 @@ async function loadSeries() {
     const rid = $("rid").value.trim();
     const channels = [...new Set(list.filter((s) => s.dataSourceRid === rid).map((s) => s.channel))];
     $("channel-list").innerHTML = channels.map((c) => `<option value="${escape(c)}">`).join("");
+    seriesListed = true;
   } catch (err) {
     console.warn("could not list series", err);
   }
@@ -329,6 +434,10 @@ async function main() {
     apply(formConfig());
   });
   $("rid").addEventListener("change", loadSeries);
+  $("rid").addEventListener("input", fitRid);
+  $("mode").addEventListener("change", showModeFields);
+  await pollReadiness();
+  setInterval(pollReadiness, 2000);
   window.addEventListener("pagehide", () => connection.close()); // leave the server a clean close
   setInterval(renderLatency, 250);
   requestAnimationFrame(frame);

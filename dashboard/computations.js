@@ -34,10 +34,15 @@ function series(entry) {
     .join("; ");
 }
 
+/** Every time on this page in one zone, UTC, labelled: `2026-11-26 10:47:12.123 UTC`. */
+function utc(ms) {
+  return `${new Date(ms).toISOString().replace("T", " ").replace("Z", "")} UTC`;
+}
+
 function late(entry) {
   const newest = seconds(entry.late.newestDroppedTimestamp);
   if (!entry.late.droppedPoints) return "0";
-  return `${entry.late.droppedPoints} (newest ${new Date(newest * 1000).toISOString()})`;
+  return `${entry.late.droppedPoints} (newest ${utc(newest * 1000)})`;
 }
 
 function cell(row, text, name) {
@@ -60,7 +65,8 @@ function render(list) {
     cell(row, String(entry.connections), "connections");
     const held = entry.pointsHeld;
     cell(row, held.window === null ? `${held.output} out` : `${held.window} in / ${held.output} out`, "pointsHeld");
-    cell(row, entry.lastUpdate ?? "—", "lastUpdate");
+    const last = entry.lastUpdate ? Date.parse(entry.lastUpdate) : NaN;
+    cell(row, Number.isNaN(last) ? entry.lastUpdate ?? "—" : utc(last), "lastUpdate");
     cell(row, late(entry), "late");
     cell(row, entry.lag.points === null ? "—" : String(entry.lag.points), "lag");
   }
@@ -79,7 +85,7 @@ async function refresh() {
     window.sparkwireDirectory = { computations: answer, refreshes: window.sparkwireDirectory.refreshes + 1, error: null };
     stateBadge.dataset.state = "open";
     stateBadge.textContent = `${answer.length} live`;
-    updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    updated.textContent = `updated ${utc(Date.now()).slice(11)}`;
     errors.replaceChildren();
   } catch (err) {
     window.sparkwireDirectory = { ...window.sparkwireDirectory, error: String(err.message ?? err) };

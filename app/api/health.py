@@ -5,6 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from app.tiers.edge import RemoteComputations
+from app.api.state import ServerState
+
 router = APIRouter()
 
 
@@ -23,19 +26,22 @@ async def readyz(request: Request) -> JSONResponse:
         if writer is not None and writer.floor.below():
             return JSONResponse({"status": "ready", "writes": "refused", "reason": writer.floor.describe()})
         return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "not ready", "reason": not_ready_reason(state)}, status_code=503)
+
+
+def not_ready_reason(state: ServerState) -> str:
+    """Why /readyz answers 503 (also logged by app/runtime/readiness_log.py)."""
     if state.draining:
-        reason = "shutting down"
-    elif state.startup_error:
-        reason = f"startup failed: {state.startup_error}"
-    elif not state.ready_event.is_set():
-        reason = "starting: Spark session warming up"
-    elif state.supervisor is not None and state.engine is not None and state.engine.degraded:
-        reason = state.supervisor.status
-    elif state.settings.role == "edge":
-        reason = state.hub.computations.status  # app/tiers/edge.py: Redis, or the compute tier
-    else:
-        reason = "streaming query not running"
-    return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
+        return "shutting down"
+    if state.startup_error:
+        return f"startup failed: {state.startup_error}"
+    if not state.ready_event.is_set():
+        return "starting: Spark session warming up"
+    if state.supervisor is not None and state.engine is not None and state.engine.degraded:
+        return state.supervisor.status
+    if isinstance(state.hub.computations, RemoteComputations):  # an edge: Redis, or the compute tier
+        return state.hub.computations.status
+    return "streaming query not running"
 
 
 @router.get("/persistent-compute/enabled")

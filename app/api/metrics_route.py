@@ -38,7 +38,7 @@ async def render(metrics: Metrics, state: ServerState) -> bytes:
     return generate_latest(metrics.registry)
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.api_route("/metrics", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: probes, curl -I
 async def metrics(request: Request) -> Response:
     state: ServerState = request.app.state.sparkwire
     return Response(await render(state.metrics, state), media_type=CONTENT_TYPE_LATEST)

@@ -1,9 +1,11 @@
-"""`sparkwire serve`: run the server with embedded defaults (local Spark, SQLite log under ./data)."""
+"""`sparkwire serve` runs the server (embedded defaults: local Spark, SQLite log under ./data);
+`sparkwire demo` feeds it synthetic telemetry; `sparkwire tail` prints a live computation."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import logging
 import os
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
+from pydantic import ValidationError
 
 from app.api.state import ServerState
 from app.config import Settings
@@ -123,29 +126,56 @@ def serve(settings: Settings) -> None:
         sys.exit(server.exit_status)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sparkwire")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
+    """Settings from the flags and the environment; a bad value is a one-line usage error (exit 2)
+    naming the flag, as argparse gives for its own checks, instead of pydantic's traceback."""
+    overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+    if "data_dir" in overrides:
+        overrides["data_dir"] = Path(overrides["data_dir"])
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"])
+            where = f"argument --{name.replace('_', '-')}" if name else "settings"
+            if name and name not in overrides:
+                where += f" (env SPARKWIRE_{name.upper()})"
+            given = f" (got {error['input']!r})" if name else ""
+            problems.append(f"{where}: {error['msg']}{given}")
+        parser.error("; ".join(problems))
+
+
 def main(argv: list[str] | None = None) -> None:
+    from app.runtime import tail  # beside demo: the subcommands that talk to a running server
+
     parser = argparse.ArgumentParser(prog="sparkwire", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve_p = sub.add_parser("serve", help="run the Sparkwire server")
+    # A short usage line: a usage error is then two lines, not the forty flags (--help lists them).
+    serve_p = sub.add_parser(
+        "serve", help="run the Sparkwire server", usage="%(prog)s [-h] [--OPTION VALUE ...]"
+    )
     for name, field in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        serve_p.add_argument(
-            flag,
-            dest=name,
-            default=None,
-            help=f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})",
-        )
+        text = f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})"
+        serve_p.add_argument(flag, dest=name, default=None, help=text.replace("%", "%%"))
     demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
+    tail.add_arguments(sub.add_parser("tail", help=tail.HELP, description=tail.__doc__))
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo.run(args)
         return
-    overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
-    if "data_dir" in overrides:
-        overrides["data_dir"] = Path(overrides["data_dir"])
-    settings = Settings(**overrides)
-    if args.command == "serve":
-        serve(settings)
+    if args.command == "tail":
+        sys.exit(tail.run(args))
+    serve(settings_from(args, serve_p))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import httpx
 logger = logging.getLogger(__name__)
 
 DEFAULT_RID = "ri.sparkwire.main.dataset.demo"
+WRITER_PATH = "/storage/writer/v1"
+NANOS = 1_000_000_000
 MODES = ("PARK", "DRIVE", "NEUTRAL", "REVERSE")
 NUMERIC_CHANNELS = ("engine.temp", "engine.rpm", "battery.voltage", "speed")
 STRING_CHANNEL = "drive.mode"
@@ -76,6 +78,42 @@ class Vehicle:
         return values
 
 
+class WriteError(Exception):
+    """The server refused a write (its answer is in the message)."""
+
+
+class DemoWriter:
+    """The demo's points, one `POST /storage/writer/v1` per tick, over httpx (a server dependency):
+    the demo runs from the server's distribution alone, without sparkwire_client (client/)."""
+
+    def __init__(self, http: httpx.AsyncClient, data_source_rid: str) -> None:
+        self.http = http
+        self.data_source_rid = data_source_rid
+        self.buffer: dict[tuple[str, str, str], list[dict[str, object]]] = {}
+        self.requests_sent = 0
+
+    def add(self, channel: str, ts: int, value: float | str, vehicle: str) -> None:
+        kind = "string" if isinstance(value, str) else "double"
+        timestamp = {"seconds": ts // NANOS, "nanos": ts % NANOS}
+        point: dict[str, object] = {"timestamp": timestamp, "value": value}
+        self.buffer.setdefault((channel, vehicle, kind), []).append(point)
+
+    async def flush(self) -> None:
+        buffer, self.buffer = self.buffer, {}
+        if not buffer:
+            return
+        batches = [
+            {"channel": channel, "tags": {"vehicle": vehicle}, "points": {"type": kind, kind: points}}
+            for (channel, vehicle, kind), points in buffer.items()
+        ]
+        answer = await self.http.post(
+            WRITER_PATH, json={"dataSourceRid": self.data_source_rid, "batches": batches}
+        )
+        self.requests_sent += 1
+        if answer.status_code != 200:
+            raise WriteError(f"write refused ({answer.status_code}): {answer.text}")
+
+
 @dataclass
 class DemoStats:
     points: int = 0
@@ -98,10 +136,6 @@ async def wait_for_server(url: str, timeout: float) -> None:
 
 
 async def run_demo(config: DemoConfig) -> DemoStats:
-    # The client is a distribution of its own (client/), installed beside the server by `make
-    # install` and the Dockerfile; only the demo needs it, so a server installed alone still serves.
-    from sparkwire_client.writer import WriteError, Writer
-
     rng = random.Random(config.seed)
     vehicles = [
         Vehicle(f"a{i + 1}", random.Random(rng.random()), phase=rng.uniform(0, math.tau))
@@ -120,38 +154,39 @@ async def run_demo(config: DemoConfig) -> DemoStats:
     tick = 1.0 / config.rate
     held: list[tuple[float, str, str, int, float | str]] = []  # late points: (release, vehicle, ...)
     started = time.monotonic()
-    async with Writer(config.url, config.data_source_rid, max_delay=min(0.05, tick)) as writer:
+    async with httpx.AsyncClient(base_url=config.url, timeout=30) as http:
+        writer = DemoWriter(http, config.data_source_rid)
         next_tick = started
         while config.duration is None or time.monotonic() - started < config.duration:
             now_ns = time.time_ns()
             try:
                 for vehicle in vehicles:
-                    tags = {"vehicle": vehicle.name}
                     for channel, value in vehicle.sample(now_ns / 1e9).items():
                         if rng.random() < config.late_fraction:
                             release = time.monotonic() + rng.uniform(0.05, 2.0)
                             held.append((release, vehicle.name, channel, now_ns, value))
                             continue
-                        writer.add(channel, now_ns, value, tags)
+                        writer.add(channel, now_ns, value, vehicle.name)
                         stats.points += 1
                 due = [h for h in held if h[0] <= time.monotonic()]
                 for item in due:
                     held.remove(item)
                     _, name, channel, ts, value = item
-                    writer.add(channel, ts, value, {"vehicle": name})
+                    writer.add(channel, ts, value, name)
                     stats.points += 1
                     stats.late_points += 1
-            # e.g. the server restarts: wait for it (the writer's urllib raises OSError subclasses)
-            except (httpx.HTTPError, OSError, WriteError) as exc:
+                await writer.flush()
+            except (httpx.HTTPError, OSError, WriteError) as exc:  # e.g. the server restarts: wait for it
                 logger.warning("demo feed: write failed (%s); waiting for the server", exc)
                 await wait_for_server(config.url, config.wait_for_server)
                 next_tick = time.monotonic()
             next_tick += tick
             await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
         for _, name, channel, ts, value in held:  # what is still held goes out late at the end
-            writer.add(channel, ts, value, {"vehicle": name})
+            writer.add(channel, ts, value, name)
             stats.points += 1
             stats.late_points += 1
+        await writer.flush()
     stats.requests = writer.requests_sent
     logger.info(
         "demo feed stopped: %d points (%d late) in %d requests",

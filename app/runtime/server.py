@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app.api import asyncapi, catalog, dashboard, directory, health, metrics_route, openapi
+from app.api import asyncapi, catalog, dashboard, directory, docs_pages, health, metrics_route, openapi
 from app.api.request_summary import RequestLog, Summary
 from app.api.state import ServerState
 from app.api.ws import WS_PATH, WebSocketFastPath, websocket_endpoint
@@ -30,6 +30,7 @@ from app.ingest.writes import write_points
 from app.metrics import Metrics
 from app.runtime.logging_setup import spark_output_path
 from app.runtime.open_log import open_point_log
+from app.runtime.readiness_log import ReadinessLog
 from app.tiers.edge import RemoteComputations
 
 logger = logging.getLogger(__name__)
@@ -101,8 +102,12 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         # allocate; that rescan tripled the cost of parsing a write (docs/decisions/0011).
         gc.collect()
         gc.freeze()
-        logger.info("%d startup objects frozen (out of the collector's full passes)", gc.get_freeze_count())
-        logger.info("ready: streaming query running")
+        logger.info(
+            "memory: %d objects made at start-up left out of garbage-collection passes "
+            "(they live as long as the server; this keeps request handling fast)",
+            gc.get_freeze_count(),
+        )
+        logger.info("streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
         logger.exception("Spark failed to start")
@@ -155,6 +160,8 @@ def create_app(settings: Settings) -> FastAPI:
             starter.start()
         summary = Summary(state, settings.summary_interval)
         summary.start()
+        readiness = ReadinessLog(state)
+        readiness.start()
         late_reports = LateReports(state.hub)  # lateReport messages (docs/extensions.md)
         if settings.role != "compute":
             late_reports.start()
@@ -162,6 +169,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await summary.stop()  # the last summary line: up to the end of the drain
+            await readiness.stop()
             await state.liveness.stop()
             await late_reports.stop()
             if remote is not None:
@@ -181,8 +189,10 @@ def create_app(settings: Settings) -> FastAPI:
             log.close()
             logger.info("stopped")
 
-    app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan)
+    # /docs: app/api/docs_pages.py's, which fetches nothing from a CDN (and no /redoc: decision 0045)
+    app = FastAPI(title="Sparkwire", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.include_router(health.router)
+    app.include_router(docs_pages.router)
     app.include_router(metrics_route.router)
     app.include_router(catalog.router)
     app.include_router(directory.router)  # the directory of live computations (admin)
@@ -190,10 +200,13 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do
         app.include_router(asyncapi.router)
+        app.include_router(docs_pages.websocket_docs)
         app.include_router(dashboard.router)
         app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
         app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
         app.add_api_websocket_route(WS_PATH, websocket_endpoint)  # documented; served by the fast path
         app.add_middleware(WebSocketFastPath)  # added last: the outermost (app/api/ws.py)
+    else:
+        app.include_router(docs_pages.compute_index)  # `/`: where the clients go instead
     openapi.install(app)
     return app

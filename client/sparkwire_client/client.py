@@ -96,8 +96,18 @@ class LateReport:
     newest_dropped_ns: int | None
 
 
+# Errors that say the server cannot compute for now (the compute tier is away, or Spark's query is
+# restarting), not that the subscription is wrong: the server keeps it and sends a fresh FullResult
+# when it can compute again, so the subscription stays (`Subscription.healthy` says which it is).
+TRANSIENT_ERRORS = frozenset({"PersistentCompute:JobInvalidState"})
+
+
 class Subscription:
-    """One subscription: its merged view, updated as frames arrive; iterate to follow it."""
+    """One subscription: its merged view, updated as frames arrive; iterate to follow it.
+
+    Iterating ends after a replay's period with `then="stop"`. A transient error (the compute tier
+    or Spark's query is away: `TRANSIENT_ERRORS`) does not end it: `healthy` turns False and
+    `outage` holds the error until the next FullResult; `healthy_changed` is set at each change."""
 
     def __init__(self, client: Client, sub_id: str, request: Json, window_ns: int) -> None:
         self.client = client
@@ -110,8 +120,12 @@ class Subscription:
         self.resume_outcome: Json | None = None  # the server's answer to the last token presented
         self.late: LateReport | None = None
         self.replay_ended: str | None = None  # a replay's period is over: "stop" or "live"
+        self.healthy = True  # False from a transient error until the next FullResult
+        self.outage: SubscriptionError | None = None  # that transient error, while it lasts
+        self.healthy_changed = asyncio.Event()  # set at each change of `healthy` (clear it to wait again)
         self._changed = asyncio.Condition()
         self._version = 0
+        self._view_version = 0  # updates that changed the view
 
     def subscribe_request(self) -> Json | None:
         """The request to send (again): with the newest resume token, if there is one; a replay
@@ -125,10 +139,21 @@ class Subscription:
             extensions["resumeToken"] = self.resume_token
         return {**self.request, "sparkwire": extensions} if extensions else self.request
 
-    async def _updated(self) -> None:
+    async def _updated(self, view_changed: bool = False) -> None:
         async with self._changed:
             self._version += 1
+            self._view_version += view_changed
             self._changed.notify_all()
+
+    def _set_healthy(self, healthy: bool, outage: SubscriptionError | None = None) -> None:
+        if healthy != self.healthy:
+            logger.info(
+                "subscription %s: %s",
+                self.id,
+                "recovered" if healthy else f"waiting for the server ({outage})",
+            )
+            self.healthy_changed.set()
+        self.healthy, self.outage = healthy, outage
 
     @property
     def version(self) -> int:
@@ -159,11 +184,18 @@ class Subscription:
         return self.view.snapshot()
 
     async def __aiter__(self) -> AsyncIterator[View]:
-        """The merged view after each update (a slow reader skips to the newest)."""
-        seen = 0
+        """The merged view after each update (a slow reader skips to the newest), until a replay
+        with `then="stop"` has ended. A transient outage yields the unchanged view once with
+        `healthy` False; the next FullResult comes with `healthy` True again."""
+        seen, yielded, health = 0, 0, True
         while True:
+            if self.replay_ended == "stop" and self._view_version == yielded:
+                return
             view = await self.next(after=seen)
             seen = self._version
+            if self._view_version == yielded and self.healthy == health:
+                continue  # nothing to show: a late report, a replay's end
+            yielded, health = self._view_version, self.healthy
             yield view
 
     async def dataframes(self) -> AsyncIterator[Any]:
@@ -376,10 +408,17 @@ class Client:
         if "resumeToken" in body:
             sub.resume_token = body["resumeToken"]
         if update["type"] == "error":
-            sub.error = SubscriptionError(update["error"]["serializableError"])
-        else:
-            sub.view.apply(update)
-        await sub._updated()
+            error = SubscriptionError(update["error"]["serializableError"])
+            if error.name in TRANSIENT_ERRORS:
+                sub._set_healthy(False, error)
+            else:
+                sub.error = error
+            await sub._updated()
+            return
+        if update["type"] == "full":
+            sub._set_healthy(True)
+        sub.view.apply(update)
+        await sub._updated(view_changed=True)
 
     async def _on_health(self, link: _Link, health: Json) -> None:
         kind = health["type"]

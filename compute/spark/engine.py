@@ -70,6 +70,10 @@ class Engine:
         # The embedded log is read by the driver: per computation, overlapping the loads (backfill.py).
         self._backfills = BackfillQueue(self._read_history, split_reads=log.driver_reads)
         self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
+        # Stopping the query cancels the micro-batch's job under way: that batch's SPARK_JOB_CANCELLED
+        # is expected then, logged as one INFO line, not as py4j's ERROR and ~130 lines of trace.
+        self._stopping = False
+        logging.getLogger("py4j.clientserver").addFilter(self._hide_cancelled_batch)
         spark.dataSource.register(log.data_source)
         self._source = log.data_source.name()
 
@@ -81,6 +85,7 @@ class Engine:
         # The embedded log's stream hands Spark blocks (compute/storage/sqlite/spark_source.py), the
         # Redis log's points.
         self._stream_blocks = isinstance(stream.schema["ts"].dataType, ArrayType)
+        self._stopping = False
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
             .trigger(processingTime=f"{self.trigger_ms} milliseconds")
@@ -117,6 +122,7 @@ class Engine:
             if status is not None:  # a JVM that exited took the query with it: nothing to stop
                 logger.info("streaming query not stopped: Spark's JVM had already exited (status %d)", status)
                 return
+            self._stopping = True
             try:
                 query.stop()
             except Exception as exc:  # stopping may race with a dying JVM; nothing left to save
@@ -212,6 +218,19 @@ class Engine:
         reader = self.spark.read.format(self._source).schema(records.POINT_SCHEMA_DDL)
         return reader.options(**options).load()
 
+    def _cancelled_by_stop(self, exc: BaseException) -> bool:
+        if not self._stopping:
+            return False
+        try:  # a Py4JJavaError's text comes from the JVM, which may be gone by now
+            return "SPARK_JOB_CANCELLED" in str(exc)
+        except Exception:
+            return False
+
+    def _hide_cancelled_batch(self, record: logging.LogRecord) -> bool:
+        """py4j's ERROR for the batch `_on_batch` already logged as cancelled by the stop: dropped."""
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or not self._cancelled_by_stop(exc)
+
     # -- the micro-batch ---------------------------------------------------------------------------
     def _refresh_series(self) -> bool:
         """Bring the series filter up to date; False when no series is in use."""
@@ -228,10 +247,19 @@ class Engine:
             return
         assert self._series_filter is not None  # set whenever a series is in use
         in_use = batch.where(self._series_filter)
-        if self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
-            table = records.points_of_blocks(collect_arrow(in_use, records.BLOCK_SCHEMA))
-        else:
-            table = collect_arrow(in_use.select(*records.POINT_SCHEMA.names), records.POINT_SCHEMA)
+        try:
+            if self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
+                table = records.points_of_blocks(collect_arrow(in_use, records.BLOCK_SCHEMA))
+            else:
+                table = collect_arrow(in_use.select(*records.POINT_SCHEMA.names), records.POINT_SCHEMA)
+        except Exception as exc:
+            if self._cancelled_by_stop(exc):
+                logger.info(
+                    "micro-batch %d cancelled by the query's stop (SPARK_JOB_CANCELLED), as expected",
+                    batch_id,
+                )
+            raise  # the batch is not committed, whatever the reason
+
         now = time.time_ns()
         targets = self.routes.targets(split_by_series(table))
         changes: list[tuple[Computation, Change | ComputeError]] = []

@@ -123,7 +123,7 @@ async def test_json_logs_hold_one_object_per_line_and_spark_output_goes_to_its_f
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     messages = [r["message"] for r in records]
-    assert "ready: streaming query running" in messages
+    assert f"ready: serving on {retiring.base_url} (role all); the readiness probe answers 200" in messages
     assert any(m.startswith("draining: shutdownNotice") for m in messages)
     assert any(r["logger"] == "uvicorn.access" for r in records)
     spark_log = Path(retiring.data_dir) / "spark.log"  # the JVM's own console output, kept apart

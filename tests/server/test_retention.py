@@ -79,7 +79,7 @@ async def test_expired_points_leave_the_log_and_the_file_shrinks(tmp_path: Path)
         wait_for(lambda: log_size(data) < big / 4, f"the log file below a quarter of {big} bytes")
         fresh = [(now - NANOS + i * 1_000_000, float(i)) for i in range(3)]
         assert await full_result(server, "fresh") == fresh
-        assert "sparkwire_log_pruned_points 800000.0" in httpx.get(f"{server.base_url}/metrics").text
+        assert "sparkwire_log_pruned_points_total 800000.0" in httpx.get(f"{server.base_url}/metrics").text
 
         # Offsets keep counting up after pruning: a new point still reaches a live subscriber.
         client = await Client.connect(server.ws_url)

@@ -1,6 +1,6 @@
 """The NumericSeries variants of tests/test_compute_numeric_nodes.py without Spark: a live
 Computation fed random write orders (history, then micro-batches; late points, overwrites, two
-tag groups), its frames encoded by app.frames and merged by the client view, must equal
+tag groups), its frames encoded by app.protocol.frames and merged by the client view, must equal
 tests/reference_numeric.py's evaluation. Fast, so hypothesis tries many arrival orders per node."""
 
 from __future__ import annotations

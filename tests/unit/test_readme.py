@@ -1,4 +1,5 @@
-"""README.md's configuration table is the one generated from app/config.py's Settings."""
+"""README.md: its configuration table is the one generated from app/config.py's Settings (its
+snippets are run against a real server in tests/server/test_readme_snippets.py)."""
 
 from __future__ import annotations
 
