@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app import asyncapi, catalog, dashboard, directory, health, metrics_route, openapi
+from app import assets, asyncapi, catalog, dashboard, directory, health, metrics_route, openapi
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.hub import Hub
@@ -133,6 +133,7 @@ def create_app(settings: Settings) -> FastAPI:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         durable = await asyncio.to_thread(open_point_log, settings)
+        assets.open_store(app, settings)  # the asset and run catalog beside the log (app/assets.py)
         state = ServerState(settings, durable)
         state.hub = Hub(None, loop, state.metrics, settings.resume_linger_seconds)
         app.state.sparkwire = state
@@ -182,6 +183,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(metrics_route.router)
     app.include_router(catalog.router)
     app.include_router(directory.router)  # the directory of live computations (admin)
+    app.include_router(assets.router)  # assets and runs (app/assets.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do
