@@ -8,6 +8,7 @@ a Nominal node at all.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,9 @@ class _Subject:
 class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
-    bound: dict[str, nodes.SeriesNode] = field(default_factory=dict)  # computeNode variables, built once
+    bound: dict[tuple[str, str, str | None], nodes.SeriesNode] = field(
+        default_factory=dict
+    )  # variables built
     bases: list[datasets.View] = field(default_factory=list)  # the withSeries inputs being built
 
     # -- JSON shapes -------------------------------------------------------------------------------
@@ -206,10 +209,19 @@ class _Builder:
         kind, value = self.typed_variable(name, ("channel", "series", "computeNode", "derived"))
         if kind == "channel":
             return self.channel_series(value, expect)
+        # a variable referenced again is the node already built (read once, evaluated once); keyed
+        # by its JSON too, since a computeNode's own context may bind the same name to another value
+        key = (name, json.dumps(value, sort_keys=True), expect)
+        if key in self.bound:
+            return self.bound[key]
         if kind == "series":
             variable = self.obj(value, "SeriesVariable")
             group_by = tuple(self.string_constant(g) for g in variable.get("groupByTags") or [])
-            return self.select_series(self.get(variable, "select", "SeriesVariable"), expect, group_by)
+            node = self.select_series(self.get(variable, "select", "SeriesVariable"), expect, group_by)
+            self.bound[key] = (
+                node if isinstance(node, nodes.ChannelInput) else nodes_union.SharedSubtree(node)
+            )
+            return self.bound[key]
         if kind == "derived":
             raise ComputeError(
                 "InvalidComputation",
@@ -217,9 +229,8 @@ class _Builder:
                 "Sparkwire keeps no modules",
                 {"invalidTypes": "derived", "variable": name},
             )
-        if name not in self.bound:
-            self.bound[name] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
-        return self.bound[name]
+        self.bound[key] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
+        return self.bound[key]
 
     def bound_computation(self, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
         """A `ComputeNodeWithContext`: its node, built with its own context's variables over the
@@ -227,7 +238,7 @@ class _Builder:
         o = self.obj(value, "ComputeNodeWithContext")
         inner_context = self.obj(o.get("context") or {}, "Context")
         variables = self.obj(inner_context.get("variables") or {}, "Context.variables")
-        kind, node = self.variant("ComputeNode", self.get(o, "seriesNode", "ComputeNodeWithContext"))
+        kind, node = datasets.variant("ComputeNode", self.get(o, "seriesNode", "ComputeNodeWithContext"))
         outer = self.context
         self.context = {**outer, **variables}
         try:

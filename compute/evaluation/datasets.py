@@ -89,6 +89,9 @@ UNIONS: dict[str, frozenset[str]] = {
     "IntervalAnchor": frozenset(["intervalStart", "intervalEnd", "eventInInterval", "rangeInInterval"]),
     "DimensionValue": frozenset(["stringProperty", "identity"]),
     "TagFilters": frozenset(["single", "and"]),
+    "ComputeNode": frozenset(
+        ["enum", "numeric", "log", "ranges", "array", "struct", "curveFit", "curveV2", "video", "raw"]
+    ),
 }
 
 
@@ -365,10 +368,10 @@ class Resolver:
     def reference(self, o: dict[str, Json]) -> View:
         name = self.b.string_constant(self.b.get(o, "name", "DatasetReference"))
         if name not in self.references:
-            raise ComputeError(
-                "InvalidComputation",
-                f"no dataset reference '{name}' in the context's datasetReferences",
-                {"invalidTypes": "reference", "name": name},
+            raise refuse(
+                "reference",
+                f"'{name}' names one of Context.datasetReferences, and a subscription's context reaches "
+                "the compiler as its variables only; put the dataset in the node",
             )
         if name in self._resolving:
             raise invalid_computation(f"dataset reference '{name}' refers to itself", "reference")

@@ -3,7 +3,7 @@
 An asset (a vehicle, a test stand) has named data scopes, each a data source rid with series tags
 that pre-filter it. A run is one or more assets over a time range, with data scopes of its own. Kept
 in one SQLite file in the data dir beside the point log, written with `synchronous=FULL` so that an
-acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-and-runs.md)."""
+acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,344 @@
+"""How today's Nominal requests name their data, over a real server: variables bound to a series
+(`VariableValue.series`) and to a sub-computation (`computeNode`), `tagFilters`, the `Dataset`
+algebra under the select nodes, and asset and run channels resolved against the catalog Sparkwire
+keeps (app/assets.py), which survives a kill -9. Every node and variable is built with nominal-api's
+classes and serialized by conjure_python_client."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from conjure_python_client import ConjureEncoder
+from nominal_api import scout_compute_api as sc
+
+from tests.client_view import ResultView
+from tests.conftest import ServerProcess, start_server
+from tests.wire import NANOS, Client, subscription, write_points
+
+WINDOW_S = 3600.0
+WINDOW_NS = int(WINDOW_S * NANOS)
+MS = 1_000_000
+Json = dict[str, Any]
+
+
+def rid() -> str:
+    return f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+
+
+def enc(value: Any) -> Any:
+    return ConjureEncoder.do_encode(value)
+
+
+def lit(s: str) -> sc.StringConstant:
+    return sc.StringConstant(literal=s)
+
+
+def saved(r: str) -> sc.Dataset:
+    return sc.Dataset(saved=sc.SavedDataset(rid=lit(r)))
+
+
+def select(dataset: sc.Dataset | None, name: str) -> sc.SelectSeries:
+    return sc.SelectSeries(name=lit(name), dataset=dataset)
+
+
+def numeric_node(n: sc.NumericSeries) -> Json:
+    return dict(
+        enc(sc.ComputableNode(series=sc.SummarizeSeries(input=sc.Series(numeric=n), numeric_aggregations={})))
+    )
+
+
+def ref(name: str) -> sc.NumericSeries:
+    return sc.NumericSeries(raw=sc.Reference(name=name))
+
+
+def series_var(s: sc.SelectSeries, group_by: list[str] | None = None) -> Json:
+    v = sc.VariableValue(series=sc.SeriesVariable(select=s, group_by_tags=[lit(g) for g in group_by or []]))
+    return dict(enc(v))
+
+
+def plus(a: sc.NumericSeries, b: sc.NumericSeries) -> sc.NumericSeries:
+    return sc.NumericSeries(add=sc.Add(left=a, right=b))
+
+
+async def subscribe(client: Client, sub_id: str, node: Json, variables: Json | None = None) -> ResultView:
+    await client.subscribe({sub_id: subscription(node, variables or {}, WINDOW_S, lateness_s=WINDOW_S)})
+    creation = await client.creation(sub_id, timeout=120)
+    assert creation["type"] == "success", creation
+    view = ResultView(WINDOW_NS)
+    full = await client.update(sub_id, timeout=300)
+    assert full["type"] == "full", full
+    view.apply(full)
+    return view
+
+
+async def refused(client: Client, sub_id: str, node: Json, variables: Json | None = None) -> Json:
+    await client.subscribe({sub_id: subscription(node, variables or {}, WINDOW_S)})
+    creation = await client.creation(sub_id, timeout=60)
+    assert creation["type"] == "error", creation
+    assert creation["error"]["serializableError"]["name"] == "PersistentCompute:InvalidComputation", creation
+    params: Json = creation["error"]["serializableError"]["params"]
+    return params
+
+
+def points(view: ResultView) -> dict[Any, list[tuple[int, float]]]:
+    return {k: [tuple(p) for p in pts] for k, (_, pts) in view.snapshot().items()}
+
+
+@pytest.fixture
+async def client(server: ServerProcess) -> Any:
+    c = await Client.connect(server.ws_url)
+    yield c
+    await c.close()
+
+
+async def test_series_and_compute_node_variables_and_tag_filters(
+    server: ServerProcess, client: Client
+) -> None:
+    r, t0 = rid(), time.time_ns() - 60 * NANOS
+    xs = [(t0, 1.0), (t0 + NANOS, 2.0), (t0 + 2 * NANOS, 3.0)]
+    await write_points(server.base_url, r, "x", xs)
+
+    # VariableValue.series: a series selected from a dataset, its type chosen by the consuming node
+    view = await subscribe(
+        client, "series-var", numeric_node(ref("xs")), {"xs": series_var(select(saved(r), "x"))}
+    )
+    assert points(view) == {(): xs}
+
+    # VariableValue.computeNode: x + x bound to `twice`, referenced twice: (x + x) + (x + x)
+    twice = sc.VariableValue(
+        compute_node=sc.ComputeNodeWithContext(
+            series_node=sc.ComputeNode(numeric=plus(ref("x"), ref("x"))),
+            context=sc.Context(variables={}, dataset_references={}),
+        )
+    )
+    variables = {"twice": dict(enc(twice)), "x": series_var(select(saved(r), "x"))}
+    view = await subscribe(client, "compute-var", numeric_node(plus(ref("twice"), ref("twice"))), variables)
+    assert points(view) == {(): [(t, 4 * v) for t, v in xs]}
+
+    # tagFilters: IN and NOT_IN, Nominal's semantics (a series without the tag passes NOT_IN)
+    tr = rid()
+    await write_points(server.base_url, tr, "y", [(t0, 1.0)], tags={"car": "a"})
+    await write_points(server.base_url, tr, "y", [(t0 + MS, 2.0)], tags={"car": "b"})
+    await write_points(server.base_url, tr, "y", [(t0 + 2 * MS, 3.0)], tags={"car": "c"})
+    await write_points(server.base_url, tr, "y", [(t0 + 3 * MS, 4.0)])
+
+    def filtered(op: str, values: list[str]) -> Json:
+        f = sc.TagFilters(single=sc.TagFilter(key=lit("car"), values=[lit(v) for v in values], operator=op))
+        channel = sc.DataSourceChannel(
+            data_source_rid=lit(tr),
+            channel=lit("y"),
+            tags={},
+            tag_filters=f,
+            tags_to_group_by=[],
+            group_by_tags=[],
+        )
+        return {"y": dict(enc(sc.VariableValue(channel=sc.ChannelSeries(data_source=channel))))}
+
+    view = await subscribe(client, "tag-in", numeric_node(ref("y")), filtered("IN", ["a", "c"]))
+    assert points(view) == {(): [(t0, 1.0), (t0 + 2 * MS, 3.0)]}
+    view = await subscribe(client, "tag-not-in", numeric_node(ref("y")), filtered("NOT_IN", ["a", "c"]))
+    assert points(view) == {(): [(t0 + MS, 2.0), (t0 + 3 * MS, 4.0)]}
+
+    derived = sc.VariableValue(
+        derived=sc.DerivedSeries(
+            function=sc.FunctionDerivedSeries(
+                module_name=lit("m"), function_name=lit("f"), version_reference=None, function_args={}
+            )
+        )
+    )
+    error = await refused(client, "derived", numeric_node(ref("d")), {"d": dict(enc(derived))})
+    assert error["invalidTypes"] == "derived", error
+
+
+async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> None:
+    r1, r2, t0 = rid(), rid(), time.time_ns() - 60 * NANOS
+    one = [(t0, 1.0), (t0 + 2 * NANOS, 3.0)]
+    two = [(t0 + NANOS, 20.0)]
+    await write_points(server.base_url, r1, "x", one)
+    await write_points(server.base_url, r2, "x", two)
+
+    def tagged(d: sc.Dataset, k: str, v: str) -> sc.Dataset:
+        return sc.Dataset(tag=sc.TaggedDataset(input=d, key=lit(k), value=lit(v)))
+
+    both = sc.Dataset(
+        combine=sc.CombinedDataset(inputs=[tagged(saved(r1), "src", "one"), tagged(saved(r2), "src", "two")])
+    )
+    # combine: the union of the points, in time order
+    view = await subscribe(client, "combine", numeric_node(ref("x")), {"x": series_var(select(both, "x"))})
+    assert points(view) == {(): sorted(one + two)}
+    # tag: an injected tag groups like a series tag
+    view = await subscribe(
+        client, "grouped", numeric_node(ref("x")), {"x": series_var(select(both, "x"), ["src"])}
+    )
+    assert points(view) == {(("src", "one"),): one, (("src", "two"),): two}
+    # filter: folded against the injected tag
+    only_two = sc.Dataset(
+        filter=sc.FilteredDataset(
+            input=both,
+            predicate=sc.TagPredicate(
+                in_=sc.TagIn(key=lit("src"), values=sc.StringSetConstantV2(literal=[lit("two")]))
+            ),
+        )
+    )
+    view = await subscribe(client, "filter", numeric_node(ref("x")), {"x": series_var(select(only_two, "x"))})
+    assert points(view) == {(): two}
+    # timeShift: positive moves points later
+    shifted = sc.Dataset(
+        time_shift=sc.TimeShiftedDataset(
+            input=saved(r1),
+            offset=sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=-1))),
+        )
+    )
+    view = await subscribe(
+        client, "shift", numeric_node(sc.NumericSeries(select_numeric=select(shifted, "x")))
+    )
+    assert points(view) == {(): [(t - NANOS, v) for t, v in one]}
+    # withSeries + dropSeries: rename x to renamed
+    renamed = sc.Dataset(
+        drop_series=sc.DropSeriesDataset(
+            input=sc.Dataset(
+                with_series=sc.WithSeriesDataset(
+                    input=saved(r1),
+                    series=[
+                        sc.NamedSeries(
+                            name=lit("renamed"),
+                            definition=sc.Series(numeric=sc.NumericSeries(select_numeric=select(None, "x"))),
+                        )
+                    ],
+                )
+            ),
+            names=[lit("x")],
+        )
+    )
+    view = await subscribe(
+        client, "renamed", numeric_node(sc.NumericSeries(select_numeric=select(renamed, "renamed")))
+    )
+    assert points(view) == {(): one}
+    error = await refused(
+        client, "dropped", numeric_node(sc.NumericSeries(select_numeric=select(renamed, "x")))
+    )
+    assert error["invalidTypes"] == "dropSeries", error
+
+    # refused by name, with the reason
+    search = sc.Dataset(
+        search=sc.SearchDataset(
+            target=sc.SearchTarget(
+                assets=sc.AssetsSearchTarget(query=sc.ResourceSearchQuery(workspace=lit("car")))
+            ),
+            max_results=None,
+        )
+    )
+    error = await refused(
+        client, "search", numeric_node(sc.NumericSeries(select_numeric=select(search, "x")))
+    )
+    assert error["invalidTypes"] == "search", error
+    reference = sc.Dataset(reference=sc.DatasetReference(name=lit("d")))
+    error = await refused(
+        client, "reference", numeric_node(sc.NumericSeries(select_numeric=select(reference, "x")))
+    )
+    assert error["invalidTypes"] == "reference", error
+
+
+async def create(base_url: str, path: str, body: Json) -> Json:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(f"{base_url}/assets/v1/{path}", json=body)
+    assert response.status_code == 200, response.text
+    created: Json = response.json()
+    return created
+
+
+async def test_asset_and_run_channels_resolve_against_the_catalog(
+    server: ServerProcess, client: Client
+) -> None:
+    r1, r2, t0 = rid(), rid(), time.time_ns() - 60 * NANOS
+    await write_points(server.base_url, r1, "speed", [(t0, 1.0)], tags={"car": "a1"})
+    await write_points(
+        server.base_url, r1, "speed", [(t0 + MS, 99.0)], tags={"car": "zz"}
+    )  # outside the scope
+    await write_points(server.base_url, r2, "speed", [(t0 + 2 * MS, 2.0)])
+    asset = await create(
+        server.base_url,
+        "assets",
+        {
+            "title": "car a1",
+            "properties": {"team": "red"},
+            "dataScopes": [
+                {"dataScopeName": "main", "dataSourceRid": r1, "seriesTags": {"car": "a1"}},
+                {"dataScopeName": "aux", "dataSourceRid": r2},
+            ],
+        },
+    )
+    channel = sc.ChannelSeries(
+        asset=sc.AssetChannel(
+            asset_rid=lit(asset["rid"]),
+            data_scope_name=lit("main"),
+            channel=lit("speed"),
+            additional_tags={},
+            tags_to_group_by=[],
+            group_by_tags=[],
+        )
+    )
+    view = await subscribe(
+        client, "asset-channel", numeric_node(ref("s")), {"s": dict(enc(sc.VariableValue(channel=channel)))}
+    )
+    assert points(view) == {(): [(t0, 1.0)]}
+
+    # Dataset.asset: one branch per data scope, tagged ASSET_RID and DATA_SCOPE
+    by_scope = series_var(select(sc.Dataset(asset=sc.Asset(rid=lit(asset["rid"]))), "speed"), ["DATA_SCOPE"])
+    view = await subscribe(client, "asset-dataset", numeric_node(ref("s")), {"s": by_scope})
+    assert points(view) == {
+        (("DATA_SCOPE", "main"),): [(t0, 1.0)],
+        (("DATA_SCOPE", "aux"),): [(t0 + 2 * MS, 2.0)],
+    }
+
+    # a run still going streams; a run that has ended is refused as Nominal refuses it
+    live = await create(
+        server.base_url,
+        "runs",
+        {"title": "lap", "assetRids": [asset["rid"]], "start": {"seconds": t0 // NANOS}},
+    )
+    run_channel = sc.ChannelSeries(
+        run=sc.RunChannel(
+            run_rid=lit(live["rid"]),
+            data_scope_name=lit("aux"),
+            channel=lit("speed"),
+            additional_tags={},
+            tags_to_group_by=[],
+            group_by_tags=[],
+        )
+    )
+    run_vars = {"s": dict(enc(sc.VariableValue(channel=run_channel)))}
+    view = await subscribe(client, "run-channel", numeric_node(ref("s")), run_vars)
+    assert points(view) == {(): [(t0 + 2 * MS, 2.0)]}
+    ended = await create(
+        server.base_url,
+        "runs",
+        {"title": "done", "assetRids": [asset["rid"]], "start": {"seconds": 1}, "end": {"seconds": 2}},
+    )
+    error = await refused(
+        client,
+        "ended-run",
+        numeric_node(
+            sc.NumericSeries(select_numeric=select(sc.Dataset(run=sc.Run(rid=lit(ended["rid"]))), "speed"))
+        ),
+    )
+    assert error["invalidTypes"] == "RUN_WITH_FIXED_END", error
+
+
+def test_the_catalog_survives_kill_9(tmp_path: Any) -> None:
+    server = start_server(tmp_path / "data", tmp_path / "a.log", own_process_group=True)
+    try:
+        body = {"title": "stand", "dataScopes": [{"dataScopeName": "s", "dataSourceRid": "ri.x"}]}
+        created = httpx.post(f"{server.base_url}/assets/v1/assets", json=body).json()
+        server.kill_all()
+        server = start_server(tmp_path / "data", tmp_path / "b.log", own_process_group=True)
+        again = httpx.get(f"{server.base_url}/assets/v1/assets/{created['rid']}")
+        assert again.status_code == 200 and again.json() == created
+        missing = httpx.get(f"{server.base_url}/assets/v1/assets/ri.scout.main.asset.nope")
+        assert missing.status_code == 404 and missing.json()["errorName"] == "Assets:AssetNotFound"
+    finally:
+        server.kill_all()
