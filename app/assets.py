@@ -20,7 +20,14 @@ from compute.evaluation.datasets import use_catalog
 from compute.storage.assets import Asset, AssetStore, DataScope, Run
 from schemas.timestamps import NANOS_PER_SECOND
 
-router = APIRouter(prefix="/assets/v1", tags=["assets and runs"])
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "an invalid body (the message says what)", "content": _ERROR},
+    401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
+    403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
+    404: {"description": "no asset or run has that rid", "content": _ERROR},
+}
+router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS)
 STORE_FILE = "assets.sqlite"
 
 

@@ -11,10 +11,13 @@ import uuid
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
 
+from sparkwire_client import Catalog, CatalogError, DataScope, asset_channel
+from sparkwire_client import nodes as client_nodes
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
 from tests.wire import NANOS, Client, subscription, write_points
@@ -146,7 +149,12 @@ async def test_series_and_compute_node_variables_and_tag_filters(
     derived = sc.VariableValue(
         derived=sc.DerivedSeries(
             function=sc.FunctionDerivedSeries(
-                module_name=lit("m"), function_name=lit("f"), version_reference=None, function_args={}
+                module_name=lit("m"),
+                function_name=lit("f"),
+                version_reference=sc.ModuleVersionReference(
+                    pinned=sc.PinnedModuleVersionReference(version=lit("1"))
+                ),
+                function_args={},
             )
         )
     )
@@ -295,7 +303,23 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
         (("DATA_SCOPE", "aux"),): [(t0 + 2 * MS, 2.0)],
     }
 
-    # a run still going streams; a run that has ended is refused as Nominal refuses it
+    # withDimensions: the asset's property as a tag to group by
+    team = sc.Dimension(
+        tag_key=None,
+        value=sc.DimensionValue(string_property=sc.StringPropertyDimension(property_name=lit("team"))),
+    )
+    with_team = sc.Dataset(
+        with_dimensions=sc.DimensionsDataset(
+            input=sc.Dataset(asset=sc.Asset(rid=lit(asset["rid"]))), dimensions=[team]
+        )
+    )
+    view = await subscribe(
+        client, "dimensions", numeric_node(ref("s")), {"s": series_var(select(with_team, "speed"), ["team"])}
+    )
+    assert points(view) == {(("team", "red"),): [(t0, 1.0), (t0 + 2 * MS, 2.0)]}
+
+    # a run still going streams, from its start on; a run that has ended is refused as Nominal refuses it
+    await write_points(server.base_url, r2, "speed", [(t0 - 5 * NANOS, 7.0)])  # before the run below
     live = await create(
         server.base_url,
         "runs",
@@ -314,6 +338,38 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
     run_vars = {"s": dict(enc(sc.VariableValue(channel=run_channel)))}
     view = await subscribe(client, "run-channel", numeric_node(ref("s")), run_vars)
     assert points(view) == {(): [(t0 + 2 * MS, 2.0)]}
+
+    # alignByAnchor: each run's start onto the earliest run start (absolute time), grouped by run
+    earlier = await create(
+        server.base_url,
+        "runs",
+        {"title": "lap 0", "assetRids": [asset["rid"]], "start": {"seconds": t0 // NANOS - 10}},
+    )
+    aux = sc.TagPredicate(
+        in_=sc.TagIn(key=lit("DATA_SCOPE"), values=sc.StringSetConstantV2(literal=[lit("aux")]))
+    )
+    runs = sc.Dataset(
+        combine=sc.CombinedDataset(
+            inputs=[
+                sc.Dataset(run=sc.Run(rid=lit(live["rid"]))),
+                sc.Dataset(run=sc.Run(rid=lit(earlier["rid"]))),
+            ]
+        )
+    )
+    aligned = sc.Dataset(
+        align_by_anchor=sc.AnchorAlignedDataset(
+            input=sc.Dataset(filter=sc.FilteredDataset(input=runs, predicate=aux)),
+            anchor=sc.DatasetAnchor(run=sc.IntervalAnchor(interval_start=sc.IntervalStartTimeShift())),
+            reference=sc.AnchorReference(earliest_anchor=sc.EarliestAnchorReference()),
+        )
+    )
+    view = await subscribe(
+        client, "aligned", numeric_node(ref("s")), {"s": series_var(select(aligned, "speed"), ["RUN_RID"])}
+    )
+    assert points(view) == {
+        (("RUN_RID", earlier["rid"]),): [(t0 - 5 * NANOS, 7.0), (t0 + 2 * MS, 2.0)],
+        (("RUN_RID", live["rid"]),): [(t0 + 2 * MS - 10 * NANOS, 2.0)],
+    }
     ended = await create(
         server.base_url,
         "runs",
@@ -329,16 +385,53 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
     assert error["invalidTypes"] == "RUN_WITH_FIXED_END", error
 
 
-def test_the_catalog_survives_kill_9(tmp_path: Any) -> None:
-    server = start_server(tmp_path / "data", tmp_path / "a.log", own_process_group=True)
+SECRET = "test-secret-that-is-long-enough-for-hs256"
+
+
+async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions_and_survives_kill_9(
+    tmp_path: Any,
+) -> None:
+    env = {"SPARKWIRE_JWT_SECRET": SECRET}
+    server = start_server(tmp_path / "data", tmp_path / "a.log", env=env, own_process_group=True)
+    admin = jwt.encode({"sub": "ops", "dataSourceRids": ["*"], "admin": True}, SECRET, algorithm="HS256")
+    reader = jwt.encode({"sub": "car", "dataSourceRids": ["ri.open.*"]}, SECRET, algorithm="HS256")
     try:
-        body = {"title": "stand", "dataScopes": [{"dataScopeName": "s", "dataSourceRid": "ri.x"}]}
-        created = httpx.post(f"{server.base_url}/assets/v1/assets", json=body).json()
+        scopes = [DataScope("open", "ri.open.a"), DataScope("secret", "ri.secret.b", {"k": "v"})]
+        with pytest.raises(CatalogError) as refused_change:
+            Catalog(server.base_url, token=reader).create_asset("stand", scopes)
+        assert refused_change.value.status == 403
+        with pytest.raises(CatalogError) as no_token:
+            Catalog(server.base_url).assets()
+        assert no_token.value.status == 401
+        created = Catalog(server.base_url, token=admin).create_asset("stand", scopes, {"site": "north"})
+        assert Catalog(server.base_url, token=reader).asset(created["rid"]) == created
+        paths = httpx.get(f"{server.base_url}/openapi.json").json()["paths"]
+        assert {"post", "get"} <= set(paths["/assets/v1/assets"]) and "delete" in paths[
+            "/assets/v1/runs/{rid}"
+        ]
+        error_ref = paths["/assets/v1/assets"]["post"]["responses"]["403"]["content"]["application/json"]
+        assert error_ref["schema"] == {"$ref": "#/components/schemas/ConjureError"}
+
+        # an asset names data sources, it does not grant them
+        ws = await Client.connect(server.ws_url, additional_headers={"Authorization": f"Bearer {reader}"})
+        try:
+            for sub_id, scope in (("open", "open"), ("secret", "secret")):
+                computable = client_nodes.series(asset_channel(created["rid"], scope, "speed"))
+                await ws.subscribe({sub_id: subscription(computable.json, computable.variables, WINDOW_S)})
+            assert (await ws.creation("open", timeout=120))["type"] == "success"
+            denied = (await ws.creation("secret", timeout=60))["error"]["serializableError"]
+            assert denied["name"] == "PersistentCompute:PermissionDenied", denied
+            assert denied["params"] == {"rids": "ri.secret.b"}, denied
+        finally:
+            await ws.close()
+
         server.kill_all()
-        server = start_server(tmp_path / "data", tmp_path / "b.log", own_process_group=True)
-        again = httpx.get(f"{server.base_url}/assets/v1/assets/{created['rid']}")
-        assert again.status_code == 200 and again.json() == created
-        missing = httpx.get(f"{server.base_url}/assets/v1/assets/ri.scout.main.asset.nope")
-        assert missing.status_code == 404 and missing.json()["errorName"] == "Assets:AssetNotFound"
+        server = start_server(tmp_path / "data", tmp_path / "b.log", env=env, own_process_group=True)
+        assert Catalog(server.base_url, token=admin).asset(created["rid"]) == created
+        with pytest.raises(CatalogError) as missing:
+            Catalog(server.base_url, token=admin).asset("ri.scout.main.asset.nope")
+        assert missing.value.status == 404 and "Assets:AssetNotFound" in missing.value.body
+        Catalog(server.base_url, token=admin).delete_asset(created["rid"])
+        assert Catalog(server.base_url, token=admin).assets() == []
     finally:
         server.kill_all()

@@ -393,6 +393,8 @@ class _Builder:
                 injected=branch.injected,
             )
             node: nodes.SeriesNode = self.read(selector, expect)
+            if branch.from_ns is not None:
+                node = nodes_union.PointsFrom(node, branch.from_ns)
             if branch.shift_ns:
                 node = nodes.TimeShift(node, branch.shift_ns)
             reads.append(node)

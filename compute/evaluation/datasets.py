@@ -57,6 +57,7 @@ class Branch:
     injected: tuple[tuple[str, str], ...] = ()
     shift_ns: int = 0
     resource: Resource | None = None
+    from_ns: int | None = None  # a run's branch: only the points from the run's start on
 
     def with_filter(self, condition: TagCondition) -> Branch | None:
         """The branch with one more tag condition, folded now where the tag's value is known
@@ -190,12 +191,13 @@ def asset_branches(asset: Asset, extra: dict[str, str], resource: Resource | Non
 
 def run_branches(run: Run) -> list[Branch]:
     """One branch per data scope of each of the run's assets (tagged RUN_RID, ASSET_RID,
-    DATA_SCOPE) and per data scope of the run itself (tagged RUN_RID, DATA_SCOPE)."""
+    DATA_SCOPE) and per data scope of the run itself (tagged RUN_RID, DATA_SCOPE), each holding
+    the points from the run's start on: a run's channels show the run's time range."""
     resource = Resource(tuple(sorted(run.properties.items())), run.start_ns)
     out = [scope_branch(s, {RUN_RID: run.rid, DATA_SCOPE: s.name}, resource) for s in run.data_scopes]
     for asset_rid in run.asset_rids:
         out += asset_branches(lookup_asset(asset_rid), {RUN_RID: run.rid}, resource)
-    return out
+    return [replace(b, from_ns=run.start_ns) for b in out]
 
 
 class Resolver:

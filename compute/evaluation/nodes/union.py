@@ -1,6 +1,7 @@
 """Nodes that name data the way Nominal's datasets and variables do: the union of a dataset's
-branches (`combine`, an asset's data scopes, a run's), and a sub-computation bound to a variable
-that the tree references more than once (built once, evaluated once per group and update)."""
+branches (`combine`, an asset's data scopes, a run's), a run's time range, and a sub-computation
+bound to a variable that the tree references more than once (built once, evaluated once per group
+and update)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,24 @@ class SharedSubtree(SeriesNode):
             self._result = self.input.evaluate(env)
             self._env = env
         return self._result
+
+
+@dataclass
+class PointsFrom(SeriesNode):
+    """The points at or after `start_ns` (a run's branch: the run's time range, which is open at
+    the end while the run streams)."""
+
+    input: SeriesNode
+    start_ns: int
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        s = self.input.evaluate(env)
+        keep = s.ts >= self.start_ns
+        if keep.all():
+            return s
+        if isinstance(s, EnumPoints):
+            return EnumPoints(s.ts[keep], s.codes[keep], s.categories)
+        return NumericPoints(s.ts[keep], s.values[keep])
