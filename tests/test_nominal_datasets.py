@@ -393,8 +393,16 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
 ) -> None:
     env = {"SPARKWIRE_JWT_SECRET": SECRET}
     server = start_server(tmp_path / "data", tmp_path / "a.log", env=env, own_process_group=True)
-    admin = jwt.encode({"sub": "ops", "dataSourceRids": ["*"], "admin": True}, SECRET, algorithm="HS256")
-    reader = jwt.encode({"sub": "car", "dataSourceRids": ["ri.open.*"]}, SECRET, algorithm="HS256")
+    admin = jwt.encode(
+        {"sub": "ops", "dataSourceRids": ["*"], "admin": True, "exp": int(time.time()) + 3600},
+        SECRET,
+        algorithm="HS256",
+    )
+    reader = jwt.encode(
+        {"sub": "car", "dataSourceRids": ["ri.open.*"], "exp": int(time.time()) + 3600},
+        SECRET,
+        algorithm="HS256",
+    )
     try:
         scopes = [DataScope("open", "ri.open.a"), DataScope("secret", "ri.secret.b", {"k": "v"})]
         with pytest.raises(CatalogError) as refused_change:
