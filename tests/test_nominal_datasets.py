@@ -15,6 +15,7 @@ import jwt
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
+from nominal_api import scout_rids_api
 
 from sparkwire_client import Catalog, CatalogError, DataScope, asset_channel
 from sparkwire_client import nodes as client_nodes
@@ -262,7 +263,7 @@ async def create(base_url: str, path: str, body: Json) -> Json:
 async def test_asset_and_run_channels_resolve_against_the_catalog(
     server: ServerProcess, client: Client
 ) -> None:
-    r1, r2, t0 = rid(), rid(), time.time_ns() - 60 * NANOS
+    r1, r2, t0, fleet = rid(), rid(), time.time_ns() - 60 * NANOS, uuid.uuid4().hex
     await write_points(server.base_url, r1, "speed", [(t0, 1.0)], tags={"car": "a1"})
     await write_points(
         server.base_url, r1, "speed", [(t0 + MS, 99.0)], tags={"car": "zz"}
@@ -273,7 +274,7 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
         "assets",
         {
             "title": "car a1",
-            "properties": {"team": "red"},
+            "properties": {"team": "red", "fleet": fleet},
             "dataScopes": [
                 {"dataScopeName": "main", "dataSourceRid": r1, "seriesTags": {"car": "a1"}},
                 {"dataScopeName": "aux", "dataSourceRid": r2},
@@ -302,6 +303,20 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
         (("DATA_SCOPE", "main"),): [(t0, 1.0)],
         (("DATA_SCOPE", "aux"),): [(t0 + 2 * MS, 2.0)],
     }
+
+    # search: the catalog's assets whose string property matches, each one branch per data scope
+    by_fleet = sc.ResourceSearchQuery(
+        properties=scout_rids_api.PropertiesFilter(name="fleet", values=[fleet])
+    )
+    found = sc.Dataset(
+        search=sc.SearchDataset(
+            target=sc.SearchTarget(assets=sc.AssetsSearchTarget(query=by_fleet)), max_results=None
+        )
+    )
+    view = await subscribe(
+        client, "search", numeric_node(ref("s")), {"s": series_var(select(found, "speed"), ["ASSET_RID"])}
+    )
+    assert points(view) == {(("ASSET_RID", asset["rid"]),): [(t0, 1.0), (t0 + 2 * MS, 2.0)]}
 
     # withDimensions: the asset's property as a tag to group by
     team = sc.Dimension(

@@ -31,6 +31,10 @@ class AssetCatalog(Protocol):
 
     def run(self, rid: str) -> Run | None: ...
 
+    def assets(self) -> list[Asset]: ...
+
+    def runs(self) -> list[Run]: ...
+
 
 _catalog: AssetCatalog | None = None
 
@@ -90,6 +94,10 @@ UNIONS: dict[str, frozenset[str]] = {
     "IntervalAnchor": frozenset(["intervalStart", "intervalEnd", "eventInInterval", "rangeInInterval"]),
     "DimensionValue": frozenset(["stringProperty", "identity"]),
     "TagFilters": frozenset(["single", "and"]),
+    "SearchTarget": frozenset(["assets", "runs"]),
+    "ResourceSearchQuery": frozenset(
+        ["properties", "numericProperty", "numericPropertyRange", "labels", "workspace", "and", "or", "not"]
+    ),
     "ComputeNode": frozenset(
         ["enum", "numeric", "log", "ranges", "array", "struct", "curveFit", "curveV2", "video", "raw"]
     ),
@@ -416,8 +424,48 @@ class Resolver:
         return replace(view, branches=tuple(branches))
 
     def search(self, o: dict[str, Json]) -> View:
-        raise refuse(
-            "search",
-            "it resolves assets or runs through Nominal's resource search (labels, properties, types, "
-            "workspaces), which Sparkwire's catalog does not index; name the assets or runs and combine them",
-        )
+        """Assets or runs of Sparkwire's catalog matching a `ResourceSearchQuery` over their string
+        properties (`properties`, `and`, `or`, `not`), in rid order, at most `maxResults`."""
+        target, inner = variant("SearchTarget", self.b.get(o, "target", "SearchDataset"))
+        query = self.b.get(self.b.obj(inner, target), "query", target)
+        limit = o.get("maxResults")
+        limit = 10_000 if limit is None else limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise malformed("SearchDataset.maxResults must be a non-negative integer")
+        catalog = _catalog
+        branches: list[Branch] = []
+        if target == "assets":
+            assets = [a for a in (catalog.assets() if catalog else []) if self.matches(query, a.properties)]
+            for asset in assets[:limit]:
+                branches += asset_branches(asset, {})
+        else:
+            runs = [r for r in (catalog.runs() if catalog else []) if self.matches(query, r.properties)]
+            for run in runs[:limit]:
+                branches += run_branches(lookup_run(run.rid))  # a run that has ended is refused
+        return View(tuple(branches))
+
+    def matches(self, query: Json, properties: dict[str, str]) -> bool:
+        kind, inner = variant("ResourceSearchQuery", query)
+        if kind in ("and", "or"):
+            if not isinstance(inner, list):
+                raise malformed(f"ResourceSearchQuery.{kind} must be a list")
+            results = [self.matches(q, properties) for q in inner]
+            return all(results) if kind == "and" else any(results)
+        if kind == "not":
+            return not self.matches(inner, properties)
+        if kind == "properties":
+            f = self.b.obj(inner, "PropertiesFilter")
+            name, values = (
+                self.b.get(f, "name", "PropertiesFilter"),
+                self.b.get(f, "values", "PropertiesFilter"),
+            )
+            if not isinstance(name, str) or not isinstance(values, list):
+                raise malformed("PropertiesFilter needs a name and a list of values")
+            return properties.get(name) in values
+        reasons = {
+            "labels": "Sparkwire's assets and runs have no labels",
+            "workspace": "Sparkwire has no workspaces",
+            "numericProperty": "Sparkwire's properties are strings",
+            "numericPropertyRange": "Sparkwire's properties are strings",
+        }
+        raise refuse("search", f"a '{kind}' query: {reasons[kind]}; search by string properties")
