@@ -432,6 +432,7 @@ class Resolver:
         limit = 10_000 if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise malformed("SearchDataset.maxResults must be a non-negative integer")
+        self.matches(query, {})  # a query Sparkwire cannot answer is refused whatever the catalog holds
         catalog = _catalog
         branches: list[Branch] = []
         if target == "assets":
@@ -449,7 +450,7 @@ class Resolver:
         if kind in ("and", "or"):
             if not isinstance(inner, list):
                 raise malformed(f"ResourceSearchQuery.{kind} must be a list")
-            results = [self.matches(q, properties) for q in inner]
+            results = [self.matches(q, properties) for q in inner]  # every branch checked, no short cut
             return all(results) if kind == "and" else any(results)
         if kind == "not":
             return not self.matches(inner, properties)
