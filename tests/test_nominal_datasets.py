@@ -17,10 +17,13 @@ from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_rids_api
 
+from compute.evaluation import datasets
+from compute.evaluation.compiler import _Builder
 from sparkwire_client import Catalog, CatalogError, DataScope, asset_channel
 from sparkwire_client import nodes as client_nodes
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
+from tests.test_nominal_compute import conjure_ir, ir_names
 from tests.wire import NANOS, Client, subscription, write_points
 
 WINDOW_S = 3600.0
@@ -458,3 +461,13 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
         assert Catalog(server.base_url, token=admin).assets() == []
     finally:
         server.kill_all()
+
+
+def test_the_dataset_tables_name_exactly_nominal_apis_variants() -> None:
+    ir = conjure_ir()
+    for union, variants in datasets.UNIONS.items():
+        assert variants == ir_names(ir, union), union
+    resolver = datasets.Resolver(_Builder({}), {})
+    assert set(resolver.kinds) == ir_names(ir, "Dataset")  # a resolution for every Dataset kind
+    assert ir_names(ir, "TagFilterOperator") == {"IN", "NOT_IN"}  # the two the compiler reads
+    assert {"ASSET_RID", "DATA_SCOPE", "RUN_RID", "NOMINAL_CHANNEL"} <= ir_names(ir, "ReservedTagKey")
