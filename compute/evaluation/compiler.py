@@ -370,13 +370,6 @@ class _Builder:
             )
         return self.read_branches(view, name, expect, group_by)
 
-    def saved_dataset(self, value: Json) -> str:
-        """The rid of a `Dataset.saved`."""
-        kind, inner = self.variant("Dataset", value)
-        if kind != "saved":
-            raise invalid_computation(f"Dataset '{kind}' where a saved dataset (its rid) is needed", kind)
-        return self.string_constant(self.get(self.obj(inner, "SavedDataset"), "rid", "SavedDataset"))
-
     def read_branches(
         self, view: datasets.View, channel: str, expect: str | None, group_by: tuple[str, ...]
     ) -> nodes.SeriesNode:
