@@ -7,6 +7,7 @@ import { LiveConnection, MergedView, newId, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
   rid: "ri.sparkwire.main.dataset.demo",
+  asset: "", // "<asset rid>/<data scope>": read the channels of an asset's data scope instead of `rid`
   channels: "engine.temp",
   tags: "",
   groupBy: "vehicle",
@@ -49,6 +50,7 @@ let subscriptions = new Map(); // id -> { channel, role: "series"|"ranges", view
 let channelTypes = new Map(); // "rid|channel" -> "double" | "string"
 let seriesListed = false; // whether GET /series answered (the notices need it)
 let connectionState = { state: "connecting", detail: "" };
+let scopes = new Map(); // "<asset rid>/<data scope>" -> { dataSourceRid, seriesTags }
 const latencies = [];
 let dirty = true;
 
@@ -136,8 +138,33 @@ const FORMULAS = {
   }),
 };
 
+// A channel of an asset's data scope (/assets/v1: the server resolves it, and checks the token
+// against the data source behind it).
+function assetChannelVariable(asset, channel, tags, groupBy) {
+  const slash = asset.indexOf("/");
+  return {
+    type: "channel",
+    channel: {
+      type: "asset",
+      asset: {
+        assetRid: literal(asset.slice(0, slash)),
+        dataScopeName: literal(asset.slice(slash + 1)),
+        channel: literal(channel),
+        additionalTags: Object.fromEntries(Object.entries(tags).map(([k, v]) => [k, literal(v)])),
+        tagsToGroupBy: [],
+        groupByTags: groupBy ? [literal(groupBy)] : [],
+      },
+    },
+  };
+}
+
+/** The data source a channel is read from: the asset scope's when an asset is picked. */
+function sourceOf(config) {
+  return config.asset ? (scopes.get(config.asset)?.dataSourceRid ?? "") : config.rid;
+}
+
 function request(config, channel, role) {
-  const kind = channelTypes.get(`${config.rid}|${channel}`) === "string" ? "enum" : "numeric";
+  const kind = channelTypes.get(`${sourceOf(config)}|${channel}`) === "string" ? "enum" : "numeric";
   const raw = { type: "raw", raw: { name: "x" } };
   const formula = FORMULAS[config.formula] ?? FORMULAS[""];
   const input = { type: kind, [kind]: kind === "numeric" ? formula(raw) : raw };
@@ -155,7 +182,11 @@ function request(config, channel, role) {
       node,
       windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
       context: {
-        variables: { x: channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy) },
+        variables: {
+          x: config.asset
+            ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
+            : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy),
+        },
         datasetReferences: {},
       },
     },
@@ -401,17 +432,43 @@ function escape(text) {
 
 // -- the channel list ------------------------------------------------------------------------------
 async function loadSeries() {
+  await loadAssets();
   try {
     const list = await (await fetch("series")).json();
     channelTypes = new Map(list.map((s) => [`${s.dataSourceRid}|${s.channel}`, s.type]));
     const rids = [...new Set(list.map((s) => s.dataSourceRid))];
     $("rids").innerHTML = rids.map((r) => `<option value="${escape(r)}">`).join("");
-    const rid = $("rid").value.trim();
-    const channels = [...new Set(list.filter((s) => s.dataSourceRid === rid).map((s) => s.channel))];
+    const asset = $("asset").value.trim();
+    const scope = asset ? scopes.get(asset) : null;
+    const rid = asset ? (scope?.dataSourceRid ?? "") : $("rid").value.trim();
+    const within = (s) =>
+      s.dataSourceRid === rid && Object.entries(scope?.seriesTags ?? {}).every(([k, v]) => s.tags[k] === v);
+    const channels = [...new Set(list.filter(within).map((s) => s.channel))];
     $("channel-list").innerHTML = channels.map((c) => `<option value="${escape(c)}">`).join("");
     seriesListed = true;
   } catch (err) {
     console.warn("could not list series", err);
+  }
+}
+
+// The assets' data scopes, offered as "<asset rid>/<data scope>" (labelled with the asset's title).
+async function loadAssets() {
+  try {
+    const answer = await fetch("assets/v1/assets");
+    if (!answer.ok) return; // authentication on: the page lists no assets without a token
+    const assets = await answer.json();
+    scopes = new Map();
+    const options = [];
+    for (const a of assets) {
+      for (const s of a.dataScopes) {
+        const key = `${a.rid}/${s.dataScopeName}`;
+        scopes.set(key, s);
+        options.push(`<option value="${escape(key)}">${escape(a.title)} · ${escape(s.dataScopeName)}</option>`);
+      }
+    }
+    $("assets").innerHTML = options.join("");
+  } catch (err) {
+    console.warn("could not list assets", err);
   }
 }
 
@@ -438,6 +495,7 @@ async function main() {
   $("mode").addEventListener("change", showModeFields);
   await pollReadiness();
   setInterval(pollReadiness, 2000);
+  $("asset").addEventListener("change", loadSeries);
   window.addEventListener("pagehide", () => connection.close()); // leave the server a clean close
   setInterval(renderLatency, 250);
   requestAnimationFrame(frame);

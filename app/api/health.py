@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.tiers.edge import RemoteComputations
 from app.api.state import ServerState
+from app.tiers.edge import RemoteComputations
 
 router = APIRouter()
 

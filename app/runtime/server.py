@@ -16,7 +16,17 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from app.api import asyncapi, catalog, dashboard, directory, docs_pages, health, metrics_route, openapi
+from app.api import (
+    assets,
+    asyncapi,
+    catalog,
+    dashboard,
+    directory,
+    docs_pages,
+    health,
+    metrics_route,
+    openapi,
+)
 from app.api.request_summary import RequestLog, Summary
 from app.api.state import ServerState
 from app.api.ws import WS_PATH, WebSocketFastPath, websocket_endpoint
@@ -147,6 +157,7 @@ def create_app(settings: Settings) -> FastAPI:
             )
         else:
             decoders = DecodeWorkers(0, 0, metrics.bodies_decoded)  # every body decoded inline
+        assets.open_store(app, settings)  # the asset and run catalog beside the log (app/api/assets.py)
         state = ServerState(settings, log, hub, metrics, decoders)
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
@@ -196,6 +207,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(metrics_route.router)
     app.include_router(catalog.router)
     app.include_router(directory.router)  # the directory of live computations (admin)
+    app.include_router(assets.router)  # assets and runs (app/api/assets.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

@@ -2,20 +2,26 @@
 pandas DataFrame or plain lists (`Client`), build compute nodes (`nodes`), write points (`Writer`)."""
 
 from sparkwire_client import nodes
+from sparkwire_client.assets import Catalog, CatalogError, DataScope
 from sparkwire_client.client import Client, LateReport, Replay, Subscription, SubscriptionError, ws_url
 from sparkwire_client.nodes import (
+    asset_channel,
     enum_channel,
     first_point,
     last_point,
     numeric_channel,
     ranges,
+    run_channel,
     series,
 )
 from sparkwire_client.view import Range, View
 from sparkwire_client.writer import WriteError, Writer
 
 __all__ = [
+    "Catalog",
+    "CatalogError",
     "Client",
+    "DataScope",
     "LateReport",
     "Range",
     "Replay",
@@ -24,12 +30,14 @@ __all__ = [
     "View",
     "WriteError",
     "Writer",
+    "asset_channel",
     "enum_channel",
     "first_point",
     "last_point",
     "nodes",
     "numeric_channel",
     "ranges",
+    "run_channel",
     "series",
     "ws_url",
 ]

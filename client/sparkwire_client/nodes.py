@@ -337,6 +337,39 @@ def enum_channel(
     return EnumSeries(_union("raw", {"name": name}), {name: variable})
 
 
+def _scope_channel_variable(
+    kind: str, rid: str, data_scope: str, channel: str, group_by: Iterable[str] | None
+) -> tuple[str, Json]:
+    """A channel of an asset's (kind "asset") or a run's ("run") data scope, in Sparkwire's catalog."""
+    body = {
+        ("assetRid" if kind == "asset" else "runRid"): _literal(rid),
+        "dataScopeName": _literal(data_scope),
+        "channel": _literal(channel),
+        "additionalTags": {},
+        "tagsToGroupBy": [],
+        "groupByTags": [_literal(g) for g in sorted(set(group_by or ()))],
+    }
+    variable = _union("channel", _union(kind, body))
+    digest = hashlib.sha1(json.dumps(variable, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{channel}#{digest}", variable
+
+
+def asset_channel(
+    asset_rid: str, data_scope: str, channel: str, group_by: Iterable[str] | None = None
+) -> NumericSeries:
+    """A double channel of one data scope of an asset (`sparkwire_client.assets` creates assets)."""
+    name, variable = _scope_channel_variable("asset", asset_rid, data_scope, channel, group_by)
+    return NumericSeries(_union("raw", {"name": name}), {name: variable})
+
+
+def run_channel(
+    run_rid: str, data_scope: str, channel: str, group_by: Iterable[str] | None = None
+) -> NumericSeries:
+    """A double channel of one data scope of a run that is still going."""
+    name, variable = _scope_channel_variable("run", run_rid, data_scope, channel, group_by)
+    return NumericSeries(_union("raw", {"name": name}), {name: variable})
+
+
 def constant(value: float) -> NumericSeries:
     return NumericSeries(_union("constant", _union("double", _literal(float(value)))))
 

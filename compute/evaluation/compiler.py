@@ -8,14 +8,16 @@ a Nominal node at all.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from compute.evaluation import compile_numeric, nodes
+from compute.evaluation import compile_numeric, datasets, nodes
 from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
+from compute.evaluation.nodes import union as nodes_union
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
 from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES
 from compute.evaluation.nominal_variants import (
@@ -38,6 +40,7 @@ from compute.storage.series import ChannelSelector
 from schemas.timestamps import NANOS_PER_SECOND, to_nanos
 
 Json = Any
+NO_INPUT = -1  # the input index of a dataset with no branch: no selector routes to it
 
 
 class MalformedNode(ValueError):
@@ -79,6 +82,10 @@ class _Builder:
     context: Mapping[str, Json]
     selectors: list[ChannelSelector] = field(default_factory=list)
     window_ns: int = 0  # the computation's window, for nodes that evaluate it whole (peaks, selections)
+    bound: dict[tuple[str, str, str | None], nodes.SeriesNode] = field(
+        default_factory=dict
+    )  # variables built
+    bases: list[datasets.View] = field(default_factory=list)  # the withSeries inputs being built
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -193,40 +200,143 @@ class _Builder:
         return left + right if kind == "add" else left - right
 
     # -- channels ----------------------------------------------------------------------------------
-    def channel_input(self, reference: Json, expect: str | None) -> nodes.ChannelInput:
+    def channel_input(self, reference: Json, expect: str | None) -> nodes.SeriesNode:
+        """A `Reference` to a variable bound to a series: a channel, a series selected from a
+        dataset, or a sub-computation (`computeNode`, built once however often it is referenced)."""
         ref = self.obj(reference, "Reference")
-        if not isinstance(ref.get("name"), str):
+        name = ref.get("name")
+        if not isinstance(name, str):
             raise MalformedNode("a Reference needs a 'name'")
-        _, value = self.typed_variable(ref["name"], ("channel",))
-        return self.channel_series(value, expect)
+        kind, value = self.typed_variable(name, ("channel", "series", "computeNode", "derived"))
+        if kind == "channel":
+            return self.channel_series(value, expect)
+        # a variable referenced again is the node already built (read once, evaluated once); keyed
+        # by its JSON too, since a computeNode's own context may bind the same name to another value
+        key = (name, json.dumps(value, sort_keys=True), expect)
+        if key in self.bound:
+            return self.bound[key]
+        if kind == "series":
+            variable = self.obj(value, "SeriesVariable")
+            group_by = tuple(self.string_constant(g) for g in variable.get("groupByTags") or [])
+            node = self.select_series(self.get(variable, "select", "SeriesVariable"), expect, group_by)
+            self.bound[key] = (
+                node if isinstance(node, nodes.ChannelInput) else nodes_union.SharedSubtree(node)
+            )
+            return self.bound[key]
+        if kind == "derived":
+            raise ComputeError(
+                "InvalidComputation",
+                f"variable '{name}' is a derived series: it applies a function of a Nominal module, and "
+                "Sparkwire keeps no modules",
+                {"invalidTypes": "derived", "variable": name},
+            )
+        self.bound[key] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
+        return self.bound[key]
 
-    def channel_series(self, value: Json, expect: str | None) -> nodes.ChannelInput:
+    def bound_computation(self, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
+        """A `ComputeNodeWithContext`: its node, built with its own context's variables over the
+        subscription's (the inner binding wins)."""
+        o = self.obj(value, "ComputeNodeWithContext")
+        inner_context = self.obj(o.get("context") or {}, "Context")
+        variables = self.obj(inner_context.get("variables") or {}, "Context.variables")
+        kind, node = datasets.variant("ComputeNode", self.get(o, "seriesNode", "ComputeNodeWithContext"))
+        outer = self.context
+        self.context = {**outer, **variables}
+        try:
+            if kind == "numeric":
+                return self.numeric(node)
+            if kind == "enum":
+                return self.enum(node)
+            if kind == "raw":
+                return self.channel_input(node, expect)
+            if kind == "ranges":
+                raise ComputeError(
+                    "InvalidComputation",
+                    f"variable '{name}' is bound to ranges, and is referenced where a series is read",
+                    {"invalidTypes": "ranges", "variable": name},
+                )
+            raise self.unsupported("ComputeNode", kind)
+        finally:
+            self.context = outer
+
+    def channel_series(self, value: Json, expect: str | None) -> nodes.SeriesNode:
         kind, source = self.variant("ChannelSeries", value)
-        if kind != "dataSource":
-            raise self.unsupported("ChannelSeries", kind)
-        return self.data_source_channel(source, expect)
+        if kind == "dataSource":
+            return self.data_source_channel(source, expect)
+        return self.resource_channel(kind, self.obj(source, f"{kind}Channel"), expect)
 
-    def data_source_channel(self, value: Json, expect: str | None) -> nodes.ChannelInput:
+    def resource_channel(self, kind: str, o: dict[str, Json], expect: str | None) -> nodes.SeriesNode:
+        """`ChannelSeries.asset` / `.run`: a channel of one data scope of an asset or a run in
+        Sparkwire's catalog, that scope's tags and the channel's own tags and tag filters applied."""
+        what = "AssetChannel" if kind == "asset" else "RunChannel"
+        scope_name = self.string_constant(self.get(o, "dataScopeName", what))
+        if kind == "asset":
+            branches = datasets.asset_branches(
+                datasets.lookup_asset(self.string_constant(self.get(o, "assetRid", what))), {}
+            )
+        else:
+            run = datasets.lookup_run(self.string_constant(self.get(o, "runRid", what)))
+            branches = datasets.run_branches(run)
+            if o.get("assetRid") is not None:
+                asset_rid = self.string_constant(o["assetRid"])
+                branches = [b for b in branches if dict(b.injected).get(datasets.ASSET_RID) == asset_rid]
+            elif len(run.asset_rids) > 1:
+                raise ComputeError(
+                    "InvalidComputation",
+                    f"run '{run.rid}' has {len(run.asset_rids)} assets: a RunChannel needs assetRid",
+                    {"invalidTypes": "assetRid", "rid": run.rid},
+                )
+        branches = [b for b in branches if dict(b.injected).get(datasets.DATA_SCOPE) == scope_name]
+        if not branches:
+            raise ComputeError(
+                "InvalidComputation",
+                f"{kind} has no data scope '{scope_name}'",
+                {"invalidTypes": "dataScopeName", "dataScopeName": scope_name},
+            )
+        tags = self.obj(o.get("additionalTags") or {}, f"{what}.additionalTags")
+        conditions = [datasets.TagCondition(k, frozenset([self.string_constant(v)])) for k, v in tags.items()]
+        if o.get("additionalTagFilters") is not None:
+            conditions += datasets.tag_filters(self, o["additionalTagFilters"])
+        for c in conditions:
+            if any(c.key in dict(b.tags) for b in branches):
+                raise invalid_computation(
+                    f"{what} filters tag '{c.key}', which its data scope already fixes",
+                    "additionalTagFilters",
+                )
+            branches = [nb for b in branches if (nb := b.with_filter(c)) is not None]
+        channel = self.string_constant(self.get(o, "channel", what))
+        return self.read_branches(datasets.View(tuple(branches)), channel, expect, self.group_by(o))
+
+    def group_by(self, o: dict[str, Json]) -> tuple[str, ...]:
+        group_by = [self.string_constant(g) for g in o.get("groupByTags") or []]
+        group_by += [g for g in o.get("tagsToGroupBy") or [] if isinstance(g, str)]
+        return tuple(sorted(set(group_by)))
+
+    def data_source_channel(self, value: Json, expect: str | None) -> nodes.SeriesNode:
         source = self.obj(value, "DataSourceChannel")
         tags = source.get("tags") or {}
         if not isinstance(tags, dict):
             raise MalformedNode("DataSourceChannel.tags must be a map")
-        group_by = [self.string_constant(g) for g in source.get("groupByTags") or []]
-        group_by += [g for g in source.get("tagsToGroupBy") or [] if isinstance(g, str)]
-        if source.get("tagFilters"):
-            raise invalid_computation("tagFilters are not supported; use tags", "tagFilters")
+        if source.get("storage") is not None:  # which engine to read: Sparkwire has one store
+            self.enum_value("SeriesStorage", source["storage"], "DataSourceChannel.storage")
+        filters = (
+            datasets.tag_filters(self, source["tagFilters"]) if source.get("tagFilters") is not None else []
+        )
         selector = ChannelSelector(
             data_source_rid=self.string_constant(self.get(source, "dataSourceRid", "DataSourceChannel")),
             channel=self.string_constant(self.get(source, "channel", "DataSourceChannel")),
             tags=tuple(sorted((k, self.string_constant(v)) for k, v in tags.items())),
-            group_by=tuple(sorted(set(group_by))),
+            group_by=self.group_by(source),
+            tag_filters=tuple(filters),
         )
         return self.read(selector, expect)
 
-    def select_series(self, value: Json, expect: str) -> nodes.ChannelInput:
-        """`selectNumeric` / `selectEnum` (a `SelectSeries`): one channel, by name, of a saved
-        dataset, read as a `DataSourceChannel` of that rid with no tags and no groupByTags."""
-        what = "selectNumeric" if expect == "numeric" else "selectEnum"
+    def select_series(
+        self, value: Json, expect: str | None, group_by: tuple[str, ...] = ()
+    ) -> nodes.SeriesNode:
+        """`selectNumeric` / `selectEnum` / a series variable's `select` (a `SelectSeries`): one
+        channel, by name, of a dataset (compute/evaluation/datasets.py), every branch of it."""
+        what = {"numeric": "selectNumeric", "enum": "selectEnum"}.get(expect or "", "SeriesVariable.select")
         o = self.obj(value, what)
         if o.get("sampling") is not None:
             raise invalid_computation(f"{what}.sampling (subsampling) is not supported; omit it", "sampling")
@@ -234,23 +344,57 @@ class _Builder:
             self.enum_value("SeriesStorage", o["storage"], f"{what}.storage")
         if o.get("name") is None:
             raise invalid_computation(f"{what} without a name (all channels) is not supported", "name")
-        if o.get("dataset") is None:
+        name = self.string_constant(o["name"])
+        if o.get("dataset") is not None:
+            view = datasets.Resolver(self, {}).resolve(o["dataset"])
+        elif self.bases:
+            view = self.bases[-1]
+        else:
             raise invalid_computation(f"{what} needs a dataset outside a withSeries dataset", "dataset")
-        selector = ChannelSelector(
-            data_source_rid=self.saved_dataset(o["dataset"]),
-            channel=self.string_constant(o["name"]),
-            tags=(),
-        )
-        return self.read(selector, expect)
-
-    def saved_dataset(self, value: Json) -> str:
-        """The rid of a `Dataset.saved`; every other kind of dataset is refused by name."""
-        kind, inner = self.variant("Dataset", value)
-        if kind != "saved":
-            raise invalid_computation(
-                f"Dataset '{kind}' is not supported by Sparkwire; select from a saved dataset (its rid)", kind
+        derived = dict(view.derived)
+        if name in derived:
+            if group_by:
+                raise invalid_computation(
+                    f"groupByTags on the derived series '{name}': group its inputs", "groupByTags"
+                )
+            self.bases.append(derived[name].base)
+            try:
+                node = self.series(derived[name].definition)
+            finally:
+                self.bases.pop()
+            return self.timed(node, what) if expect is None else node
+        if name in view.dropped:
+            raise ComputeError(
+                "InvalidComputation",
+                f"series '{name}' was dropped from the dataset (dropSeries)",
+                {"invalidTypes": "dropSeries", "name": name},
             )
-        return self.string_constant(self.get(self.obj(inner, "SavedDataset"), "rid", "SavedDataset"))
+        return self.read_branches(view, name, expect, group_by)
+
+    def read_branches(
+        self, view: datasets.View, channel: str, expect: str | None, group_by: tuple[str, ...]
+    ) -> nodes.SeriesNode:
+        """One channel on every branch of a dataset: a selector per branch, shifted as the branch is,
+        merged in time order. A dataset with no branch (a filter no branch passes) reads nothing."""
+        reads: list[nodes.SeriesNode] = []
+        for branch in view.branches:
+            selector = ChannelSelector(
+                data_source_rid=branch.data_source_rid,
+                channel=channel,
+                tags=branch.tags,
+                group_by=group_by,
+                tag_filters=branch.filters,
+                injected=branch.injected,
+            )
+            node: nodes.SeriesNode = self.read(selector, expect)
+            if branch.from_ns is not None:
+                node = nodes_union.PointsFrom(node, branch.from_ns)
+            if branch.shift_ns:
+                node = nodes.TimeShift(node, branch.shift_ns)
+            reads.append(node)
+        if not reads:
+            return nodes.ChannelInput(NO_INPUT, expect)
+        return reads[0] if len(reads) == 1 else nodes_union.MergedBranches(reads)
 
     def read(self, selector: ChannelSelector, expect: str | None) -> nodes.ChannelInput:
         self.selectors.append(selector)

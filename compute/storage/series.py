@@ -34,21 +34,41 @@ class SeriesInfo:
 
 
 @dataclass(frozen=True)
+class TagCondition:
+    """One `TagFilter` (Nominal's tag filter semantics): IN holds when the series has the tag with one
+    of `values`; NOT_IN holds when it has not (a series without the tag passes NOT_IN)."""
+
+    key: str
+    values: frozenset[str]
+    negate: bool = False
+
+    def holds(self, tags: dict[str, str]) -> bool:
+        found = tags.get(self.key) in self.values
+        return not found if self.negate else found
+
+
+@dataclass(frozen=True)
 class ChannelSelector:
-    """A resolved `DataSourceChannel`: series of this channel whose tags include `tags`."""
+    """A resolved channel: series of this data source and channel whose tags include `tags` and pass
+    every one of `tag_filters`. `injected` tags (a dataset's `tag`, an asset's or a run's branch tags)
+    are not in the log: they take part in grouping as if the series carried them."""
 
     data_source_rid: str
     channel: str
     tags: tuple[tuple[str, str], ...]
     group_by: tuple[str, ...] = ()
+    tag_filters: tuple[TagCondition, ...] = ()
+    injected: tuple[tuple[str, str], ...] = ()
 
     def matches(self, key: SeriesKey) -> bool:
         if key.data_source_rid != self.data_source_rid or key.channel != self.channel:
             return False
         series_tags = dict(key.tags)
-        return all(series_tags.get(k) == v for k, v in self.tags)
+        return all(series_tags.get(k) == v for k, v in self.tags) and all(
+            f.holds(series_tags) for f in self.tag_filters
+        )
 
     def group_of(self, key: SeriesKey) -> tuple[tuple[str, str], ...]:
         """The tag combination a series belongs to under `groupByTags` (empty when not grouped)."""
-        series_tags = dict(key.tags)
+        series_tags = {**dict(key.tags), **dict(self.injected)}
         return tuple((k, series_tags.get(k, "")) for k in self.group_by)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess
@@ -253,3 +254,25 @@ async def test_a_formula_charts_the_channel_through_a_numeric_node(server: Serve
         assert all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got, want, strict=True)), (
             formula
         )
+
+
+async def test_the_page_picks_an_assets_channels(server: ServerProcess, page: Page) -> None:
+    rid, now = unique_rid("asset"), time.time_ns()
+    mine = [(now - (30 - i) * NANOS, float(i)) for i in range(5)]
+    await write_points(server.base_url, rid, "speed", mine, tags={"vehicle": "a1"})
+    await write_points(server.base_url, rid, "speed", [(now - 10 * NANOS, 99.0)], tags={"vehicle": "b2"})
+    await write_points(server.base_url, rid, "other", [(now - 10 * NANOS, 1.0)], tags={"vehicle": "b2"})
+    scope = {"dataScopeName": "main", "dataSourceRid": rid, "seriesTags": {"vehicle": "a1"}}
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(
+            f"{server.base_url}/assets/v1/assets", json={"title": "car a1", "dataScopes": [scope]}
+        )
+    asset = f"{answer.json()['rid']}/main"
+    await open_dashboard(page, server.base_url, asset=asset, channels="speed", window="300", mode="raw")
+
+    data = await until(page, lambda d: len(points_of(d, "speed")) == len(mine))
+    assert [v for _, v in points_of(data, "speed")] == [v for _, v in mine]  # a1's series only
+    offered = await page.eval_on_selector_all("#assets option", "os => os.map(o => o.value)")
+    assert asset in offered
+    channels = await page.eval_on_selector_all("#channel-list option", "os => os.map(o => o.value)")
+    assert channels == ["speed"]  # the scope's channels: b2's `other` is outside it

@@ -535,20 +535,6 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         series_node(nc.NumericSeries.SelectNumeric("p", nc.Dataset.Run("ri.r"))),
         {"invalidTypes": "run"},
     ),
-    "dataset_tag": (
-        series_node(nc.NumericSeries.SelectNumeric("p", nc.Dataset.Saved(RID).tag("k", "v"))),
-        {"invalidTypes": "tag"},
-    ),
-    "dataset_combine": (
-        series_node(nc.NumericSeries.SelectNumeric("p", nc.Dataset.Combine([nc.Dataset.Saved(RID)]))),
-        {"invalidTypes": "combine"},
-    ),
-    "dataset_time_shift": (
-        series_node(
-            nc.NumericSeries.SelectNumeric("p", nc.Dataset.Saved(RID).time_shift(nc.Duration.Seconds(1)))
-        ),
-        {"invalidTypes": "timeShift"},
-    ),
     "no_dataset": (series_node(nc.NumericSeries.SelectNumeric("p")), {"invalidTypes": "dataset"}),
     "no_name": (
         series_node(nc.NumericSeries.SelectNumeric(dataset=nc.Dataset.Saved(RID))),

@@ -1,0 +1,213 @@
+"""Assets and runs over HTTP: create, read, list and delete the catalog that `ChannelSeries.asset`,
+`ChannelSeries.run`, `Dataset.asset` and `Dataset.run` resolve against (compute/storage/assets.py).
+
+Reading needs a token as ingest does (authentication on); changing needs the `admin` claim. An asset
+names data sources, it does not grant them: a subscription through an asset is checked against the
+data sources behind it, as if it had named them itself."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from pydantic import BaseModel, Field
+
+from app.config import Settings
+from app.http.errors import HttpError
+from app.protocol.admission import Refused
+from app.protocol.auth import ADMIN_CLAIM
+from compute.evaluation.datasets import use_catalog
+from compute.storage.assets import Asset, AssetStore, DataScope, Run
+from schemas.timestamps import NANOS_PER_SECOND
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "an invalid body (the message says what)", "content": _ERROR},
+    401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
+    403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
+    404: {"description": "no asset or run has that rid", "content": _ERROR},
+}
+router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS)
+STORE_FILE = "assets.sqlite"
+
+
+def open_store(app: FastAPI, settings: Settings) -> AssetStore:
+    """The catalog in the data dir, for these routes and for every plan compiled in this process."""
+    store = AssetStore(settings.data_dir / STORE_FILE)
+    app.state.assets = store
+    use_catalog(store)
+    return store
+
+
+class DataScopeBody(BaseModel):
+    dataScopeName: str = Field(min_length=1)
+    dataSourceRid: str = Field(min_length=1)
+    seriesTags: dict[str, str] = Field(
+        default_factory=dict, description="tags that pre-filter the data source"
+    )
+
+
+class Time(BaseModel):
+    seconds: int
+    nanos: int = Field(default=0, ge=0, lt=NANOS_PER_SECOND)
+
+    def ns(self) -> int:
+        return self.seconds * NANOS_PER_SECOND + self.nanos
+
+
+class CreateAsset(BaseModel):
+    title: str = Field(min_length=1)
+    dataScopes: list[DataScopeBody]
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class CreateRun(BaseModel):
+    title: str = Field(min_length=1)
+    assetRids: list[str] = Field(default_factory=list)
+    start: Time
+    end: Time | None = Field(default=None, description="absent: the run is still going (it can stream)")
+    dataScopes: list[DataScopeBody] = Field(default_factory=list)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class DataScopeOut(DataScopeBody):
+    pass
+
+
+class AssetOut(BaseModel):
+    rid: str
+    title: str
+    dataScopes: list[DataScopeOut]
+    properties: dict[str, str]
+
+
+class RunOut(BaseModel):
+    rid: str
+    title: str
+    assetRids: list[str]
+    start: Time
+    end: Time | None
+    dataScopes: list[DataScopeOut]
+    properties: dict[str, str]
+
+
+def _scopes_in(scopes: list[DataScopeBody]) -> list[DataScope]:
+    names = [s.dataScopeName for s in scopes]
+    if len(set(names)) != len(names):
+        raise HttpError(
+            400, f"data scope names must be unique: {names}", params={"dataScopes": ",".join(names)}
+        )
+    return [DataScope(s.dataScopeName, s.dataSourceRid, dict(s.seriesTags)) for s in scopes]
+
+
+def _scopes_out(scopes: list[DataScope]) -> list[DataScopeOut]:
+    return [
+        DataScopeOut(dataScopeName=s.name, dataSourceRid=s.data_source_rid, seriesTags=s.series_tags)
+        for s in scopes
+    ]
+
+
+def _time(ns: int) -> Time:
+    return Time(seconds=ns // NANOS_PER_SECOND, nanos=ns % NANOS_PER_SECOND)
+
+
+def asset_out(a: Asset) -> AssetOut:
+    return AssetOut(rid=a.rid, title=a.title, dataScopes=_scopes_out(a.data_scopes), properties=a.properties)
+
+
+def run_out(r: Run) -> RunOut:
+    return RunOut(
+        rid=r.rid,
+        title=r.title,
+        assetRids=r.asset_rids,
+        start=_time(r.start_ns),
+        end=None if r.end_ns is None else _time(r.end_ns),
+        dataScopes=_scopes_out(r.data_scopes),
+        properties=r.properties,
+    )
+
+
+def _store(request: Request, admin: bool = False) -> AssetStore:
+    """The catalog, once the request is admitted (Origin, then token: app/protocol/admission.py);
+    changing it needs the admin claim."""
+    state: Any = request.app.state.sparkwire
+    try:
+        principal = state.admission.admit(request.headers, "read or change assets and runs")
+    except Refused as refused:
+        raise HttpError(refused.status, refused.message) from None
+    if admin and not principal.admin:  # ANONYMOUS (authentication off) is an admin
+        raise HttpError(
+            403,
+            f"changing assets and runs needs a token with the '{ADMIN_CLAIM}' claim",
+            params={"claim": ADMIN_CLAIM},
+        )
+    store: AssetStore = request.app.state.assets
+    return store
+
+
+def _missing(what: str, rid: str) -> HttpError:
+    return HttpError(
+        404, f"no {what} has the rid {rid!r}", name=f"Assets:{what.capitalize()}NotFound", params={"rid": rid}
+    )
+
+
+@router.post("/assets", summary="Create an asset (admin)", response_model=AssetOut)
+async def create_asset(body: CreateAsset, request: Request) -> AssetOut:
+    store = _store(request, admin=True)
+    scopes = _scopes_in(body.dataScopes)
+    return asset_out(await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties))
+
+
+@router.get("/assets", summary="List the assets", response_model=list[AssetOut])
+async def list_assets(request: Request) -> list[AssetOut]:
+    return [asset_out(a) for a in await asyncio.to_thread(_store(request).assets)]
+
+
+@router.get("/assets/{rid}", summary="One asset", response_model=AssetOut)
+async def get_asset(rid: str, request: Request) -> AssetOut:
+    asset = await asyncio.to_thread(_store(request).asset, rid)
+    if asset is None:
+        raise _missing("asset", rid)
+    return asset_out(asset)
+
+
+@router.delete("/assets/{rid}", summary="Delete an asset (admin)", status_code=204)
+async def delete_asset(rid: str, request: Request) -> None:
+    if not await asyncio.to_thread(_store(request, admin=True).delete_asset, rid):
+        raise _missing("asset", rid)
+
+
+@router.post("/runs", summary="Create a run (admin)", response_model=RunOut)
+async def create_run(body: CreateRun, request: Request) -> RunOut:
+    store = _store(request, admin=True)
+    for rid in body.assetRids:
+        if await asyncio.to_thread(store.asset, rid) is None:
+            raise HttpError(400, f"run names an unknown asset {rid!r}", params={"assetRid": rid})
+    start, end = body.start.ns(), None if body.end is None else body.end.ns()
+    if end is not None and end < start:
+        raise HttpError(400, "a run's end is before its start", params={"start": str(start), "end": str(end)})
+    scopes = _scopes_in(body.dataScopes)
+    run = await asyncio.to_thread(
+        store.create_run, body.title, body.assetRids, start, end, scopes, body.properties
+    )
+    return run_out(run)
+
+
+@router.get("/runs", summary="List the runs", response_model=list[RunOut])
+async def list_runs(request: Request) -> list[RunOut]:
+    return [run_out(r) for r in await asyncio.to_thread(_store(request).runs)]
+
+
+@router.get("/runs/{rid}", summary="One run", response_model=RunOut)
+async def get_run(rid: str, request: Request) -> RunOut:
+    run = await asyncio.to_thread(_store(request).run, rid)
+    if run is None:
+        raise _missing("run", rid)
+    return run_out(run)
+
+
+@router.delete("/runs/{rid}", summary="Delete a run (admin)", status_code=204)
+async def delete_run(rid: str, request: Request) -> None:
+    if not await asyncio.to_thread(_store(request, admin=True).delete_run, rid):
+        raise _missing("run", rid)

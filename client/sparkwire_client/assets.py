@@ -1,0 +1,119 @@
+"""Assets and runs in Sparkwire's catalog (`/assets/v1`), which asset and run channels resolve
+against (`nodes.asset_channel`, `nodes.run_channel`).
+
+    catalog = Catalog("http://127.0.0.1:8000", token=admin_token)
+    car = catalog.create_asset("car a1", [DataScope("main", "ri.demo", {"vehicle": "a1"})])
+    lap = catalog.create_run("lap 3", [car["rid"]], start_ns=time.time_ns())
+
+Calls are synchronous (the standard library's HTTP client); a refusal raises `CatalogError` with
+the server's Conjure error body. Creating and deleting need a token with the `admin` claim."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+NANOS = 1_000_000_000
+Json = dict[str, Any]
+
+
+class CatalogError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"catalog request refused ({status}): {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass(frozen=True)
+class DataScope:
+    name: str
+    data_source_rid: str
+    series_tags: dict[str, str] = field(default_factory=dict)
+
+    def json(self) -> Json:
+        return {
+            "dataScopeName": self.name,
+            "dataSourceRid": self.data_source_rid,
+            "seriesTags": self.series_tags,
+        }
+
+
+def _time(ns: int) -> Json:
+    return {"seconds": ns // NANOS, "nanos": ns % NANOS}
+
+
+class Catalog:
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Json | None = None) -> Any:
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(f"{self.base_url}/assets/v1/{path}", data, headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                text = answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise CatalogError(exc.code, exc.read().decode(errors="replace")) from None
+        return json.loads(text) if text else None
+
+    def create_asset(
+        self, title: str, data_scopes: list[DataScope], properties: dict[str, str] | None = None
+    ) -> Json:
+        body = {"title": title, "dataScopes": [s.json() for s in data_scopes], "properties": properties or {}}
+        result: Json = self._call("POST", "assets", body)
+        return result
+
+    def asset(self, rid: str) -> Json:
+        result: Json = self._call("GET", f"assets/{urllib.parse.quote(rid, safe='')}")
+        return result
+
+    def assets(self) -> list[Json]:
+        result: list[Json] = self._call("GET", "assets")
+        return result
+
+    def delete_asset(self, rid: str) -> None:
+        self._call("DELETE", f"assets/{urllib.parse.quote(rid, safe='')}")
+
+    def create_run(
+        self,
+        title: str,
+        asset_rids: list[str],
+        start_ns: int,
+        end_ns: int | None = None,
+        data_scopes: list[DataScope] | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Json:
+        body: Json = {
+            "title": title,
+            "assetRids": asset_rids,
+            "start": _time(start_ns),
+            "dataScopes": [s.json() for s in data_scopes or []],
+            "properties": properties or {},
+        }
+        if end_ns is not None:
+            body["end"] = _time(end_ns)
+        result: Json = self._call("POST", "runs", body)
+        return result
+
+    def run(self, rid: str) -> Json:
+        result: Json = self._call("GET", f"runs/{urllib.parse.quote(rid, safe='')}")
+        return result
+
+    def runs(self) -> list[Json]:
+        result: list[Json] = self._call("GET", "runs")
+        return result
+
+    def delete_run(self, rid: str) -> None:
+        self._call("DELETE", f"runs/{urllib.parse.quote(rid, safe='')}")

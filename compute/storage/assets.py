@@ -1,0 +1,138 @@
+"""Assets and runs kept by Sparkwire: what Nominal's workbooks name their data through.
+
+An asset (a vehicle, a test stand) has named data scopes, each a data source rid with series tags
+that pre-filter it. A run is one or more assets over a time range, with data scopes of its own. Kept
+in one SQLite file in the data dir beside the point log, written with `synchronous=FULL` so that an
+acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ASSET_RID_PREFIX = "ri.scout.main.asset."
+RUN_RID_PREFIX = "ri.scout.main.run."
+
+
+@dataclass(frozen=True)
+class DataScope:
+    name: str
+    data_source_rid: str
+    series_tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Asset:
+    rid: str
+    title: str
+    data_scopes: list[DataScope]
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Run:
+    rid: str
+    title: str
+    asset_rids: list[str]
+    start_ns: int
+    end_ns: int | None  # None: the run is still going
+    data_scopes: list[DataScope] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+def _scopes(raw: list[dict[str, Any]]) -> list[DataScope]:
+    return [DataScope(str(s["name"]), str(s["data_source_rid"]), dict(s["series_tags"])) for s in raw]
+
+
+class AssetStore:
+    """Assets and runs in `<data dir>/assets.sqlite`. Each call opens its own connection, so any
+    thread (the event loop's workers, the compute tier compiling a plan) may use it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS assets (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
+            db.execute("CREATE TABLE IF NOT EXISTS runs (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=10)
+        db.execute("PRAGMA synchronous=FULL")  # fsync on commit: an answered change is on disk
+        return db
+
+    # -- assets ---------------------------------------------------------------------------------
+    def create_asset(self, title: str, data_scopes: list[DataScope], properties: dict[str, str]) -> Asset:
+        asset = Asset(ASSET_RID_PREFIX + str(uuid.uuid4()), title, data_scopes, properties)
+        self._put("assets", asset.rid, asdict(asset))
+        return asset
+
+    def asset(self, rid: str) -> Asset | None:
+        body = self._get("assets", rid)
+        if body is None:
+            return None
+        return Asset(body["rid"], body["title"], _scopes(body["data_scopes"]), body["properties"])
+
+    def assets(self) -> list[Asset]:
+        return [a for rid in self._rids("assets") if (a := self.asset(rid)) is not None]
+
+    def delete_asset(self, rid: str) -> bool:
+        return self._delete("assets", rid)
+
+    # -- runs -----------------------------------------------------------------------------------
+    def create_run(
+        self,
+        title: str,
+        asset_rids: list[str],
+        start_ns: int,
+        end_ns: int | None,
+        data_scopes: list[DataScope],
+        properties: dict[str, str],
+    ) -> Run:
+        run = Run(
+            RUN_RID_PREFIX + str(uuid.uuid4()), title, asset_rids, start_ns, end_ns, data_scopes, properties
+        )
+        self._put("runs", run.rid, asdict(run))
+        return run
+
+    def run(self, rid: str) -> Run | None:
+        b = self._get("runs", rid)
+        if b is None:
+            return None
+        return Run(
+            b["rid"],
+            b["title"],
+            b["asset_rids"],
+            b["start_ns"],
+            b["end_ns"],
+            _scopes(b["data_scopes"]),
+            b["properties"],
+        )
+
+    def runs(self) -> list[Run]:
+        return [r for rid in self._rids("runs") if (r := self.run(rid)) is not None]
+
+    def delete_run(self, rid: str) -> bool:
+        return self._delete("runs", rid)
+
+    # -- rows -----------------------------------------------------------------------------------
+    def _put(self, table: str, rid: str, body: dict[str, object]) -> None:
+        with self._lock, self._connect() as db:
+            db.execute(f"INSERT INTO {table} (rid, body) VALUES (?, ?)", (rid, json.dumps(body)))
+
+    def _get(self, table: str, rid: str) -> dict[str, Any] | None:
+        with self._connect() as db:
+            row = db.execute(f"SELECT body FROM {table} WHERE rid = ?", (rid,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def _rids(self, table: str) -> list[str]:
+        with self._connect() as db:
+            return [r[0] for r in db.execute(f"SELECT rid FROM {table} ORDER BY rid")]
+
+    def _delete(self, table: str, rid: str) -> bool:
+        with self._lock, self._connect() as db:
+            return db.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,)).rowcount > 0
