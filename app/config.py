@@ -47,6 +47,11 @@ class Settings(BaseSettings):
         description="a computation whose subscribers asked for resume tokens stays live this long after "
         "the last one leaves, so a client that reconnects resumes instead of re-snapshotting",
     )
+    metrics_tenant_labels: bool = Field(
+        False,
+        description="GET /metrics (no token needed) may name data sources in labels, e.g. late points "
+        "per data source; off: no metric names a tenant's data",
+    )
     log_level: str = Field("INFO", description="Python log level")
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"

@@ -278,7 +278,13 @@ class Hub:
         del self._creating[key]
         if not task.cancelled() and task.exception() is None:
             # If every waiter went away before subscribing, nobody would ever release it.
-            self.loop.call_later(5.0, self._release_if_unused, task.result())
+            self.loop.call_later(5.0, self._release_if_abandoned, task.result())
+
+    def _release_if_abandoned(self, computation: LiveResult) -> None:
+        """The check after a creation: one that lingers for a resume is its timer's to release (at
+        the full linger, however soon after its creation its last subscriber left)."""
+        if computation not in self._lingering and computation not in self._subscribers:
+            self._release(computation)
 
     def _release_if_unused(self, computation: LiveResult) -> None:
         self._lingering.pop(computation, None)

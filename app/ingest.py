@@ -26,6 +26,7 @@ from app.errors import (
     HttpError,
     error_response,
 )
+from app.limits import MAX_JSON_DEPTH, json_depth
 from app.request_body import read_body
 from compute.storage.contract import InsufficientStorage, SeriesWrite, WriteRejected
 from compute.storage.series import SeriesKey, SeriesKind
@@ -107,6 +108,10 @@ def json_writes(body: bytes) -> list[SeriesWrite]:
 def validated_writes(body: bytes) -> list[SeriesWrite]:
     """A body the strict decoder declined, parsed and validated whole: its writes, or InvalidWrite
     saying what is wrong and where."""
+    # The strict decoder's fixed schema declines deep nesting without recursing; the parser and the
+    # validator here would recurse once per level (a RecursionError, a 500), so depth is bounded first.
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return to_writes(write_request_adapter.validate_python(orjson.loads(body)))
     except orjson.JSONDecodeError as exc:

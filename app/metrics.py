@@ -30,7 +30,10 @@ _ROWS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 class Metrics:
     """One registry per server, so several apps in one process never share counters."""
 
-    def __init__(self) -> None:
+    def __init__(self, tenant_labels: bool = False) -> None:
+        """`tenant_labels` (SPARKWIRE_METRICS_TENANT_LABELS): metrics may carry a data source rid as a
+        label. Off by default: `/metrics` needs no token, and a rid names a tenant's data."""
+        self.tenant_labels = tenant_labels
         r = self.registry = CollectorRegistry()
         self.connections = Gauge("sparkwire_connections", "open WebSocket connections", registry=r)
         self.subscriptions = Gauge(
@@ -73,8 +76,10 @@ class Metrics:
         self.late_points_dropped = Counter(
             "sparkwire_late_points_dropped",
             "points left out of live results as later than a computation's allowed lateness (kept in "
-            "the log), by data source; a point dropped by several computations counts once for each",
-            ["data_source"],
+            "the log)"
+            + (", by data source" if tenant_labels else "")
+            + "; a point dropped by several computations counts once for each",
+            ["data_source"] if tenant_labels else [],
             registry=r,
         )
         # Each computation's per-source drops at the last batch: counted by difference, and a
@@ -151,7 +156,8 @@ class Metrics:
             now = computation.late_by_source()
             for source, count in now.items():
                 if count > before.get(source, 0):
-                    self.late_points_dropped.labels(source).inc(count - before.get(source, 0))
+                    late = self.late_points_dropped
+                    (late.labels(source) if self.tenant_labels else late).inc(count - before.get(source, 0))
             if computation in live:
                 seen[computation] = now
             else:

@@ -213,8 +213,10 @@ class Session:
         if isinstance(message, ClientPong):
             return []  # liveness is recorded for every message received
         if isinstance(message, Unsubscribe):
-            return [action for sub_id in message.unsubscribe for action in self._drop(sub_id)]
+            return self._unsubscribe(message.unsubscribe)
         if isinstance(message, Subscribe):
+            if not message.subscribe:
+                return [_client_error("subscribe names no subscriptions: nothing was subscribed")]
             return self._subscribe(message, now)
         if isinstance(message, ClientUpdateToken):
             return self._update_token(message.update_token.token)
@@ -249,8 +251,8 @@ class Session:
 
     def _update_token(self, token: str) -> list[Action]:
         """`updateToken` (extension): a fresh token replaces the old one before it expires."""
-        if self._authenticate is None:
-            return []  # authentication is off: nothing to refresh
+        if self._authenticate is None:  # said, so a client does not wait for an effect that never comes
+            return [_client_error("updateToken: authentication is off on this server; no token is used")]
         try:
             principal = self._authenticate(token)
         except AuthError as exc:
@@ -369,6 +371,16 @@ class Session:
             return [Send(frames.creation_error(sub_id, error))]
         return [Send(frames.subscription_update(sub_id, frames.error_update(error)))]
 
+    def _unsubscribe(self, sub_ids: list[str]) -> list[Action]:
+        """Each live id is dropped; ids that name no subscription are told, in one message (a typo in
+        an id would otherwise leave a subscription running that its client thinks has ended)."""
+        unknown = [_short(i) for i in dict.fromkeys(sub_ids) if i not in self._subscriptions]
+        actions = [action for sub_id in sub_ids for action in self._drop(sub_id)]
+        if unknown:
+            shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+            actions.append(_client_error(f"unsubscribe: no live subscription has the id(s) {shown}"))
+        return actions
+
     def _drop(self, sub_id: str) -> list[Action]:
         self._unanswered.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None:
@@ -437,9 +449,12 @@ def replay_out_of_range(message: str, start: int, end: int, held_from: int | Non
 def iso_ns(ns: int) -> str:
     """An int64 nanosecond timestamp as ISO-8601 UTC (to the microsecond), for messages."""
     seconds, nanos = split_nanos(ns)
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC) + datetime.timedelta(
-        microseconds=nanos // 1000
-    )
+    try:
+        moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC) + datetime.timedelta(
+            microseconds=nanos // 1000
+        )
+    except (ValueError, OverflowError, OSError):  # outside the calendar's years 1..9999
+        return f"{ns} ns since the epoch"
     return _iso(moment)
 
 

@@ -47,6 +47,8 @@ class ServerState:
     def __post_init__(self) -> None:
         self.auth = Authenticator.from_settings(self.settings)
         self.origins = OriginPolicy(self.settings.allowed_origins)
+        if self.metrics.tenant_labels != self.settings.metrics_tenant_labels:  # the default's, unused yet
+            self.metrics = Metrics(self.settings.metrics_tenant_labels)
         self.decoders = DecodeWorkers(0, 0, self.metrics.bodies_decoded)  # until the lifespan's start
         settings = self.settings
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)

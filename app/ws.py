@@ -223,6 +223,16 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
         return None
 
 
+def _receive(session: Session, data: str | bytes) -> list[Action]:
+    """The session's answer to one message. A message it fails on is a bug of ours, logged as one;
+    the client is told its message was not handled and keeps its connection and subscriptions."""
+    try:
+        return session.receive(data, _now())
+    except Exception:
+        logger.exception("%s: a client message could not be handled", session.label)
+        return [Send(frames.client_message_error("the server could not handle this message"))]
+
+
 WS_PATH = "/persistent-compute/ws"
 
 
@@ -292,7 +302,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             data = message.get("text")
             if data is None:
                 data = message.get("bytes") or b""
-            close = driver.perform(session.receive(data, _now()))
+            close = driver.perform(_receive(session, data))
             if close is not None:
                 await connection.close(close.code, close.reason)
                 break

@@ -50,6 +50,10 @@ class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
             # The handshake's request and response, headers and all (~4.5 KB per connection,
             # measured with tracemalloc), are never read again once the response is sent.
             self.request = self.response = None  # type: ignore[assignment]
+        elif message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            # A refusal (401, 403) sent in full answers the handshake: uvicorn would otherwise log
+            # "ASGI callable returned without completing handshake" at ERROR for every refused client.
+            self.handshake_complete = True
 
     def handle_parser_exception(self) -> None:
         """A message over the size limit (or a broken frame): send the close frame, then half-close.

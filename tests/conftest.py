@@ -121,7 +121,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # No computation outlives its last subscriber here (sparkwire_client asks for resume tokens,
     # which would keep one live for a minute): tests count live computations. tests/test_resume.py
     # starts its own server for resuming.
-    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_RESUME_LINGER_SECONDS": "0"})
+    # It opts in to data source labels in /metrics (tests/test_late_reports.py reads them per source).
+    env = {"SPARKWIRE_RESUME_LINGER_SECONDS": "0", "SPARKWIRE_METRICS_TENANT_LABELS": "true"}
+    proc = start_server(base / "data", base / "server.log", env=env)
     yield proc
     proc.stop()
 

@@ -44,6 +44,16 @@ class MalformedNode(ValueError):
     """Not a Nominal node at all: the client message is invalid (clientMessageError)."""
 
 
+def _listed(source: dict[str, Json], field: str) -> list[Json]:
+    """An optional list field of a DataSourceChannel (absent or null: empty)."""
+    value = source.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedNode(f"DataSourceChannel.{field} must be a list")
+    return value
+
+
 @dataclass(frozen=True)
 class Limits:
     max_window_ns: int = 24 * 3600 * NANOS_PER_SECOND
@@ -210,8 +220,11 @@ class _Builder:
         tags = source.get("tags") or {}
         if not isinstance(tags, dict):
             raise MalformedNode("DataSourceChannel.tags must be a map")
-        group_by = [self.string_constant(g) for g in source.get("groupByTags") or []]
-        group_by += [g for g in source.get("tagsToGroupBy") or [] if isinstance(g, str)]
+        group_by = [self.string_constant(g) for g in _listed(source, "groupByTags")]
+        tags_to_group_by = _listed(source, "tagsToGroupBy")
+        if not all(isinstance(g, str) for g in tags_to_group_by):
+            raise MalformedNode("DataSourceChannel.tagsToGroupBy must be a list of strings")
+        group_by += tags_to_group_by
         if source.get("tagFilters"):
             raise invalid_computation("tagFilters are not supported; use tags", "tagFilters")
         selector = ChannelSelector(
