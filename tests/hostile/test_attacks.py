@@ -1,0 +1,233 @@
+"""The attacks of docs/reliability-and-security.md ("Attacks tried"), replayed against a real server
+with authentication on: what a trusted server answers, and that its log holds no traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import websockets
+
+from tests.conftest import ServerProcess, start_server
+from tests.hostile import (
+    client_message_errors,
+    connect,
+    frames_until,
+    make_jwt,
+    still_usable,
+    unique_rid,
+    write_body,
+)
+from tests.wire import channel_variable, series_node, subscription
+
+pytestmark = pytest.mark.server
+
+SECRET = "hostile-secret-that-is-long-enough-for-hs256"
+LINGER_S = 8.0
+WRITE = "/storage/writer/v1"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("hostile")
+    proc = start_server(
+        base / "data",
+        base / "server.log",
+        env={
+            "SPARKWIRE_JWT_SECRET": SECRET,
+            "SPARKWIRE_RESUME_LINGER_SECONDS": str(LINGER_S),
+            "SPARKWIRE_INGEST_DECODE_MIN_BYTES": "65536",  # the 120 KB body goes to a decode worker
+        },
+    )
+    yield proc
+    proc.stop()
+    assert "Traceback" not in proc.log_text(), proc.log_text()[-4000:]
+
+
+def token(rids: list[str], admin: bool = False) -> str:
+    if not admin:
+        return make_jwt(SECRET, rids, 600)
+    return jwt.encode(
+        {"sub": "ops", "dataSourceRids": rids, "admin": True, "exp": int(time.time()) + 600}, SECRET
+    )
+
+
+def bearer(rids: list[str], admin: bool = False) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(rids, admin)}"}
+
+
+def now_points(n: int = 3) -> list[tuple[int, float]]:
+    now = time.time_ns()
+    return [(now - (n - i) * 10_000_000, float(i)) for i in range(n)]
+
+
+# -- 1. tenant data ------------------------------------------------------------------------------
+def test_the_series_catalog_shows_a_token_only_its_data_sources(guarded: ServerProcess) -> None:
+    alice, bob = unique_rid("alice"), unique_rid("bob")
+    for rid in (alice, bob):
+        body = write_body(rid, now_points())
+        body["batches"][0]["tags"] = {"pilot": f"pilot-of-{rid}"}
+        assert httpx.post(guarded.base_url + WRITE, json=body, headers=bearer([rid])).status_code == 200
+    url = guarded.base_url + "/series"
+    anonymous = httpx.get(url)
+    assert anonymous.status_code == 401, anonymous.text
+    assert alice not in anonymous.text and bob not in anonymous.text
+    assert anonymous.json()["errorName"] == "Default:Unauthorized"
+    seen = httpx.get(url, headers=bearer([alice])).json()
+    assert {s["dataSourceRid"] for s in seen} == {alice}
+    assert seen[0]["tags"] == {"pilot": f"pilot-of-{alice}"}
+    assert httpx.get(url, headers=bearer(["ri.nobody.*"])).json() == []
+    both = {s["dataSourceRid"] for s in httpx.get(url, headers=bearer([alice, bob])).json()}
+    assert {alice, bob} <= both
+
+
+def test_metrics_name_no_data_source_unless_opted_in(guarded: ServerProcess) -> None:
+    text = httpx.get(guarded.base_url + "/metrics").text
+    assert "sparkwire_late_points_dropped_total " in text  # one unlabelled count
+    assert "data_source=" not in text
+    assert "ri.test." not in text
+
+
+# -- 2. JSON depth -------------------------------------------------------------------------------
+def _raw_request(sock: socket.socket, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One HTTP/1.1 request on an open socket (kept alive), and its status and body."""
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    sock.sendall(head.encode() + body)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server dropped the keep-alive connection"
+        data += chunk
+    header, rest = data.split(b"\r\n\r\n", 1)
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in header.split(b"\r\n")
+        if line.lower().startswith(b"content-length")
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the server dropped the connection mid-answer"
+        rest += chunk
+    return int(header.split(b" ", 2)[1]), rest
+
+
+def nested(levels: int, pad_to: int = 0) -> bytes:
+    rid = "ri.test.deep"
+    inner = b"[" * levels + b"]" * levels
+    body = b'{"dataSourceRid": "%s", "pad": "%s", "batches": %s}' % (rid.encode(), b"x" * pad_to, inner)
+    return body
+
+
+@pytest.mark.parametrize("levels", [100, 1_000, 100_000])
+def test_deeply_nested_json_is_a_400_and_the_connection_stays(guarded: ServerProcess, levels: int) -> None:
+    rid = unique_rid("deep")
+    auth = bearer(["*"])
+    good = json.dumps(write_body(rid, now_points())).encode()
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=30) as sock:
+        for body in (nested(levels), nested(levels, pad_to=120_000)):  # the event loop's, the worker's
+            status, answer = _raw_request(sock, WRITE, body, auth)
+            assert status == 400, answer[:300]
+            error = json.loads(answer)
+            assert error["errorName"] == "Default:InvalidArgument"
+            assert "nested deeper than" in error["message"]
+            status, answer = _raw_request(sock, WRITE, good, auth)  # the next request on that connection
+            assert status == 200, answer[:300]
+        status, answer = _raw_request(
+            sock, "/catalog/v1/datasets/multiple", b"[" * levels + b"]" * levels, auth
+        )
+        assert status == 400, answer[:300]
+
+
+# -- 3. the six WebSocket messages ---------------------------------------------------------------
+def _sub(rid: str, data_source: dict[str, Any] | None = None, **sparkwire: Any) -> dict[str, Any]:
+    variable = channel_variable(rid, "p")
+    variable["channel"]["dataSource"].update(data_source or {})
+    sub = subscription(series_node(), {"x": variable}, 10)
+    if sparkwire:
+        sub["sparkwire"] = sparkwire
+    return sub
+
+
+async def test_malformed_websocket_messages_are_answered_and_the_connection_stays(
+    guarded: ServerProcess,
+) -> None:
+    rid = unique_rid("ws")
+    ws = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+    try:
+        cases: list[dict[str, Any]] = [
+            {"type": "subscribe", "subscribe": {"a": _sub(rid, {"tagsToGroupBy": 1.5})}},
+            {"type": "subscribe", "subscribe": {"b": _sub(rid, {"groupByTags": 5})}},
+            {"type": "unsubscribe", "unsubscribe": ["never-subscribed"]},
+            {"type": "subscribe", "subscribe": {}},
+        ]
+        for message in cases:
+            await ws.send(json.dumps(message))
+            before = await still_usable(ws)
+            assert len(client_message_errors(before)) == 1, (message, before)
+        # a replay from before year 1: refused as its creation, by name
+        huge = {"start": {"seconds": -1099511627776, "nanos": 0}, "end": {"seconds": 10, "nanos": 0}}
+        await ws.send(json.dumps({"type": "subscribe", "subscribe": {"r": _sub(rid, replay=huge)}}))
+        frame, _ = await frames_until(ws, lambda f: f["type"] == "subscriptionCreation")
+        creation = frame["subscriptionCreation"]["creation"]
+        assert creation["type"] == "error", creation
+        assert creation["error"]["serializableError"]["name"].endswith("ReplayOutOfRange"), creation
+        await still_usable(ws)
+    finally:
+        await ws.close()
+
+
+async def test_update_token_with_authentication_off_is_answered(server: ServerProcess) -> None:
+    ws = await connect(server.ws_url)
+    try:
+        await ws.send(json.dumps({"type": "updateToken", "updateToken": {"token": "whatever"}}))
+        errors = client_message_errors(await still_usable(ws))
+        assert len(errors) == 1 and "authentication is off" in json.dumps(errors[0])
+    finally:
+        await ws.close()
+
+
+# -- 9. refused handshakes write no ERROR line ---------------------------------------------------
+async def test_refused_handshakes_are_not_errors(guarded: ServerProcess) -> None:
+    for headers in ({}, {"Authorization": "Bearer forged"}):
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(guarded.ws_url, additional_headers=headers)
+        assert refused.value.response.status_code == 401
+    await asyncio.sleep(0.5)
+    assert "without completing handshake" not in guarded.log_text()
+    assert " ERROR " not in guarded.log_text()
+
+
+# -- 6. the resume linger is honoured exactly ----------------------------------------------------
+async def test_a_computation_dropped_at_once_lingers_the_whole_linger(guarded: ServerProcess) -> None:
+    rid = unique_rid("linger")
+    assert httpx.post(
+        guarded.base_url + WRITE, json=write_body(rid, now_points()), headers=bearer([rid])
+    ).is_success
+    ws = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+    admin = bearer(["*"], admin=True)
+
+    def listed() -> bool:
+        entries = httpx.get(guarded.base_url + "/computations", headers=admin).json()
+        return any(s["dataSourceRid"] == rid for e in entries for s in e["series"])
+
+    try:
+        await ws.send(json.dumps({"type": "subscribe", "subscribe": {"l": _sub(rid, resume=True)}}))
+        await frames_until(ws, lambda f: f["type"] == "subscriptionUpdate", 120)
+        await ws.send(json.dumps({"type": "unsubscribe", "unsubscribe": ["l"]}))
+        left = time.monotonic()
+        await still_usable(ws)
+    finally:
+        await ws.close()
+    await asyncio.sleep(max(0.0, left + 6.0 - time.monotonic()))  # past the creation check's 5 s
+    assert listed(), "released before the linger"
+    await asyncio.sleep(max(0.0, left + LINGER_S + 3.0 - time.monotonic()))
+    assert not listed(), "still live well after the linger"
