@@ -15,7 +15,7 @@ import uvicorn
 from app import demo
 from app.allocator import keep_freed_memory
 from app.config import Settings
-from app.limits import http_protocol_with_header_deadline
+from app.limits import http_protocol_with_read_deadline
 from app.logging_setup import configure_logging
 from app.server import create_app
 from app.shutdown import drain
@@ -114,7 +114,7 @@ def serve(settings: Settings) -> None:
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
-        http=http_protocol_with_header_deadline(settings.handshake_timeout),
+        http=http_protocol_with_read_deadline(settings.handshake_timeout, settings.min_body_rate),
         ws=FanOutWebSocketProtocol,
     )
     server = DrainingServer(config)

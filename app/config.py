@@ -96,7 +96,15 @@ class Settings(BaseSettings):
     max_connections: int = Field(1000, gt=0, description="WebSocket connections; more are closed with 1013")
     max_subscriptions_per_connection: int = Field(128, gt=0, description="live subscriptions per connection")
     max_messages_per_second: float = Field(100.0, gt=0, description="client messages/s per connection")
-    handshake_timeout: float = Field(10.0, gt=0, description="seconds for request headers, then 1st message")
+    handshake_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds for each request's headers (the first and every one after on a kept-alive "
+        "connection) and for its body less what arrives at min-body-rate, then a WebSocket's 1st message",
+    )
+    min_body_rate: float = Field(
+        1024.0, gt=0, description="bytes/s a request body must keep arriving at, past handshake-timeout"
+    )
     send_queue_limit: int = Field(1000, gt=0, description="frames queued for a client before close 4008")
     slow_consumer_timeout: float = Field(30.0, gt=0, description="seconds a client may lag before close 4008")
     # -- ingest limits (app/request_body.py, app/ingest.py): checked before anything is stored

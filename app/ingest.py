@@ -137,7 +137,8 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
     SPARKWIRE_MAX_REQUEST_BYTES with its Content-Encoding undone (413, 415, 400),
     `await decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
     the data sources the token reaches (403), then the durable log (WriteRejected: 400,
-    InsufficientStorage: 507, LogUnavailable: 503 with Retry-After). 200 once every point is durable; on any refusal nothing is stored.
+    InsufficientStorage: 507, LogUnavailable: 503 with Retry-After). 200 once every point is
+    durable; on any refusal nothing is stored.
     Every error body is a Conjure error (app/errors.py). `decode` must raise InvalidWrite for
     anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire

@@ -74,6 +74,14 @@ class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
     def data_received(self, data: bytes) -> None:
         if not self._discarding:
             super().data_received(data)
+        refused = self.conn.handshake_exc is not None
+        if refused and not self.handshake_complete and not self.transport.is_closing():
+            # The handshake request was refused by the protocol layer (a 431 for an oversized header
+            # line, a 414, a 400): uvicorn never sends that answer nor closes; send it, then close.
+            self.handshake_complete = True
+            self.close_sent = True
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.transport.close()
 
     def eof_received(self) -> None:
         if self._discarding:  # everything the client sent has been read: no reset

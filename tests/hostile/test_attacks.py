@@ -31,6 +31,7 @@ pytestmark = pytest.mark.server
 
 SECRET = "hostile-secret-that-is-long-enough-for-hs256"
 LINGER_S = 8.0
+READ_DEADLINE_S = 3.0
 WRITE = "/storage/writer/v1"
 
 
@@ -44,6 +45,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
             "SPARKWIRE_JWT_SECRET": SECRET,
             "SPARKWIRE_RESUME_LINGER_SECONDS": str(LINGER_S),
             "SPARKWIRE_INGEST_DECODE_MIN_BYTES": "65536",  # the 120 KB body goes to a decode worker
+            "SPARKWIRE_HANDSHAKE_TIMEOUT": str(READ_DEADLINE_S),
         },
     )
     yield proc
@@ -231,3 +233,77 @@ async def test_a_computation_dropped_at_once_lingers_the_whole_linger(guarded: S
     assert listed(), "released before the linger"
     await asyncio.sleep(max(0.0, left + LINGER_S + 3.0 - time.monotonic()))
     assert not listed(), "still live well after the linger"
+
+
+# -- 4. one read deadline for every request --------------------------------------------------------
+def _closed_within(sock: socket.socket, seconds: float, dribble: bytes = b"", every: float = 0.5) -> float:
+    """Dribble `dribble` a byte at a time until the server closes; how long that took."""
+    started = time.monotonic()
+    sock.setblocking(False)
+    sent = 0
+    while time.monotonic() - started < seconds:
+        try:
+            if sock.recv(65536) == b"":
+                return time.monotonic() - started
+        except BlockingIOError:
+            pass
+        except ConnectionResetError:
+            return time.monotonic() - started
+        if sent < len(dribble):
+            try:
+                sock.send(dribble[sent : sent + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                return time.monotonic() - started
+            sent += 1
+        time.sleep(every)
+    raise AssertionError(f"the server held the slow connection for {seconds}s")
+
+
+def _health(sock: socket.socket) -> None:
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_headers_dribbled_after_a_first_request_are_cut_off(guarded: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=10) as sock:
+        _health(sock)
+        took = _closed_within(sock, 20, b"GET /healthz HTTP/1.1\r\n" + b"X-Slow: " + b"y" * 100)
+    assert took < READ_DEADLINE_S + 2
+
+
+def test_a_body_dribbled_a_byte_at_a_time_is_cut_off(guarded: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=10) as sock:
+        _health(sock)
+        head = f"POST {WRITE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head += f"Authorization: Bearer {token(['*'])}\r\nContent-Length: 1000\r\n\r\n"
+        sock.sendall(head.encode())
+        took = _closed_within(sock, 20, b"{" * 1000)
+    assert took < READ_DEADLINE_S + 2
+
+
+def test_a_slow_but_steady_body_is_taken(guarded: ServerProcess) -> None:
+    rid = unique_rid("steady")
+    body = json.dumps(write_body(rid, now_points(2000))).encode()  # ~100 KB, sent over ~5 s
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=30) as sock:
+        head = f"POST {WRITE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head += f"Authorization: Bearer {token([rid])}\r\nContent-Length: {len(body)}\r\n\r\n"
+        sock.sendall(head.encode())
+        step = len(body) // 20 + 1
+        for i in range(0, len(body), step):
+            sock.sendall(body[i : i + step])
+            time.sleep(0.25)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_an_oversized_upgrade_header_gets_its_431(guarded: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", guarded.port), timeout=10) as sock:
+        request = (
+            "GET /persistent-compute/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            f"X-Big: {'b' * 9000}\r\n\r\n"
+        )
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):  # read to the close
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
