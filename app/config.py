@@ -52,6 +52,21 @@ class Settings(BaseSettings):
         description="GET /metrics (no token needed) may name data sources in labels, e.g. late points "
         "per data source; off: no metric names a tenant's data",
     )
+    max_lingering_per_connection: int = Field(
+        128,
+        ge=0,
+        description="computations a connection's resumable subscriptions may leave lingering; past it "
+        "the oldest of them is released at once",
+    )
+    max_lingering_computations: int = Field(
+        1024, ge=0, description="lingering computations, all connections; past it the oldest is released"
+    )
+    max_replays_per_connection: int = Field(
+        4, ge=0, description="replay subscriptions a connection may hold (TooManyReplays)"
+    )
+    max_replays: int = Field(
+        16, ge=0, description="replays running at once, all connections (TooManyReplays)"
+    )
     log_level: str = Field("INFO", description="Python log level")
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"

@@ -165,18 +165,26 @@ class Hub:
         loop: asyncio.AbstractEventLoop,
         metrics: Metrics | None = None,
         resume_linger_s: float = 60.0,
+        max_lingering_per_connection: int = 128,
+        max_lingering: int = 1024,
     ) -> None:
         self._computations = computations
         self.loop = loop
         self.metrics = metrics or Metrics()
         self.resume_linger_s = resume_linger_s
+        # A lingering computation counts against the connection whose subscriber left it last, and
+        # against the server: past either cap, the oldest lingering one goes at once (a client that
+        # subscribes and leaves in a loop cannot keep more live than its caps).
+        self.max_lingering_per_connection = max_lingering_per_connection
+        self.max_lingering = max_lingering
         self._subscribers: dict[LiveResult, set[Subscriber]] = {}
         # Resume tokens (app/resume.py): each computation's recent changes, while it is live; one
         # whose subscribers asked for tokens outlives them by `resume_linger_s`, for their return.
         self._tokens = Tokens()
         self._histories: dict[str, ChangeHistory] = {}
         self._resumable: set[str] = set()
-        self._lingering: dict[LiveResult, asyncio.TimerHandle] = {}
+        self._lingering: dict[LiveResult, asyncio.TimerHandle] = {}  # oldest first
+        self._left_by: dict[LiveResult, int] = {}  # a lingering computation: the connection's id
         self._creating: dict[str, asyncio.Task[LiveResult]] = {}
         self._cache = FrameCache()
 
@@ -218,6 +226,7 @@ class Hub:
         else:
             computation = self.computations.find(key) or await self._create(request, plan)
         lingering = self._lingering.pop(computation, None)
+        self._left_by.pop(computation, None)
         if lingering is not None:
             lingering.cancel()
         known = self._histories.get(key)  # None: new to this hub, so no token can speak of it
@@ -288,6 +297,7 @@ class Hub:
 
     def _release_if_unused(self, computation: LiveResult) -> None:
         self._lingering.pop(computation, None)
+        self._left_by.pop(computation, None)
         if computation not in self._subscribers:
             self._release(computation)
 
@@ -314,8 +324,29 @@ class Hub:
                 self._lingering[computation] = self.loop.call_later(
                     self.resume_linger_s, self._release_if_unused, computation
                 )
+                self._left_by[computation] = subscriber.connection.id
+                self._cap_lingering(subscriber.connection.id)
             else:
                 self._release(computation)
+
+    def _cap_lingering(self, connection_id: int) -> None:
+        """The caps on lingering computations, after one more started lingering for this connection."""
+        mine = [c for c, left_by in self._left_by.items() if left_by == connection_id]
+        while len(mine) > self.max_lingering_per_connection:
+            self._end_linger(mine.pop(0), "connection")
+        while len(self._lingering) > self.max_lingering:
+            self._end_linger(next(iter(self._lingering)), "server")
+
+    def _end_linger(self, computation: LiveResult, cap: str) -> None:
+        timer = self._lingering.pop(computation)
+        timer.cancel()
+        self._left_by.pop(computation, None)
+        self.metrics.lingering_released_early.labels(cap).inc()
+        self._release(computation)
+
+    def lingering_count(self) -> int:
+        """Computations kept live, with no subscriber, for a resume (docs/extensions.md)."""
+        return len(self._lingering)
 
     def live(self) -> dict[LiveResult, set[Subscriber]]:
         """Each live computation with its subscribers (read-only: for reports and the directory)."""

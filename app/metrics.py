@@ -128,6 +128,36 @@ class Metrics:
             self.points_rejected.labels(reason)  # present (at 0) from the first scrape
         self._requests_by_class = {c: self.http_requests.labels(f"{c}xx") for c in range(1, 6)}
 
+        # The caps on what a client leaves running (app/hub.py, app/replay.py): values and use.
+        self.lingering = Gauge(
+            "sparkwire_lingering_computations",
+            "computations kept live with no subscriber, for resumes (SPARKWIRE_RESUME_LINGER_SECONDS)",
+            registry=r,
+        )
+        self.limits = Gauge(
+            "sparkwire_limit",
+            "a configured cap, by name (the setting's, e.g. max_replays)",
+            ["name"],
+            registry=r,
+        )
+        self.lingering_released_early = Counter(
+            "sparkwire_lingering_released_early",
+            "lingering computations released before their linger, by the cap reached: connection "
+            "(SPARKWIRE_MAX_LINGERING_PER_CONNECTION) or server (SPARKWIRE_MAX_LINGERING_COMPUTATIONS)",
+            ["cap"],
+            registry=r,
+        )
+        self.replays = Gauge(
+            "sparkwire_replays", "replays running (also counted in sparkwire_subscriptions)", registry=r
+        )
+        self.replays_refused = Counter(
+            "sparkwire_replays_refused",
+            "replays refused TooManyReplays by the server-wide cap (SPARKWIRE_MAX_REPLAYS)",
+            registry=r,
+        )
+        for cap in ("connection", "server"):
+            self.lingering_released_early.labels(cap)
+
         self.stream_failures = Counter(
             "sparkwire_stream_failures",
             "streaming queries lost (failed or stopped unasked) since start-up",

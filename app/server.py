@@ -134,7 +134,14 @@ def create_app(settings: Settings) -> FastAPI:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         durable = await asyncio.to_thread(open_point_log, settings)
         state = ServerState(settings, durable)
-        state.hub = Hub(None, loop, state.metrics, settings.resume_linger_seconds)
+        state.hub = Hub(
+            None,
+            loop,
+            state.metrics,
+            settings.resume_linger_seconds,
+            settings.max_lingering_per_connection,
+            settings.max_lingering_computations,
+        )
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
         starter: threading.Thread | None = None

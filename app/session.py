@@ -68,6 +68,7 @@ class SessionConfig:
     # less its window may not reach past.
     replay_available: bool = True
     retention_s: float = 0.0
+    max_replays: int = 4  # replay subscriptions one connection may hold (until it unsubscribes them)
 
     @property
     def heartbeat_period(self) -> float:
@@ -167,6 +168,7 @@ class Session:
         # Replay subscriptions whose creation is not answered yet: they are answered once their
         # start read the log (success), or failed there (a creation error).
         self._unanswered: set[str] = set()
+        self._replays: set[str] = set()  # the ids of its replay subscriptions
         self._rate = MessageRate(config.max_messages_per_second, now.monotonic)
         self._last_heard = now.monotonic
         self._awaiting_pong_since: float | None = None
@@ -295,6 +297,8 @@ class Session:
                 actions.append(Send(frames.creation_error(sub_id, outcome)))
                 continue
             self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
+            if replay is not None:
+                self._replays.add(sub_id)
             if replay is None:
                 actions.append(Send(frames.creation_success(sub_id)))
             else:  # answered once its start has read the log (`subscription_started` / `_failed`)
@@ -330,6 +334,14 @@ class Session:
                 "replay reads the point log with Spark: it needs a server started with --role all "
                 "(this one has no Spark and no log reader)",
             )
+        if len(self._replays) >= self.config.max_replays:  # each reads its period into memory
+            limit = self.config.max_replays
+            return ComputeError(
+                "TooManyReplays",
+                f"a connection may hold at most {limit} replay subscriptions (SPARKWIRE_MAX_REPLAYS_PER_"
+                "CONNECTION); unsubscribe one first",
+                {"limit": str(limit), "setting": "SPARKWIRE_MAX_REPLAYS_PER_CONNECTION"},
+            )
         start, end = replay.start.to_nanos(), replay.end.to_nanos()
         now_ns = int(now.unix * NANOS_PER_SECOND)
         if end <= start:
@@ -360,6 +372,7 @@ class Session:
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
         """A StartSubscription failed: the client gets the error as the subscription's update (a
         replay whose creation is not answered yet: as its creation error)."""
+        self._replays.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None or self.closed:
             return []
         if not isinstance(error, ComputeError):
@@ -383,6 +396,7 @@ class Session:
 
     def _drop(self, sub_id: str) -> list[Action]:
         self._unanswered.discard(sub_id)
+        self._replays.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None:
             return []
         return [StopSubscription(sub_id)]
@@ -398,6 +412,7 @@ class Session:
         actions: list[Action] = [StopSubscription(sub_id) for sub_id in self.live]
         self._subscriptions.clear()
         self._unanswered.clear()
+        self._replays.clear()
         return [*actions, DisarmExpiry()]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.auth import Authenticator
 from app.config import Settings
@@ -39,6 +39,8 @@ class ServerState:
     decoders: DecodeWorkers = field(init=False)
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
+    # replays running (app/replay.py's ReplayRun), from their start until their period is over
+    replays: set[Any] = field(default_factory=set)
     auth: Authenticator | None = field(init=False)  # None: authentication is off
     origins: OriginPolicy = field(init=False)
 

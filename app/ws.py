@@ -59,6 +59,7 @@ def session_config(settings: Settings) -> SessionConfig:
         ping_timeout=settings.ping_timeout,
         replay_available=settings.role == "all",  # replay reads the log with this process's Spark
         retention_s=settings.retention,
+        max_replays=settings.max_replays_per_connection,
     )
 
 
@@ -105,13 +106,22 @@ class SessionDriver:
 
     async def _start(self, action: StartSubscription) -> None:
         sub_id = action.subscription_id
+        current = False
         try:
             outcome: Subscriber | ReplayRun | Exception = await self._attach(action)
         except Exception as exc:
             outcome = exc
         finally:
-            if self._starting.get(sub_id) is asyncio.current_task():
+            current = self._starting.get(sub_id) is asyncio.current_task()
+            if current:
                 del self._starting[sub_id]  # what follows is synchronous: nothing left to cancel
+        if not current:
+            # Stopped (or its id subscribed again) while it attached, and the cancellation did not
+            # land (asyncio.wait_for can swallow one that races its result): what it attached
+            # belongs to nobody, so it goes now, or it would hold its computation forever.
+            if not isinstance(outcome, Exception):
+                self._release(outcome)
+            return
         if isinstance(outcome, Exception):
             if not isinstance(outcome, ComputeError):
                 logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
@@ -119,6 +129,9 @@ class SessionDriver:
         elif self.connection.closed.is_set():
             self._release(outcome)
         else:
+            replaced = self._subscribers.pop(sub_id, None)
+            if replaced is not None:  # never two attachments under one id: the older is let go
+                self._release(replaced)
             self._subscribers[sub_id] = outcome
             self.act(self.session.subscription_started(sub_id))
 

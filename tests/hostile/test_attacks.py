@@ -30,7 +30,7 @@ from tests.wire import channel_variable, series_node, subscription
 pytestmark = pytest.mark.server
 
 SECRET = "hostile-secret-that-is-long-enough-for-hs256"
-LINGER_S = 8.0
+LINGER_S = 12.0
 READ_DEADLINE_S = 3.0
 WRITE = "/storage/writer/v1"
 
@@ -46,6 +46,10 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
             "SPARKWIRE_RESUME_LINGER_SECONDS": str(LINGER_S),
             "SPARKWIRE_INGEST_DECODE_MIN_BYTES": "65536",  # the 120 KB body goes to a decode worker
             "SPARKWIRE_HANDSHAKE_TIMEOUT": str(READ_DEADLINE_S),
+            "SPARKWIRE_MAX_LINGERING_PER_CONNECTION": "4",
+            "SPARKWIRE_MAX_LINGERING_COMPUTATIONS": "6",
+            "SPARKWIRE_MAX_REPLAYS_PER_CONNECTION": "2",
+            "SPARKWIRE_MAX_REPLAYS": "3",
         },
     )
     yield proc
@@ -150,10 +154,12 @@ def test_deeply_nested_json_is_a_400_and_the_connection_stays(guarded: ServerPro
 
 
 # -- 3. the six WebSocket messages ---------------------------------------------------------------
-def _sub(rid: str, data_source: dict[str, Any] | None = None, **sparkwire: Any) -> dict[str, Any]:
+def _sub(
+    rid: str, data_source: dict[str, Any] | None = None, window_s: float = 10, **sparkwire: Any
+) -> dict[str, Any]:
     variable = channel_variable(rid, "p")
     variable["channel"]["dataSource"].update(data_source or {})
-    sub = subscription(series_node(), {"x": variable}, 10)
+    sub = subscription(series_node(), {"x": variable}, window_s)
     if sparkwire:
         sub["sparkwire"] = sparkwire
     return sub
@@ -307,3 +313,132 @@ def test_an_oversized_upgrade_header_gets_its_431(guarded: ServerProcess) -> Non
         while chunk := sock.recv(65536):  # read to the close
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+
+
+# -- 5. churn leaks nothing ---------------------------------------------------------------------------
+def metric(base_url: str, name: str) -> float:
+    for line in httpx.get(base_url + "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def listed(base_url: str, rid: str) -> list[dict[str, Any]]:
+    entries = httpx.get(base_url + "/computations", headers=bearer(["*"], admin=True)).json()
+    return [e for e in entries if any(s["dataSourceRid"] == rid for s in e["series"])]
+
+
+async def test_subscribe_unsubscribe_churn_leaves_nothing_behind(guarded: ServerProcess) -> None:
+    rid = unique_rid("churn")
+    assert httpx.post(
+        guarded.base_url + WRITE, json=write_body(rid, now_points()), headers=bearer([rid])
+    ).is_success
+    subscribe = json.dumps({"type": "subscribe", "subscribe": {"c": _sub(rid)}})
+    unsubscribe = json.dumps({"type": "unsubscribe", "unsubscribe": ["c"]})
+
+    async def churn() -> None:
+        ws = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+        try:
+            for i in range(600):
+                await ws.send(subscribe if i % 2 == 0 else unsubscribe)
+                await asyncio.sleep(0.011)
+        finally:
+            await ws.close()
+
+    await asyncio.gather(*(churn() for _ in range(4)))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (
+        metric(guarded.base_url, "sparkwire_subscriptions") or listed(guarded.base_url, rid)
+    ):
+        await asyncio.sleep(0.5)
+    assert metric(guarded.base_url, "sparkwire_subscriptions") == 0
+    assert metric(guarded.base_url, "sparkwire_connections") == 0
+    assert listed(guarded.base_url, rid) == []
+
+
+# -- 6. lingering computations count against who left them ------------------------------------------
+async def _leave_lingering(guarded: ServerProcess, rid: str, windows: list[int]) -> None:
+    ws = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+    try:
+        subs = {f"w{w}": _sub(rid, window_s=w, resume=True) for w in windows}
+        await ws.send(json.dumps({"type": "subscribe", "subscribe": subs}))
+        waiting = set(subs)
+        while waiting:
+            frame, _ = await frames_until(ws, lambda f: f["type"] == "subscriptionUpdate", 120)
+            waiting.discard(frame["subscriptionUpdate"]["subscriptionId"])
+        await ws.send(json.dumps({"type": "unsubscribe", "unsubscribe": list(subs)}))
+        await still_usable(ws)
+    finally:
+        await ws.close()
+
+
+async def test_lingering_computations_are_capped_per_connection_and_server(guarded: ServerProcess) -> None:
+    rid = unique_rid("lingercap")
+    assert httpx.post(
+        guarded.base_url + WRITE, json=write_body(rid, now_points()), headers=bearer([rid])
+    ).is_success
+    await _leave_lingering(guarded, rid, [20, 21, 22, 23, 24, 25])  # 6 left: the connection's cap is 4
+    windows = sorted(e["window"]["seconds"] for e in listed(guarded.base_url, rid))
+    assert windows == [22, 23, 24, 25], windows  # its oldest two went at once
+    await _leave_lingering(guarded, rid, [30, 31, 32, 33])  # 8 in all: the server's cap is 6
+    windows = sorted(e["window"]["seconds"] for e in listed(guarded.base_url, rid))
+    assert windows == [24, 25, 30, 31, 32, 33], windows
+    assert metric(guarded.base_url, "sparkwire_lingering_computations") <= 6
+    assert metric(guarded.base_url, 'sparkwire_limit{name="max_lingering_computations"}') == 6
+    assert metric(guarded.base_url, 'sparkwire_lingering_released_early_total{cap="connection"}') >= 2
+    assert metric(guarded.base_url, 'sparkwire_lingering_released_early_total{cap="server"}') >= 2
+
+
+# -- 7. replays are capped and visible -----------------------------------------------------------------
+def _replay_sub(rid: str) -> dict[str, Any]:
+    now = time.time()
+    span = {"start": {"seconds": int(now) - 60, "nanos": 0}, "end": {"seconds": int(now), "nanos": 0}}
+    return _sub(rid, replay={**span, "speed": 0.01})  # slow: it plays for the whole test
+
+
+async def _creations(ws: Any, ids: set[str]) -> dict[str, dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    while set(seen) != ids:
+        frame, _ = await frames_until(ws, lambda f: f["type"] == "subscriptionCreation", 120)
+        seen[frame["subscriptionCreation"]["subscriptionId"]] = frame["subscriptionCreation"]["creation"]
+    return seen
+
+
+async def test_replays_are_capped_per_connection_and_server_and_shown(guarded: ServerProcess) -> None:
+    rid = unique_rid("replays")
+    points = [(time.time_ns() - s * 1_000_000_000, float(s)) for s in range(50, 0, -1)]
+    assert httpx.post(
+        guarded.base_url + WRITE, json=write_body(rid, points), headers=bearer([rid])
+    ).is_success
+    first = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+    second = await connect(guarded.ws_url, additional_headers=bearer([rid]))
+    try:
+        await first.send(
+            json.dumps({"type": "subscribe", "subscribe": {f"r{i}": _replay_sub(rid) for i in range(3)}})
+        )
+        made = await _creations(first, {"r0", "r1", "r2"})
+        refused = [c["error"]["serializableError"] for c in made.values() if c["type"] == "error"]
+        assert len(refused) == 1 and refused[0]["name"] == "PersistentCompute:TooManyReplays", made
+        assert refused[0]["params"]["setting"] == "SPARKWIRE_MAX_REPLAYS_PER_CONNECTION"
+        await second.send(json.dumps({"type": "subscribe", "subscribe": {"s0": _replay_sub(rid)}}))
+        assert (await _creations(second, {"s0"}))["s0"]["type"] == "success"
+        await second.send(json.dumps({"type": "subscribe", "subscribe": {"s1": _replay_sub(rid)}}))
+        over = (await _creations(second, {"s1"}))["s1"]
+        assert over["type"] == "error", over
+        assert over["error"]["serializableError"]["params"]["setting"] == "SPARKWIRE_MAX_REPLAYS"
+        assert metric(guarded.base_url, "sparkwire_replays") == 3
+        assert metric(guarded.base_url, "sparkwire_subscriptions") >= 3
+        replays = [e for e in listed(guarded.base_url, rid) if e["replay"]]
+        assert len(replays) == 3 and len({e["id"] for e in replays}) == 3
+        one = httpx.get(
+            f"{guarded.base_url}/computations/{replays[0]['id']}", headers=bearer(["*"], admin=True)
+        )
+        assert one.status_code == 200 and one.json()["replay"] is True
+    finally:
+        await first.close()
+        await second.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and metric(guarded.base_url, "sparkwire_replays"):
+        await asyncio.sleep(0.2)
+    assert metric(guarded.base_url, "sparkwire_replays") == 0
+    assert [e for e in listed(guarded.base_url, rid) if e["replay"]] == []
