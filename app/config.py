@@ -47,6 +47,26 @@ class Settings(BaseSettings):
         description="a computation whose subscribers asked for resume tokens stays live this long after "
         "the last one leaves, so a client that reconnects resumes instead of re-snapshotting",
     )
+    metrics_tenant_labels: bool = Field(
+        False,
+        description="GET /metrics (no token needed) may name data sources in labels, e.g. late points "
+        "per data source; off: no metric names a tenant's data",
+    )
+    max_lingering_per_connection: int = Field(
+        128,
+        ge=0,
+        description="computations a connection's resumable subscriptions may leave lingering; past it "
+        "the oldest of them is released at once",
+    )
+    max_lingering_computations: int = Field(
+        1024, ge=0, description="lingering computations, all connections; past it the oldest is released"
+    )
+    max_replays_per_connection: int = Field(
+        4, ge=0, description="replay subscriptions a connection may hold (TooManyReplays)"
+    )
+    max_replays: int = Field(
+        16, ge=0, description="replays running at once, all connections (TooManyReplays)"
+    )
     log_level: str = Field("INFO", description="Python log level")
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
@@ -92,7 +112,15 @@ class Settings(BaseSettings):
     max_connections: int = Field(1000, gt=0, description="WebSocket connections; more are closed with 1013")
     max_subscriptions_per_connection: int = Field(128, gt=0, description="live subscriptions per connection")
     max_messages_per_second: float = Field(100.0, gt=0, description="client messages/s per connection")
-    handshake_timeout: float = Field(10.0, gt=0, description="seconds for request headers, then 1st message")
+    handshake_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds for each request's headers (the first and every one after on a kept-alive "
+        "connection) and for its body less what arrives at min-body-rate, then a WebSocket's 1st message",
+    )
+    min_body_rate: float = Field(
+        1024.0, gt=0, description="bytes/s a request body must keep arriving at, past handshake-timeout"
+    )
     send_queue_limit: int = Field(1000, gt=0, description="frames queued for a client before close 4008")
     slow_consumer_timeout: float = Field(30.0, gt=0, description="seconds a client may lag before close 4008")
     # -- ingest limits (app/http/request_body.py, app/ingest/writes.py): checked before anything is stored

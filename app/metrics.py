@@ -33,7 +33,10 @@ _ROWS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 class Metrics:
     """One registry per server, so several apps in one process never share counters."""
 
-    def __init__(self) -> None:
+    def __init__(self, tenant_labels: bool = False) -> None:
+        """`tenant_labels` (SPARKWIRE_METRICS_TENANT_LABELS): metrics may carry a data source rid as a
+        label. Off by default: `/metrics` needs no token, and a rid names a tenant's data."""
+        self.tenant_labels = tenant_labels
         r = self.registry = CollectorRegistry()
         self.pruned_seen = (0, 0)  # the embedded log's pruning totals at the last scrape
         # What the default registry would have (process_* CPU, memory, open fds; python_info;
@@ -82,8 +85,10 @@ class Metrics:
         self.late_points_dropped = Counter(
             "sparkwire_late_points_dropped",
             "points left out of live results as later than a computation's allowed lateness (kept in "
-            "the log), by data source; a point dropped by several computations counts once for each",
-            ["data_source"],
+            "the log)"
+            + (", by data source" if tenant_labels else "")
+            + "; a point dropped by several computations counts once for each",
+            ["data_source"] if tenant_labels else [],
             registry=r,
         )
         # Each computation's per-source drops at the last batch: counted by difference, and a
@@ -132,6 +137,36 @@ class Metrics:
             self.points_rejected.labels(reason)  # present (at 0) from the first scrape
         self._requests_by_class = {c: self.http_requests.labels(f"{c}xx") for c in range(1, 6)}
 
+        # The caps on what a client leaves running (app/hub.py, app/replay.py): values and use.
+        self.lingering = Gauge(
+            "sparkwire_lingering_computations",
+            "computations kept live with no subscriber, for resumes (SPARKWIRE_RESUME_LINGER_SECONDS)",
+            registry=r,
+        )
+        self.limits = Gauge(
+            "sparkwire_limit",
+            "a configured cap, by name (the setting's, e.g. max_replays)",
+            ["name"],
+            registry=r,
+        )
+        self.lingering_released_early = Counter(
+            "sparkwire_lingering_released_early",
+            "lingering computations released before their linger, by the cap reached: connection "
+            "(SPARKWIRE_MAX_LINGERING_PER_CONNECTION) or server (SPARKWIRE_MAX_LINGERING_COMPUTATIONS)",
+            ["cap"],
+            registry=r,
+        )
+        self.replays = Gauge(
+            "sparkwire_replays", "replays running (also counted in sparkwire_subscriptions)", registry=r
+        )
+        self.replays_refused = Counter(
+            "sparkwire_replays_refused",
+            "replays refused TooManyReplays by the server-wide cap (SPARKWIRE_MAX_REPLAYS)",
+            registry=r,
+        )
+        for cap in ("connection", "server"):
+            self.lingering_released_early.labels(cap)
+
         self.stream_failures = Counter(
             "sparkwire_stream_failures",
             "streaming queries lost (failed or stopped unasked) since start-up",
@@ -160,7 +195,8 @@ class Metrics:
             now = computation.late_by_source()
             for source, count in now.items():
                 if count > before.get(source, 0):
-                    self.late_points_dropped.labels(source).inc(count - before.get(source, 0))
+                    late = self.late_points_dropped
+                    (late.labels(source) if self.tenant_labels else late).inc(count - before.get(source, 0))
             if computation in live:
                 seen[computation] = now
             else:

@@ -9,7 +9,10 @@ The load, all on 127.0.0.1 and stopping by itself after `duration_s`:
   the server must close with 4008; it then reconnects and stalls again);
 - a probe: one point per `probe_ms` on its own channel, and one subscriber to it; a probe's latency is
   from its write's 200 to the first frame that shows it (end-to-end, like bench/stats.py);
-- retention short enough (`retention_s`) that the log prunes all along.
+- retention short enough (`retention_s`) that the log prunes all along;
+- with `hostile=1` (the default), hostile clients (bench/hostile.py, a child process): the attacks
+  of docs/reliability-and-security.md in turn, one every `hostile_every_s`, each checked for its
+  answer; their counts (ran, unexpected) are in the report.
 
 Targets (the issue's): RSS and open descriptors flat, growth < 5% from the first `window_s` after
 warm-up to the last; p99 of the last `window_s` within 20% of the first. Thread count and log size
@@ -67,6 +70,8 @@ class SoakPlan:
     reconnects_per_10s: int = 5
     probe_ms: int = 100
     retention_s: int = 120  # short, so pruning runs all along
+    hostile: int = 1  # 1: hostile clients (bench/hostile.py) mixed into the load, one attack at a time
+    hostile_every_s: float = 2.0
 
     @classmethod
     def parse(cls, args: list[str]) -> SoakPlan:
@@ -357,7 +362,8 @@ def write_report(plan: SoakPlan, samples: list[Sample], rows: list[Json], extra:
         f"({plan.channels * plan.rate_hz:,} points/s), {plan.connections} connections with "
         f"{plan.subs_per_connection} subscriptions each, {plan.churn_per_s} re-subscriptions/s, "
         f"{plan.reconnects_per_10s} reconnects per 10 s, one client that never reads, a probe every "
-        f"{plan.probe_ms} ms, retention {plan.retention_s} s.",
+        f"{plan.probe_ms} ms, retention {plan.retention_s} s"
+        + (f", a hostile client's attack every {plan.hostile_every_s:g} s." if plan.hostile else "."),
         "",
         "| what | wanted | first window | last window | change | verdict |",
         "|---|---|---|---|---|---|",
@@ -420,6 +426,18 @@ async def soak(plan: SoakPlan) -> int:
         "bench.soak", ["crowd", write_spec(work / "crowd.json", crowd_spec)], work / "crowd.log"
     )
     crowd_child.read(timeout=300)
+    hostile_child: Child | None = None
+    if plan.hostile:
+        hostile_spec = {
+            "port": server.port,
+            "url": server.ws_url,
+            "rid": "ri.sparkwire.soak.dataset.hostile",
+            "every_s": plan.hostile_every_s,
+        }
+        hostile_child = Child(
+            "bench.hostile", [write_spec(work / "hostile.json", hostile_spec)], work / "hostile.log"
+        )
+        hostile_child.read(timeout=60)
     probe = Probe(server, rid, plan.probe_ms)
     stop = asyncio.Event()
     probing = asyncio.create_task(probe.run(stop))
@@ -443,6 +461,7 @@ async def soak(plan: SoakPlan) -> int:
         stop.set()
         await asyncio.gather(probing, return_exceptions=True)
         crowd_counts = crowd_child.finish(timeout=120)
+        hostile_counts = hostile_child.finish(timeout=120) if hostile_child is not None else None
         feed_summary = feed.finish(timeout=120)
         server.stop()
     rows = verdicts(plan, samples, probe, began_ns)
@@ -450,6 +469,7 @@ async def soak(plan: SoakPlan) -> int:
         "crowd": crowd_counts,
         "feed": {k: feed_summary[k] for k in ("requests", "failed", "points_acked")},
         "probes": {"acked": len(probe.latencies), "failed": probe.failed},
+        "hostile": hostile_counts,
     }
     write_report(plan, samples, rows, extra)
     print((ROOT / "SOAK.md").read_text())

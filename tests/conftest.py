@@ -48,7 +48,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # No computation outlives its last subscriber here (sparkwire_client asks for resume tokens,
     # which would keep one live for a minute): tests count live computations. tests/server/test_resume.py
     # starts its own server for resuming.
-    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_RESUME_LINGER_SECONDS": "0"})
+    # It opts in to data source labels in /metrics (tests/test_late_reports.py reads them per source).
+    env = {"SPARKWIRE_RESUME_LINGER_SECONDS": "0", "SPARKWIRE_METRICS_TENANT_LABELS": "true"}
+    proc = start_server(base / "data", base / "server.log", env=env)
     yield proc
     proc.stop()
 
@@ -100,13 +102,21 @@ def spark() -> Iterator[object]:
 
 SERVER_FIXTURES = frozenset({"server", "spark", "chromium"})
 TIERS = {"unit": pytest.mark.unit, "server": pytest.mark.server}
+# tests/hostile/: the attack suite (docs/reliability-and-security.md), server tests that also carry
+# the `hostile` marker, so `pytest -m hostile` replays every attack alone.
+HOSTILE = "hostile"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = item.path.parent.name if item.path.parent.parent == Path(__file__).parent else None
+        if tier == HOSTILE:
+            item.add_marker(pytest.mark.hostile)
+            tier = "server"
         if tier not in TIERS:
-            raise pytest.UsageError(f"{item.nodeid}: a test lives in tests/unit/ or tests/server/")
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test lives in tests/unit/, tests/server/ or tests/hostile/"
+            )
         other = "server" if tier == "unit" else "unit"
         if any(item.iter_markers(other)):
             raise pytest.UsageError(f"{item.nodeid}: marked {other} in tests/{tier}/")

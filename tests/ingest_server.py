@@ -51,7 +51,7 @@ def limited_rid(name: str) -> str:
 
 def series_of(server: ServerProcess, rid: str) -> list[dict[str, Any]]:
     """The series the server's catalog lists for this data source (GET /series)."""
-    listed = httpx.get(f"{server.base_url}/series", timeout=30).json()
+    listed = httpx.get(f"{server.base_url}/series", headers=authorized(), timeout=30).json()  # auth is on
     return [s for s in listed if s["dataSourceRid"] == rid]
 
 

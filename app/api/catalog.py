@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from app.http.errors import HttpError
 from app.http.request_body import read_body
 from app.protocol.admission import Refused
+from app.protocol.limits import MAX_JSON_DEPTH, json_depth
 
 router = APIRouter()
 
@@ -31,9 +32,21 @@ MAX_DATASETS_PER_REQUEST = 1000
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
-@router.get("/series", summary="List the series written so far")
+@router.get(
+    "/series",
+    summary="List the series written so far (those of the data sources the token reaches)",
+    responses={401: {"description": "a missing or invalid bearer token (authentication on)"}},
+)
 async def list_series(request: Request) -> list[dict[str, Any]]:
-    infos = request.app.state.sparkwire.log.series()
+    """With authentication on, the catalog is read as points are: a request needs a token, and sees
+    only the series of the data sources its `dataSourceRids` claim reaches (a rid, a channel name or
+    a tag value names a tenant's data)."""
+    state = request.app.state.sparkwire
+    try:
+        principal = state.admission.admit(request.headers, "read the catalog")
+    except Refused as refused:
+        raise HttpError(refused.status, refused.message) from None
+    infos = [i for i in await asyncio.to_thread(state.log.series) if principal.allows(i.key.data_source_rid)]
     return sorted(
         (
             {
@@ -114,6 +127,8 @@ async def get_enriched_datasets(request: Request) -> JSONResponse:
         raise HttpError(refused.status, refused.message) from None
     # Read like an ingest body: the `nominal` SDK zstd-compresses every body it sends.
     raw = await read_body(request, state.settings.max_request_bytes)
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise HttpError(400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         body = _REQUEST.validate_json(raw)
     except ValidationError as exc:

@@ -88,7 +88,13 @@ class Subscription(_Model):
 
 
 class ComputationEntry(_Model):
-    id: str = Field(description="a short stable id: the first 12 hex digits of a digest of its key")
+    id: str = Field(
+        description="a short stable id: the first 12 hex digits of a digest of its key (a replay's: of "
+        "its key, connection and subscription id)"
+    )
+    replay: bool = Field(
+        False, description="a replay's private computation (docs/extensions.md), not shared: one subscriber"
+    )
     node_kind: str = Field(description="the type of its top-level node, e.g. `series`")
     series: list[SeriesRead]
     series_routed: int | None = Field(description="series it reads now (null on an edge)")
@@ -134,7 +140,16 @@ def _state(result: Any) -> str:
     return "live" if ready else "starting"
 
 
-def _entry(result: Any, subscribers: set[Any], pending: int | None, detail: bool) -> ComputationEntry:
+def _id(result: Any, subscribers: set[Any], replay: bool) -> str:
+    if not replay:
+        return short_id(result.key)
+    (subscriber,) = subscribers
+    return short_id(f"{result.key}#replay:{subscriber.connection.id}:{subscriber.subscription_id}")
+
+
+def _entry(
+    result: Any, subscribers: set[Any], pending: int | None, detail: bool, replay: bool = False
+) -> ComputationEntry:
     request = result.request if isinstance(result, ResultMirror) else ComputationRequest.from_json(result.key)
     local = isinstance(result, Computation)
     window_points, output_points = (
@@ -142,7 +157,8 @@ def _entry(result: Any, subscribers: set[Any], pending: int | None, detail: bool
     )
     state = _state(result)
     fields: dict[str, Any] = {
-        "id": short_id(result.key),
+        "id": _id(result, subscribers, replay),
+        "replay": replay,
         "node_kind": str(request.node.get("type", "?")) if isinstance(request.node, dict) else "?",
         "series": [
             SeriesRead(
@@ -168,7 +184,9 @@ def _entry(result: Any, subscribers: set[Any], pending: int | None, detail: bool
             by_data_source=result.late_by_source() if local else None,
         ),
         "lag": Lag(
-            points=pending if local and state == "live" and pending is not None and pending >= 0 else None,
+            points=pending
+            if local and not replay and state == "live" and pending is not None and pending >= 0
+            else None,
             applied_seq=result.applied_seq if local else None,
         ),
     }
@@ -194,6 +212,17 @@ def _authorize(request: Request, state: ServerState) -> None:
             f"the directory of live computations needs a token with the '{ADMIN_CLAIM}' claim",
             params={"claim": ADMIN_CLAIM},
         )
+
+
+def _replays(state: ServerState) -> list[tuple[Any, set[Any]]]:
+    """Each running replay's private computation and its one subscriber."""
+    views = (run.live_view() for run in list(state.replays))
+    return [
+        (computation, {subscriber})
+        for view in views
+        if view is not None
+        for computation, subscriber in [view]
+    ]
 
 
 async def _live(state: ServerState) -> tuple[list[tuple[Any, set[Any]]], int | None]:
@@ -233,6 +262,7 @@ async def list_computations(request: Request) -> list[ComputationEntry]:
     _authorize(request, state)
     live, pending = await _live(state)
     entries = [_entry(result, subscribers, pending, detail=False) for result, subscribers in live]
+    entries += [_entry(result, subs, None, detail=False, replay=True) for result, subs in _replays(state)]
     return sorted(entries, key=lambda e: e.id)
 
 
@@ -248,9 +278,12 @@ async def describe_computation(request: Request, computation_id: str) -> Computa
     state: ServerState = request.app.state.sparkwire
     _authorize(request, state)
     live, pending = await _live(state)
-    for result, subscribers in live:
-        if short_id(result.key) == computation_id:
-            entry = _entry(result, subscribers, pending, detail=True)
+    for result, subscribers, replay in [
+        *((r, s, False) for r, s in live),
+        *((r, s, True) for r, s in _replays(state)),
+    ]:
+        if _id(result, subscribers, replay) == computation_id:
+            entry = _entry(result, subscribers, pending, detail=True, replay=replay)
             assert isinstance(entry, ComputationDetail)
             return entry
     raise HttpError(404, f"no live computation has the id {computation_id!r}", params={"id": computation_id})

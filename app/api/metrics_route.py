@@ -14,13 +14,27 @@ from app.metrics import Metrics
 
 router = APIRouter()
 
+# The caps a client's use counts against, each shown as `sparkwire_limit{name=...}`.
+CAPS = (
+    "max_connections",
+    "max_subscriptions_per_connection",
+    "max_lingering_per_connection",
+    "max_lingering_computations",
+    "max_replays_per_connection",
+    "max_replays",
+)
+
 
 async def render(metrics: Metrics, state: ServerState) -> bytes:
     writer = state.log.local_writer  # the embedded log's (compute/storage/sqlite); None for Redis
     if writer is not None:
         metrics.observe_log(writer)
     metrics.connections.set(len(state.connections))
-    metrics.subscriptions.set(state.hub.subscriber_count())
+    metrics.subscriptions.set(state.hub.subscriber_count() + len(state.replays))  # a replay's own hub
+    metrics.replays.set(len(state.replays))
+    metrics.lingering.set(state.hub.lingering_count())
+    for cap in CAPS:
+        metrics.limits.labels(cap).set(getattr(state.settings, cap))
     if state.supervisor is not None:
         metrics.observe_supervisor(state.supervisor.failures, state.supervisor.restarts)
     if state.tier is not None:

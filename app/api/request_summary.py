@@ -34,13 +34,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # the server starts or drains) is a state, not a refusal worth a line each.
 PROBES = frozenset({"/healthz", "/readyz", "/persistent-compute/enabled"})
 UNCOUNTED = PROBES | {"/metrics"}
+# Server-side statuses that are refusals on purpose, not failures: a client can send them at will
+# during an outage or with the disk full, so one ERROR line each would let anyone flood the log.
+REFUSALS = frozenset({503, 507})
 REASON_BYTES = 2048  # of an error body, enough for its Conjure name and message
 
 
 class RequestLog:
     """ASGI middleware: counts HTTP answers by status class (`sparkwire_http_requests_total`), and logs
-    each HTTP answer of 400 or more (WARNING; ERROR for 5xx) with the reason its body gives.
-    Health probes and /metrics scrapes are neither counted nor logged."""
+    each HTTP answer of 400 or more (WARNING; ERROR for a 5xx but the deliberate refusals 503 and 507,
+    whose cause, an outage or a full disk, is logged once where it is met) with the reason its body
+    gives. Health probes and /metrics scrapes are neither counted nor logged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -82,7 +86,7 @@ def _log_refusal(scope: Scope, status: int, body: bytes) -> None:
     method, path = scope["method"], scope["path"]
     reason = _reason(body)
     logger.log(
-        logging.ERROR if status >= 500 else logging.WARNING,
+        logging.ERROR if status >= 500 and status not in REFUSALS else logging.WARNING,
         "%d %s %s from %s: %s",
         status,
         method,

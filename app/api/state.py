@@ -16,6 +16,7 @@ from app.transport.liveness import Liveness
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
+    from app.fanout.replay import ReplayRun
     from app.tiers.compute import ComputeTier
     from app.transport.connection import Connection
     from compute.spark.engine import Engine
@@ -38,6 +39,8 @@ class ServerState:
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
     admission: Admission = field(init=False)  # Origin and bearer token, for every route
+    # replays running (app/fanout/replay.py's ReplayRun), from their start until their period is over
+    replays: set[ReplayRun] = field(default_factory=set)
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
 

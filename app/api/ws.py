@@ -60,6 +60,7 @@ def session_config(settings: Settings) -> SessionConfig:
         ping_timeout=settings.ping_timeout,
         replay_available=settings.role == "all",  # replay reads the log with this process's Spark
         retention_s=settings.retention,
+        max_replays=settings.max_replays_per_connection,
     )
 
 
@@ -106,13 +107,22 @@ class SessionDriver:
 
     async def _start(self, action: StartSubscription) -> None:
         sub_id = action.subscription_id
+        current = False
         try:
             outcome: Subscriber | ReplayRun | Exception = await self._attach(action)
         except Exception as exc:
             outcome = exc
         finally:
-            if self._starting.get(sub_id) is asyncio.current_task():
+            current = self._starting.get(sub_id) is asyncio.current_task()
+            if current:
                 del self._starting[sub_id]  # what follows is synchronous: nothing left to cancel
+        if not current:
+            # Stopped (or its id subscribed again) while it attached, and the cancellation did not
+            # land (asyncio.wait_for can swallow one that races its result): what it attached
+            # belongs to nobody, so it goes now, or it would hold its computation forever.
+            if not isinstance(outcome, Exception):
+                self._release(outcome)
+            return
         if isinstance(outcome, Exception):
             if not isinstance(outcome, ComputeError):
                 logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
@@ -120,6 +130,9 @@ class SessionDriver:
         elif self.connection.closed.is_set():
             self._release(outcome)
         else:
+            replaced = self._subscribers.pop(sub_id, None)
+            if replaced is not None:  # never two attachments under one id: the older is let go
+                self._release(replaced)
             self._subscribers[sub_id] = outcome
             self.act(self.session.subscription_started(sub_id))
 
@@ -137,6 +150,8 @@ class SessionDriver:
             action,
             join_live=lambda: self._subscribe(action),
             on_failed=lambda exc: self._replay_failed(sub_id, run, exc),
+            running=state.replays,
+            max_replays=state.settings.max_replays,
         )
         try:
             await run.start()
@@ -222,6 +237,16 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
         return None
 
 
+def _receive(session: Session, data: str | bytes) -> list[Action]:
+    """The session's answer to one message. A message it fails on is a bug of ours, logged as one;
+    the client is told its message was not handled and keeps its connection and subscriptions."""
+    try:
+        return session.receive(data, _now())
+    except Exception:
+        logger.exception("%s: a client message could not be handled", session.label)
+        return [Send(frames.client_message_error("the server could not handle this message"))]
+
+
 WS_PATH = "/persistent-compute/ws"
 
 
@@ -291,7 +316,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             data = message.get("text")
             if data is None:
                 data = message.get("bytes") or b""
-            close = driver.perform(session.receive(data, _now()))
+            close = driver.perform(_receive(session, data))
             if close is not None:
                 await connection.close(close.code, close.reason)
                 break

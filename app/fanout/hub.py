@@ -157,18 +157,26 @@ class Hub:
         loop: asyncio.AbstractEventLoop,
         metrics: Metrics | None = None,
         resume_linger_s: float = 60.0,
+        max_lingering_per_connection: int = 128,
+        max_lingering: int = 1024,
     ) -> None:
         self._computations = computations
         self.loop = loop
         self.metrics = metrics or Metrics()
         self.resume_linger_s = resume_linger_s
+        # A lingering computation counts against the connection whose subscriber left it last, and
+        # against the server: past either cap, the oldest lingering one goes at once (a client that
+        # subscribes and leaves in a loop cannot keep more live than its caps).
+        self.max_lingering_per_connection = max_lingering_per_connection
+        self.max_lingering = max_lingering
         self._subscribers: dict[LiveResult, set[Subscriber]] = {}
         # Resume tokens (app/fanout/resume.py): each computation's recent changes, while it is live; one
         # whose subscribers asked for tokens outlives them by `resume_linger_s`, for their return.
         self._tokens = Tokens()
         self._histories: dict[str, ChangeHistory] = {}
         self._resumable: set[str] = set()
-        self._lingering: dict[LiveResult, asyncio.TimerHandle] = {}
+        self._lingering: dict[LiveResult, asyncio.TimerHandle] = {}  # oldest first
+        self._left_by: dict[LiveResult, int] = {}  # a lingering computation: the connection's id
         self._creating: dict[str, asyncio.Task[LiveResult]] = {}
         self._cache = FrameCache()
 
@@ -210,6 +218,7 @@ class Hub:
         else:
             computation = self.computations.find(key) or await self._create(request, plan)
         lingering = self._lingering.pop(computation, None)
+        self._left_by.pop(computation, None)
         if lingering is not None:
             lingering.cancel()
         known = self._histories.get(key)  # None: new to this hub, so no token can speak of it
@@ -270,10 +279,17 @@ class Hub:
         del self._creating[key]
         if not task.cancelled() and task.exception() is None:
             # If every waiter went away before subscribing, nobody would ever release it.
-            self.loop.call_later(5.0, self._release_if_unused, task.result())
+            self.loop.call_later(5.0, self._release_if_abandoned, task.result())
+
+    def _release_if_abandoned(self, computation: LiveResult) -> None:
+        """The check after a creation: one that lingers for a resume is its timer's to release (at
+        the full linger, however soon after its creation its last subscriber left)."""
+        if computation not in self._lingering and computation not in self._subscribers:
+            self._release(computation)
 
     def _release_if_unused(self, computation: LiveResult) -> None:
         self._lingering.pop(computation, None)
+        self._left_by.pop(computation, None)
         if computation not in self._subscribers:
             self._release(computation)
 
@@ -300,8 +316,29 @@ class Hub:
                 self._lingering[computation] = self.loop.call_later(
                     self.resume_linger_s, self._release_if_unused, computation
                 )
+                self._left_by[computation] = subscriber.sink.id
+                self._cap_lingering(subscriber.sink.id)
             else:
                 self._release(computation)
+
+    def _cap_lingering(self, connection_id: int) -> None:
+        """The caps on lingering computations, after one more started lingering for this connection."""
+        mine = [c for c, left_by in self._left_by.items() if left_by == connection_id]
+        while len(mine) > self.max_lingering_per_connection:
+            self._end_linger(mine.pop(0), "connection")
+        while len(self._lingering) > self.max_lingering:
+            self._end_linger(next(iter(self._lingering)), "server")
+
+    def _end_linger(self, computation: LiveResult, cap: str) -> None:
+        timer = self._lingering.pop(computation)
+        timer.cancel()
+        self._left_by.pop(computation, None)
+        self.metrics.lingering_released_early.labels(cap).inc()
+        self._release(computation)
+
+    def lingering_count(self) -> int:
+        """Computations kept live, with no subscriber, for a resume (docs/extensions.md)."""
+        return len(self._lingering)
 
     def live(self) -> dict[LiveResult, set[Subscriber]]:
         """Each live computation with its subscribers (read-only: for reports and the directory)."""

@@ -94,9 +94,14 @@ class ReplayRun:
         action: StartSubscription,
         join_live: JoinLive,
         on_failed: Failed,
+        running: set[ReplayRun],
+        max_replays: int,
     ) -> None:
         assert action.replay is not None
         self.engine, self.log, self.metrics = engine, log, metrics  # engine None: no Spark here
+        # the server's running replays (it caps them: SPARKWIRE_MAX_REPLAYS), this one among them
+        # from its start until its period is over
+        self.running, self.max_replays = running, max_replays
         self.connection = connection
         self.action = action
         self.replay = action.replay
@@ -120,6 +125,16 @@ class ReplayRun:
         engine = self.engine
         if engine is None:
             raise ComputeError("ReplayUnavailable", "replay needs --role all: this server runs no Spark")
+        running, limit = self.running, self.max_replays
+        if len(running) >= limit:  # each holds its period's points in memory and a share of a core
+            self.metrics.replays_refused.inc()
+            raise ComputeError(
+                "TooManyReplays",
+                f"the server runs {len(running)} replays, its limit (SPARKWIRE_MAX_REPLAYS); try again later",
+                {"limit": str(limit), "setting": "SPARKWIRE_MAX_REPLAYS"},
+                status_code=503,
+            )
+        running.add(self)  # from now: its read counts too
         computation = await asyncio.to_thread(self._prepare, engine)
         loop = asyncio.get_running_loop()
         self._computation = computation
@@ -227,8 +242,15 @@ class ReplayRun:
         ):
             await asyncio.sleep(DELIVERY_POLL_S)
 
+    def live_view(self) -> tuple[Computation, Subscriber] | None:
+        """Its private computation and subscriber while it plays (the directory lists them)."""
+        if self._computation is None or self.subscriber is None or self.ended:
+            return None
+        return self._computation, self.subscriber
+
     # -- the end -----------------------------------------------------------------------------------
     def _release_private(self) -> None:
+        self.running.discard(self)
         sub = self.subscriber
         if sub is not None and self._hub is not None and sub.hub is self._hub:
             self._hub.unsubscribe(sub)
@@ -238,6 +260,7 @@ class ReplayRun:
 
     def stop(self) -> None:
         """Unsubscribed or disconnected: the clock stops at once and what it held goes."""
+        self.running.discard(self)
         if self._task is not None:
             self._task.cancel()
             self._task = None

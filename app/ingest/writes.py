@@ -21,6 +21,7 @@ from app.config import Settings
 from app.http.errors import (
     INSUFFICIENT_STORAGE,
     INVALID_ARGUMENT,
+    LOG_UNAVAILABLE,
     REQUEST_ENTITY_TOO_LARGE,
     HttpError,
     error_response,
@@ -28,7 +29,8 @@ from app.http.errors import (
 from app.http.request_body import read_body
 from app.protocol.admission import Refused
 from app.protocol.auth import Principal
-from compute.storage.contract import InsufficientStorage, SeriesWrite, WriteRejected
+from app.protocol.limits import MAX_JSON_DEPTH, json_depth
+from compute.storage.contract import InsufficientStorage, LogUnavailable, SeriesWrite, WriteRejected
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.ingest import (
     StrictDoublePoint,
@@ -41,6 +43,8 @@ from schemas.ingest import (
 from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos
 
 logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 2  # what a 503 (the log unreachable) tells a writer to wait before sending again
 
 
 class InvalidWrite(ValueError):
@@ -108,6 +112,10 @@ def json_writes(body: bytes) -> list[SeriesWrite]:
 def validated_writes(body: bytes) -> list[SeriesWrite]:
     """A body the strict decoder declined, parsed and validated whole: its writes, or InvalidWrite
     saying what is wrong and where."""
+    # The strict decoder's fixed schema declines deep nesting without recursing; the parser and the
+    # validator here would recurse once per level (a RecursionError, a 500), so depth is bounded first.
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return to_writes(write_request_adapter.validate_python(orjson.loads(body)))
     except orjson.JSONDecodeError as exc:
@@ -130,7 +138,8 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
     SPARKWIRE_MAX_REQUEST_BYTES with its Content-Encoding undone (413, 415, 400),
     `await decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
     the data sources the token reaches (403), then the durable log (WriteRejected: 400,
-    InsufficientStorage: 507). 200 once every point is durable; on any refusal nothing is stored.
+    InsufficientStorage: 507, LogUnavailable: 503 with Retry-After). 200 once every point is
+    durable; on any refusal nothing is stored.
     Every error body is a Conjure error (app/http/errors.py). `decode` must raise InvalidWrite for
     anything it cannot accept: any other exception is a bug (500)."""
     state = request.app.state.sparkwire
@@ -159,6 +168,10 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
         # in fact refusing, on purpose, until disk space returns; the status and name say so.
         logger.warning("ingest refused, storage below its floor: %s", exc)
         return error_response(507, str(exc) or "the server is low on disk space", INSUFFICIENT_STORAGE)
+    except LogUnavailable as exc:
+        # An outage, not a failure of this request: 503 and when to try again, as the full disk's 507
+        # (the log store logs the outage once, not a traceback per request).
+        return error_response(503, str(exc), LOG_UNAVAILABLE, headers={"Retry-After": str(RETRY_AFTER_S)})
     state.metrics.points_ingested.inc(count)
     return Response(status_code=200)
 

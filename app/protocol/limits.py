@@ -6,7 +6,8 @@
 | subscriptions per connection        | 128      | `subscriptionCreation` error `TooManySubscriptions`    |
 | client messages per second          | 100      | message dropped, `clientMessageError` (one per second); |
 |                                     | (burst 2x) | a client that keeps going after that is closed 1008  |
-| request headers after TCP connect   | 10 s     | the socket is closed                                   |
+| each request's headers (1st or not) | 10 s     | the socket is closed                                   |
+| each request's body                 | 10 s + 1 s per 1 KiB received | the socket is closed              |
 | first WebSocket message after accept| 10 s     | close 1008                                             |
 | client message size (decompressed)  | 1 MiB    | close 1009 (enforced by the WebSocket protocol layer)  |
 | JSON nesting depth                  | 64       | `clientMessageError`, the connection stays open        |

@@ -66,6 +66,7 @@ class SessionConfig:
     # less its window may not reach past.
     replay_available: bool = True
     retention_s: float = 0.0
+    max_replays: int = 4  # replay subscriptions one connection may hold (until it unsubscribes them)
 
     @property
     def heartbeat_period(self) -> float:
@@ -166,6 +167,7 @@ class Session:
         # Replay subscriptions whose creation is not answered yet: they are answered once their
         # start read the log (success), or failed there (a creation error).
         self._unanswered: set[str] = set()
+        self._replays: set[str] = set()  # the ids of its replay subscriptions
         self._rate = MessageRate(config.max_messages_per_second, now.monotonic)
         self._last_heard = now.monotonic
         self._awaiting_pong_since: float | None = None
@@ -212,8 +214,10 @@ class Session:
         if isinstance(message, ClientPong):
             return []  # liveness is recorded for every message received
         if isinstance(message, Unsubscribe):
-            return [action for sub_id in message.unsubscribe for action in self._drop(sub_id)]
+            return self._unsubscribe(message.unsubscribe)
         if isinstance(message, Subscribe):
+            if not message.subscribe:
+                return [_client_error("subscribe names no subscriptions: nothing was subscribed")]
             return self._subscribe(message, now)
         if isinstance(message, ClientUpdateToken):
             return self._update_token(message.update_token.token)
@@ -248,8 +252,8 @@ class Session:
 
     def _update_token(self, token: str) -> list[Action]:
         """`updateToken` (extension): a fresh token replaces the old one before it expires."""
-        if self._authenticate is None:
-            return []  # authentication is off: nothing to refresh
+        if self._authenticate is None:  # said, so a client does not wait for an effect that never comes
+            return [_client_error("updateToken: authentication is off on this server; no token is used")]
         try:
             principal = self._authenticate(token)
         except AuthError as exc:
@@ -292,6 +296,8 @@ class Session:
                 actions.append(Send(frames.creation_error(sub_id, outcome)))
                 continue
             self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
+            if replay is not None:
+                self._replays.add(sub_id)
             if replay is None:
                 actions.append(Send(frames.creation_success(sub_id)))
             else:  # answered once its start has read the log (`subscription_started` / `_failed`)
@@ -327,6 +333,14 @@ class Session:
                 "replay reads the point log with Spark: it needs a server started with --role all "
                 "(this one has no Spark and no log reader)",
             )
+        if len(self._replays) >= self.config.max_replays:  # each reads its period into memory
+            limit = self.config.max_replays
+            return ComputeError(
+                "TooManyReplays",
+                f"a connection may hold at most {limit} replay subscriptions (SPARKWIRE_MAX_REPLAYS_PER_"
+                "CONNECTION); unsubscribe one first",
+                {"limit": str(limit), "setting": "SPARKWIRE_MAX_REPLAYS_PER_CONNECTION"},
+            )
         start, end = replay.start.to_nanos(), replay.end.to_nanos()
         now_ns = int(now.unix * NANOS_PER_SECOND)
         if end <= start:
@@ -357,6 +371,7 @@ class Session:
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
         """A StartSubscription failed: the client gets the error as the subscription's update (a
         replay whose creation is not answered yet: as its creation error)."""
+        self._replays.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None or self.closed:
             return []
         if not isinstance(error, ComputeError):
@@ -368,8 +383,19 @@ class Session:
             return [Send(frames.creation_error(sub_id, error))]
         return [Send(frames.subscription_update(sub_id, frames.error_update(error)))]
 
+    def _unsubscribe(self, sub_ids: list[str]) -> list[Action]:
+        """Each live id is dropped; ids that name no subscription are told, in one message (a typo in
+        an id would otherwise leave a subscription running that its client thinks has ended)."""
+        unknown = [_short(i) for i in dict.fromkeys(sub_ids) if i not in self._subscriptions]
+        actions = [action for sub_id in sub_ids for action in self._drop(sub_id)]
+        if unknown:
+            shown = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+            actions.append(_client_error(f"unsubscribe: no live subscription has the id(s) {shown}"))
+        return actions
+
     def _drop(self, sub_id: str) -> list[Action]:
         self._unanswered.discard(sub_id)
+        self._replays.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None:
             return []
         return [StopSubscription(sub_id)]
@@ -385,6 +411,7 @@ class Session:
         actions: list[Action] = [StopSubscription(sub_id) for sub_id in self.live]
         self._subscriptions.clear()
         self._unanswered.clear()
+        self._replays.clear()
         return [*actions, DisarmExpiry()]
 
 
@@ -436,9 +463,12 @@ def replay_out_of_range(message: str, start: int, end: int, held_from: int | Non
 def iso_ns(ns: int) -> str:
     """An int64 nanosecond timestamp as ISO-8601 UTC (to the microsecond), for messages."""
     seconds, nanos = split_nanos(ns)
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC) + datetime.timedelta(
-        microseconds=nanos // 1000
-    )
+    try:
+        moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC) + datetime.timedelta(
+            microseconds=nanos // 1000
+        )
+    except (ValueError, OverflowError, OSError):  # outside the calendar's years 1..9999
+        return f"{ns} ns since the epoch"
     return _iso(moment)
 
 

@@ -22,7 +22,7 @@ from app.runtime.allocator import keep_freed_memory
 from app.runtime.logging_setup import configure_logging
 from app.runtime.server import create_app
 from app.runtime.shutdown import drain
-from app.transport.http_protocol import http_protocol_with_header_deadline
+from app.transport.http_protocol import http_protocol_with_read_deadline
 from app.transport.ws_protocol import FanOutWebSocketProtocol
 
 logger = logging.getLogger("app.runtime.cli")
@@ -117,7 +117,7 @@ def serve(settings: Settings) -> None:
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
-        http=http_protocol_with_header_deadline(settings.handshake_timeout),
+        http=http_protocol_with_read_deadline(settings.handshake_timeout, settings.min_body_rate),
         ws=FanOutWebSocketProtocol,
     )
     server = DrainingServer(config)

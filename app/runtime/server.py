@@ -148,9 +148,16 @@ def create_app(settings: Settings) -> FastAPI:
         loop = asyncio.get_running_loop()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         log = await asyncio.to_thread(open_point_log, settings)
-        metrics = Metrics()
+        metrics = Metrics(settings.metrics_tenant_labels)
         # The hub's computations are the role's: Spark's (set once it runs) or the compute tier's.
-        hub = Hub(None, loop, metrics, settings.resume_linger_seconds)
+        hub = Hub(
+            None,
+            loop,
+            metrics,
+            settings.resume_linger_seconds,
+            settings.max_lingering_per_connection,
+            settings.max_lingering_computations,
+        )
         if settings.role != "compute":  # the edges take the writes
             decoders = DecodeWorkers(
                 settings.ingest_decode_workers, settings.ingest_decode_min_bytes, metrics.bodies_decoded

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from app.tiers import wire
 from app.tiers.mirror import Fresh, Gap, ResultMirror
@@ -56,7 +58,16 @@ class RemoteComputations:
         """`hub`: the one this edge's changes are fanned out through (it reads its computations here)."""
         self.names = wire.Names(prefix)
         self.edge_id = edge_id or uuid.uuid4().hex[:12]
-        self.redis = aioredis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        self.redis = aioredis.Redis.from_url(
+            redis_url,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+            # A pooled connection that died with a Redis restart is opened again once, not failed to
+            # the caller (the first new subscription after a restart met it: JobInvalidState).
+            # Every command here may run twice: wants and leases are overwritten, notices repeated.
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
+            retry_on_error=[redis.ConnectionError],
+        )
         self.hub = hub
         self._mirrors: dict[str, ResultMirror] = {}  # key -> mirror
         self._by_channel: dict[bytes, ResultMirror] = {}

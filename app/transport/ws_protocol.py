@@ -50,6 +50,10 @@ class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
             # The handshake's request and response, headers and all (~4.5 KB per connection,
             # measured with tracemalloc), are never read again once the response is sent.
             self.request = self.response = None  # type: ignore[assignment]
+        elif message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            # A refusal (401, 403) sent in full answers the handshake: uvicorn would otherwise log
+            # "ASGI callable returned without completing handshake" at ERROR for every refused client.
+            self.handshake_complete = True
 
     def handle_parser_exception(self) -> None:
         """A message over the size limit (or a broken frame): send the close frame, then half-close.
@@ -70,6 +74,14 @@ class FanOutWebSocketProtocol(WebSocketsSansIOProtocol):
     def data_received(self, data: bytes) -> None:
         if not self._discarding:
             super().data_received(data)
+        refused = self.conn.handshake_exc is not None
+        if refused and not self.handshake_complete and not self.transport.is_closing():
+            # The handshake request was refused by the protocol layer (a 431 for an oversized header
+            # line, a 414, a 400): uvicorn never sends that answer nor closes; send it, then close.
+            self.handshake_complete = True
+            self.close_sent = True
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.transport.close()
 
     def eof_received(self) -> None:
         if self._discarding:  # everything the client sent has been read: no reset

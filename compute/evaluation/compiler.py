@@ -47,6 +47,16 @@ class MalformedNode(ValueError):
     """Not a Nominal node at all: the client message is invalid (clientMessageError)."""
 
 
+def _listed(source: dict[str, Json], field: str) -> list[Json]:
+    """An optional list field of a channel or series (absent or null: empty)."""
+    value = source.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedNode(f"{field} must be a list")
+    return value
+
+
 @dataclass(frozen=True)
 class Limits:
     max_window_ns: int = 24 * 3600 * NANOS_PER_SECOND
@@ -308,9 +318,11 @@ class _Builder:
         return self.read_branches(datasets.View(tuple(branches)), channel, expect, self.group_by(o))
 
     def group_by(self, o: dict[str, Json]) -> tuple[str, ...]:
-        group_by = [self.string_constant(g) for g in o.get("groupByTags") or []]
-        group_by += [g for g in o.get("tagsToGroupBy") or [] if isinstance(g, str)]
-        return tuple(sorted(set(group_by)))
+        group_by = [self.string_constant(g) for g in _listed(o, "groupByTags")]
+        tags_to_group_by = _listed(o, "tagsToGroupBy")
+        if not all(isinstance(g, str) for g in tags_to_group_by):
+            raise MalformedNode("tagsToGroupBy must be a list of strings")
+        return tuple(sorted(set(group_by + tags_to_group_by)))
 
     def data_source_channel(self, value: Json, expect: str | None) -> nodes.SeriesNode:
         source = self.obj(value, "DataSourceChannel")

@@ -37,6 +37,11 @@ class InsufficientStorage(Exception):
     stored, and writes are accepted again once space returns (ingest answers 507)."""
 
 
+class LogUnavailable(Exception):
+    """The log cannot be reached (a Redis outage): nothing of the request is stored, and the same
+    request may be sent again once it is back (ingest answers 503 with Retry-After)."""
+
+
 @dataclass
 class SeriesWrite:
     key: SeriesKey

@@ -330,13 +330,16 @@ def test_a_start_that_ends_after_its_subscription_is_let_go() -> None:
     assert session.subscription_failed(sub_id, RuntimeError("late")) == []
 
 
-def test_unsubscribe_stops_the_subscription_and_ignores_unknown_ids() -> None:
+def test_unsubscribe_stops_the_subscription_and_names_unknown_ids() -> None:
     session = new_session()
-    keep, drop = new_id(), new_id()
+    keep, drop, unknown = new_id(), new_id(), new_id()
     subscribed(session, keep)
     subscribed(session, drop)
-    actions = session.receive(json.dumps({"type": "unsubscribe", "unsubscribe": [drop, new_id()]}), at(2))
-    assert actions == [StopSubscription(drop)]
+    actions = session.receive(json.dumps({"type": "unsubscribe", "unsubscribe": [drop, unknown]}), at(2))
+    assert actions[0] == StopSubscription(drop)
+    assert len(actions) == 2 and isinstance(actions[1], Send)
+    error = json.loads(actions[1].frame)["health"]["clientMessageError"]
+    assert unknown in json.dumps(error) and drop not in json.dumps(error)
     assert session.live == [keep]
 
 
@@ -398,9 +401,11 @@ def test_a_bad_update_token_closes_with_1008() -> None:
     assert session.closed
 
 
-def test_update_token_is_ignored_when_authentication_is_off() -> None:
+def test_update_token_is_answered_when_authentication_is_off() -> None:
     session = Session(principal(), SessionConfig(), at(0), authenticate=None)
-    assert session.receive(update_token("x"), at(1)) == []
+    (answer,) = session.receive(update_token("x"), at(1))
+    assert isinstance(answer, Send)
+    assert "authentication is off" in json.dumps(json.loads(answer.frame)["health"]["clientMessageError"])
     assert not session.closed
 
 

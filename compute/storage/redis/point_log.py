@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 import redis
 
-from compute.storage.contract import Offsets, ReadResult, SeriesWrite, WriteRejected
+from compute.storage.contract import LogUnavailable, Offsets, ReadResult, SeriesWrite, WriteRejected
 from compute.storage.group_commit import run_groups
 from compute.storage.horizon import redis_held_from
 from compute.storage.records import POINT_SCHEMA
@@ -121,6 +121,7 @@ class RedisLog:
         self.consumer = consumer
         self.retention = retention or Retention()
         self._conn = rs.connect(url)
+        self._outage_logged = float("-inf")  # when an unreachable Redis was last logged (monotonic)
         self._check_partition_count()
         self._append = self._conn.register_script(_APPEND)
         self._catalog_lock = threading.Lock()
@@ -169,7 +170,16 @@ class RedisLog:
             return
         try:
             replies = pipe.execute(raise_on_error=False)
-        except Exception as exc:  # Redis unreachable: nothing is acknowledged
+        except (redis.ConnectionError, redis.TimeoutError) as exc:  # unreachable: nothing is acknowledged
+            now = time.monotonic()
+            if now - self._outage_logged >= 10.0:  # one line per 10 s of outage, not one per request
+                self._outage_logged = now
+                logger.warning("Redis append failed, writes answered 503 until it is back: %s", exc)
+            unavailable = LogUnavailable(f"the point log (Redis) is unreachable: {exc}")
+            for pending, _ in sent:
+                pending.future.set_exception(unavailable)
+            return
+        except Exception as exc:  # anything else is a bug: nothing is acknowledged either
             logger.exception("Redis append failed")
             for pending, _ in sent:
                 pending.future.set_exception(exc)
