@@ -62,8 +62,15 @@ class Plan:
     root: nodes.OutputNode
     selectors: list[ChannelSelector]
     window_ns: int
-    lookback_ns: int
+    lookback_ns: int  # history read before the window: the nodes' lookback plus one history step
     grouped: bool
+    # The held history's start moves by this much at a time (computation.py): 1/16 of the window
+    # (at least 1 s), so a window holds at most that much more than its nodes need.
+    history_step_ns: int = NANOS_PER_SECOND
+
+
+def history_step(window_ns: int) -> int:
+    return max(window_ns // 16, NANOS_PER_SECOND)
 
 
 @dataclass
@@ -725,4 +732,12 @@ def compile_plan(
             f"channels group by different tags {sorted(group_sets)}; one set of groupByTags per computation",
             "groupByTags",
         )
-    return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
+    step = history_step(window_ns)
+    return Plan(
+        root,
+        b.selectors,
+        window_ns,
+        lookback_ns=lookback + step,
+        grouped=bool(group_sets),
+        history_step_ns=step,
+    )
