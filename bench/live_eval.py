@@ -1,7 +1,7 @@
 """Workload 3c's evaluation cost, in process: what a live computation costs per micro-batch with an
 hour-long window against the same computation over 60 s.
 
-    python -m bench.live_eval [--smoke] [--out FILE.json] [NAME=VALUE ...]
+    python -m bench.live_eval [--smoke] [--mix2b] [--out FILE.json] [NAME=VALUE ...]
 
 No server and no Spark: the engine's own `Computation`s (compute/evaluation), back-filled with a
 window's worth of a 1 kHz feed of x and y, then fed `batches` micro-batches of `batch_ms` of new
@@ -11,6 +11,9 @@ each kind of workload 3c: `x + y`, `derivative(x)`, a 10 s rolling mean of x (ea
 all of them (this thread's CPU time, mean / p50 / p95 / max over the batches) and per kind, and the
 back-fill's. Windows are not shared between computations here (each copies the back-fill), so the
 full plan's hour arm holds ~2 GB.
+
+`--mix2b` measures workload 2b's 1,000 computations instead (bench/computations.py's mix over 10
+channels of 1 kHz, back-filled with 70 s, then 100 ms micro-batches of all 10 channels).
 
 Only the compute/evaluation API that existed before the incremental contract is used, so the same
 script measures an older tree (PYTHONPATH=<an extracted older tree>)."""
@@ -176,6 +179,71 @@ def measure_arm(plan: LiveEvalPlan, window_s: int) -> dict[str, Any]:
     }
 
 
+def measure_mix2b(computations: int = 1000, channels: int = 10, batches: int = 20) -> dict[str, Any]:
+    """Workload 2b's evaluations: CPU per micro-batch of all `computations`, per kind."""
+    from bench.computations import KINDS, mix
+    from bench.feed import channel_name
+
+    rate_hz, batch_ms, history_s = 1000, 100, 70
+    step = NANOS // rate_hz
+    now = 1_800_000_000 * NANOS
+    history = history_s * rate_hz
+    infos = [
+        SeriesInfo(100 + c, SeriesKey.of(RID, channel_name(c), {}), SeriesKind.NUMERIC)
+        for c in range(channels)
+    ]
+    built: list[tuple[str, Computation]] = []
+    for i, sub in enumerate(mix(RID, computations, list(KINDS), channels)):
+        request = sub.body["computeRequest"]
+        width = request["windowWidth"]
+        plan = compile_plan(
+            request["node"],
+            width["seconds"] * NANOS + width["nanos"],
+            request["context"]["variables"],
+            Limits(),
+            ResultOptions(),
+        )
+        c = Computation(f"mix-{i}", plan, allowed_lateness_ns=None)
+        for info in infos:
+            c.route(info)
+        built.append((sub.kind, c))
+
+    def rows(start: int, count: int, seq0: int) -> dict[int, Rows]:
+        i = np.arange(count, dtype=np.int64)
+        ts = start + i * step
+        return {
+            info.id: Rows(seq0 + i, ts.copy(), np.sin(ts / NANOS + c) * 2 + c) for c, info in enumerate(infos)
+        }
+
+    start = now - history * step
+    for _, c in built:
+        c.backfill_seq = history
+        c.load_backfill({sid: r for sid, r in rows(start, history, 1).items() if sid in c.routes}, now)
+    per_batch = rate_hz * batch_ms // 1000
+    t, seq = now, history + 1
+    totals: list[float] = []
+    by_kind: dict[str, list[float]] = {}
+    for _ in range(batches):
+        batch = rows(t + step, per_batch, seq)
+        t += per_batch * step
+        seq += per_batch
+        spent: dict[str, float] = {}
+        for kind, c in built:
+            own = {sid: r for sid, r in batch.items() if sid in c.routes}  # as the driver hands them
+            began = time.thread_time()
+            c.apply_batch(own, t)
+            spent[kind] = spent.get(kind, 0.0) + (time.thread_time() - began) * 1000
+        for kind, ms in spent.items():
+            by_kind.setdefault(kind, []).append(ms)
+        totals.append(sum(spent.values()))
+    return {
+        "computations": computations,
+        "batches": batches,
+        "all": _summary(totals),
+        "by_kind": {k: _summary(v) for k, v in by_kind.items()},
+    }
+
+
 def measure(plan: LiveEvalPlan) -> dict[str, Any]:
     short = measure_arm(plan, plan.short_s)
     long = measure_arm(plan, plan.long_s)
@@ -210,6 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--mix2b", action="store_true", help="workload 2b's 1,000 computations instead")
     parser.add_argument("--out")
     parser.add_argument("overrides", nargs="*", help="NAME=VALUE for LiveEvalPlan")
     args = parser.parse_args(argv)
@@ -220,6 +289,13 @@ def main(argv: list[str] | None = None) -> None:
         current = getattr(plan, name)
         changes[name] = tuple(value.split(",")) if isinstance(current, tuple) else type(current)(value)
     plan = dataclasses.replace(plan, **changes)
+    if args.mix2b:
+        mixed = measure_mix2b(batches=plan.batches)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(json.dumps(mixed, indent=2) + "\n")
+        sys.stdout.write(json.dumps(mixed, indent=2) + "\n")
+        return
     results = measure(plan)
     text = json.dumps(results, indent=2)
     if args.out:
