@@ -322,3 +322,48 @@ def test_a_live_batch_evaluates_only_the_new_points() -> None:
     assert seen == [100, 100, 100]
     out = computation.outputs[()]
     assert isinstance(out, NumericBuckets) and out.count.sum() > 3_000_000
+
+
+def test_a_derivative_over_a_dense_channel_stays_incremental_when_the_held_start_moves() -> None:
+    """The held history's start moves once per step (225 s for an hour window); a derivative's
+    first point depends on the point held before it, but over a dense channel that point is there
+    (`head_settled`), so the step costs no whole evaluation. A gap longer than the step is not
+    settled, and is evaluated whole: the fallback that keeps it exact."""
+    from compute.evaluation.nodes import Derivative
+
+    window = 3600 * NANOS
+    node = n.series(n.numeric_series(n.derivative(a)), buckets=1000)
+    plan = compile_plan(node, window, variables(RID), Limits(), ResultOptions())
+    computation = Computation("hour", plan, allowed_lateness_ns=None)
+    computation.route(SeriesInfo(1, SeriesKey.of(RID, "a", {}), SeriesKind.NUMERIC))
+    points = 3_600_000
+    ts = BASE + np.arange(points, dtype=np.int64) * MS
+    computation.backfill_seq = points
+    now = int(ts[-1]) + NANOS  # the window's start 1 s past a step: the held start is before it
+    computation.load_backfill({1: Rows(np.arange(points), ts, np.sin(np.arange(points) / 100))}, now)
+    whole = Derivative.evaluate
+    calls: list[int] = []
+
+    def counted(self: Any, env: Any) -> Any:
+        calls.append(1)
+        return whole(self, env)
+
+    Derivative.evaluate = counted  # type: ignore[method-assign]
+    try:
+        step = plan.history_step_ns
+        t = int(ts[-1])
+        for _ in range(3):  # each batch's clock a whole step later: the held start moves every time
+            new = t + MS * np.arange(1, 101, dtype=np.int64)
+            t = int(new[-1])
+            now += step
+            assert computation.apply_batch({1: Rows(np.arange(100) + t, new, np.zeros(100))}, now) is not None
+        assert calls == []
+        # nothing written for an hour: the window starts just after a step past the last point, so
+        # the point before the window's first one is not held and the step is evaluated whole
+        grid = (t // step + 1) * step
+        later = grid + window + 100 * MS
+        rows = {1: Rows(np.array([later]), np.array([later - MS]), np.zeros(1))}
+        assert computation.apply_batch(rows, later) is not None
+        assert calls == [1]
+    finally:
+        Derivative.evaluate = whole  # type: ignore[method-assign]

@@ -62,11 +62,16 @@ class Plan:
     root: nodes.OutputNode
     selectors: list[ChannelSelector]
     window_ns: int
-    lookback_ns: int  # history read before the window: the nodes' lookback plus one history step
+    lookback_ns: int  # history the nodes need before the window
     grouped: bool
     # The held history's start moves by this much at a time (computation.py): 1/16 of the window
     # (at least 1 s), so a window holds at most that much more than its nodes need.
     history_step_ns: int = NANOS_PER_SECOND
+
+    @property
+    def history_ns(self) -> int:
+        """History a back-fill reads before the window: the lookback and one step."""
+        return self.lookback_ns + self.history_step_ns
 
 
 def history_step(window_ns: int) -> int:
@@ -737,7 +742,7 @@ def compile_plan(
         root,
         b.selectors,
         window_ns,
-        lookback_ns=lookback + step,
+        lookback_ns=lookback,
         grouped=bool(group_sets),
         history_step_ns=step,
     )

@@ -299,13 +299,12 @@ class Computation:
         """Where the held history starts at `now`: at least the nodes' lookback before the window,
         on a multiple of the plan's step (so it moves once per step)."""
         step = self.plan.history_step_ns
-        return (now - self.plan.window_ns - (self.plan.lookback_ns - step)) // step * step
+        return (now - self.plan.window_ns - self.plan.lookback_ns) // step * step
 
     def _evaluate(self, now: int, whole: bool) -> None:
         window_start = now - self.plan.window_ns
         keep_from = self.held_from(now)
-        if keep_from != self._held_from and not self._head_stable:
-            whole = True  # the output near the window's start may depend on where history starts
+        moved = keep_from != self._held_from and not self._head_stable
         self._held_from = keep_from
         changed, self._changed = self._changed, {}
         inputs: dict[GroupKey, dict[int, NumericPoints | EnumPoints]] = {}
@@ -334,6 +333,8 @@ class Computation:
                 )
             }
             everywhere = UNCHANGED
+        if moved and not all(self.plan.root.input.head_settled(env, window_start) for env in envs.values()):
+            whole = True  # the output near the window's start depends on where history starts
         self.updated_at = time.time_ns()
         try:
             if whole:

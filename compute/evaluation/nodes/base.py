@@ -140,6 +140,27 @@ class Node:
         reach = self.reach()
         return reach is not None and reach.points == 0 and all(c.head_stable() for c in self.children())
 
+    def head_settled(self, env: EvalEnv, since: int) -> bool:
+        """Whether the output from `since` on is the same whatever history is held before
+        `env.held_from`: true of a head-stable node, and of a point reach whose input holds that
+        point at or after `env.held_from` (a dense channel under `derivative(x)` or `threshold(x)`),
+        so the computation need not re-evaluate it whole when the held start moves. False when
+        it cannot tell cheaply."""
+        reach = self.reach()
+        if reach is None:
+            return False
+        start = clamp(since - reach.shift_ns - reach.ns) if since > EARLIEST else EARLIEST
+        for child in self.children():
+            if reach.points and child.points_before(env, start) < reach.points:
+                return False
+            if not child.head_settled(env, start):
+                return False
+        return True
+
+    def points_before(self, env: EvalEnv, t: int) -> int:
+        """How many points of this node's output lie before `t`, if cheap to tell (else 0)."""
+        return 0
+
     def input_since(self, child: Node, env: EvalEnv, since: int) -> Any:
         """`child`'s output from where this node's reach says its output from `since` needs it."""
         reach = self.reach()

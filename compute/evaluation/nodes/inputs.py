@@ -36,6 +36,10 @@ class ChannelInput(SeriesNode):
     def changed_from(self, changed: int) -> int:
         return changed
 
+    def points_before(self, env: EvalEnv, t: int) -> int:
+        series = env.inputs.get(self.index)
+        return 0 if series is None else int(np.searchsorted(series.ts, t, side="left"))
+
     def evaluate_since(self, env: EvalEnv, since: int) -> Series:
         out: Series = cut(self.evaluate(env), since)  # views of the window: no copy
         return out
