@@ -256,9 +256,10 @@ class Computation:
             if not len(ts):
                 continue
             self.newest_seen[sid] = max(self.newest_seen.get(sid, ts[0]), int(ts.max()))
-            oldest = int(ts.min()) if oldest is None else min(oldest, int(ts.min()))
+            first = int(ts.min())
+            oldest = first if oldest is None else min(oldest, first)
             for route in self.routes.get(sid, ()):
-                self._changed[route.group] = min(self._changed.get(route.group, UNCHANGED), int(ts.min()))
+                self._changed[route.group] = min(self._changed.get(route.group, UNCHANGED), first)
                 group = self.groups.setdefault(route.group, _Group())
                 if route.kind is SeriesKind.ENUM:
                     window = group.windows.setdefault(route.input_index, SeriesWindow(np.int32))
