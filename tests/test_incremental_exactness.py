@@ -327,8 +327,9 @@ def test_a_live_batch_evaluates_only_the_new_points() -> None:
 def test_a_derivative_over_a_dense_channel_stays_incremental_when_the_held_start_moves() -> None:
     """The held history's start moves once per step (225 s for an hour window); a derivative's
     first point depends on the point held before it, but over a dense channel that point is there
-    (`head_settled`), so the step costs no whole evaluation. A gap longer than the step is not
-    settled, and is evaluated whole: the fallback that keeps it exact."""
+    (`head_settled`), so the step costs no whole evaluation. A window starting in a gap (no point
+    between the held start and the window's) is not settled, and is evaluated whole: the fallback
+    that keeps it exact."""
     from compute.evaluation.nodes import Derivative
 
     window = 3600 * NANOS
