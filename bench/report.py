@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import ingest_ceiling, long_windows
+from bench import ingest_ceiling, live_eval, long_windows
 from bench.baselines import DIED
 
 Json = Any
@@ -123,6 +123,7 @@ def targets(r: Json) -> list[tuple[str, str, str, str]]:
         )
     )
     rows += _long_window_rows(r.get("long_windows") or {})
+    rows += _live_eval_rows(r.get("live_eval") or {})
     rows += _ceiling_rows(r.get("ingest_ceiling") or {})
     kb = r.get("connections", {}).get("kb_per_connection")
     rows.append(
@@ -197,6 +198,25 @@ def _fast_floor_rows(r: Json) -> list[tuple[str, str, str, str]]:
         f"for {fast['usage']['cpu_cores']:.2f} cores against {floor['usage']['cpu_cores']:.2f}"
     )
     return [(name, wanted, measured, "reported; the default trigger is decision 0035's")]
+
+
+def _live_eval_rows(live: Json) -> list[tuple[str, str, str, str]]:
+    """Workload 3c's evaluation arm (in process): the hour windows' evaluation CPU per micro-batch
+    against the same computations over 60 s. Its server arm (updates per subscription per second,
+    write-to-frame p99) is not in the harness yet."""
+    ratio = live.get("cpu_ratio_long_to_short")
+    measured = "not measured"
+    if ratio is not None:
+        long, short = live["long"]["all"]["mean_ms"], live["short"]["all"]["mean_ms"]
+        measured = f"{ratio:.2f}x ({long} / {short} ms, {live['long']['computations']} computations)"
+    return [
+        (
+            "3c evaluation CPU per micro-batch, hour / 60 s (in process)",
+            "<= 1.5x",
+            measured,
+            _verdict(ratio, 1.5),
+        )
+    ]
 
 
 def _long_window_rows(lw: Json) -> list[tuple[str, str, str, str]]:
@@ -653,6 +673,9 @@ def render(r: Json, kept: str = "") -> str:
     if lw:
         lines += ["", long_windows.render(lw, title="### Workload 3b: long windows (a server of its own)")]
         lines[-1] = lines[-1].rstrip("\n")
+    live = r.get("live_eval")
+    if live:
+        lines += ["", live_eval.render(live).rstrip("\n")]
     ramp = r.get("ingest", {}).get("steps", [])
     if ramp:
         lines += [

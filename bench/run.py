@@ -7,13 +7,15 @@ In order: the baselines (the naive design, then Spark's floor in a fresh process
 trigger and at a shorter one), a server for workloads 1-4 (2b: fan-out at 10x), then workload 5,
 idle connections (a fresh server), workload 3b, long windows (a server of its own on a log filled
 before it starts: bench/long_windows.py), then the ingest ceiling per endpoint (a fresh server:
-bench/ingest_ceiling.py), then the report.
+bench/ingest_ceiling.py), then workload 3c's evaluation cost in process (no server:
+bench/live_eval.py), then the report.
 
 NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
-long_windows.NAME=VALUE and ingest_ceiling.NAME=VALUE those of their own plans. `--only` runs
-some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle, baselines, long_windows,
-ingest_ceiling; ingest brings latency along), e.g. `--only fanout10x` measures fan-out at 10x in a
-few minutes; the report then says "not measured" of the rest.
+long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE and live_eval.NAME=VALUE those of their own
+plans. `--only` runs some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle,
+baselines, long_windows, ingest_ceiling, live_eval; ingest brings latency along), e.g. `--only
+fanout10x` measures fan-out at 10x in a few minutes; the report then says "not measured" of the
+rest.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import ingest_ceiling, long_windows
+from bench import ingest_ceiling, live_eval, long_windows
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -46,7 +48,7 @@ Json = Any
 PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
 SERVER_WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest")  # one shared server
-WORKLOADS = (*SERVER_WORKLOADS, "idle", "baselines", "long_windows", "ingest_ceiling")
+WORKLOADS = (*SERVER_WORKLOADS, "idle", "baselines", "long_windows", "ingest_ceiling", "live_eval")
 
 
 def log(msg: str) -> None:
@@ -61,9 +63,10 @@ class Run:
         only: frozenset[str] = frozenset(WORKLOADS),
         lw_plan: long_windows.LongWindowsPlan = long_windows.FULL,
         ceiling_plan: ingest_ceiling.CeilingPlan = ingest_ceiling.FULL,
+        live_plan: live_eval.LiveEvalPlan = live_eval.FULL,
     ) -> None:
         self.plan, self.work = plan, work
-        self.lw_plan, self.ceiling_plan = lw_plan, ceiling_plan
+        self.lw_plan, self.ceiling_plan, self.live_plan = lw_plan, ceiling_plan, live_plan
         self.keep_records = False  # --work given: workload 3b's history stays there too
         self.only = only | {"latency"} if "ingest" in only else only
         self.tick = 1_000_000_000 // plan.rate_hz
@@ -252,6 +255,14 @@ class Run:
                 self.ceiling_plan, self.work / "ingest-ceiling", self.server_env()
             ),
         )
+
+    def live_eval(self) -> None:
+        """Workload 3c's evaluation CPU per micro-batch, hour windows against 60 s, in this process."""
+        log("workload 3c: live long windows, evaluation per micro-batch (in process, no server)")
+        try:
+            self.results["live_eval"] = live_eval.measure(self.live_plan)
+        except Exception as exc:  # the report says so; the other workloads' figures stand
+            self.results.setdefault("errors", {})["live_eval"] = repr(exc)
 
     def idle(self) -> None:
         self._own_server("connections", self._measure_idle)
@@ -586,20 +597,24 @@ def _batch_means(before: dict[str, float], after: dict[str, float], seconds: flo
     }
 
 
-def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """NAME=VALUE for the Plan, long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE (prefix dropped)."""
+def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """NAME=VALUE for the Plan, long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE,
+    live_eval.NAME=VALUE (prefix dropped)."""
     own: list[str] = []
     lw: list[str] = []
     ceiling: list[str] = []
+    live: list[str] = []
     for item in overrides:
         prefix, dot, rest = item.partition(".")
         if dot and prefix == "long_windows" and "=" in rest:
             lw.append(rest)
         elif dot and prefix == "ingest_ceiling" and "=" in rest:
             ceiling.append(rest)
+        elif dot and prefix == "live_eval" and "=" in rest:
+            live.append(rest)
         else:
             own.append(item)
-    return own, lw, ceiling
+    return own, lw, ceiling, live
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -619,15 +634,16 @@ def main(argv: list[str] | None = None) -> None:
     only = frozenset(w for w in args.only.split(",") if w)
     if not only <= set(WORKLOADS):
         parser.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(WORKLOADS)))}")
-    own, lw, ceiling = split_overrides(args.overrides)
+    own, lw, ceiling, live = split_overrides(args.overrides)
     plan = with_overrides(SMOKE if args.smoke else FULL, own)
     lw_plan = with_overrides(long_windows.SMOKE if args.smoke else long_windows.FULL, lw)
     ceiling_plan = with_overrides(ingest_ceiling.SMOKE if args.smoke else ingest_ceiling.FULL, ceiling)
+    live_plan = with_overrides(live_eval.SMOKE if args.smoke else live_eval.FULL, live)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: 5,000 sockets each side
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
     work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    run = Run(plan, work, only, lw_plan, ceiling_plan)
+    run = Run(plan, work, only, lw_plan, ceiling_plan, live_plan)
     run.keep_records = args.work is not None
     started = time.time()
     run.results["machine"] = describe_machine()
@@ -661,6 +677,8 @@ def main(argv: list[str] | None = None) -> None:
         run.long_windows()
     if "ingest_ceiling" in only:
         run.ingest_ceiling()
+    if "live_eval" in only:
+        run.live_eval()
     run.results["duration_s"] = round(time.time() - started)
     kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,12 @@ def check(out: Path) -> None:
     assert len(lw["day_ms"]) == lwp["day_repeats"] and min(lw["day_ms"]) > 0
     assert lw["memory"]["computations"] == lwp["concurrent"] and lw["memory"]["window_points"]
     assert lw["cpu"]["single"]["cpu_cores"] > 0
+    # workload 3c's evaluation arm, in process: both arms evaluated every micro-batch
+    live, livep = results["live_eval"], results["live_eval"]["plan"]
+    for arm in ("short", "long"):
+        assert live[arm]["batches"] == livep["batches"] and live[arm]["all"]["mean_ms"] > 0, arm
+        assert live[arm]["changes"] > 0, arm
+    assert live["cpu_ratio_long_to_short"] is not None
     # the ingest ceiling: each endpoint ramped (tiny steps), its server's CPU split by thread
     ceiling = results["ingest_ceiling"]
     for endpoint in ("json", "protobuf"):
@@ -72,6 +78,7 @@ def check(out: Path) -> None:
         "## Targets",
         "## Workloads",
         "Workload 3b: long windows",
+        "3c, live long windows",
         "Workload 4: ingest ramp",
         "Workload 4: ingest ceiling per endpoint",
         "<!-- ingest-ceiling:begin -->",

@@ -163,6 +163,28 @@ def union_ranges(*rs: J) -> J:
     return union("unionRange", {"inputs": list(rs)})
 
 
+# -- conditions (BooleanSeries) over one series and constants -----------------------------------
+def compare(kind: str, left: J, right: J) -> J:
+    """kind: greaterThan, greaterThanOrEqualTo, lessThan, lessThanOrEqualTo, equalTo, notEqualTo."""
+    return union(kind, {"left": left, "right": right})
+
+
+def either(left: J, right: J) -> J:
+    return union("or", {"left": left, "right": right})
+
+
+def both(left: J, right: J) -> J:
+    return union("and", {"left": left, "right": right})
+
+
+def filter_where(x: J, condition: J) -> J:
+    return union("filterWhere", {"input": x, "condition": condition})
+
+
+def boolean_ranges(condition: J) -> J:
+    return union("booleanRanges", {"input": condition})
+
+
 # -- computable nodes ---------------------------------------------------------------------------
 def series(s: J, buckets: int | None = None, resolution: int | None = None) -> J:
     body: J = {"input": s, "numericAggregations": {}}

@@ -260,6 +260,38 @@ def _rolling(points: Points, window: int, op: str) -> Points:
     return out
 
 
+BOOLEAN = {
+    "greaterThan": COMPARE["GREATER_THAN"],
+    "greaterThanOrEqualTo": COMPARE["GREATER_THAN_OR_EQUAL_TO"],
+    "lessThan": COMPARE["LESS_THAN"],
+    "lessThanOrEqualTo": COMPARE["LESS_THAN_OR_EQUAL_TO"],
+    "equalTo": COMPARE["EQUAL_TO"],
+    "notEqualTo": COMPARE["NOT_EQUAL_TO"],
+}
+
+
+def condition(env: Env, node: dict[str, Any]) -> tuple[Points | None, Any]:
+    """A BooleanSeries over one series and constants: (that series' points, whether it holds at a
+    timestamp of theirs)."""
+    kind, body = node["type"], node[node["type"]]
+    if kind in ("and", "or"):
+        (lp, lc), (rp, rc) = condition(env, body["left"]), condition(env, body["right"])
+        if kind == "and":
+            return lp or rp, lambda t: lc(t) and rc(t)
+        return lp or rp, lambda t: lc(t) or rc(t)
+    left, right = numeric(env, body["left"]), numeric(env, body["right"])
+    subject = next((x for x in (left, right) if not isinstance(x, Constant)), None)
+
+    def at(x: Points | Constant) -> Any:
+        if isinstance(x, Constant):
+            return lambda t: x.value
+        values = dict(x)
+        return lambda t: values[t]
+
+    lv, rv, op = at(left), at(right), BOOLEAN[kind]
+    return subject, lambda t: op(lv(t), rv(t))
+
+
 def numeric(env: Env, node: dict[str, Any]) -> Points | Constant:
     kind, body = node["type"], node[node["type"]]
     if kind == "raw":
@@ -290,6 +322,10 @@ def numeric(env: Env, node: dict[str, Any]) -> Points | Constant:
     if kind == "timeShift":
         shift = _duration_constant(env, body["duration"])
         return [(t + shift, v) for t, v in _points(numeric(env, body["input"]))]
+    if kind == "filterWhere":
+        x = _points(numeric(env, body["input"]))
+        _, holds = condition(env, body["condition"])
+        return [(t, v) for t, v in x if holds(t)]
     if kind == "thresholdFilter":
         x = _points(numeric(env, body["input"]))
         threshold, op = _double(env, body["threshold"]), COMPARE[body["operator"]]
@@ -378,6 +414,9 @@ def ranges(env: Env, node: dict[str, Any]) -> Ranges:
         if body["operator"] == "IS_IN":
             return _condition_ranges(x, lambda v: v in values)
         return _condition_ranges(x, lambda v: v not in values)
+    if kind == "booleanRanges":
+        subject, holds = condition(env, body["input"])
+        return _condition_ranges([(t, t) for t, _ in subject or []], holds)
     if kind == "not":
         return _complement(ranges(env, body["input"]))
     if kind == "unionRange":

@@ -151,7 +151,7 @@ class ReplayRun:
 
         plan, log = self.action.plan, self.log
         self._end_ns = min(self._end_ns, time.time_ns())  # an end in the future: now
-        from_ts = self._start_ns - plan.window_ns - plan.lookback_ns
+        from_ts = self._start_ns - plan.window_ns - plan.history_ns
         computation = Computation(self.action.key, plan, self.action.allowed_lateness_ns)
         for info in known_series(engine):
             computation.route(info)

@@ -75,8 +75,20 @@ class Plan:
     root: nodes.OutputNode
     selectors: list[ChannelSelector]
     window_ns: int
-    lookback_ns: int
+    lookback_ns: int  # history the nodes need before the window
     grouped: bool
+    # The held history's start moves by this much at a time (computation.py): 1/16 of the window
+    # (at least 1 s), so a window holds at most that much more than its nodes need.
+    history_step_ns: int = NANOS_PER_SECOND
+
+    @property
+    def history_ns(self) -> int:
+        """History a back-fill reads before the window: the lookback and one step."""
+        return self.lookback_ns + self.history_step_ns
+
+
+def history_step(window_ns: int) -> int:
+    return max(window_ns // 16, NANOS_PER_SECOND)
 
 
 @dataclass
@@ -882,7 +894,15 @@ def compile_plan(
             f"channels group by different tags {sorted(group_sets)}; one set of groupByTags per computation",
             "groupByTags",
         )
-    return Plan(root, b.selectors, window_ns, lookback_ns=lookback, grouped=bool(group_sets))
+    step = history_step(window_ns)
+    return Plan(
+        root,
+        b.selectors,
+        window_ns,
+        lookback_ns=lookback,
+        grouped=bool(group_sets),
+        history_step_ns=step,
+    )
 
 
 # The range-on-range, equality, stability and enum-mapping builders live in their own module, which

@@ -3,7 +3,15 @@ changed with each update. Shared by every subscriber with the same node, window 
 
 Grouping: a channel with `groupByTags` routes each series to the group of its tag values; a channel
 without (in a grouped plan) is read by every group. Each window keeps the plan's lookback before
-the window's start, so nodes that need history (rolling, time shift, alignment) see it."""
+the window's start, so nodes that need history (rolling, time shift, alignment) see it.
+
+A live micro-batch re-evaluates each group only from where its new (or late) points can change the
+output (`Node.changed_from`, `OutputNode.update_groups`, nodes/base.py); a back-fill evaluates
+whole. The held history starts at `held_from`, the window's start less the nodes' lookback rounded
+down to a multiple of the plan's `history_step_ns`: it moves once per step, not per batch, so a
+derivative's first point or a range that began before the window is the same whether the
+computation is fresh or has run for hours, and a tree whose output depends on where the held
+history starts (`Node.head_stable`) is re-evaluated whole only when that start moves."""
 
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ import numpy as np
 from compute.evaluation.compiler import Plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import EvalEnv, GroupKey
+from compute.evaluation.nodes.base import UNCHANGED, lead_ns
 from compute.evaluation.results import (
     OPEN_END,
     EnumBuckets,
@@ -136,6 +145,10 @@ class Computation:
         self.applied_seq = 0  # the newest log seq applied (the back-fill's mark, then stream rows)
         self.updated_at: int | None = None  # unix ns of the last evaluation (a back-fill or a batch)
         self.epoch = 0  # bumped by reset(): a back-fill started before it is stale
+        self._changed: dict[GroupKey, int] = {}  # per group: the oldest point applied since evaluated
+        self._held_from: int | None = None  # where the held history started at the last evaluation
+        self._head_stable = plan.root.input.head_stable()
+        self._lead_ns = lead_ns(plan.root.input)
 
     # -- wiring ------------------------------------------------------------------------------------
     def route(self, info: SeriesInfo) -> bool:
@@ -181,6 +194,8 @@ class Computation:
             self.groups = {}
             self.newest_seen = {}
             self._buffered = []
+            self._changed = {}
+            self._held_from = None
             self.error = None
             self.ready = False
 
@@ -203,7 +218,7 @@ class Computation:
             self._buffered.clear()
             self.ready = True
             self.end = max(self.end, now)
-            self._evaluate(now)
+            self._evaluate(now, whole=True)
 
     def apply_batch(self, rows: Batch, now: int) -> Change | None:
         """Apply one micro-batch's rows for this computation's series; return what changed."""
@@ -221,7 +236,7 @@ class Computation:
             accepted_from = self._apply(rows, now, live=True)
             if accepted_from is None:
                 return None
-            self._evaluate(now)
+            self._evaluate(now, whole=False)
             return self._diff(before, now)
 
     def _after_backfill(self, rows: Batch) -> Batch:
@@ -249,8 +264,10 @@ class Computation:
             if not len(ts):
                 continue
             self.newest_seen[sid] = max(self.newest_seen.get(sid, ts[0]), int(ts.max()))
-            oldest = int(ts.min()) if oldest is None else min(oldest, int(ts.min()))
+            first = int(ts.min())
+            oldest = first if oldest is None else min(oldest, first)
             for route in self.routes.get(sid, ()):
+                self._changed[route.group] = min(self._changed.get(route.group, UNCHANGED), first)
                 group = self.groups.setdefault(route.group, _Group())
                 if route.kind is SeriesKind.ENUM:
                     window = group.windows.setdefault(route.input_index, SeriesWindow(np.int32))
@@ -287,9 +304,18 @@ class Computation:
             codes[i] = code
         return codes
 
-    def _evaluate(self, now: int) -> None:
+    def held_from(self, now: int) -> int:
+        """Where the held history starts at `now`: at least the nodes' lookback before the window,
+        on a multiple of the plan's step (so it moves once per step)."""
+        step = self.plan.history_step_ns
+        return (now - self.plan.window_ns - self.plan.lookback_ns) // step * step
+
+    def _evaluate(self, now: int, whole: bool) -> None:
         window_start = now - self.plan.window_ns
-        keep_from = window_start - self.plan.lookback_ns
+        keep_from = self.held_from(now)
+        moved = keep_from != self._held_from and not self._head_stable
+        self._held_from = keep_from
+        changed, self._changed = self._changed, {}
         inputs: dict[GroupKey, dict[int, NumericPoints | EnumPoints]] = {}
         for key, group in self.groups.items():
             series: dict[int, NumericPoints | EnumPoints] = {}
@@ -303,14 +329,29 @@ class Computation:
         if self.plan.grouped:
             shared = inputs.pop(SHARED, {})
             envs = {
-                key: EvalEnv({**shared, **series}, window_start, now, self.categories)
+                key: EvalEnv(
+                    {**shared, **series}, window_start, now, self.categories, keep_from, self._lead_ns
+                )
                 for key, series in inputs.items()
             }
+            everywhere = changed.get(SHARED, UNCHANGED)  # a channel every group reads
         else:
-            envs = {SHARED: EvalEnv(inputs.get(SHARED, {}), window_start, now, self.categories)}
+            envs = {
+                SHARED: EvalEnv(
+                    inputs.get(SHARED, {}), window_start, now, self.categories, keep_from, self._lead_ns
+                )
+            }
+            everywhere = UNCHANGED
+        if moved and not all(self.plan.root.input.head_settled(env, window_start) for env in envs.values()):
+            whole = True  # the output near the window's start depends on where history starts
         self.updated_at = time.time_ns()
         try:
-            self.outputs = self.plan.root.evaluate_groups(envs)
+            if whole:
+                self.outputs = self.plan.root.evaluate_groups(envs)
+            else:
+                node = self.plan.root.input
+                since = {k: node.changed_from(min(changed.get(k, UNCHANGED), everywhere)) for k in envs}
+                self.outputs = self.plan.root.update_groups(envs, since)
         except ComputeError as exc:
             self.error = exc
             raise

@@ -87,6 +87,28 @@ class SeriesWindow:
         keep = np.r_[all_ts[1:] != all_ts[:-1], True]  # the last write of each timestamp
         self.replace(all_ts[keep], all_values[keep])
 
+    def splice(self, t: int, ts: np.ndarray, values: np.ndarray) -> None:
+        """Replace everything from `t` on with these sorted points (all at or after `t`): a live
+        computation's output re-evaluated from where its inputs changed. Past the end (the common
+        case) it appends; cutting into held points copies the rest to new arrays, so that views
+        handed out earlier stay unchanged."""
+        keep = int(np.searchsorted(self.ts, t, side="left"))
+        if keep < len(self):
+            n = len(ts)
+            capacity = keep + n + spare_room(keep + n)
+            new_ts, new_values = np.empty(capacity, np.int64), np.empty(capacity, self._values.dtype)
+            new_ts[:keep], new_values[:keep] = self.ts[:keep], self.values[:keep]
+            new_ts[keep : keep + n], new_values[keep : keep + n] = ts, values
+            self._ts, self._values, self._start, self._end = new_ts, new_values, 0, keep + n
+            return
+        n = len(ts)
+        if n:
+            if self._end + n > len(self._ts):
+                self._regrow(n)
+            self._ts[self._end : self._end + n] = ts
+            self._values[self._end : self._end + n] = values
+            self._end += n
+
     def _regrow(self, extra: int) -> None:
         """New arrays with `spare_room` after what they will hold (old views keep the old arrays)."""
         live = self._end - self._start

@@ -69,7 +69,7 @@ class BackfillQueue:
     def _run_batch(self, batch: list[tuple[Computation, int, Future[None]]]) -> None:
         now = time.time_ns()
         computations = [c for c, _, _ in batch]
-        from_ts = min(now - c.plan.window_ns - c.plan.lookback_ns for c in computations)
+        from_ts = min(now - c.plan.window_ns - c.plan.history_ns for c in computations)
         upto = max(c.backfill_seq for c in computations)
         if len(batch) > 1:
             logger.info("back-filling %d computations together", len(batch))
@@ -191,7 +191,7 @@ def _own_rows(computation: Computation, rows: Batch, now: int, read_from: int, r
     """The rows this computation's back-fill covers: its series, its history, seq <= its mark. The
     read covered ts >= read_from and seq <= read_upto: a computation asking for exactly that (one
     back-filled alone, or with others of its window) takes its rows as they are."""
-    from_ts = now - computation.plan.window_ns - computation.plan.lookback_ns
+    from_ts = now - computation.plan.window_ns - computation.plan.history_ns
     out: Batch = {}
     for sid in computation.routes:
         r = rows.get(sid)

@@ -68,6 +68,17 @@ def _extend(children: st.SearchStrategy[J]) -> st.SearchStrategy[J]:
             st.sampled_from(["GREATER_THAN", "LESS_THAN_OR_EQUAL_TO", "NOT_EQUAL_TO"]),
             GRID,
         ),
+        st.builds(  # filterWhere over the filtered series itself and constants
+            lambda x, lo, hi: n.filter_where(
+                x,
+                n.either(
+                    n.compare("lessThan", x, n.const(lo)), n.compare("greaterThanOrEqualTo", x, n.const(hi))
+                ),
+            ),
+            children,
+            GRID,
+            GRID,
+        ),
         st.builds(
             lambda x, w, op: n.rolling(n.numeric_series(x), w * NANOS // 2, op),
             children,
@@ -94,6 +105,14 @@ range_leaf = st.one_of(
         ),
         GRID,
         st.integers(0, 6).map(lambda i: i / 2),
+    ),
+    st.builds(  # booleanRanges: a condition over one series and constants
+        lambda x, lo, hi: n.boolean_ranges(
+            n.both(n.compare("greaterThan", x, n.const(lo)), n.compare("notEqualTo", n.const(hi), x))
+        ),
+        numeric_tree,
+        GRID,
+        GRID,
     ),
     st.builds(
         lambda op, values: n.enum_filter(n.raw("e"), op, n.literal(sorted(values))),

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
-from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, SeriesNode, cut, numeric
 from compute.evaluation.nodes.inputs import Constant
 from compute.evaluation.results import NumericPoints
 
@@ -63,8 +63,17 @@ class UnaryNode(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.x,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.x.evaluate(env), self.op)
+        return self._apply(self.x.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.x, env, since))
+
+    def _apply(self, x: Any) -> NumericPoints:
+        s = numeric(x, self.op)
         return NumericPoints(s.ts, apply_unary(self.op, s.values))
 
 
@@ -81,15 +90,25 @@ class BinaryNode(SeriesNode):
         aligned = not isinstance(self.left, Constant) and not isinstance(self.right, Constant)
         return FFILL_RADIUS_NS if aligned else 0
 
+    def reach(self) -> Reach:
+        return Reach(ns=self.own_lookback_ns())  # forward fill reads up to its radius back
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
+        return self._combine(lambda node: node.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(self._combine(lambda node: self.input_since(node, env, since)), since)
+        return out
+
+    def _combine(self, read: Callable[[SeriesNode], Any]) -> NumericPoints:
         if isinstance(self.left, Constant):
-            r = numeric(self.right.evaluate(env), self.op)
+            r = numeric(read(self.right), self.op)
             return NumericPoints(r.ts, apply_binary(self.op, np.float64(self.left.value), r.values))
         if isinstance(self.right, Constant):
-            lv = numeric(self.left.evaluate(env), self.op)
+            lv = numeric(read(self.left), self.op)
             return NumericPoints(lv.ts, apply_binary(self.op, lv.values, np.float64(self.right.value)))
-        left = numeric(self.left.evaluate(env), self.op)
-        right = numeric(self.right.evaluate(env), self.op)
+        left = numeric(read(self.left), self.op)
+        right = numeric(read(self.right), self.op)
         ts, (a, b) = forward_fill([left, right])
         return NumericPoints(ts, apply_binary(self.op, a, b))
 
@@ -105,8 +124,17 @@ class ThresholdFilter(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "thresholdFilter")
+        return self._filter(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._filter(self.input_since(self.input, env, since))
+
+    def _filter(self, x: Any) -> NumericPoints:
+        s = numeric(x, "thresholdFilter")
         keep = THRESHOLD_OPS[self.operator](s.values, self.threshold)
         return NumericPoints(s.ts[keep], s.values[keep])
 
@@ -166,7 +194,16 @@ class FilterWhere(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "filterWhere")
+        return self._filter(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._filter(self.input_since(self.input, env, since))
+
+    def _filter(self, x: Any) -> NumericPoints:
+        s = numeric(x, "filterWhere")
         keep = self.condition.holds(s.values)
         return NumericPoints(s.ts[keep], s.values[keep])

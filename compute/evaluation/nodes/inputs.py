@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Series, SeriesNode, empty_numeric, enum, numeric
+from compute.evaluation.nodes.base import (
+    EvalEnv,
+    Reach,
+    Series,
+    SeriesNode,
+    cut,
+    empty_numeric,
+    enum,
+    numeric,
+)
 from compute.evaluation.results import EnumPoints
 
 
@@ -20,6 +29,20 @@ class ChannelInput(SeriesNode):
 
     def reads_channel(self) -> bool:
         return True
+
+    def reach(self) -> Reach:
+        return Reach()
+
+    def changed_from(self, changed: int) -> int:
+        return changed
+
+    def points_before(self, env: EvalEnv, t: int) -> int:
+        series = env.inputs.get(self.index)
+        return 0 if series is None else int(np.searchsorted(series.ts, t, side="left"))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Series:
+        out: Series = cut(self.evaluate(env), since)  # views of the window: no copy
+        return out
 
     def evaluate(self, env: EvalEnv) -> Series:
         series = env.inputs.get(self.index)
@@ -40,6 +63,9 @@ class Constant(SeriesNode):
     broadcast it; it never reaches a node that needs timestamps (the compiler refuses that)."""
 
     value: float
+
+    def reach(self) -> Reach:
+        return Reach()  # no channel: never changes
 
     def evaluate(self, env: EvalEnv) -> Series:
         raise AssertionError("a constant is broadcast by its consumer, never evaluated on its own")

@@ -1,7 +1,11 @@
 """Roots of a node tree (`ComputableNode`): what a client receives for each group.
 
 A grouped response holds one result type across its groups, so the roots decide for all groups at
-once (e.g. every group is bucketed as soon as one group holds more than B points)."""
+once (e.g. every group is bucketed as soon as one group holds more than B points).
+
+Each root holds its input's output per group from the window's start on (`HeldSeries`, `HeldRanges`):
+a live micro-batch re-evaluates the input only from where it can have changed
+(`Node.evaluate_since`), splices that part in, and drops what left the window."""
 
 from __future__ import annotations
 
@@ -12,7 +16,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.nodes.base import EvalEnv, GroupKey, OutputNode, RangeNode, SeriesNode
+from compute.evaluation.nodes.base import (
+    UNCHANGED,
+    EvalEnv,
+    GroupKey,
+    OutputNode,
+    RangeNode,
+    Series,
+    SeriesNode,
+)
+from compute.evaluation.nodes.inputs import ChannelInput
 from compute.evaluation.results import (
     EnumPoints,
     EnumValue,
@@ -23,6 +36,7 @@ from compute.evaluation.results import (
     RangesSummary,
 )
 from compute.evaluation.summarize import MS, BucketMemo, Decimation, enum_buckets
+from compute.evaluation.window import SeriesWindow
 
 DEFAULT_MAX_RANGES = 2000
 
@@ -35,6 +49,106 @@ def _undecimated_too_many(count: int, what: str) -> ComputeError:
     )
 
 
+class HeldSeries:
+    """Per group, a root's input series from the window's start on. A channel read as is needs no
+    copy: its window's views are that already."""
+
+    def __init__(self) -> None:
+        self._held: dict[GroupKey, tuple[str, SeriesWindow]] = {}
+
+    def whole(self, node: SeriesNode, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Series]:
+        out = {k: node.evaluate(env).since(env.window_start) for k, env in envs.items()}
+        if isinstance(node, ChannelInput):
+            self._held = {}
+            return out
+        self._held = {k: _hold(s) for k, s in out.items()}
+        # views of what is held, so that the next batch's bucket memo finds the same memory
+        return {k: _view(self._held[k], envs[k]) for k in out}
+
+    def update(
+        self, node: SeriesNode, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
+    ) -> dict[GroupKey, Series]:
+        if isinstance(node, ChannelInput):
+            return self.whole(node, envs)
+        out: dict[GroupKey, Series] = {}
+        held: dict[GroupKey, tuple[str, SeriesWindow]] = {}
+        for k, env in envs.items():
+            ws, entry = env.window_start, self._held.get(k)
+            changed = since.get(k, UNCHANGED)
+            if entry is not None and changed != UNCHANGED:
+                start = max(changed, ws)
+                part = node.evaluate_since(env, start)
+                if part.kind == entry[0]:
+                    values = part.codes if isinstance(part, EnumPoints) else part.values
+                    entry[1].splice(start, part.ts, values)
+                else:  # the result type changed (an enum channel's first point): start over
+                    entry = None
+            if entry is None:
+                entry = _hold(node.evaluate(env).since(ws))
+            entry[1].trim_before(ws)
+            held[k] = entry
+            out[k] = _view(entry, env)
+        self._held = held
+        return out
+
+
+def _view(entry: tuple[str, SeriesWindow], env: EvalEnv) -> Series:
+    kind, window = entry
+    if kind == EnumPoints.kind:
+        return EnumPoints(window.ts, window.values, env.categories)
+    return NumericPoints(window.ts, window.values)
+
+
+def _hold(s: Series) -> tuple[str, SeriesWindow]:
+    if isinstance(s, EnumPoints):
+        window = SeriesWindow(np.int32)
+        window.splice(0, s.ts, s.codes)
+    else:
+        window = SeriesWindow(np.float64)
+        window.splice(0, s.ts, s.values)
+    return s.kind, window
+
+
+class HeldRanges:
+    """Per group, a root's input ranges clipped at the window's start."""
+
+    def __init__(self) -> None:
+        self._held: dict[GroupKey, Ranges] = {}
+
+    def whole(self, node: RangeNode, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Ranges]:
+        self._held = {k: node.evaluate(env).clip(env.window_start) for k, env in envs.items()}
+        return dict(self._held)
+
+    def update(
+        self, node: RangeNode, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
+    ) -> dict[GroupKey, Ranges]:
+        held: dict[GroupKey, Ranges] = {}
+        for k, env in envs.items():
+            ws, old = env.window_start, self._held.get(k)
+            changed = since.get(k, UNCHANGED)
+            if old is None:
+                held[k] = node.evaluate(env).clip(ws)
+            elif changed == UNCHANGED:
+                held[k] = old.clip(ws)
+            else:
+                start = max(changed, ws)
+                held[k] = splice_ranges(old.clip(ws), start, node.evaluate_since(env, start))
+        self._held = held
+        return dict(held)
+
+
+def splice_ranges(old: Ranges, t: int, new: Ranges) -> Ranges:
+    """`old` before `t` followed by `new` (all at or after `t`); a range that `old` had open across
+    `t` and `new` starts at `t` is one range."""
+    head = int(np.searchsorted(old.starts, t, side="left"))
+    starts, ends = old.starts[:head], np.minimum(old.ends[:head], t)
+    if head and len(new) and ends[-1] == t and new.starts[0] == t:
+        ends = ends.copy()
+        ends[-1] = new.ends[0]
+        return Ranges(np.concatenate([starts, new.starts[1:]]), np.concatenate([ends, new.ends[1:]]))
+    return Ranges(np.concatenate([starts, new.starts]), np.concatenate([ends, new.ends]))
+
+
 @dataclass
 class SummarizeSeries(OutputNode):
     """`series`: raw points while every group's window holds at most B, buckets beyond."""
@@ -45,13 +159,21 @@ class SummarizeSeries(OutputNode):
     max_points: int = 10_000_000
     # the last buckets per group: a window that slid since is re-bucketed only where it changed
     memo: BucketMemo = field(default_factory=BucketMemo, compare=False, repr=False)
+    held: HeldSeries = field(default_factory=HeldSeries, compare=False, repr=False)
 
     @property
     def input(self) -> SeriesNode:
         return self.series
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
-        series = {k: self.series.evaluate(env).since(env.window_start) for k, env in envs.items()}
+        return self._summarize(self.held.whole(self.series, envs))
+
+    def update_groups(
+        self, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
+    ) -> dict[GroupKey, Output]:
+        return self._summarize(self.held.update(self.series, envs, since))
+
+    def _summarize(self, series: dict[GroupKey, Series]) -> dict[GroupKey, Output]:
         if not self.decimate:
             for s in series.values():
                 if len(s) > self.max_points:
@@ -80,13 +202,21 @@ class SummarizeRanges(OutputNode):
     max_ranges: int = DEFAULT_MAX_RANGES
     append_only: bool = False
     decimate: bool = True
+    held: HeldRanges = field(default_factory=HeldRanges, compare=False, repr=False)
 
     @property
     def input(self) -> RangeNode:
         return self.ranges
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
-        ranges = {k: self.ranges.evaluate(env).clip(env.window_start) for k, env in envs.items()}
+        return self._summarize(self.held.whole(self.ranges, envs))
+
+    def update_groups(
+        self, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
+    ) -> dict[GroupKey, Output]:
+        return self._summarize(self.held.update(self.ranges, envs, since))
+
+    def _summarize(self, ranges: dict[GroupKey, Ranges]) -> dict[GroupKey, Output]:
         most = max((len(r) for r in ranges.values()), default=0)
         if most <= self.max_ranges:
             return dict(ranges)
@@ -121,15 +251,23 @@ class SelectValue(OutputNode):
 
     series: SeriesNode
     last: bool
+    held: HeldSeries = field(default_factory=HeldSeries, compare=False, repr=False)
 
     @property
     def input(self) -> SeriesNode:
         return self.series
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
+        return self._select(self.held.whole(self.series, envs))
+
+    def update_groups(
+        self, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
+    ) -> dict[GroupKey, Output]:
+        return self._select(self.held.update(self.series, envs, since))
+
+    def _select(self, series: dict[GroupKey, Series]) -> dict[GroupKey, Output]:
         out: dict[GroupKey, Output] = {}
-        for key, env in envs.items():
-            s = self.series.evaluate(env).since(env.window_start)
+        for key, s in series.items():
             if not len(s):
                 if key == ():
                     out[key] = s

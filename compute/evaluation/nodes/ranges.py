@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation.nodes.arithmetic import THRESHOLD_OPS, Condition
-from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, Reach, Series, SeriesNode, enum, numeric
 from compute.evaluation.results import NO_START, OPEN_END, Ranges
 
 # MinMaxThresholdOperator -> where `value` meets it, given (value, lower, upper); keyed by the names in
@@ -71,8 +71,17 @@ class Threshold(RangeNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)  # the point before: whether a range is open there
+
     def evaluate(self, env: EvalEnv) -> Ranges:
-        s = numeric(self.input.evaluate(env), "threshold")
+        return self._ranges(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return self._ranges(self.input_since(self.input, env, since)).clip(since)
+
+    def _ranges(self, x: Series) -> Ranges:
+        s = numeric(x, "threshold")
         if self.tolerance and self.operator in ("EQUAL_TO", "NOT_EQUAL_TO"):
             with np.errstate(all="ignore"):  # inf - inf is NaN: equal infinities stay equal below
                 near = (s.values == self.threshold) | (np.abs(s.values - self.threshold) <= self.tolerance)
@@ -90,8 +99,17 @@ class ConditionRanges(RangeNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)
+
     def evaluate(self, env: EvalEnv) -> Ranges:
-        s = numeric(self.input.evaluate(env), "booleanRanges")
+        return self._ranges(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return self._ranges(self.input_since(self.input, env, since)).clip(since)
+
+    def _ranges(self, x: Series) -> Ranges:
+        s = numeric(x, "booleanRanges")
         return condition_ranges(s.ts, self.condition.holds(s.values))
 
 
@@ -105,8 +123,17 @@ class MinMaxThreshold(RangeNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)
+
     def evaluate(self, env: EvalEnv) -> Ranges:
-        s = numeric(self.input.evaluate(env), "minMaxThreshold")
+        return self._ranges(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return self._ranges(self.input_since(self.input, env, since)).clip(since)
+
+    def _ranges(self, x: Series) -> Ranges:
+        s = numeric(x, "minMaxThreshold")
         return condition_ranges(s.ts, MIN_MAX_OPS[self.operator](s.values, self.lower, self.upper))
 
 
@@ -121,8 +148,17 @@ class EnumFilter(RangeNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)
+
     def evaluate(self, env: EvalEnv) -> Ranges:
-        s = enum(self.input.evaluate(env), "enumFilter", env.categories)
+        return self._ranges(self.input.evaluate(env), env)
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return self._ranges(self.input_since(self.input, env, since), env).clip(since)
+
+    def _ranges(self, x: Series, env: EvalEnv) -> Ranges:
+        s = enum(x, "enumFilter", env.categories)
         wanted = [i for i, c in enumerate(s.categories) if c in self.values]
         cond = np.isin(s.codes, np.asarray(wanted, np.int32))
         return condition_ranges(s.ts, ~cond if self.negate else cond)
@@ -135,8 +171,14 @@ class NotRanges(RangeNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> Ranges:
         return complement(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return complement(self.input.evaluate_since(env, since)).clip(since)
 
 
 @dataclass
@@ -146,8 +188,15 @@ class IntersectRanges(RangeNode):
     def children(self) -> Sequence[Node]:
         return self.inputs
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> Ranges:
         return coverage([r.evaluate(env) for r in self.inputs], need=len(self.inputs))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        parts = [r.evaluate_since(env, since) for r in self.inputs]
+        return coverage(parts, need=len(self.inputs)).clip(since)
 
 
 @dataclass
@@ -157,5 +206,11 @@ class UnionRanges(RangeNode):
     def children(self) -> Sequence[Node]:
         return self.inputs
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> Ranges:
         return coverage([r.evaluate(env) for r in self.inputs], need=1)
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Ranges:
+        return coverage([r.evaluate_since(env, since) for r in self.inputs], need=1).clip(since)

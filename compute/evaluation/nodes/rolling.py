@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, cut, numeric
 from compute.evaluation.nominal_variants import ROLLING_OPERATORS
 from compute.evaluation.results import EnumPoints, NumericPoints
 
@@ -141,8 +141,18 @@ class RollingAggregation(SeriesNode):
     def own_lookback_ns(self) -> int:
         return self.window_ns
 
+    def reach(self) -> Reach:
+        # A point's aggregate reads (t - D, t] only, bit for bit whatever lies before (see above).
+        return Reach(ns=self.window_ns)
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = self.input.evaluate(env)
+        return self._aggregate(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(self._aggregate(self.input_since(self.input, env, since)), since)
+        return out
+
+    def _aggregate(self, s: Series) -> NumericPoints:
         if isinstance(s, EnumPoints) and self.operator != "count":
             s = numeric(s, f"numericAggregation {self.operator}")  # refuses
         if not len(s.ts):

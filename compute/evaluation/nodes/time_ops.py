@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, Series, SeriesNode, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, cut, numeric
 from compute.evaluation.nominal_variants import TIME_UNIT_NANOS
 from compute.evaluation.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints
 
@@ -34,8 +34,18 @@ class Derivative(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)  # the point before
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "derivative")
+        return self._rate(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(self._rate(self.input_since(self.input, env, since)), since)
+        return out
+
+    def _rate(self, x: Series) -> NumericPoints:
+        s = numeric(x, "derivative")
         dt = np.diff(s.ts) / self.unit_ns  # timestamps are unique: dt > 0
         with np.errstate(all="ignore"):
             rate = np.diff(s.values) / dt
@@ -50,8 +60,18 @@ class ValueDifference(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)  # the point before
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "valueDifference")
+        return self._difference(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(self._difference(self.input_since(self.input, env, since)), since)
+        return out
+
+    def _difference(self, x: Series) -> NumericPoints:
+        s = numeric(x, "valueDifference")
         with np.errstate(all="ignore"):
             diff = np.diff(s.values)
         return _negatives(s.ts[1:], diff, self.negatives)
@@ -72,8 +92,17 @@ class TimeShift(SeriesNode):
     def own_lookback_ns(self) -> int:
         return max(self.shift_ns, 0)
 
+    def reach(self) -> Reach:
+        return Reach(shift_ns=self.shift_ns)
+
     def evaluate(self, env: EvalEnv) -> Series:
-        s = self.input.evaluate(env)  # its builder already checked numeric or enum
+        return self._shift(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Series:
+        out: Series = cut(self._shift(self.input_since(self.input, env, since)), since)
+        return out
+
+    def _shift(self, s: Series) -> Series:  # its builder already checked numeric or enum
         shift = self.shift_ns
         if shift > 0:
             keep = s.ts < INT64_MAX - shift
