@@ -83,8 +83,9 @@ class GroupView:
     def _numeric_bucket(b: dict[str, Any]) -> dict[str, Any]:
         out = {k: double(b[k]) for k in ("min", "max", "mean", "variance")}
         out["count"] = b["count"]
-        if b.get("firstPoint") is not None:
-            out["first"], out["last"] = _point(b["firstPoint"]), _point(b["lastPoint"])
+        for wire, held in (("firstPoint", "first"), ("lastPoint", "last")):
+            if b.get(wire) is not None:
+                out[held] = _point(b[wire])
         return out
 
     def _enum_bucket(self, b: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +122,15 @@ class GroupView:
     def trim(self, cutoff: int) -> None:
         if self.kind in POINT_KINDS + BUCKET_KINDS:
             self.entries = {t: v for t, v in self.entries.items() if t >= cutoff}
+
+    def point_count(self) -> int:
+        """How many raw points the merged state reflects (a bucket's count, or its histogram's sum)."""
+        if self.kind == "bucketedNumeric":
+            return sum(b["count"] for b in self.entries.values())
+        if self.kind == "bucketedEnum":
+            return sum(sum(b["histogram"].values()) for b in self.entries.values())
+        assert self.kind in POINT_KINDS, f"{self.kind} holds no points"
+        return len(self.entries)
 
     def normalized(self) -> Any:
         if self.kind in POINT_KINDS + BUCKET_KINDS:
@@ -193,6 +203,11 @@ class ResultView:
                 group.trim(self.latest_end - self.window_ns)
         else:
             raise AssertionError(f"unexpected update {update['type']}: {update}")
+
+    def ungrouped(self) -> GroupView:
+        """The one response of a subscription whose result is not grouped."""
+        assert self.grouped is False, "no FullResult yet" if self.grouped is None else "a grouped result"
+        return self.groups[()]
 
     def snapshot(self) -> dict[GroupKey, tuple[str, Any]]:
         return {k: (g.kind, g.normalized()) for k, g in self.groups.items()}

@@ -469,6 +469,22 @@ def _buckets(points: Points, width: int) -> list[tuple[int, dict[str, Any]]]:
     return [((b + 1) * width, make(pts)) for b, pts in sorted(groups.items())]
 
 
+def reference_buckets(points: list[tuple[int, Any]], width: int) -> list[tuple[int, dict[str, Any]]]:
+    """The epoch-aligned buckets of `points` (in any order) computed the plain way, as
+    tests.client_view holds them: [(exclusive end, bucket)]."""
+    return _buckets(sorted(points), width)
+
+
+def assert_bucket_matches(held: dict[str, Any], ref: dict[str, Any]) -> None:
+    """A numeric bucket a client holds (tests.client_view's form) is the reference's: the count and
+    the first/last points exactly (both absent when the bucket holds one point), the statistics to
+    1e-9 (the server sums in another order)."""
+    assert held["count"] == ref["count"], (held, ref)
+    for stat in ("min", "max", "mean", "variance"):
+        assert math.isclose(held[stat], ref[stat], rel_tol=1e-9, abs_tol=1e-9), (stat, held, ref)
+    assert (held.get("first"), held.get("last")) == (ref.get("first"), ref.get("last")), (held, ref)
+
+
 def is_enum(points: Points) -> bool:
     return bool(points) and isinstance(points[0][1], str)
 

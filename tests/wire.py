@@ -27,6 +27,24 @@ def ns_of(t: dict[str, int]) -> int:
     return t["seconds"] * NANOS + t["nanos"]
 
 
+def full_entries(update: dict[str, Any]) -> tuple[str, list[tuple[int, Any]]]:
+    """A FullResult's type and its entries as sent, sorted: (t, value) with numeric values as on the
+    wire and enum values as their category, or (end, bucket JSON). No merge: tests.client_view
+    merges a FullResult with its AppendResults."""
+    assert update["type"] == "full", update["type"]
+    result = update["full"]["result"]
+    kind = result["type"]
+    body = result[kind]
+    stamps = [ns_of(t) for t in body["timestamps"]]
+    if kind == "numeric":
+        entries = list(zip(stamps, body["values"], strict=True))
+    elif kind == "enum":
+        entries = [(t, body["categories"][v]) for t, v in zip(stamps, body["values"], strict=True)]
+    else:
+        entries = list(zip(stamps, body["buckets"], strict=True))
+    return kind, sorted(entries)
+
+
 def channel_variable(
     rid: str, channel: str, tags: dict[str, str] | None = None, group_by: list[str] | None = None
 ) -> dict[str, Any]:

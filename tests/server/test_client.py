@@ -23,9 +23,9 @@ from sparkwire_client import (
     series,
 )
 from tests.conftest import ServerProcess
-from tests.merge import bucket_width, full_entries, reference_buckets
 from tests.proxy import Proxy
-from tests.wire import NANOS, channel_variable, new_id, subscription
+from tests.reference import bucket_width, reference_buckets
+from tests.wire import NANOS, channel_variable, full_entries, new_id, subscription
 from tests.wire import Client as WireClient
 
 WINDOW_S = 3600.0

@@ -18,8 +18,8 @@ import httpx
 from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess
-from tests.merge import bucket_width, reference_buckets
 from tests.proxy import Proxy
+from tests.reference import bucket_width, reference_buckets
 from tests.wire import NANOS, write_points
 
 VIEWPORT = {"width": 1100, "height": 700}  # what conftest.py's `page` opens

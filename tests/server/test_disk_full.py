@@ -17,8 +17,7 @@ import pytest
 
 from tests.conftest import start_server
 from tests.log_file import stored_rows
-from tests.merge import full_entries
-from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, ts
+from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription, ts
 
 RID = "ri.sparkwire.test.dataset.diskfull"
 MIB = 1 << 20

@@ -8,9 +8,19 @@ import time
 
 import pytest
 
+from tests.client_view import ResultView
 from tests.conftest import ServerProcess
-from tests.merge import MergedView, assert_bucket_matches, bucket_width, full_entries, reference_buckets
-from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
+from tests.reference import assert_bucket_matches, bucket_width, reference_buckets
+from tests.wire import (
+    NANOS,
+    Client,
+    channel_variable,
+    full_entries,
+    new_id,
+    series_node,
+    subscription,
+    write_points,
+)
 
 WINDOW_S = 3600.0
 
@@ -76,9 +86,9 @@ async def test_full_result_merged_with_appends_equals_a_fresh_full_result(
     client = await Client.connect(server.ws_url)
     sub = subscription(node, {"x": channel_variable(rid, "p")}, WINDOW_S, lateness_s=WINDOW_S)
     sub_id, full = await subscribe_one(client, sub)
-    view = MergedView(int(WINDOW_S * NANOS))
+    view = ResultView(int(WINDOW_S * NANOS))
     view.apply(full)
-    assert view.kind == ("numeric" if buckets is None else "bucketedNumeric")
+    assert view.ungrouped().kind == ("numeric" if buckets is None else "bucketedNumeric")
 
     written = list(history)
     rng = random.Random(7)
@@ -95,7 +105,7 @@ async def test_full_result_merged_with_appends_equals_a_fresh_full_result(
         written += batch
         await asyncio.sleep(0.3 if round_ % 2 else 0.05)
     updates = []
-    while view.point_count() < len(written):  # until every written point is reflected
+    while view.ungrouped().point_count() < len(written):  # until every written point is reflected
         update = await client.update(sub_id, timeout=60)
         updates.append(update)
         view.apply(update)
@@ -103,9 +113,10 @@ async def test_full_result_merged_with_appends_equals_a_fresh_full_result(
     late_starts = [u["append"]["start"] for u in updates]
     assert min(s["seconds"] * NANOS + s["nanos"] for s in late_starts) < now, "no append reached back"
 
-    fresh_kind, fresh_entries = full_entries(await fresh_full(server, node, rid, "p"))
-    assert fresh_kind == view.kind
-    merged = view.as_sorted()
+    fresh = ResultView(int(WINDOW_S * NANOS))
+    fresh.apply(await fresh_full(server, node, rid, "p"))
+    assert fresh.ungrouped().kind == view.ungrouped().kind
+    merged, fresh_entries = view.ungrouped().normalized(), fresh.ungrouped().normalized()
     assert [t for t, _ in merged] == [t for t, _ in fresh_entries]
     assert [v for _, v in merged] == [v for _, v in fresh_entries]
 
@@ -115,8 +126,8 @@ async def test_full_result_merged_with_appends_equals_a_fresh_full_result(
     else:
         ref = reference_buckets(written, bucket_width(int(WINDOW_S * NANOS), buckets))
         assert [t for t, _ in merged] == [t for t, _ in ref]
-        for (_, wire), (_, expected) in zip(merged, ref, strict=True):
-            assert_bucket_matches(wire, expected)
+        for (_, held), (_, expected) in zip(merged, ref, strict=True):
+            assert_bucket_matches(held, expected)
     await client.close()
 
 

@@ -18,12 +18,12 @@ import httpx
 import websockets
 
 from tests.conftest import ServerProcess
-from tests.merge import full_entries
 from tests.server.test_end_to_end import fresh_full, unique_rid
 from tests.wire import (
     NANOS,
     channel_variable,
     decode_strictly,
+    full_entries,
     new_id,
     ns_of,
     series_node,

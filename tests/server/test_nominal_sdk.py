@@ -21,8 +21,7 @@ from nominal_streaming import NominalDatasetStream, PyNominalStreamOpts
 
 from tests.conftest import ROOT, ServerProcess
 from tests.log_file import stored_rows
-from tests.merge import full_entries
-from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription
+from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

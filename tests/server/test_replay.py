@@ -15,13 +15,14 @@ import pytest
 import websockets
 
 from schemas.server import server_message_adapter
+from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
-from tests.merge import MergedView, full_entries
 from tests.wire import (
     NANOS,
     Client,
     channel_variable,
+    full_entries,
     new_id,
     series_node,
     subscription,
@@ -173,12 +174,12 @@ async def test_replay_as_fast_as_possible_starts_at_the_window_of_start_and_ends
         appends = updates[1:]
         assert len(appends) >= 2, "the period arrives as appends, as if live"
         assert all(u["type"] == "append" for u in appends)
-        view = MergedView(WINDOW_NS)
+        view = ResultView(WINDOW_NS)
         for update in updates:
             view.apply(update)
         # FullResult + appends = a computation over the window ending at replay.end, point by point.
         assert view.latest_end == end
-        assert view.as_sorted() == in_window(points, end)
+        assert view.ungrouped().normalized() == in_window(points, end)
         assert events[-1][0] == "ended", "replayEnded comes after the last update"
         # then: stop: nothing more, even when the series gets new points.
         await write_points(server.base_url, rid, "speed", [(time.time_ns(), 1.5)])
@@ -204,10 +205,10 @@ async def test_replay_then_live_joins_the_shared_computation(server: ServerProce
         assert full_entries(first) == ("numeric", in_window(points, start))
         assert await client.replay_ended(sub_id) == {"subscriptionId": sub_id, "then": "live"}
         replayed = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
-        view = MergedView(WINDOW_NS)
+        view = ResultView(WINDOW_NS)
         for update in replayed:
             view.apply(update)
-        assert view.as_sorted() == in_window(points, end)
+        assert view.ungrouped().normalized() == in_window(points, end)
         for _ in replayed[1:]:  # the first was taken above
             await client.update(sub_id)  # drained: what follows came after replayEnded
         live_full = await client.update(sub_id)
@@ -215,15 +216,15 @@ async def test_replay_then_live_joins_the_shared_computation(server: ServerProce
         assert full_entries(live_full) == ("numeric", recent)  # the live window, not the replay's
         fresh = (time.time_ns(), 104.0)
         await write_points(server.base_url, rid, "live", [fresh])
-        live = MergedView(WINDOW_NS)
+        live = ResultView(WINDOW_NS)
         live.apply(live_full)
         deadline = time.monotonic() + 30
-        while fresh not in live.as_sorted():
+        while fresh not in live.ungrouped().normalized():
             assert time.monotonic() < deadline, "the live append never came"
             update = await client.update(sub_id, timeout=30)
             assert update["type"] == "append"
             live.apply(update)
-        assert live.as_sorted() == [*recent, fresh]
+        assert live.ungrouped().normalized() == [*recent, fresh]
     finally:
         await client.close()
 
@@ -247,11 +248,11 @@ async def test_replay_at_10x_takes_about_a_tenth_of_the_period(server: ServerPro
         arrivals = client.arrivals[sub_id]
         assert len(arrivals) >= 5
         assert arrivals[-1] - arrivals[1] >= 1.0, "the appends are spread over the replay, not sent at once"
-        view = MergedView(WINDOW_NS)
+        view = ResultView(WINDOW_NS)
         for kind, update in events_until_ended(client, sub_id):
             if kind == "update":
                 view.apply(update)
-        assert view.as_sorted() == in_window(points, end)
+        assert view.ungrouped().normalized() == in_window(points, end)
     finally:
         await client.close()
 
@@ -270,11 +271,11 @@ async def test_min_delay_paces_a_replay_like_a_live_subscription(server: ServerP
         arrivals = client.arrivals[sub_id]
         gaps = [b - a for a, b in itertools.pairwise(arrivals)]
         assert gaps and min(gaps) >= 0.45, gaps  # never faster than minDelay
-        view = MergedView(WINDOW_NS)
+        view = ResultView(WINDOW_NS)
         for kind, update in events_until_ended(client, sub_id):
             if kind == "update":
                 view.apply(update)
-        assert view.as_sorted() == in_window(points, end)  # coalesced, nothing lost
+        assert view.ungrouped().normalized() == in_window(points, end)  # coalesced, nothing lost
     finally:
         await client.close()
 
@@ -387,12 +388,12 @@ async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_s
         first = await client.update(sub_id)
         assert full_entries(first) == ("numeric", in_window(points, start))
         await client.replay_ended(sub_id)
-        view = MergedView(WINDOW_NS)
+        view = ResultView(WINDOW_NS)
         updates = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
         assert len(updates) >= 3
         for update in updates:
             view.apply(update)
-        assert view.as_sorted() == in_window(points, end)
+        assert view.ungrouped().normalized() == in_window(points, end)
 
         # 300 more entries in the partition: Redis trims the oldest (MAXLEN ~ 50), the run included.
         async with asyncio.timeout(120):

@@ -12,8 +12,7 @@ import httpx
 
 from tests.conftest import ServerProcess, start_server
 from tests.log_file import stored_rows
-from tests.merge import full_entries
-from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription
+from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
 
 RID = "ri.sparkwire.test.dataset.retention"
 
