@@ -178,22 +178,35 @@ async def test_chromium_compresses_each_message_on_its_own_and_is_answered(
             const sentAt = new Date().toISOString();
             ws.onerror = () => reject(new Error("websocket error"));
             ws.onclose = (event) => reject(new Error(`closed with ${event.code}`));
+            const firstIds = [];
+            const answered = [];
             ws.onopen = () => {
-                // two ~3.8 KB messages, which Chromium sends deflated, then a ping
+                // two ~3.8 KB messages, which Chromium sends deflated, then a ping; each unsubscribe
+                // names ids no subscription has, so the server's answer quotes the first of them:
+                // proof that it inflated and read that very message
                 for (let i = 0; i < 2; i++) {
-                    ws.send(JSON.stringify({type: "unsubscribe", unsubscribe: Array.from(
-                        {length: 100}, () => crypto.randomUUID())}));
+                    const ids = Array.from({length: 100}, () => crypto.randomUUID());
+                    firstIds.push(ids[0]);
+                    ws.send(JSON.stringify({type: "unsubscribe", unsubscribe: ids}));
                 }
                 ws.send(JSON.stringify({type: "ping", ping: {sentAt}}));
             };
             ws.onmessage = (event) => {
                 const frame = JSON.parse(event.data);
                 if (frame.type !== "health") return;
-                if (frame.health.type === "clientMessageError") reject(new Error(event.data));
+                if (frame.health.type === "clientMessageError") {
+                    const id = firstIds[answered.length];
+                    const named = event.data.includes("no live subscription has the id(s)");
+                    if (!named || !event.data.includes(id)) {
+                        reject(new Error(event.data));
+                    }
+                    answered.push(event.data);
+                    return;
+                }
                 const echoed = frame.health.type === "pong" && frame.health.pong.pingOriginallySentAt;
                 if (echoed && Date.parse(echoed) === Date.parse(sentAt)) {
                     ws.onclose = null;
-                    resolve({extensions: ws.extensions});
+                    resolve({extensions: ws.extensions, answered: answered.length});
                     ws.close();
                 }
             };
@@ -202,6 +215,7 @@ async def test_chromium_compresses_each_message_on_its_own_and_is_answered(
     )
     assert result["extensions"].startswith("permessage-deflate")
     assert "client_no_context_takeover" in result["extensions"]
+    assert result["answered"] == 2  # both deflated messages were read and answered, before the pong
 
 
 def _iso(ns: int) -> str:
