@@ -501,6 +501,8 @@ INCREMENTAL_CASES = {
     "ValueMap": "ranges_enums_value_map",
     "EnumFilterTransformation": "ranges_enums_filter_transformation",
     "FilterWithinRanges": "numeric_filter_transformation",
+    "AbsoluteTimestamp": "numeric_absolute_timestamp_of_enum",
+    "SinceTime": "since_time",
 }
 
 

@@ -383,7 +383,16 @@ class SinceTime(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "timeRangeFilter")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> NumericPoints:
+        s = numeric(x, "timeRangeFilter")
         first = int(np.searchsorted(s.ts, self.start_ns, side="left"))
         return NumericPoints(s.ts[first:], s.values[first:])

@@ -102,8 +102,16 @@ class AbsoluteTimestamp(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = self.input.evaluate(env)
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, s: Series) -> NumericPoints:
         return NumericPoints(s.ts, s.ts / self.unit_ns)
 
 
