@@ -366,10 +366,11 @@ class Computation:
             if old is None or old.kind != out.kind:
                 full = True
                 continue
-            start = _settled(out, window_start).first_change(_settled(old, window_start))  # type: ignore[arg-type]
+            settled, settled_old = _settled(out, window_start), _settled(old, window_start)
+            start = settled.first_change(settled_old)  # type: ignore[arg-type]
             if start is not None:
                 starts.append(start)
-                full = full or not out.appendable
+                full = full or not out.appendable or _bucket_vanished(settled, settled_old, start)
         if not starts and not full:
             return None
         newest = max(
@@ -411,6 +412,17 @@ def _settled(out: Output, window_start: int) -> Output:
     if isinstance(out, Ranges):
         return out.clip(window_start)
     return out.since(window_start)
+
+
+def _bucket_vanished(out: Output, old: Output, start: int) -> bool:
+    """Whether a bucket the client holds (after `start`, inside the window) is gone from `out`. An
+    append of buckets replaces the client's buckets with the same end and removes none, so a bucket
+    left empty (its points dropped: a derivative's first point losing the point before it when the
+    held history's start moves, an overwrite a filter now rejects) needs a FullResult."""
+    if not isinstance(out, NumericBuckets | EnumBuckets) or not isinstance(old, NumericBuckets | EnumBuckets):
+        return False
+    ends = old.end[old.end > start]
+    return bool(len(ends)) and not bool(np.isin(ends, out.end).all())
 
 
 def _after(r: Rows, seq: int) -> Rows | None:

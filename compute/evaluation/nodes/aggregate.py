@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, numeric
-from compute.evaluation.results import NO_START, OPEN_END, EnumPoints, NumericPoints
+from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, Reach, Series, SeriesNode, numeric
+from compute.evaluation.results import NO_START, OPEN_END, EnumPoints, NumericPoints, Ranges
 
 # NumericAggregationFunction (deprecated enum) -> NumericAggregationOperator variant.
 FUNCTION_OPERATORS: dict[str, str] = {
@@ -248,9 +248,19 @@ class FilterWithinRanges(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input, self.ranges)
 
+    def reach(self) -> Reach:
+        return Reach()  # a point and the ranges holding its timestamp
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "filterTransformation")
-        r = self.ranges.evaluate(env)
+        return self._apply(self.input.evaluate(env), self.ranges.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(
+            self.input_since(self.input, env, since), self.input_since(self.ranges, env, since)
+        )
+
+    def _apply(self, x: Series, r: Ranges) -> NumericPoints:
+        s = numeric(x, "filterTransformation")
         # normalized ranges: the last range starting at or before t holds t if t < its end
         i = np.searchsorted(r.starts, s.ts, side="right") - 1
         ok = i >= 0
@@ -373,7 +383,16 @@ class SinceTime(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "timeRangeFilter")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> NumericPoints:
+        s = numeric(x, "timeRangeFilter")
         first = int(np.searchsorted(s.ts, self.start_ns, side="left"))
         return NumericPoints(s.ts[first:], s.values[first:])

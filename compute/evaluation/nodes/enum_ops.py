@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
-from compute.evaluation.results import EnumPoints
+from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, Reach, Series, SeriesNode, enum, numeric
+from compute.evaluation.results import EnumPoints, Ranges
 
 
 @dataclass
@@ -31,8 +31,17 @@ class ValueMap(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> EnumPoints:
-        s = numeric(self.input.evaluate(env), "valueMap")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> EnumPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> EnumPoints:
+        s = numeric(x, "valueMap")
         codes = np.full(len(s), -1, np.int32)
         for lower, upper, label in zip(self.lowers, self.uppers, self.labels, strict=True):
             hit = (codes < 0) & (s.values >= lower) & (s.values < upper)  # the first capturing range
@@ -54,9 +63,18 @@ class EnumFilterTransformation(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input, self.filter)
 
+    def reach(self) -> Reach:
+        return Reach()  # a point and the ranges holding its timestamp
+
     def evaluate(self, env: EvalEnv) -> EnumPoints:
-        s = enum(self.input.evaluate(env), "filterTransformation", env.categories)
-        r = self.filter.evaluate(env)
+        return self._apply(self.input.evaluate(env), self.filter.evaluate(env), env)
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> EnumPoints:
+        x, r = self.input_since(self.input, env, since), self.input_since(self.filter, env, since)
+        return self._apply(x, r, env)
+
+    def _apply(self, x: Series, r: Ranges, env: EvalEnv) -> EnumPoints:
+        s = enum(x, "filterTransformation", env.categories)
         # normalized ranges: the range a point might lie in is the last one starting at or before it
         i = np.searchsorted(r.starts, s.ts, side="right") - 1
         inside = (i >= 0) & (s.ts < r.ends[np.maximum(i, 0)]) if len(r) else np.zeros(len(s), bool)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
-from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, cut, numeric
 from compute.evaluation.nodes.inputs import Constant
 from compute.evaluation.results import NumericPoints
 
@@ -131,8 +131,20 @@ class Pointwise(SeriesNode):
     def own_lookback_ns(self) -> int:
         return self.radius_ns if len(self.children()) >= 2 else 0
 
+    def reach(self) -> Reach:
+        return Reach(ns=self.own_lookback_ns())  # the forward fill reads up to its radius back
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        timed = [numeric(x.evaluate(env), self.name) for x in self.inputs if not isinstance(x, Constant)]
+        return self._apply([x.evaluate(env) for x in self.children()])
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(
+            self._apply([self.input_since(x, env, since) for x in self.children()]), since
+        )
+        return out
+
+    def _apply(self, series: list[Series]) -> NumericPoints:
+        timed = [numeric(x, self.name) for x in series]
         ts, aligned = forward_fill(timed, self.radius_ns)
         columns, it = [], iter(aligned)
         for x in self.inputs:

@@ -54,7 +54,7 @@ class HeldSeries:
     copy: its window's views are that already."""
 
     def __init__(self) -> None:
-        self._held: dict[GroupKey, tuple[str, SeriesWindow]] = {}
+        self._held: dict[GroupKey, Held] = {}
 
     def whole(self, node: SeriesNode, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Series]:
         out = {k: node.evaluate(env).since(env.window_start) for k, env in envs.items()}
@@ -71,7 +71,7 @@ class HeldSeries:
         if isinstance(node, ChannelInput):
             return self.whole(node, envs)
         out: dict[GroupKey, Series] = {}
-        held: dict[GroupKey, tuple[str, SeriesWindow]] = {}
+        held: dict[GroupKey, Held] = {}
         for k, env in envs.items():
             ws, entry = env.window_start, self._held.get(k)
             changed = since.get(k, UNCHANGED)
@@ -81,6 +81,8 @@ class HeldSeries:
                 if part.kind == entry[0]:
                     values = part.codes if isinstance(part, EnumPoints) else part.values
                     entry[1].splice(start, part.ts, values)
+                    if isinstance(part, EnumPoints):  # the categories only grow
+                        entry = (entry[0], entry[1], part.categories)
                 else:  # the result type changed (an enum channel's first point): start over
                     entry = None
             if entry is None:
@@ -92,21 +94,26 @@ class HeldSeries:
         return out
 
 
-def _view(entry: tuple[str, SeriesWindow], env: EvalEnv) -> Series:
-    kind, window = entry
+# What a root holds of a group's series: its kind, its points, and an enum's categories (a channel's
+# are the computation's, a `valueMap`'s its own labels)
+Held = tuple[str, SeriesWindow, list[str]]
+
+
+def _view(entry: Held, env: EvalEnv) -> Series:
+    kind, window, categories = entry
     if kind == EnumPoints.kind:
-        return EnumPoints(window.ts, window.values, env.categories)
+        return EnumPoints(window.ts, window.values, categories)
     return NumericPoints(window.ts, window.values)
 
 
-def _hold(s: Series) -> tuple[str, SeriesWindow]:
+def _hold(s: Series) -> Held:
     if isinstance(s, EnumPoints):
         window = SeriesWindow(np.int32)
         window.splice(0, s.ts, s.codes)
-    else:
-        window = SeriesWindow(np.float64)
-        window.splice(0, s.ts, s.values)
-    return s.kind, window
+        return s.kind, window, s.categories
+    window = SeriesWindow(np.float64)
+    window.splice(0, s.ts, s.values)
+    return s.kind, window, []
 
 
 class HeldRanges:

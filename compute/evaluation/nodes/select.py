@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, enum, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, cut, enum, numeric
 from compute.evaluation.results import NumericPoints
 
 
@@ -22,8 +22,17 @@ class DropNan(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "dropNan")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> NumericPoints:
+        s = numeric(x, "dropNan")
         keep = ~np.isnan(s.values)
         return NumericPoints(s.ts[keep], s.values[keep])
 
@@ -41,8 +50,17 @@ class ApproximateFilter(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "approximateFilter")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> NumericPoints:
+        s = numeric(x, "approximateFilter")
         with np.errstate(all="ignore"):
             near = np.abs(s.values - self.threshold) <= self.tolerance
         keep = ~near if self.not_equal else near
@@ -60,8 +78,17 @@ class TimeDifference(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach(points=1)  # the point before
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = self.input.evaluate(env)
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        out: NumericPoints = cut(self._apply(self.input_since(self.input, env, since)), since)
+        return out
+
+    def _apply(self, s: Series) -> NumericPoints:
         return NumericPoints(s.ts[1:], np.diff(s.ts) / self.unit_ns)
 
 
@@ -75,8 +102,16 @@ class AbsoluteTimestamp(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = self.input.evaluate(env)
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, s: Series) -> NumericPoints:
         return NumericPoints(s.ts, s.ts / self.unit_ns)
 
 
@@ -92,8 +127,17 @@ class EnumToNumeric(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = enum(self.input.evaluate(env), "enumToNumeric", env.categories)
+        return self._apply(self.input.evaluate(env), env)
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since), env)
+
+    def _apply(self, x: Series, env: EvalEnv) -> NumericPoints:
+        s = enum(x, "enumToNumeric", env.categories)
         fallback = np.nan if self.default is None else self.default
         table = np.array([self.mapping.get(c, fallback) for c in s.categories] + [fallback], np.float64)
         mapped = np.array([c in self.mapping for c in s.categories] + [False], bool)

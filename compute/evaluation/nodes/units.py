@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compute.evaluation.nodes.base import EvalEnv, Node, SeriesNode, numeric
+from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, numeric
 from compute.evaluation.results import NumericPoints
 
 
@@ -21,8 +21,17 @@ class WithUnit(SeriesNode):
     def children(self) -> Sequence[Node]:
         return (self.input,)
 
+    def reach(self) -> Reach:
+        return Reach()
+
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return numeric(self.input.evaluate(env), "unitOverride")
+        return self._apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
+        return self._apply(self.input_since(self.input, env, since))
+
+    def _apply(self, x: Series) -> NumericPoints:
+        return numeric(x, "unitOverride")
 
 
 @dataclass
@@ -32,6 +41,6 @@ class Converted(WithUnit):
     scale: float = 1.0
     offset: float = 0.0
 
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "unitConversion")
+    def _apply(self, x: Series) -> NumericPoints:
+        s = numeric(x, "unitConversion")
         return NumericPoints(s.ts, s.values * self.scale + self.offset)
