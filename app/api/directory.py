@@ -144,7 +144,7 @@ def _id(result: Any, subscribers: set[Any], replay: bool) -> str:
     if not replay:
         return short_id(result.key)
     (subscriber,) = subscribers
-    return short_id(f"{result.key}#replay:{subscriber.connection.id}:{subscriber.subscription_id}")
+    return short_id(f"{result.key}#replay:{subscriber.sink.id}:{subscriber.subscription_id}")
 
 
 def _entry(

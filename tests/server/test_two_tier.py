@@ -56,6 +56,7 @@ class Tier:
         env = {k: v for k, v in env.items() if k.startswith("SPARKWIRE_")}  # not the Spark cluster's
         env.update(SPARKWIRE_REDIS_URL=self.redis.url)
         env.pop("SPARKWIRE_SPARK_MASTER", None)  # local Spark here: this machine has no room for a cluster
+        env.update(SPARKWIRE_METRICS_TENANT_LABELS="true")  # the late counter per data source is asserted
         base = self.workdir / f"{name}-{time.monotonic_ns()}"
         return start_server(
             base / "data", base.with_suffix(".log"), env=env, ready_timeout=ready_timeout, command=command[1:]
