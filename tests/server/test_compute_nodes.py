@@ -241,11 +241,14 @@ async def collect(client: Client, ids: dict[str, str], views: dict[str, ResultVi
             views[name].apply(q.get_nowait())
 
 
-async def subscribe_all(client: Client, variables: dict[str, Any], lateness: bool) -> dict[str, str]:
-    ids = {name: new_id() for name in CASES}
-    kw: dict[str, Any] = {"lateness_s": WINDOW_S} if lateness else {}
+async def subscribe_all(client: Client, variables: dict[str, Any], cases: dict[str, Any]) -> dict[str, str]:
+    """Every case subscribed on one connection (lateness: the whole window), each created."""
+    ids = {name: new_id() for name in cases}
     await client.subscribe(
-        {ids[name]: subscription(node, variables, WINDOW_S, **kw) for name, node in CASES.items()}
+        {
+            ids[name]: subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)
+            for name, node in cases.items()
+        }
     )
     for name, sub_id in ids.items():
         creation = await client.creation(sub_id, timeout=120)
@@ -262,21 +265,20 @@ async def first_fulls(client: Client, ids: dict[str, str]) -> dict[str, ResultVi
     return views
 
 
-def expected_results(store: Store, variables: dict[str, Any], cutoff: int) -> dict[str, Any]:
-    return {name: evaluate(node, variables, store, WINDOW_NS, cutoff) for name, node in CASES.items()}
-
-
-@pytest.fixture(scope="module")
-async def outcome(server: ServerProcess) -> Outcome:
-    rng = random.Random(20261122)
-    rid = f"ri.test.nodes.{time.time_ns()}"
+async def play_scenario(
+    server: ServerProcess, cases: dict[str, Any], rid: str, variables: dict[str, Any], seed: int
+) -> Outcome:
+    """The scenario every node test shares: the cases subscribed before anything is written, the
+    history and six rounds of writes (late points, an overwrite, a tag group appearing, points older
+    than all others), then a brand-new computation of each case; the views, the fresh FullResults and
+    the reference (tests/reference.py) at one cutoff."""
+    rng = random.Random(seed)
     w = Writer(server.base_url, rid)
-    variables = context(rid)
     origin = time.time_ns()
     client = await Client.connect(server.ws_url)
     keepalive = keep_alive(client)
     # Subscribed before anything is written: every point reaches these computations live.
-    ids = await subscribe_all(client, variables, lateness=True)
+    ids = await subscribe_all(client, variables, cases)
     views = await first_fulls(client, ids)
     appends_before: dict[str, int] = {}
 
@@ -288,10 +290,10 @@ async def outcome(server: ServerProcess) -> Outcome:
             return all(
                 same(
                     clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
-                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
+                    evaluate(cases[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
                     REL,
                 )
-                for k in CASES
+                for k in cases
             )
 
         deadline = time.monotonic() + 240
@@ -320,12 +322,19 @@ async def outcome(server: ServerProcess) -> Outcome:
     # from the log, it must equal the live one's merged result.
     other = await Client.connect(server.ws_url)
     other_keepalive = keep_alive(other)
-    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)}, lateness=True)
+    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)}, cases)
     fresh = await first_fulls(other, fresh_ids)
     other_keepalive.cancel()
     await other.close()
     cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
-    return Outcome(views, appends_before, fresh, expected_results(w.store, variables, cutoff), cutoff)
+    expected = {name: evaluate(node, variables, w.store, WINDOW_NS, cutoff) for name, node in cases.items()}
+    return Outcome(views, appends_before, fresh, expected, cutoff)
+
+
+@pytest.fixture(scope="module")
+async def outcome(server: ServerProcess) -> Outcome:
+    rid = f"ri.test.nodes.{time.time_ns()}"
+    return await play_scenario(server, CASES, rid, context(rid), seed=20261122)
 
 
 @pytest.mark.timeout(900)  # the first test also runs the scenario; Spark shares the machine

@@ -11,9 +11,7 @@ from nominal-api's docs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 import time
 from typing import Any
 
@@ -25,23 +23,16 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
 from tests import node_json as n
-from tests.client_view import clip_ranges, first_difference, same
+from tests.client_view import clip_ranges, first_difference
 from tests.conftest import ServerProcess
-from tests.keepalive import keep_alive
-from tests.reference import evaluate
 from tests.server.test_compute_nodes import (
     REL,
-    WINDOW_NS,
     WINDOW_S,
     Outcome,
-    Writer,
-    collect,
     context,
-    first_fulls,
-    write_history,
-    write_round,
+    play_scenario,
 )
-from tests.wire import DECODER, NANOS, Client, new_id, ns_of, subscription, write_points
+from tests.wire import DECODER, NANOS, Client, ns_of, subscription, write_points
 
 A, B, G = (nc.NumericSeries.Reference(x) for x in ("a", "b", "g"))
 Json = dict[str, Any]
@@ -349,70 +340,10 @@ CASES: dict[str, Json] = {
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
 
 
-async def subscribe_all(client: Client, variables: Json) -> dict[str, str]:
-    ids = {name: new_id() for name in CASES}
-    await client.subscribe(
-        {ids[name]: subscription(c, variables, WINDOW_S, lateness_s=WINDOW_S) for name, c in CASES.items()}
-    )
-    for name, sub_id in ids.items():
-        creation = await client.creation(sub_id, timeout=120)
-        assert creation["type"] == "success", (name, creation)
-    return ids
-
-
 @pytest.fixture(scope="module")
 async def outcome(server: ServerProcess) -> Outcome:
-    rng = random.Random(20261126)
     rid = f"ri.test.numeric.{time.time_ns()}"
-    w = Writer(server.base_url, rid)
-    variables = context(rid)
-    origin = time.time_ns()
-    client = await Client.connect(server.ws_url)
-    keepalive = keep_alive(client)
-    ids = await subscribe_all(client, variables)  # before any write: every point reaches them live
-    views = await first_fulls(client, ids)
-    appends_before: dict[str, int] = {}
-
-    async def settle() -> None:
-        def matches() -> bool:
-            return all(
-                same(
-                    clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
-                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
-                    REL,
-                )
-                for k in CASES
-            )
-
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            await collect(client, ids, views)
-            if await asyncio.to_thread(matches):
-                break
-            await asyncio.sleep(1.0)
-        await asyncio.sleep(2.0)
-        await collect(client, ids, views)
-
-    await write_history(w, rng, origin)
-    for phase in ((0, 1, 2), (3,), (4, 5)):
-        if phase[0] == 4:
-            appends_before = {k: len(v.appends) for k, v in views.items()}
-        for round_ in phase:
-            await write_round(w, rng, round_, origin)
-            await asyncio.sleep(0.3)
-        await settle()
-    keepalive.cancel()
-    await client.close()
-
-    other = await Client.connect(server.ws_url)
-    other_keepalive = keep_alive(other)
-    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)})
-    fresh = await first_fulls(other, fresh_ids)
-    other_keepalive.cancel()
-    await other.close()
-    cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
-    expected = {name: evaluate(c, variables, w.store, WINDOW_NS, cutoff) for name, c in CASES.items()}
-    return Outcome(views, appends_before, fresh, expected, cutoff)
+    return await play_scenario(server, CASES, rid, context(rid), seed=20261126)
 
 
 @pytest.mark.timeout(900)

@@ -7,9 +7,7 @@ and (2) a fresh FullResult of a brand-new computation. Refusals are checked by n
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 import time
 from typing import Any
 
@@ -27,12 +25,16 @@ from sparkwire_client import nodes as cn
 from sparkwire_client import range_nodes as rn
 from sparkwire_client.view import View
 from tests import node_json as n
-from tests.client_view import ResultView, clip_ranges, first_difference, same
+from tests.client_view import ResultView, clip_ranges, first_difference
 from tests.conftest import ServerProcess
-from tests.keepalive import keep_alive
 from tests.reference import evaluate
-from tests.server.test_compute_nodes import Outcome, Writer, collect, context, write_history, write_round
-from tests.wire import DECODER, NANOS, Client, new_id, subscription, write_points
+from tests.server.test_compute_nodes import (
+    Outcome,
+    Writer,
+    context,
+    play_scenario,
+)
+from tests.wire import DECODER, NANOS, Client, subscription, write_points
 
 WINDOW_S = 3600.0
 WINDOW_NS = int(WINDOW_S * NANOS)
@@ -359,82 +361,10 @@ def variables_of(rid: str) -> dict[str, Any]:
     return {**context(rid), "held_ranges": {"type": "computeNode", "computeNode": nested}}
 
 
-async def subscribe_all(client: Client, variables: dict[str, Any]) -> dict[str, str]:
-    ids = {name: new_id() for name in CASES}
-    await client.subscribe(
-        {
-            ids[name]: subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)
-            for name, node in CASES.items()
-        }
-    )
-    for name, sub_id in ids.items():
-        creation = await client.creation(sub_id, timeout=120)
-        assert creation["type"] == "success", (name, creation)
-    return ids
-
-
-async def first_fulls(client: Client, ids: dict[str, str]) -> dict[str, ResultView]:
-    views = {name: ResultView(WINDOW_NS) for name in ids}
-    for name, sub_id in ids.items():
-        update = await client.update(sub_id, timeout=300)
-        assert update["type"] == "full", (name, update)
-        views[name].apply(update)
-    return views
-
-
 @pytest.fixture(scope="module")
 async def outcome(server: ServerProcess) -> Outcome:
-    rng = random.Random(20261126)
     rid = f"ri.test.ranges.{time.time_ns()}"
-    w = Writer(server.base_url, rid)
-    variables = variables_of(rid)
-    origin = time.time_ns()
-    client = await Client.connect(server.ws_url)
-    keepalive = keep_alive(client)
-    ids = await subscribe_all(client, variables)
-    views = await first_fulls(client, ids)
-    appends_before: dict[str, int] = {}
-
-    async def settle() -> None:
-        def matches() -> bool:
-            return all(
-                same(
-                    clip_ranges(views[k].snapshot(), views[k].applied_at - WINDOW_NS),
-                    evaluate(CASES[k], variables, w.store, WINDOW_NS, views[k].applied_at - WINDOW_NS),
-                    REL,
-                )
-                for k in CASES
-            )
-
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            await collect(client, ids, views)
-            if await asyncio.to_thread(matches):
-                break
-            await asyncio.sleep(1.0)
-        await asyncio.sleep(2.0)
-        await collect(client, ids, views)
-
-    await write_history(w, rng, origin)
-    for phase in ((0, 1, 2), (3,), (4, 5)):
-        if phase[0] == 4:
-            appends_before = {k: len(v.appends) for k, v in views.items()}
-        for round_ in phase:
-            await write_round(w, rng, round_, origin)
-            await asyncio.sleep(0.3)
-        await settle()
-    keepalive.cancel()
-    await client.close()
-
-    other = await Client.connect(server.ws_url)
-    other_keepalive = keep_alive(other)
-    fresh_ids = await subscribe_all(other, {**variables, "unused": n.double_var(0.0)})
-    fresh = await first_fulls(other, fresh_ids)
-    other_keepalive.cancel()
-    await other.close()
-    cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
-    expected = {name: evaluate(node, variables, w.store, WINDOW_NS, cutoff) for name, node in CASES.items()}
-    return Outcome(views, appends_before, fresh, expected, cutoff)
+    return await play_scenario(server, CASES, rid, variables_of(rid), seed=20261126)
 
 
 @pytest.mark.timeout(900)

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, Reach, Series, SeriesNode, numeric
+from compute.evaluation.nodes.base import (
+    EvalEnv,
+    Node,
+    PointByPoint,
+    RangeNode,
+    Reach,
+    Series,
+    SeriesNode,
+    numeric,
+)
 from compute.evaluation.results import NO_START, OPEN_END, EnumPoints, NumericPoints, Ranges
 
 # NumericAggregationFunction (deprecated enum) -> NumericAggregationOperator variant.
@@ -373,26 +382,14 @@ class ResampleForwardFill(SeriesNode):
 
 
 @dataclass
-class SinceTime(SeriesNode):
+class SinceTime(PointByPoint):
     """`timeRangeFilter` with a start only: the points at or after it (an end is refused: Nominal's
     TIME_RANGE_FILTER_WITH_FIXED_END)."""
 
     input: SeriesNode
     start_ns: int
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, x: Series) -> NumericPoints:
+    def apply(self, x: Series) -> NumericPoints:
         s = numeric(x, "timeRangeFilter")
         first = int(np.searchsorted(s.ts, self.start_ns, side="left"))
         return NumericPoints(s.ts[first:], s.values[first:])

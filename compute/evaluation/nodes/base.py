@@ -198,6 +198,29 @@ class SeriesNode(Node, ABC):
         return out
 
 
+class PointByPoint(SeriesNode):
+    """A series node whose output at a time depends only on its one input's point at that time
+    (reach 0: filters, unit and value maps, per-point transforms). It says how a run of points maps
+    (`apply`); a whole evaluation and a live one since a time are then the same code."""
+
+    input: SeriesNode  # declared by each subclass, a dataclass field
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def reach(self) -> Reach:
+        return Reach()
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        return self.apply(self.input.evaluate(env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Series:
+        return self.apply(self.input_since(self.input, env, since))
+
+    @abstractmethod
+    def apply(self, x: Series) -> Series: ...
+
+
 class RangeNode(Node, ABC):
     """A node that yields normalized ranges."""
 

@@ -10,12 +10,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, Reach, Series, SeriesNode, enum, numeric
+from compute.evaluation.nodes.base import (
+    EvalEnv,
+    Node,
+    PointByPoint,
+    RangeNode,
+    Reach,
+    Series,
+    SeriesNode,
+    enum,
+    numeric,
+)
 from compute.evaluation.results import EnumPoints, Ranges
 
 
 @dataclass
-class ValueMap(SeriesNode):
+class ValueMap(PointByPoint):
     """`valueMap`: each point's value looked up in value ranges [lower, upper) (the compiler has
     resolved open bounds and checked they ascend without overlapping) and replaced by that range's
     label; a value no range captures (NaN included) takes `default`, or is dropped without one.
@@ -28,19 +38,7 @@ class ValueMap(SeriesNode):
     categories: list[str]
     default: int | None
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> EnumPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> EnumPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, x: Series) -> EnumPoints:
+    def apply(self, x: Series) -> EnumPoints:
         s = numeric(x, "valueMap")
         codes = np.full(len(s), -1, np.int32)
         for lower, upper, label in zip(self.lowers, self.uppers, self.labels, strict=True):

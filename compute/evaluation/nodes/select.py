@@ -9,36 +9,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, cut, enum, numeric
+from compute.evaluation.nodes.base import (
+    EvalEnv,
+    Node,
+    PointByPoint,
+    Reach,
+    Series,
+    SeriesNode,
+    cut,
+    enum,
+    numeric,
+)
 from compute.evaluation.results import NumericPoints
 
 
 @dataclass
-class DropNan(SeriesNode):
+class DropNan(PointByPoint):
     """The points whose value is not NaN (infinities stay)."""
 
     input: SeriesNode
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, x: Series) -> NumericPoints:
+    def apply(self, x: Series) -> NumericPoints:
         s = numeric(x, "dropNan")
         keep = ~np.isnan(s.values)
         return NumericPoints(s.ts[keep], s.values[keep])
 
 
 @dataclass
-class ApproximateFilter(SeriesNode):
+class ApproximateFilter(PointByPoint):
     """EQUAL_TO keeps the points with |value - threshold| <= tolerance; NOT_EQUAL_TO the others
     (a NaN value is equal to nothing, so only NOT_EQUAL_TO keeps it)."""
 
@@ -47,19 +45,7 @@ class ApproximateFilter(SeriesNode):
     tolerance: float
     not_equal: bool
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, x: Series) -> NumericPoints:
+    def apply(self, x: Series) -> NumericPoints:
         s = numeric(x, "approximateFilter")
         with np.errstate(all="ignore"):
             near = np.abs(s.values - self.threshold) <= self.tolerance
@@ -93,25 +79,13 @@ class TimeDifference(SeriesNode):
 
 
 @dataclass
-class AbsoluteTimestamp(SeriesNode):
+class AbsoluteTimestamp(PointByPoint):
     """Every point's value replaced by its own timestamp (since the Unix epoch) in the time unit."""
 
     input: SeriesNode
     unit_ns: int
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, s: Series) -> NumericPoints:
+    def apply(self, s: Series) -> NumericPoints:
         return NumericPoints(s.ts, s.ts / self.unit_ns)
 
 

@@ -4,33 +4,20 @@ each value through the affine conversion compute/evaluation/units.py found when 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compute.evaluation.nodes.base import EvalEnv, Node, Reach, Series, SeriesNode, numeric
+from compute.evaluation.nodes.base import PointByPoint, Series, SeriesNode, numeric
 from compute.evaluation.results import NumericPoints
 
 
 @dataclass
-class WithUnit(SeriesNode):
+class WithUnit(PointByPoint):
     """The input's points, reported in `unit` (None: the unit cleared)."""
 
     input: SeriesNode
     unit: str | None
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def reach(self) -> Reach:
-        return Reach()
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        return self._apply(self.input.evaluate(env))
-
-    def evaluate_since(self, env: EvalEnv, since: int) -> NumericPoints:
-        return self._apply(self.input_since(self.input, env, since))
-
-    def _apply(self, x: Series) -> NumericPoints:
+    def apply(self, x: Series) -> NumericPoints:
         return numeric(x, "unitOverride")
 
 
@@ -41,6 +28,6 @@ class Converted(WithUnit):
     scale: float = 1.0
     offset: float = 0.0
 
-    def _apply(self, x: Series) -> NumericPoints:
+    def apply(self, x: Series) -> NumericPoints:
         s = numeric(x, "unitConversion")
         return NumericPoints(s.ts, s.values * self.scale + self.offset)
