@@ -340,20 +340,29 @@ async def outcome(server: ServerProcess) -> Outcome:
 @pytest.mark.timeout(900)  # the first test also runs the scenario; Spark shares the machine
 @pytest.mark.parametrize("name", list(CASES))
 async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
-    view, fresh = outcome.views[name], outcome.fresh[name]
-    merged = clip_ranges(view.snapshot(), outcome.cutoff)
-    expected = outcome.expected[name]
-    assert merged, f"{name}: no result"
-    diff = first_difference(merged, expected, REL)
-    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
-    fresh_result = clip_ranges(fresh.snapshot(), outcome.cutoff)
-    diff = first_difference(merged, fresh_result)
-    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
+    view = outcome.views[name]
+    merged_equals_reference_and_fresh(outcome, name)
     if name in NO_APPEND_FORM:
         assert view.fulls >= 2 and not view.appends, "every change of a rangesSummary is a FullResult"
     else:
-        later = len(view.appends) - outcome.appends_before_last_phase[name]
-        assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+        reached_by_an_append(outcome, name)
+
+
+def merged_equals_reference_and_fresh(outcome: Outcome, name: str) -> dict[Any, tuple[str, Any]]:
+    """A case's merged live result, not empty, equal to the reference and to a fresh FullResult
+    (the check every node test makes of the shared scenario); returns it."""
+    merged = clip_ranges(outcome.views[name].snapshot(), outcome.cutoff)
+    assert merged, f"{name}: no result"
+    diff = first_difference(merged, outcome.expected[name], REL)
+    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
+    diff = first_difference(merged, clip_ranges(outcome.fresh[name].snapshot(), outcome.cutoff))
+    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
+    return merged
+
+
+def reached_by_an_append(outcome: Outcome, name: str) -> None:
+    later = len(outcome.views[name].appends) - outcome.appends_before_last_phase[name]
+    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED))

@@ -23,14 +23,14 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
 from tests import node_json as n
-from tests.client_view import clip_ranges, first_difference
 from tests.conftest import ServerProcess
 from tests.server.test_compute_nodes import (
-    REL,
     WINDOW_S,
     Outcome,
     context,
+    merged_equals_reference_and_fresh,
     play_scenario,
+    reached_by_an_append,
 )
 from tests.wire import DECODER, NANOS, Client, ns_of, subscription, write_points
 
@@ -349,17 +349,9 @@ async def outcome(server: ServerProcess) -> Outcome:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", list(CASES))
 async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
-    view, fresh = outcome.views[name], outcome.fresh[name]
-    merged = clip_ranges(view.snapshot(), outcome.cutoff)
-    expected = outcome.expected[name]
-    assert merged, f"{name}: no result"
+    merged = merged_equals_reference_and_fresh(outcome, name)
     assert any(points for _, points in merged.values()), f"{name}: every group is empty"
-    diff = first_difference(merged, expected, REL)
-    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
-    diff = first_difference(merged, clip_ranges(fresh.snapshot(), outcome.cutoff))
-    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
-    later = len(view.appends) - outcome.appends_before_last_phase[name]
-    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+    reached_by_an_append(outcome, name)
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED))

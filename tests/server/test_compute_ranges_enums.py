@@ -32,7 +32,9 @@ from tests.server.test_compute_nodes import (
     Outcome,
     Writer,
     context,
+    merged_equals_reference_and_fresh,
     play_scenario,
+    reached_by_an_append,
 )
 from tests.wire import DECODER, NANOS, Client, subscription, write_points
 
@@ -370,17 +372,10 @@ async def outcome(server: ServerProcess) -> Outcome:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", list(CASES))
 async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: Outcome, name: str) -> None:
-    view, fresh = outcome.views[name], outcome.fresh[name]
-    merged = clip_ranges(view.snapshot(), outcome.cutoff)
+    merged_equals_reference_and_fresh(outcome, name)
     expected = outcome.expected[name]
-    assert merged, f"{name}: no result"
     assert any(result for _, result in expected.values()), f"{name}: the scenario never triggers it"
-    diff = first_difference(merged, expected, REL)
-    assert diff is None, f"{name}: merged result differs from the reference at {diff}"
-    diff = first_difference(merged, clip_ranges(fresh.snapshot(), outcome.cutoff))
-    assert diff is None, f"{name}: merged result differs from a fresh FullResult at {diff}"
-    later = len(view.appends) - outcome.appends_before_last_phase[name]
-    assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+    reached_by_an_append(outcome, name)
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED))
