@@ -196,7 +196,9 @@ async def write_round(w: Writer, rng: random.Random, round_: int, origin: int) -
     ms = 1_000_000
     late = sorted(origin - rng.randint(70, 290) * S - rng.randint(0, S) for _ in range(2))
     if round_ == 5:  # the last round flips every condition the range nodes test
-        fresh_a = [(t, 5.5), (t + 50 * ms, -5.5), (t + 100 * ms, 0.5), (t + 150 * ms, 5.5)]
+        # 6.5 is above every random value of a (at most 6): it changes the max of whatever
+        # interval it lands in, so a bucketed max is reached by an append however the clock falls.
+        fresh_a = [(t, 6.5), (t + 50 * ms, -5.5), (t + 100 * ms, 0.5), (t + 150 * ms, 5.5)]
         fresh_b = [(t + 10 * ms, 0.6), (t + 60 * ms, 19.0), (t + 110 * ms, 9.0)]
         fresh_e = [(t + 20 * ms, "run"), (t + 70 * ms, "idle"), (t + 120 * ms, "fault")]
         fresh_g = [(t + 30 * ms, 3.0), (t + 80 * ms, -3.0)]
