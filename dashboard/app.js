@@ -476,7 +476,10 @@ async function loadSeries() {
   try {
     const answer = await fetch("series", authorized());
     noteRefusal(answer);
-    if (!answer.ok) throw new Error(`GET /series: ${answer.status}`);
+    if (!answer.ok) {
+      seriesListed = false; // what an earlier token listed says nothing now
+      throw new Error(`GET /series: ${answer.status}`);
+    }
     const list = await answer.json();
     channelTypes = new Map(list.map((s) => [`${s.dataSourceRid}|${s.channel}`, s.type]));
     const rids = [...new Set(list.map((s) => s.dataSourceRid))];
