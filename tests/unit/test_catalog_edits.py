@@ -17,6 +17,7 @@ from app.protocol.ws_session import StartSubscription, StopSubscription
 from compute.evaluation import datasets
 from compute.evaluation.compiler import UNHONOURED_CONTEXT, Limits, MalformedNode, ResultOptions, compile_plan
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.request import ComputationRequest
 from compute.storage.assets import Asset, DataScope, Run
 from schemas.client import Context
 from tests.unit.test_nominal_names import conjure_ir
@@ -293,3 +294,24 @@ def test_every_field_of_nominal_apis_context_is_read() -> None:
     # functionVariables feeds only `derived` variables, which are refused by name themselves
     handled = {"variables", "datasetReferences", "applyDataScopeOffsets", "functionVariables"}
     assert fields == handled | set(UNHONOURED_CONTEXT)
+
+
+def test_a_request_with_references_and_a_resolution_travels_to_the_compute_tier_unchanged(
+    catalog: Catalog,
+) -> None:
+    """An edge sends the request as JSON and the compute tier keys it by what it reads back
+    (app/tiers/): the references and the resolution come through, and the key is the same."""
+    node = select_numeric(reference("d"))
+    request = ComputationRequest(node, 60 * 10**9, {}, None, ResultOptions(), {"d": saved(MINE)})
+    plan = request.compile(Limits())
+    assert plan.catalog is None and request.resolved(plan).key == request.key  # reads no asset
+    over_asset = {"d": {"type": "asset", "asset": {"rid": lit(ASSET)}}}
+    request = ComputationRequest(node, 60 * 10**9, {}, None, ResultOptions(), over_asset)
+    plan = request.compile(Limits())
+    assert plan.catalog is not None and plan.catalog.rids == {ASSET}
+    resolved = request.resolved(plan)
+    again = ComputationRequest.from_json(resolved.to_json())
+    assert again == resolved and again.key == resolved.key != request.key
+    assert [s.data_source_rid for s in again.compile(Limits()).selectors] == [MINE]
+    plain = ComputationRequest(node, 60 * 10**9, {}, None)
+    assert ComputationRequest.from_json(plain.to_json()) == plain  # the older form reads back too
