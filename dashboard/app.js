@@ -38,6 +38,7 @@ const published = {
   ranges: {},
   errors: [],
   notices: [], // what the page says instead of a silent empty chart (a mistyped channel, no points)
+  auth: null, // null, or why the server refused the page's reads: "token needed" | "token refused"
   mode: "live", // "live", "replay", or "replay ended"
   ready: null, // the server's /readyz: null until asked, then { ready, reason }
   colors: {}, // label -> the colour the chart draws it in
@@ -51,6 +52,7 @@ let channelTypes = new Map(); // "rid|channel" -> "double" | "string"
 let seriesListed = false; // whether GET /series answered (the notices need it)
 let connectionState = { state: "connecting", detail: "" };
 let scopes = new Map(); // "<asset rid>/<data scope>" -> { dataSourceRid, seriesTags }
+let token = ""; // the bearer token (see takeToken); "" when none is given
 const latencies = [];
 let dirty = true;
 
@@ -98,6 +100,42 @@ function parseTags(text) {
     if (k.trim() && rest.length) tags[k.trim()] = rest.join("=").trim();
   }
   return tags;
+}
+
+// -- login -----------------------------------------------------------------------------------------
+const TOKEN_KEY = "sparkwire.token";
+
+/** The bearer token for a server with authentication on: given in the address's fragment
+ *  (`#token=...`, as the computations page takes it; kept, then taken out of the address) or typed
+ *  into the Token field. It lives in this tab's sessionStorage only, and is sent as
+ *  `Authorization: Bearer` to the HTTP routes and as the `bearer, <token>` subprotocol pair to the
+ *  WebSocket (a browser cannot set a WebSocket's headers). */
+function takeToken() {
+  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (match) {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem(TOKEN_KEY) ?? "";
+}
+
+function setToken(value) {
+  token = value;
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+const authorized = () => (token ? { headers: { Authorization: `Bearer ${token}` } } : {});
+
+// The WebSocket takes the token as a subprotocol, which only an HTTP token's characters may form
+// (the browser throws on any other): a token with others is not offered, and the server says 401.
+const SUBPROTOCOL_SAFE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const bearerProtocols = () => (token && SUBPROTOCOL_SAFE.test(token) ? ["bearer", token] : []);
+
+/** What a refused read (401) says about the token. */
+function noteRefusal(answer) {
+  if (answer.status === 401) published.auth = token ? "token refused" : "token needed";
+  else if (answer.ok) published.auth = null;
 }
 
 // -- compute nodes (Conjure JSON) ------------------------------------------------------------------
@@ -359,6 +397,8 @@ function renderMode() {
 function renderNotices() {
   const config = published.config;
   const notices = [];
+  if (published.auth === "token needed") notices.push("This server needs a token: enter yours in Token.");
+  if (published.auth === "token refused") notices.push("The server refused the token (401): enter another in Token.");
   if (config && seriesListed) {
     const rids = new Set([...channelTypes.keys()].map((key) => key.slice(0, key.lastIndexOf("|"))));
     const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
@@ -434,7 +474,13 @@ function escape(text) {
 async function loadSeries() {
   await loadAssets();
   try {
-    const list = await (await fetch("series")).json();
+    const answer = await fetch("series", authorized());
+    noteRefusal(answer);
+    if (!answer.ok) {
+      seriesListed = false; // what an earlier token listed says nothing now
+      throw new Error(`GET /series: ${answer.status}`);
+    }
+    const list = await answer.json();
     channelTypes = new Map(list.map((s) => [`${s.dataSourceRid}|${s.channel}`, s.type]));
     const rids = [...new Set(list.map((s) => s.dataSourceRid))];
     $("rids").innerHTML = rids.map((r) => `<option value="${escape(r)}">`).join("");
@@ -454,8 +500,9 @@ async function loadSeries() {
 // The assets' data scopes, offered as "<asset rid>/<data scope>" (labelled with the asset's title).
 async function loadAssets() {
   try {
-    const answer = await fetch("assets/v1/assets");
-    if (!answer.ok) return; // authentication on: the page lists no assets without a token
+    const answer = await fetch("assets/v1/assets", authorized());
+    noteRefusal(answer);
+    if (!answer.ok) return; // refused (a missing or bad token): said by renderNotices
     const assets = await answer.json();
     scopes = new Map();
     const options = [];
@@ -474,7 +521,9 @@ async function loadAssets() {
 
 async function main() {
   const config = readConfig();
+  token = takeToken();
   fillForm(config);
+  $("token").value = token;
   await loadSeries();
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   connection = new LiveConnection(`${scheme}//${location.host}/persistent-compute/ws`, {
@@ -482,12 +531,17 @@ async function main() {
     onUpdate,
     onError,
     onReplayEnded,
+    protocols: bearerProtocols,
   });
   connection.start();
   apply(config);
   $("form").addEventListener("submit", async (event) => {
     event.preventDefault();
+    const typed = $("token").value.trim();
+    const newToken = typed !== token;
+    if (newToken) setToken(typed);
     await loadSeries();
+    if (newToken) connection.restart(); // the subscriptions are made again on a socket with the new token
     apply(formConfig());
   });
   $("rid").addEventListener("change", loadSeries);

@@ -172,8 +172,10 @@ function withToken(request, token) {
  * subscribes again, and a newer socket then takes it over with the AppendResult that resumes it.
  */
 export class LiveConnection {
-  constructor(url, { onState, onUpdate, onError, onReplayEnded } = {}) {
+  constructor(url, { onState, onUpdate, onError, onReplayEnded, protocols } = {}) {
     this.url = url;
+    // The subprotocols each new socket offers, asked anew each time (a bearer token may change).
+    this.protocols = protocols || (() => []);
     this.onState = onState || (() => {});
     this.onReplayEnded = onReplayEnded || (() => {});
     this.onUpdate = onUpdate || (() => {});
@@ -203,8 +205,23 @@ export class LiveConnection {
     for (const link of this.links) link.ws.close(1000);
   }
 
+  /** Every socket closed and a new one opened, which subscribes everything again: after a new
+   *  token, nothing may go on arriving over a socket the old one opened. */
+  restart() {
+    if (this.closed) return;
+    for (const link of this.links) {
+      link.ws.onclose = link.ws.onmessage = null; // no retry, and nothing more read, for these
+      link.ws.close(1000);
+    }
+    this.links.clear();
+    this.current = null;
+    this.backoffMs = 250;
+    this.open(false);
+  }
+
   open(handover) {
-    const link = { ws: new WebSocket(this.url), generation: ++this.generation, handover, ready: false };
+    const ws = new WebSocket(this.url, this.protocols());
+    const link = { ws, generation: ++this.generation, handover, ready: false };
     this.links.add(link);
     this.setState(handover ? "handing over" : this.connections ? "reconnecting" : "connecting");
     link.ws.onopen = () => {

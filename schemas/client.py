@@ -23,8 +23,13 @@ SubscriptionId = Annotated[
 
 class Context(ConjureModel):
     variables: dict[str, ConjureUnion] = Field(default_factory=dict)
-    dataset_references: dict[str, JsonValue] = Field(default_factory=dict)
+    dataset_references: dict[str, JsonValue] | None = Field(default_factory=dict)
     function_variables: dict[str, JsonValue] | None = None
+    # Read so that the compiler can honour or refuse them by name (they change the answer).
+    default_fill_strategy: JsonValue | None = None
+    default_alignment_strategy: JsonValue | None = None
+    apply_data_scope_offsets: bool | None = None
+    resolve_assets_through_datasets: bool | None = None
 
 
 class StreamingComputeNodeRequest(ConjureModel):

@@ -1,9 +1,11 @@
-"""Assets and runs over HTTP: create, read, list and delete the catalog that `ChannelSeries.asset`,
-`ChannelSeries.run`, `Dataset.asset` and `Dataset.run` resolve against (compute/storage/assets.py).
+"""Assets and runs over HTTP: create, read, list, update and delete the catalog that
+`ChannelSeries.asset`, `ChannelSeries.run`, `Dataset.asset` and `Dataset.run` resolve against
+(compute/storage/assets.py).
 
 Reading needs a token as ingest does (authentication on); changing needs the `admin` claim. An asset
 names data sources, it does not grant them: a subscription through an asset is checked against the
-data sources behind it, as if it had named them itself."""
+data sources behind it, as if it had named them itself. Every change, once stored, reaches the live
+subscriptions that resolved through it (app/fanout/catalog_edits.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
-from compute.evaluation.datasets import use_catalog
+from compute.evaluation.datasets import CatalogKind, use_catalog
 from compute.storage.assets import Asset, AssetStore, DataScope, Run
 from schemas.timestamps import NANOS_PER_SECOND
 
@@ -69,6 +71,29 @@ class CreateRun(BaseModel):
     end: Time | None = Field(default=None, description="absent: the run is still going (it can stream)")
     dataScopes: list[DataScopeBody] = Field(default_factory=list)
     properties: dict[str, str] = Field(default_factory=dict)
+
+
+class UpdateAsset(BaseModel):
+    """Nominal's UpdateAssetRequest, for what Sparkwire's assets hold: a field given replaces the
+    asset's (`dataScopes` all of them at once); a field left out stays. Unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(default=None, min_length=1)
+    dataScopes: list[DataScopeBody] | None = None
+    properties: dict[str, str] | None = None
+
+
+class UpdateRun(BaseModel):
+    """A field given replaces the run's; a field left out stays. `end` given ends a run that was
+    still going: a live subscription over it then ends with RUN_WITH_FIXED_END."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(default=None, min_length=1)
+    assetRids: list[str] | None = None
+    start: Time | None = None
+    end: Time | None = None
+    dataScopes: list[DataScopeBody] | None = None
+    properties: dict[str, str] | None = None
 
 
 class DataScopeOut(DataScopeBody):
@@ -146,6 +171,11 @@ def _store(request: Request, admin: bool = False) -> AssetStore:
     return store
 
 
+def _changed(request: Request, kind: CatalogKind, rid: str) -> None:
+    """The change is stored: the live subscriptions that resolved through it re-resolve."""
+    request.app.state.sparkwire.catalog_edits.changed(kind, rid)
+
+
 def _missing(what: str, rid: str) -> HttpError:
     return HttpError(
         404, f"no {what} has the rid {rid!r}", name=f"Assets:{what.capitalize()}NotFound", params={"rid": rid}
@@ -156,7 +186,9 @@ def _missing(what: str, rid: str) -> HttpError:
 async def create_asset(body: CreateAsset, request: Request) -> AssetOut:
     store = _store(request, admin=True)
     scopes = _scopes_in(body.dataScopes)
-    return asset_out(await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties))
+    asset = await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties)
+    _changed(request, "asset", asset.rid)  # a search over assets may now find it
+    return asset_out(asset)
 
 
 @router.get("/assets", summary="List the assets", response_model=list[AssetOut])
@@ -172,26 +204,47 @@ async def get_asset(rid: str, request: Request) -> AssetOut:
     return asset_out(asset)
 
 
+@router.put("/assets/{rid}", summary="Update an asset (admin)", response_model=AssetOut)
+async def update_asset(rid: str, body: UpdateAsset, request: Request) -> AssetOut:
+    store = _store(request, admin=True)
+    scopes = None if body.dataScopes is None else _scopes_in(body.dataScopes)
+    asset = await asyncio.to_thread(store.update_asset, rid, body.title, scopes, body.properties)
+    if asset is None:
+        raise _missing("asset", rid)
+    _changed(request, "asset", rid)
+    return asset_out(asset)
+
+
 @router.delete("/assets/{rid}", summary="Delete an asset (admin)", status_code=204)
 async def delete_asset(rid: str, request: Request) -> None:
     if not await asyncio.to_thread(_store(request, admin=True).delete_asset, rid):
         raise _missing("asset", rid)
+    _changed(request, "asset", rid)
 
 
 @router.post("/runs", summary="Create a run (admin)", response_model=RunOut)
 async def create_run(body: CreateRun, request: Request) -> RunOut:
     store = _store(request, admin=True)
-    for rid in body.assetRids:
-        if await asyncio.to_thread(store.asset, rid) is None:
-            raise HttpError(400, f"run names an unknown asset {rid!r}", params={"assetRid": rid})
+    await _known_assets(store, body.assetRids)
     start, end = body.start.ns(), None if body.end is None else body.end.ns()
-    if end is not None and end < start:
-        raise HttpError(400, "a run's end is before its start", params={"start": str(start), "end": str(end)})
+    _check_times(start, end)
     scopes = _scopes_in(body.dataScopes)
     run = await asyncio.to_thread(
         store.create_run, body.title, body.assetRids, start, end, scopes, body.properties
     )
+    _changed(request, "run", run.rid)  # a search over runs may now find it
     return run_out(run)
+
+
+async def _known_assets(store: AssetStore, rids: list[str]) -> None:
+    for rid in rids:
+        if await asyncio.to_thread(store.asset, rid) is None:
+            raise HttpError(400, f"run names an unknown asset {rid!r}", params={"assetRid": rid})
+
+
+def _check_times(start: int, end: int | None) -> None:
+    if end is not None and end < start:
+        raise HttpError(400, "a run's end is before its start", params={"start": str(start), "end": str(end)})
 
 
 @router.get("/runs", summary="List the runs", response_model=list[RunOut])
@@ -207,7 +260,38 @@ async def get_run(rid: str, request: Request) -> RunOut:
     return run_out(run)
 
 
+@router.put("/runs/{rid}", summary="Update a run (admin)", response_model=RunOut)
+async def update_run(rid: str, body: UpdateRun, request: Request) -> RunOut:
+    store = _store(request, admin=True)
+    current = await asyncio.to_thread(store.run, rid)
+    if current is None:
+        raise _missing("run", rid)
+    start = current.start_ns if body.start is None else body.start.ns()
+    end = current.end_ns if body.end is None else body.end.ns()
+    _check_times(start, end)
+    changes: dict[str, object] = {}
+    if body.start is not None:
+        changes["start_ns"] = start
+    if body.end is not None:
+        changes["end_ns"] = end
+    if body.title is not None:
+        changes["title"] = body.title
+    if body.assetRids is not None:
+        await _known_assets(store, body.assetRids)
+        changes["asset_rids"] = body.assetRids
+    if body.dataScopes is not None:
+        changes["data_scopes"] = _scopes_in(body.dataScopes)
+    if body.properties is not None:
+        changes["properties"] = body.properties
+    run = await asyncio.to_thread(lambda: store.update_run(rid, **changes))
+    if run is None:
+        raise _missing("run", rid)  # deleted meanwhile
+    _changed(request, "run", rid)
+    return run_out(run)
+
+
 @router.delete("/runs/{rid}", summary="Delete a run (admin)", status_code=204)
 async def delete_run(rid: str, request: Request) -> None:
     if not await asyncio.to_thread(_store(request, admin=True).delete_run, rid):
         raise _missing("run", rid)
+    _changed(request, "run", rid)

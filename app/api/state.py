@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.config import Settings
+from app.fanout.catalog_edits import CatalogEdits
 from app.fanout.hub import Hub
 from app.ingest.workers import DecodeWorkers
 from app.metrics import Metrics
@@ -41,6 +42,7 @@ class ServerState:
     admission: Admission = field(init=False)  # Origin and bearer token, for every route
     # replays running (app/fanout/replay.py's ReplayRun), from their start until their period is over
     replays: set[ReplayRun] = field(default_factory=set)
+    catalog_edits: CatalogEdits = field(default_factory=CatalogEdits)  # asset and run edits, to sessions
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
 

@@ -40,6 +40,7 @@ from app.protocol.ws_session import (
     StopSubscription,
 )
 from app.transport.connection import Connection
+from compute.evaluation.datasets import CatalogKind
 from compute.evaluation.errors import ComputeError
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,9 @@ class SessionDriver:
         if isinstance(outcome, Exception):
             if not isinstance(outcome, ComputeError):
                 logger.exception("subscription %s failed to start", sub_id, exc_info=outcome)
+            replaced = self._subscribers.pop(sub_id, None)  # a re-resolution's old attachment
+            if replaced is not None:
+                self._release(replaced)
             self.act(self.session.subscription_failed(sub_id, outcome))
         elif self.connection.closed.is_set():
             self._release(outcome)
@@ -191,6 +195,12 @@ class SessionDriver:
             del self._subscribers[sub_id]
             run.stop()
             self.act(self.session.subscription_failed(sub_id, error))
+
+    def catalog_changed(self, kind: CatalogKind, rid: str) -> None:
+        """An asset or run was edited (app/fanout/catalog_edits.py): the session re-resolves what
+        read it; a re-resolved subscription keeps its old attachment until the new one is made."""
+        if not self.connection.closed.is_set():
+            self.act(self.session.catalog_changed(kind, rid, _now()))
 
     def _token_expired(self) -> None:
         self._expiry = None
@@ -298,6 +308,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         driver = SessionDriver(state, connection, session)
         driver.act(session.start())
         state.liveness.add(driver)
+        state.catalog_edits.add(driver)
         if state.draining:
             connection.send(frames.shutdown_notice())
         first = True
@@ -325,6 +336,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     finally:
         if driver is not None:
             state.liveness.discard(driver)
+            state.catalog_edits.discard(driver)
             driver.close()
         state.connections.discard(connection)
         with contextlib.suppress(Exception):

@@ -2,7 +2,8 @@
 
 `Session` decodes ClientMessages within the limits (app/protocol/limits.py), answers pings, compiles and
 admits subscriptions against the token's reach, re-checks them when the token is updated, ends
-them when it expires, and decides when an idle peer is pinged or given up. It never touches a
+them when it expires, re-resolves them when an asset or run they read is edited, and decides when
+an idle peer is pinged or given up. It never touches a
 socket, a task or the hub: every input is a method call (with the time, read by the caller), and
 every output is an action (`Send`, `Close`, `StartSubscription`, ...) for the I/O layer
 (app/api/ws.py) to carry out in order. What a started subscription came to (running, or failed) is
@@ -24,7 +25,14 @@ from app.protocol import frames
 from app.protocol.auth import AuthError, Principal
 from app.protocol.close_codes import GOING_AWAY, MESSAGE_TOO_BIG, POLICY_VIOLATION
 from app.protocol.limits import MAX_JSON_DEPTH, MessageRate, json_depth
-from compute.evaluation.compiler import Limits, MalformedNode, Plan, ResultOptions
+from compute.evaluation.compiler import (
+    Limits,
+    MalformedNode,
+    Plan,
+    ResultOptions,
+    refuse_unhonoured_context,
+)
+from compute.evaluation.datasets import CatalogKind, CatalogUse
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
 from schemas.client import (
@@ -164,6 +172,9 @@ class Session:
         self.label = label  # for logs, e.g. "connection 7"
         self._authenticate = authenticate
         self._subscriptions: dict[str, list[str]] = {}  # id -> the data sources it reads
+        # Live (not replay) subscriptions that resolved through the asset and run catalog: what they
+        # asked and what they read of it, to compile them again when it is edited.
+        self._resolved: dict[str, tuple[StreamingComputeNodeSubscription, CatalogUse]] = {}
         # Replay subscriptions whose creation is not answered yet: they are answered once their
         # start read the log (success), or failed there (a creation error).
         self._unanswered: set[str] = set()
@@ -298,6 +309,8 @@ class Session:
             self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
             if replay is not None:
                 self._replays.add(sub_id)
+            else:
+                self._track_resolution(sub_id, sub, outcome)
             if replay is None:
                 actions.append(Send(frames.creation_success(sub_id)))
             else:  # answered once its start has read the log (`subscription_started` / `_failed`)
@@ -306,15 +319,21 @@ class Session:
         return actions
 
     def _compile(self, sub: StreamingComputeNodeSubscription) -> Plan:
+        context = sub.compute_request.context
+        refuse_unhonoured_context(
+            {
+                "defaultFillStrategy": context.default_fill_strategy,
+                "defaultAlignmentStrategy": context.default_alignment_strategy,
+                "resolveAssetsThroughDatasets": context.resolve_assets_through_datasets,
+            }
+        )
         return _request(sub).compile(self.config.limits)
 
     def _refusal(self, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this connection may not have this (valid) subscription, if it may not."""
-        if self.principal.expired(now.unix):
-            return _auth_expired()
-        denied = self.principal.denied(s.data_source_rid for s in plan.selectors)
-        if denied:
-            return _permission_denied(denied)
+        refused = self._access_refusal(plan, now)
+        if refused is not None:
+            return refused
         limit = self.config.max_subscriptions
         if len(self._subscriptions) >= limit:
             return ComputeError(
@@ -323,6 +342,54 @@ class Session:
                 {"limit": str(limit)},
             )
         return None
+
+    def _access_refusal(self, plan: Plan, now: Instant) -> ComputeError | None:
+        """Why this connection's token may not read what the plan reads, if it may not."""
+        if self.principal.expired(now.unix):
+            return _auth_expired()
+        denied = self.principal.denied(s.data_source_rid for s in plan.selectors)
+        if denied:
+            return _permission_denied(denied)
+        return None
+
+    def _track_resolution(self, sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> None:
+        if plan.catalog is None:
+            self._resolved.pop(sub_id, None)
+        else:
+            self._resolved[sub_id] = (sub, plan.catalog)
+
+    # -- the asset and run catalog ----------------------------------------------------------------
+    def catalog_changed(self, kind: CatalogKind, rid: str, now: Instant) -> list[Action]:
+        """An asset or run was created, changed or deleted: every live subscription that resolved
+        through it (or searched all of its kind) is compiled again. Resolving as before, it goes on
+        untouched. Otherwise it moves to the computation of its new resolution, whose FullResult
+        follows; or, if it no longer resolves or now reaches a data source its token does not, it
+        gets the error its creation would get now and ends."""
+        if self.closed:
+            return []
+        actions: list[Action] = []
+        for sub_id, (sub, use) in list(self._resolved.items()):
+            if not use.affected_by(kind, rid):
+                continue
+            try:
+                outcome: Plan | ComputeError = self._compile(sub)
+            except ComputeError as exc:
+                outcome = exc
+            except MalformedNode as exc:  # it compiled once, so only a changed catalog can say this
+                outcome = ComputeError("InvalidComputation", f"the request no longer compiles: {exc}")
+            if isinstance(outcome, Plan):
+                if outcome.catalog is not None and outcome.catalog.digest == use.digest:
+                    continue
+                outcome = self._access_refusal(outcome, now) or outcome
+            if isinstance(outcome, ComputeError):
+                actions += self._drop(sub_id)
+                actions.append(Send(frames.subscription_update(sub_id, frames.error_update(outcome))))
+                continue
+            logger.info("%s: %s re-resolved after an edit of %s %s", self.label, _short(sub_id), kind, rid)
+            self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
+            self._track_resolution(sub_id, sub, outcome)
+            actions.append(_start(sub_id, sub, outcome, resume=False))
+        return actions
 
     def _replay_refusal(self, replay: Replay, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this replay cannot be served, as far as can be told without reading the log (its
@@ -372,6 +439,7 @@ class Session:
         """A StartSubscription failed: the client gets the error as the subscription's update (a
         replay whose creation is not answered yet: as its creation error)."""
         self._replays.discard(sub_id)
+        self._resolved.pop(sub_id, None)
         if self._subscriptions.pop(sub_id, None) is None or self.closed:
             return []
         if not isinstance(error, ComputeError):
@@ -396,6 +464,7 @@ class Session:
     def _drop(self, sub_id: str) -> list[Action]:
         self._unanswered.discard(sub_id)
         self._replays.discard(sub_id)
+        self._resolved.pop(sub_id, None)
         if self._subscriptions.pop(sub_id, None) is None:
             return []
         return [StopSubscription(sub_id)]
@@ -412,6 +481,7 @@ class Session:
         self._subscriptions.clear()
         self._unanswered.clear()
         self._replays.clear()
+        self._resolved.clear()
         return [*actions, DisarmExpiry()]
 
 
@@ -428,10 +498,14 @@ def _request(sub: StreamingComputeNodeSubscription) -> ComputationRequest:
         _context(sub),
         options.allowed_lateness.to_nanos() if options.allowed_lateness else None,
         ResultOptions(append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True),
+        dict(request.context.dataset_references or {}),
     )
 
 
-def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> StartSubscription:
+def _start(
+    sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan, resume: bool = True
+) -> StartSubscription:
+    """`resume` False: a re-resolved subscription, which starts over with a FullResult."""
     options, extensions = sub.subscription_options, sub.sparkwire or SubscriptionExtensions()
     delivery = Delivery(
         min_delay_s=options.min_delay / 1000.0,
@@ -440,7 +514,9 @@ def _start(sub_id: str, sub: StreamingComputeNodeSubscription, plan: Plan) -> St
         resume=extensions.resume or extensions.resume_token is not None,
         late_reports=extensions.late_reports,
     )
-    request = _request(sub)
+    request = _request(sub).resolved(plan)
+    if not resume:
+        return StartSubscription(sub_id, request, plan, delivery)
     return StartSubscription(sub_id, request, plan, delivery, extensions.resume_token, extensions.replay)
 
 

@@ -6,7 +6,8 @@ against (`nodes.asset_channel`, `nodes.run_channel`).
     lap = catalog.create_run("lap 3", [car["rid"]], start_ns=time.time_ns())
 
 Calls are synchronous (the standard library's HTTP client); a refusal raises `CatalogError` with
-the server's Conjure error body. Creating and deleting need a token with the `admin` claim."""
+the server's Conjure error body. Creating, updating and deleting need a token with the `admin`
+claim; an update or delete reaches the live subscriptions over that asset or run."""
 
 from __future__ import annotations
 
@@ -83,6 +84,25 @@ class Catalog:
         result: list[Json] = self._call("GET", "assets")
         return result
 
+    def update_asset(
+        self,
+        rid: str,
+        title: str | None = None,
+        data_scopes: list[DataScope] | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Json:
+        """What is given replaces the asset's (`data_scopes` all at once); live subscriptions over
+        the asset follow the change with a fresh FullResult (or the error it now causes)."""
+        body: Json = {}
+        if title is not None:
+            body["title"] = title
+        if data_scopes is not None:
+            body["dataScopes"] = [s.json() for s in data_scopes]
+        if properties is not None:
+            body["properties"] = properties
+        result: Json = self._call("PUT", f"assets/{urllib.parse.quote(rid, safe='')}", body)
+        return result
+
     def delete_asset(self, rid: str) -> None:
         self._call("DELETE", f"assets/{urllib.parse.quote(rid, safe='')}")
 
@@ -113,6 +133,34 @@ class Catalog:
 
     def runs(self) -> list[Json]:
         result: list[Json] = self._call("GET", "runs")
+        return result
+
+    def update_run(
+        self,
+        rid: str,
+        title: str | None = None,
+        asset_rids: list[str] | None = None,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        data_scopes: list[DataScope] | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Json:
+        """What is given replaces the run's; `end_ns` ends a run that was still going (its live
+        subscriptions then end with RUN_WITH_FIXED_END)."""
+        body: Json = {}
+        if title is not None:
+            body["title"] = title
+        if asset_rids is not None:
+            body["assetRids"] = asset_rids
+        if start_ns is not None:
+            body["start"] = _time(start_ns)
+        if end_ns is not None:
+            body["end"] = _time(end_ns)
+        if data_scopes is not None:
+            body["dataScopes"] = [s.json() for s in data_scopes]
+        if properties is not None:
+            body["properties"] = properties
+        result: Json = self._call("PUT", f"runs/{urllib.parse.quote(rid, safe='')}", body)
         return result
 
     def delete_run(self, rid: str) -> None:

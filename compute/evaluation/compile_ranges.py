@@ -271,7 +271,11 @@ def _raw_ranges(b: B, v: Json) -> RangeNode:
         if key != "variables" and field_value not in (None, {}, [], False):
             raise _refuse("raw", f"context.{key}", "only a nested context's variables are supported")
     variables = b.obj(context.get("variables") or {}, "Context.variables")
-    return B(variables, b.selectors, b.window_ns).ranges(ranges)  # one list of channels for the plan
+    # one list of channels and one record of the catalog's assets and runs read, for the plan
+    nested = B(
+        variables, b.selectors, b.window_ns, dataset_references=b.dataset_references, catalog=b.catalog
+    )
+    return nested.ranges(ranges)
 
 
 RANGE_BUILDERS: dict[str, c.RangeBuilder] = {

@@ -80,6 +80,7 @@ class Plan:
     # The held history's start moves by this much at a time (computation.py): 1/16 of the window
     # (at least 1 s), so a window holds at most that much more than its nodes need.
     history_step_ns: int = NANOS_PER_SECOND
+    catalog: datasets.CatalogUse | None = None  # the assets and runs it resolved through, if any
 
     @property
     def history_ns(self) -> int:
@@ -108,6 +109,8 @@ class _Builder:
         default_factory=dict
     )  # variables built
     bases: list[datasets.View] = field(default_factory=list)  # the withSeries inputs being built
+    dataset_references: Mapping[str, Json] = field(default_factory=dict)  # Context.datasetReferences
+    catalog: datasets.CatalogReads = field(default_factory=datasets.CatalogReads)  # assets and runs read
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -234,7 +237,8 @@ class _Builder:
             return self.channel_series(value, expect)
         # a variable referenced again is the node already built (read once, evaluated once); keyed
         # by its JSON too, since a computeNode's own context may bind the same name to another value
-        key = (name, json.dumps(value, sort_keys=True), expect)
+        # (and by the dataset references in scope, which the same JSON may resolve against)
+        key = (name, json.dumps([value, self.dataset_references], sort_keys=True), expect)
         if key in self.bound:
             return self.bound[key]
         if kind == "series":
@@ -256,14 +260,17 @@ class _Builder:
         return self.bound[key]
 
     def bound_computation(self, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
-        """A `ComputeNodeWithContext`: its node, built with its own context's variables over the
-        subscription's (the inner binding wins)."""
+        """A `ComputeNodeWithContext`: its node, built with its own context's variables and dataset
+        references over the subscription's (the inner binding wins)."""
         o = self.obj(value, "ComputeNodeWithContext")
         inner_context = self.obj(o.get("context") or {}, "Context")
         variables = self.obj(inner_context.get("variables") or {}, "Context.variables")
+        refuse_unhonoured_context(inner_context)
+        references = context_references(self, inner_context.get("datasetReferences"))
         kind, node = datasets.variant("ComputeNode", self.get(o, "seriesNode", "ComputeNodeWithContext"))
-        outer = self.context
+        outer, outer_references = self.context, self.dataset_references
         self.context = {**outer, **variables}
+        self.dataset_references = {**outer_references, **references}
         try:
             if kind == "numeric":
                 return self.numeric(node)
@@ -279,7 +286,7 @@ class _Builder:
                 )
             raise self.unsupported("ComputeNode", kind)
         finally:
-            self.context = outer
+            self.context, self.dataset_references = outer, outer_references
 
     def channel_series(self, value: Json, expect: str | None) -> nodes.SeriesNode:
         kind, source = self.variant("ChannelSeries", value)
@@ -294,11 +301,11 @@ class _Builder:
         scope_name = self.string_constant(self.get(o, "dataScopeName", what))
         if kind == "asset":
             branches = datasets.asset_branches(
-                datasets.lookup_asset(self.string_constant(self.get(o, "assetRid", what))), {}
+                self.catalog.asset(self.string_constant(self.get(o, "assetRid", what))), {}
             )
         else:
-            run = datasets.lookup_run(self.string_constant(self.get(o, "runRid", what)))
-            branches = datasets.run_branches(run)
+            run = self.catalog.run(self.string_constant(self.get(o, "runRid", what)))
+            branches = datasets.run_branches(run, self.catalog)
             if o.get("assetRid") is not None:
                 asset_rid = self.string_constant(o["assetRid"])
                 branches = [b for b in branches if dict(b.injected).get(datasets.ASSET_RID) == asset_rid]
@@ -370,7 +377,7 @@ class _Builder:
             raise invalid_computation(f"{what} without a name (all channels) is not supported", "name")
         name = self.string_constant(o["name"])
         if o.get("dataset") is not None:
-            view = datasets.Resolver(self, {}).resolve(o["dataset"])
+            view = datasets.Resolver(self, self.dataset_references).resolve(o["dataset"])
         elif self.bases:
             view = self.bases[-1]
         else:
@@ -861,10 +868,49 @@ def _too_many(asked: int, what: str, limits: Limits) -> ComputeError:
     )
 
 
+# Context fields that change an answer and that Sparkwire does not honour, refused by name when set:
+# why, for each. (`applyDataScopeOffsets` is honoured: Sparkwire's data scopes have no offsets, so
+# applying them shifts nothing.)
+UNHONOURED_CONTEXT = {
+    "defaultFillStrategy": "multi-input nodes align by forward fill with a 1 s radius; set "
+    "interpolationConfiguration on the node instead",
+    "defaultAlignmentStrategy": "multi-input nodes align on the union of their inputs' timestamps",
+    "resolveAssetsThroughDatasets": "Sparkwire's assets have no mirrored datasets; they resolve through "
+    "their data scopes",
+}
+
+
+def refuse_unhonoured_context(context: Mapping[str, Json]) -> None:
+    """A `Context` (wire names) setting a field of UNHONOURED_CONTEXT is refused, naming it."""
+    for name, why in UNHONOURED_CONTEXT.items():
+        value = context.get(name)
+        if value is not None and value is not False:
+            raise ComputeError(
+                "InvalidComputation",
+                f"Context.{name} is not supported by Sparkwire: {why}; omit it",
+                {"invalidTypes": name},
+            )
+
+
+def context_references(b: _Builder, value: Json) -> dict[str, Json]:
+    """A context's `datasetReferences` (absent or null: none), each checked to be a `Dataset` now,
+    so that a broken one is a bad message even where nothing references it."""
+    references = b.obj(value if value is not None else {}, "Context.datasetReferences")
+    for dataset in references.values():
+        b.variant("Dataset", dataset)
+    return references
+
+
 def compile_plan(
-    node: Json, window_ns: int, context: Mapping[str, Json], limits: Limits, options: ResultOptions
+    node: Json,
+    window_ns: int,
+    context: Mapping[str, Json],
+    limits: Limits,
+    options: ResultOptions,
+    references: Mapping[str, Json] | None = None,
 ) -> Plan:
-    """Raises ComputeError for a valid request Sparkwire refuses, MalformedNode for a broken one."""
+    """`context`: the variables; `references`: the datasets `DatasetReference` names. Raises
+    ComputeError for a valid request Sparkwire refuses, MalformedNode for a broken one."""
     if window_ns < 0:
         raise ComputeError(
             "WindowNegative", f"windowWidth is negative ({window_ns} ns)", {"window": str(window_ns)}
@@ -876,6 +922,7 @@ def compile_plan(
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
     b = _Builder(context, window_ns=window_ns)
+    b.dataset_references = context_references(b, references)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)
     if build is None:
@@ -902,6 +949,7 @@ def compile_plan(
         lookback_ns=lookback,
         grouped=bool(group_sets),
         history_step_ns=step,
+        catalog=b.catalog.use(),
     )
 
 

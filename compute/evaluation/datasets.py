@@ -4,13 +4,16 @@ injects, its time shift) plus the derived series `withSeries` added and the name
 away. Selecting a name from a dataset reads that channel on every branch (compiler.py merges them).
 
 Assets and runs come from Sparkwire's own catalog (compute/storage/assets.py), set once by the
-server (`use_catalog`)."""
+server (`use_catalog`). What a plan read of it is kept (`CatalogReads` -> `CatalogUse`): an edit of
+an asset or run it read re-resolves the live subscriptions over it (app/fanout/catalog_edits.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from compute.evaluation.errors import ComputeError, invalid_computation
 from compute.storage.assets import Asset, DataScope, Run
@@ -157,26 +160,79 @@ def _unknown(what: str, rid: str) -> ComputeError:
     )
 
 
-def lookup_asset(rid: str) -> Asset:
-    asset = _catalog.asset(rid) if _catalog is not None else None
-    if asset is None:
-        raise _unknown("asset", rid)
-    return asset
+CatalogKind = Literal["asset", "run"]
 
 
-def lookup_run(rid: str) -> Run:
-    """A run a live subscription can read: one that has ended is refused as Nominal refuses it
-    (RUN_WITH_FIXED_END: its data is fixed, so there is nothing to stream; replay or poll it)."""
-    run = _catalog.run(rid) if _catalog is not None else None
-    if run is None:
-        raise _unknown("run", rid)
-    if run.end_ns is not None:
-        raise ComputeError(
-            "InvalidComputation",
-            f"run '{rid}' has a fixed end: a live subscription cannot stream a run that has ended",
-            {"invalidTypes": "RUN_WITH_FIXED_END", "rid": rid},
+@dataclass(frozen=True)
+class CatalogUse:
+    """What a compiled plan read of the catalog: the assets and runs it resolved through, whether it
+    searched all assets or all runs, and a digest of every body it read. Two compilations with the
+    same digest resolved the same way; a request's computation key carries it, so a request
+    compiled after an edit is a computation of its own."""
+
+    rids: frozenset[str]
+    searched: frozenset[CatalogKind]
+    digest: str
+
+    def affected_by(self, kind: CatalogKind, rid: str) -> bool:
+        """Whether creating, changing or deleting this asset or run can change the resolution."""
+        return rid in self.rids or kind in self.searched
+
+
+@dataclass
+class CatalogReads:
+    """The catalog as one compilation reads it: every lookup goes through here and is recorded."""
+
+    entries: dict[str, Asset | Run] = field(default_factory=dict)
+    searched: set[CatalogKind] = field(default_factory=set)
+
+    def asset(self, rid: str) -> Asset:
+        asset = _catalog.asset(rid) if _catalog is not None else None
+        if asset is None:
+            raise _unknown("asset", rid)
+        self.entries[rid] = asset
+        return asset
+
+    def run(self, rid: str) -> Run:
+        """A run a live subscription can read: one that has ended is refused as Nominal refuses it
+        (RUN_WITH_FIXED_END: its data is fixed, so there is nothing to stream; replay or poll it)."""
+        run = _catalog.run(rid) if _catalog is not None else None
+        if run is None:
+            raise _unknown("run", rid)
+        self.entries[rid] = run
+        if run.end_ns is not None:
+            raise ComputeError(
+                "InvalidComputation",
+                f"run '{rid}' has a fixed end: a live subscription cannot stream a run that has ended",
+                {"invalidTypes": "RUN_WITH_FIXED_END", "rid": rid},
+            )
+        return run
+
+    def all_assets(self) -> list[Asset]:
+        """Every asset, for a search: any asset's edit may change what it finds (those it found
+        are recorded with `found`)."""
+        self.searched.add("asset")
+        return _catalog.assets() if _catalog is not None else []
+
+    def all_runs(self) -> list[Run]:
+        self.searched.add("run")
+        return _catalog.runs() if _catalog is not None else []
+
+    def found(self, entry: Asset | Run) -> None:
+        self.entries[entry.rid] = entry
+
+    def use(self) -> CatalogUse | None:
+        """None when the plan never read the catalog."""
+        if not self.entries and not self.searched:
+            return None
+        read = [  # a title resolves nothing: renaming an asset or run re-resolves no subscription
+            [rid, type(e).__name__, {k: v for k, v in asdict(e).items() if k != "title"}]
+            for rid, e in sorted(self.entries.items())
+        ]
+        text = json.dumps([read, sorted(self.searched)], sort_keys=True, separators=(",", ":"))
+        return CatalogUse(
+            frozenset(self.entries), frozenset(self.searched), hashlib.sha256(text.encode()).hexdigest()[:32]
         )
-    return run
 
 
 def scope_branch(scope: DataScope, injected: dict[str, str], resource: Resource) -> Branch:
@@ -197,23 +253,23 @@ def asset_branches(asset: Asset, extra: dict[str, str], resource: Resource | Non
     ]
 
 
-def run_branches(run: Run) -> list[Branch]:
+def run_branches(run: Run, catalog: CatalogReads) -> list[Branch]:
     """One branch per data scope of each of the run's assets (tagged RUN_RID, ASSET_RID,
     DATA_SCOPE) and per data scope of the run itself (tagged RUN_RID, DATA_SCOPE), each holding
     the points from the run's start on: a run's channels show the run's time range."""
     resource = Resource(tuple(sorted(run.properties.items())), run.start_ns)
     out = [scope_branch(s, {RUN_RID: run.rid, DATA_SCOPE: s.name}, resource) for s in run.data_scopes]
     for asset_rid in run.asset_rids:
-        out += asset_branches(lookup_asset(asset_rid), {RUN_RID: run.rid}, resource)
+        out += asset_branches(catalog.asset(asset_rid), {RUN_RID: run.rid}, resource)
     return [replace(b, from_ns=run.start_ns) for b in out]
 
 
 class Resolver:
     """Resolves `Dataset` JSON with the compiler's helpers for constants and variables."""
 
-    def __init__(self, b: _Builder, references: dict[str, Json]) -> None:
+    def __init__(self, b: _Builder, references: Mapping[str, Json]) -> None:
         self.b = b
-        self.references = references
+        self.references = references  # Context.datasetReferences in scope
         self._resolving: list[str] = []
         self.kinds: dict[str, Callable[[Json], View]] = {
             "saved": self.saved,
@@ -242,10 +298,11 @@ class Resolver:
         return View((Branch(self.rid(o, "SavedDataset")),))
 
     def asset(self, o: dict[str, Json]) -> View:
-        return View(tuple(asset_branches(lookup_asset(self.rid(o, "Asset")), {})))
+        return View(tuple(asset_branches(self.b.catalog.asset(self.rid(o, "Asset")), {})))
 
     def run(self, o: dict[str, Json]) -> View:
-        return View(tuple(run_branches(lookup_run(self.rid(o, "Run")))))
+        catalog = self.b.catalog
+        return View(tuple(run_branches(catalog.run(self.rid(o, "Run")), catalog)))
 
     def _plain(self, view: View, kind: str) -> View:
         """`kind` transforms raw branches; over derived series it is refused by name."""
@@ -376,12 +433,17 @@ class Resolver:
         return View(view.branches, derived, view.dropped | gone)
 
     def reference(self, o: dict[str, Json]) -> View:
+        """`DatasetReference`: the dataset of that name in `Context.datasetReferences` (the
+        subscription's, or a computeNode variable's own context over it), resolved where it is
+        referenced, as often as it is."""
         name = self.b.string_constant(self.b.get(o, "name", "DatasetReference"))
         if name not in self.references:
-            raise refuse(
-                "reference",
-                f"'{name}' names one of Context.datasetReferences, and a subscription's context reaches "
-                "the compiler as its variables only; put the dataset in the node",
+            known = ", ".join(sorted(self.references)) or "none"
+            raise ComputeError(
+                "InvalidComputation",
+                f"dataset reference '{name}' names no dataset of the context's datasetReferences "
+                f"(known: {known})",
+                {"invalidTypes": "reference", "name": name},
             )
         if name in self._resolving:
             raise invalid_computation(f"dataset reference '{name}' refers to itself", "reference")
@@ -433,16 +495,17 @@ class Resolver:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise malformed("SearchDataset.maxResults must be a non-negative integer")
         self.matches(query, {})  # a query Sparkwire cannot answer is refused whatever the catalog holds
-        catalog = _catalog
+        catalog = self.b.catalog
         branches: list[Branch] = []
         if target == "assets":
-            assets = [a for a in (catalog.assets() if catalog else []) if self.matches(query, a.properties)]
+            assets = [a for a in catalog.all_assets() if self.matches(query, a.properties)]
             for asset in assets[:limit]:
+                catalog.found(asset)
                 branches += asset_branches(asset, {})
         else:
-            runs = [r for r in (catalog.runs() if catalog else []) if self.matches(query, r.properties)]
+            runs = [r for r in catalog.all_runs() if self.matches(query, r.properties)]
             for run in runs[:limit]:
-                branches += run_branches(lookup_run(run.rid))  # a run that has ended is refused
+                branches += run_branches(catalog.run(run.rid), catalog)  # a run that has ended is refused
         return View(tuple(branches))
 
     def matches(self, query: Json, properties: dict[str, str]) -> bool:

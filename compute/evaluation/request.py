@@ -1,11 +1,12 @@
-"""What a subscription asks to compute, as plain data: the node, the window, the context, the
-allowed lateness and the result options. Identical requests share one computation (`key`); a
-request travels as JSON from an edge to the compute tier, which compiles it itself (app/tiers/)."""
+"""What a subscription asks to compute, as plain data: the node, the window, the context (its
+variables and dataset references), the allowed lateness and the result options, and how it resolved
+against the asset and run catalog. Identical requests share one computation (`key`); a request
+travels as JSON from an edge to the compute tier, which compiles it itself (app/tiers/)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -19,24 +20,40 @@ class ComputationRequest:
     context: dict[str, Json]
     allowed_lateness_ns: int | None
     options: ResultOptions = field(default_factory=ResultOptions)
+    dataset_references: dict[str, Json] = field(default_factory=dict)  # Context.datasetReferences
+    # The digest of the assets and runs its plan resolved through (`Plan.catalog`), None if none:
+    # the same request compiled after an edit of them is another computation.
+    resolution: str | None = None
 
     @cached_property
     def key(self) -> str:
-        """Same node, window, context, lateness and result options: one shared computation. The
-        options are part of it because they change the output (decimation, append-only ranges)."""
+        """Same node, window, context, lateness, result options and resolution: one shared
+        computation. The options are part of it because they change the output (decimation,
+        append-only ranges)."""
         return json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
 
     def compile(self, limits: Limits) -> Plan:
-        return compile_plan(self.node, self.window_ns, self.context, limits, self.options)
+        return compile_plan(
+            self.node, self.window_ns, self.context, limits, self.options, self.dataset_references
+        )
+
+    def resolved(self, plan: Plan) -> ComputationRequest:
+        """This request keyed by how `plan` (its compilation) resolved against the catalog."""
+        return replace(self, resolution=plan.catalog.digest if plan.catalog is not None else None)
 
     def _fields(self) -> list[Any]:
         options = [self.options.append_only, self.options.decimate]
-        return [self.node, self.window_ns, self.context, self.allowed_lateness_ns, options]
+        fields = [self.node, self.window_ns, self.context, self.allowed_lateness_ns, options]
+        if self.dataset_references or self.resolution is not None:  # keys of older requests unchanged
+            fields += [self.dataset_references, self.resolution]
+        return fields
 
     def to_json(self) -> str:
         return self.key
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ComputationRequest:
-        node, window_ns, context, lateness, (append_only, decimate) = json.loads(text)
-        return cls(node, int(window_ns), context, lateness, ResultOptions(bool(append_only), bool(decimate)))
+        node, window_ns, context, lateness, (append_only, decimate), *rest = json.loads(text)
+        references, resolution = rest if rest else ({}, None)
+        options = ResultOptions(bool(append_only), bool(decimate))
+        return cls(node, int(window_ns), context, lateness, options, references, resolution)

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,28 @@ class AssetStore:
     def assets(self) -> list[Asset]:
         return [a for rid in self._rids("assets") if (a := self.asset(rid)) is not None]
 
+    def update_asset(
+        self,
+        rid: str,
+        title: str | None = None,
+        data_scopes: list[DataScope] | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Asset | None:
+        """What is given replaces what the asset had (data scopes all together, as Nominal's
+        UpdateAssetRequest does); None: no such asset."""
+        with self._lock:
+            asset = self.asset(rid)
+            if asset is None:
+                return None
+            asset = replace(
+                asset,
+                title=asset.title if title is None else title,
+                data_scopes=asset.data_scopes if data_scopes is None else data_scopes,
+                properties=asset.properties if properties is None else properties,
+            )
+            self._replace("assets", rid, asdict(asset))
+        return asset
+
     def delete_asset(self, rid: str) -> bool:
         return self._delete("assets", rid)
 
@@ -116,6 +138,17 @@ class AssetStore:
     def runs(self) -> list[Run]:
         return [r for rid in self._rids("runs") if (r := self.run(rid)) is not None]
 
+    def update_run(self, rid: str, **changes: Any) -> Run | None:
+        """`changes`: Run fields (title, asset_rids, start_ns, end_ns, data_scopes, properties), each
+        replacing the run's; None: no such run."""
+        with self._lock:
+            run = self.run(rid)
+            if run is None:
+                return None
+            run = replace(run, **changes)
+            self._replace("runs", rid, asdict(run))
+        return run
+
     def delete_run(self, rid: str) -> bool:
         return self._delete("runs", rid)
 
@@ -123,6 +156,11 @@ class AssetStore:
     def _put(self, table: str, rid: str, body: dict[str, object]) -> None:
         with self._lock, self._connect() as db:
             db.execute(f"INSERT INTO {table} (rid, body) VALUES (?, ?)", (rid, json.dumps(body)))
+
+    def _replace(self, table: str, rid: str, body: dict[str, object]) -> None:
+        """Under `_lock`, held by the caller across its read and this write."""
+        with self._connect() as db:
+            db.execute(f"UPDATE {table} SET body = ? WHERE rid = ?", (json.dumps(body), rid))
 
     def _get(self, table: str, rid: str) -> dict[str, Any] | None:
         with self._connect() as db:

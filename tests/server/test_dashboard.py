@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import pytest
 from playwright.async_api import Page, expect
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, start_server
 from tests.proxy import Proxy
 from tests.reference import bucket_width, reference_buckets
 from tests.wire import NANOS, write_points
@@ -290,3 +292,82 @@ async def test_the_page_picks_an_assets_channels(server: ServerProcess, page: Pa
     assert asset in offered
     channels = await page.eval_on_selector_all("#channel-list option", "os => os.map(o => o.value)")
     assert channels == ["speed"]  # the scope's channels: b2's `other` is outside it
+
+
+# -- authentication on ------------------------------------------------------------------------------
+ADMIN_TOKEN = "dashboard-admin-token"
+VIEWER_TOKEN = "dashboard-viewer-token"
+OUTSIDER_TOKEN = "dashboard-outsider-token"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with a tokens file: every route and the WebSocket need a token."""
+    base = tmp_path_factory.mktemp("dashboard-auth")
+    tokens = base / "tokens.json"
+    entries = [
+        {"token": ADMIN_TOKEN, "sub": "operator", "dataSourceRids": ["*"], "admin": True},
+        {"token": VIEWER_TOKEN, "sub": "viewer", "dataSourceRids": ["ri.test.dash.*"]},
+        {"token": OUTSIDER_TOKEN, "sub": "outsider", "dataSourceRids": ["ri.other.*"]},
+    ]
+    tokens.write_text(json.dumps({"tokens": entries}))
+    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)})
+    yield proc
+    proc.stop()
+
+
+async def test_with_authentication_on_the_page_logs_in_and_picks_an_assets_channels(
+    secured: ServerProcess, page: Page
+) -> None:
+    rid, now = unique_rid("asset-auth"), time.time_ns()
+    mine = [(now - (30 - i) * NANOS, float(i)) for i in range(5)]
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with httpx.AsyncClient(base_url=secured.base_url, headers=admin) as http:
+        await write_points(secured.base_url, rid, "speed", mine, tags={"vehicle": "a1"}, client=http)
+        await write_points(secured.base_url, rid, "other", [(now, 1.0)], tags={"vehicle": "b2"}, client=http)
+        scope = {"dataScopeName": "main", "dataSourceRid": rid, "seriesTags": {"vehicle": "a1"}}
+        answer = await http.post("/assets/v1/assets", json={"title": "car a1", "dataScopes": [scope]})
+        assert answer.status_code == 200, answer.text
+    asset = f"{answer.json()['rid']}/main"
+    query = {"asset": asset, "channels": "speed", "window": "300", "mode": "raw"}
+
+    # no token: the page says it needs one instead of an empty chart, and lists no asset
+    await open_dashboard(page, secured.base_url, **query)
+    data = await until(page, lambda d: any("needs a token" in n for n in d["notices"]), timeout=60)
+    assert data["auth"] == "token needed" and "needs a token" in await page.inner_text("#notice")
+    assert await page.eval_on_selector_all("#assets option", "os => os.length") == 0
+    assert data["series"] == {}
+
+    # logging in: the token typed into the form reaches /assets/v1, /series and the WebSocket
+    await page.fill("#token", VIEWER_TOKEN)
+    await page.click("button[type=submit]")
+    data = await until(page, lambda d: len(points_of(d, "speed")) == len(mine))
+    assert [v for _, v in points_of(data, "speed")] == [v for _, v in mine]  # a1's series only
+    assert data["auth"] is None and data["errors"] == []
+    offered = await page.eval_on_selector_all("#assets option", "os => os.map(o => o.value)")
+    assert asset in offered
+    channels = await page.eval_on_selector_all("#channel-list option", "os => os.map(o => o.value)")
+    assert channels == ["speed"]
+    assert VIEWER_TOKEN not in page.url  # kept in the tab, never in the address
+
+    # a fresh page given the token in the address's fragment, as the computations page takes it:
+    # it is used, then taken out of the address
+    fresh = await page.context.new_page()
+    try:
+        await fresh.goto(
+            f"{secured.base_url}/?{urlencode({'groupBy': '', 'tags': '', **query})}#token={VIEWER_TOKEN}"
+        )
+        data = await until(fresh, lambda d: len(points_of(d, "speed")) == len(mine))
+        assert VIEWER_TOKEN not in fresh.url
+        # a token that reaches another data source only: the asset's subscription is refused by name
+        await fresh.fill("#token", OUTSIDER_TOKEN)
+        await fresh.click("button[type=submit]")
+        data = await until(fresh, lambda d: any("PermissionDenied" in e for e in d["errors"]), timeout=60)
+        assert data["auth"] is None
+        # a token the server does not know: said as such
+        await fresh.fill("#token", "not-a-token")
+        await fresh.click("button[type=submit]")
+        data = await until(fresh, lambda d: any("refused the token" in n for n in d["notices"]), timeout=60)
+        assert data["auth"] == "token refused" and "refused the token" in await fresh.inner_text("#notice")
+    finally:
+        await fresh.close()

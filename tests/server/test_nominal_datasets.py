@@ -6,6 +6,7 @@ classes and serialized by conjure_python_client."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -255,6 +256,81 @@ async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> Non
     assert error["invalidTypes"] == "reference", error
 
 
+def with_context(node: Json, context: sc.Context) -> Json:
+    """A subscription whose whole `Context` (variables and dataset references) is nominal-api's."""
+    sub = subscription(node, {}, WINDOW_S, lateness_s=WINDOW_S)
+    sub["computeRequest"]["context"] = dict(enc(context))
+    return sub
+
+
+async def test_dataset_references_resolve_from_the_subscriptions_context(
+    server: ServerProcess, client: Client
+) -> None:
+    r1, r2, t0 = rid(), rid(), time.time_ns() - 60 * NANOS
+    one = [(t0, 1.0), (t0 + 2 * NANOS, 3.0)]
+    two = [(t0 + NANOS, 20.0)]
+    await write_points(server.base_url, r1, "x", one)
+    await write_points(server.base_url, r2, "x", two)
+
+    def tagged(d: sc.Dataset, v: str) -> sc.Dataset:
+        return sc.Dataset(tag=sc.TaggedDataset(input=d, key=lit("src"), value=lit(v)))
+
+    def reference(name: str) -> sc.Dataset:
+        return sc.Dataset(reference=sc.DatasetReference(name=lit(name)))
+
+    fleet = sc.Dataset(
+        combine=sc.CombinedDataset(inputs=[tagged(saved(r1), "one"), tagged(saved(r2), "two")])
+    )
+    references = {"fleet": fleet, "alias": reference("fleet")}  # a reference may name another
+
+    async def first_view(sub_id: str, node: Json, context: sc.Context) -> ResultView:
+        await client.subscribe({sub_id: with_context(node, context)})
+        created = await client.creation(sub_id, timeout=120)
+        assert created["type"] == "success", created
+        full = await client.update(sub_id, timeout=300)
+        assert full["type"] == "full", full
+        view = ResultView(WINDOW_NS)
+        view.apply(full)
+        return view
+
+    # selectNumeric over a reference: the named dataset of the context
+    node = numeric_node(sc.NumericSeries(select_numeric=select(reference("fleet"), "x")))
+    view = await first_view("ref", node, sc.Context(variables={}, dataset_references=references))
+    assert points(view) == {(): sorted(one + two)}
+
+    # a series variable over a reference to a reference, grouped by the tag the dataset injects
+    variable = sc.VariableValue(
+        series=sc.SeriesVariable(select=select(reference("alias"), "x"), group_by_tags=[lit("src")])
+    )
+    context = sc.Context(variables={"s": variable}, dataset_references=references)
+    view = await first_view("ref-var", numeric_node(ref("s")), context)
+    assert points(view) == {(("src", "one"),): one, (("src", "two"),): two}
+
+    # a computeNode variable's own context binds `fleet` anew inside it: the inner binding wins
+    inner = sc.VariableValue(
+        compute_node=sc.ComputeNodeWithContext(
+            series_node=sc.ComputeNode(
+                numeric=sc.NumericSeries(select_numeric=select(reference("fleet"), "x"))
+            ),
+            context=sc.Context(variables={}, dataset_references={"fleet": saved(r2)}),
+        )
+    )
+    context = sc.Context(variables={"v": inner}, dataset_references=references)
+    view = await first_view("ref-inner", numeric_node(ref("v")), context)
+    assert points(view) == {(): two}
+
+    # what cannot resolve is refused by name: a name the context lacks, a reference to itself
+    for sub_id, refs in (("ref-unknown", {"other": saved(r1)}), ("ref-loop", {"fleet": reference("fleet")})):
+        await client.subscribe(
+            {sub_id: with_context(node, sc.Context(variables={}, dataset_references=refs))}
+        )
+        created = await client.creation(sub_id, timeout=60)
+        assert created["type"] == "error", created
+        error = created["error"]["serializableError"]
+        assert error["name"] == "PersistentCompute:InvalidComputation", error
+        assert error["params"]["invalidTypes"] == "reference", error
+
+
 async def create(base_url: str, path: str, body: Json) -> Json:
     async with httpx.AsyncClient() as http:
         response = await http.post(f"{base_url}/assets/v1/{path}", json=body)
@@ -403,6 +479,124 @@ async def test_asset_and_run_channels_resolve_against_the_catalog(
     assert error["invalidTypes"] == "RUN_WITH_FIXED_END", error
 
 
+async def put(base_url: str, path: str, body: Json) -> Json:
+    async with httpx.AsyncClient() as http:
+        response = await http.put(f"{base_url}/assets/v1/{path}", json=body)
+    assert response.status_code == 200, response.text
+    updated: Json = response.json()
+    return updated
+
+
+async def next_full(client: Client, sub_id: str) -> ResultView:
+    """The subscription's next FullResult, past any append that was on its way before it."""
+    while True:
+        update = await client.update(sub_id, timeout=300)
+        assert update["type"] in ("full", "append"), update
+        if update["type"] == "full":
+            break
+    view = ResultView(WINDOW_NS)
+    view.apply(update)
+    return view
+
+
+async def next_error(client: Client, sub_id: str) -> Json:
+    """The subscription's error update, past any data frame that was on its way before it."""
+    while True:
+        update = await client.update(sub_id, timeout=120)
+        if update["type"] == "error":
+            error: Json = update["error"]["serializableError"]
+            return error
+
+
+async def test_catalog_edits_reach_running_subscriptions(server: ServerProcess, client: Client) -> None:
+    r1, r2, t0, fleet = rid(), rid(), time.time_ns() - 60 * NANOS, uuid.uuid4().hex
+    mine = [(t0, 1.0), (t0 + NANOS, 2.0)]
+    await write_points(server.base_url, r1, "speed", mine, tags={"car": "a1"})
+    await write_points(server.base_url, r1, "speed", [(t0 + MS, 99.0)], tags={"car": "zz"})
+    other = [(t0 + 2 * NANOS, 50.0), (t0 + 3 * NANOS, 51.0)]
+    await write_points(server.base_url, r2, "speed", other)
+    scope = {"dataScopeName": "main", "dataSourceRid": r1, "seriesTags": {"car": "a1"}}
+    asset = await create(
+        server.base_url, "assets", {"title": "car", "properties": {"fleet": fleet}, "dataScopes": [scope]}
+    )
+    channel = sc.ChannelSeries(
+        asset=sc.AssetChannel(
+            asset_rid=lit(asset["rid"]),
+            data_scope_name=lit("main"),
+            channel=lit("speed"),
+            additional_tags={},
+            tags_to_group_by=[],
+            group_by_tags=[],
+        )
+    )
+    by_channel = {"s": dict(enc(sc.VariableValue(channel=channel)))}
+    assert points(await subscribe(client, "edit-channel", numeric_node(ref("s")), by_channel)) == {(): mine}
+    by_fleet = sc.ResourceSearchQuery(
+        properties=scout_rids_api.PropertiesFilter(name="fleet", values=[fleet])
+    )
+    search = sc.Dataset(
+        search=sc.SearchDataset(
+            target=sc.SearchTarget(assets=sc.AssetsSearchTarget(query=by_fleet)), max_results=None
+        )
+    )
+    by_search = {"s": series_var(select(search, "speed"))}
+    assert points(await subscribe(client, "edit-search", numeric_node(ref("s")), by_search)) == {(): mine}
+
+    # the asset's data scope now points at another data source: both subscriptions follow it with a
+    # fresh FullResult over the other source's data
+    moved = await asyncio.to_thread(
+        Catalog(server.base_url).update_asset, asset["rid"], data_scopes=[DataScope("main", r2)]
+    )
+    assert moved["dataScopes"] == [{"dataScopeName": "main", "dataSourceRid": r2, "seriesTags": {}}]
+    assert points(await next_full(client, "edit-channel")) == {(): other}
+    assert points(await next_full(client, "edit-search")) == {(): other}
+    # and they stay live on it: a new point of the other source arrives as an append
+    await write_points(server.base_url, r2, "speed", [(t0 + 4 * NANOS, 52.0)])
+    append = await client.update("edit-channel", timeout=120)
+    assert append["type"] == "append", append
+
+    # a new asset the search finds joins it; an edit of a property takes the asset out of it
+    await create(
+        server.base_url,
+        "assets",
+        {"title": "car 2", "properties": {"fleet": fleet}, "dataScopes": [{**scope, "dataSourceRid": r1}]},
+    )
+    assert points(await next_full(client, "edit-search")) == {
+        (): sorted([*other, (t0 + 4 * NANOS, 52.0), *mine])
+    }
+    await put(server.base_url, f"assets/{asset['rid']}", {"properties": {"fleet": "elsewhere"}})
+    assert points(await next_full(client, "edit-search")) == {(): mine}
+
+    # a run that ends: its live subscription ends with the error its creation would get now
+    run = await create(
+        server.base_url,
+        "runs",
+        {"title": "lap", "assetRids": [asset["rid"]], "start": {"seconds": t0 // NANOS}},
+    )
+    over_run = series_var(select(sc.Dataset(run=sc.Run(rid=lit(run["rid"]))), "speed"))
+    assert points(await subscribe(client, "edit-run", numeric_node(ref("s")), {"s": over_run})) == {
+        (): [*other, (t0 + 4 * NANOS, 52.0)]
+    }
+    await put(server.base_url, f"runs/{run['rid']}", {"end": {"seconds": time.time_ns() // NANOS}})
+    error = await next_error(client, "edit-run")
+    assert error["name"] == "PersistentCompute:InvalidComputation", error
+    assert error["params"] == {"invalidTypes": "RUN_WITH_FIXED_END", "rid": run["rid"]}, error
+
+    # a deleted asset: its subscription ends, naming it
+    async with httpx.AsyncClient() as http:
+        assert (await http.delete(f"{server.base_url}/assets/v1/assets/{asset['rid']}")).status_code == 204
+    error = await next_error(client, "edit-channel")
+    assert error["params"] == {"invalidTypes": "asset", "rid": asset["rid"]}, error
+
+    # a body field the update does not know is refused, not ignored
+    async with httpx.AsyncClient() as http:
+        refused_update = await http.put(
+            f"{server.base_url}/assets/v1/runs/{run['rid']}", json={"description": "x"}
+        )
+    assert refused_update.status_code == 400, refused_update.text
+    assert refused_update.json()["errorName"] == "Default:InvalidArgument"
+
+
 SECRET = "test-secret-that-is-long-enough-for-hs256"
 
 
@@ -435,6 +629,9 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
         assert {"post", "get"} <= set(paths["/assets/v1/assets"]) and "delete" in paths[
             "/assets/v1/runs/{rid}"
         ]
+        assert {"put", "delete"} <= set(paths["/assets/v1/assets/{rid}"]) & set(
+            paths["/assets/v1/runs/{rid}"]
+        )
         error_ref = paths["/assets/v1/assets"]["post"]["responses"]["403"]["content"]["application/json"]
         assert error_ref["schema"] == {"$ref": "#/components/schemas/ConjureError"}
 
@@ -448,6 +645,19 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
             denied = (await ws.creation("secret", timeout=60))["error"]["serializableError"]
             assert denied["name"] == "PersistentCompute:PermissionDenied", denied
             assert denied["params"] == {"rids": "ri.secret.b"}, denied
+            # nor does an edit: a scope moved to a data source the token does not reach ends the
+            # subscription over it as its creation would now be refused
+            moved = [DataScope("open", "ri.secret.c"), DataScope("secret", "ri.secret.b", {"k": "v"})]
+            await asyncio.to_thread(
+                Catalog(server.base_url, token=admin).update_asset, created["rid"], data_scopes=moved
+            )
+            denied = await next_error(ws, "open")
+            assert denied["name"] == "PersistentCompute:PermissionDenied", denied
+            assert denied["params"] == {"rids": "ri.secret.c"}, denied
+            with pytest.raises(CatalogError) as refused_edit:
+                Catalog(server.base_url, token=reader).update_asset(created["rid"], title="mine")
+            assert refused_edit.value.status == 403
+            created = Catalog(server.base_url, token=admin).asset(created["rid"])
         finally:
             await ws.close()
 
