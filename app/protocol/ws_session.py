@@ -164,9 +164,9 @@ class Session:
         self.label = label  # for logs, e.g. "connection 7"
         self._authenticate = authenticate
         self._subscriptions: dict[str, list[str]] = {}  # id -> the data sources it reads
-        # Replay subscriptions whose creation is not answered yet: they are answered once their
-        # start read the log (success), or failed there (a creation error).
-        self._unanswered: set[str] = set()
+        # Replay subscriptions whose creation is not answered yet, with the unit their success will
+        # report: answered once their start read the log (success), or failed there (a creation error).
+        self._unanswered: dict[str, str | None] = {}
         self._replays: set[str] = set()  # the ids of its replay subscriptions
         self._rate = MessageRate(config.max_messages_per_second, now.monotonic)
         self._last_heard = now.monotonic
@@ -299,9 +299,9 @@ class Session:
             if replay is not None:
                 self._replays.add(sub_id)
             if replay is None:
-                actions.append(Send(frames.creation_success(sub_id)))
+                actions.append(Send(frames.creation_success(sub_id, outcome.unit)))
             else:  # answered once its start has read the log (`subscription_started` / `_failed`)
-                self._unanswered.add(sub_id)
+                self._unanswered[sub_id] = outcome.unit
             actions.append(_start(sub_id, sub, outcome))
         return actions
 
@@ -364,8 +364,8 @@ class Session:
         if sub_id not in self._subscriptions:
             return [StopSubscription(sub_id)]  # ended meanwhile: let go of what was attached
         if sub_id in self._unanswered:  # a replay: created now that its history is read
-            self._unanswered.discard(sub_id)
-            return [Send(frames.creation_success(sub_id))]
+            unit = self._unanswered.pop(sub_id)
+            return [Send(frames.creation_success(sub_id, unit))]
         return []
 
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
@@ -379,7 +379,7 @@ class Session:
                 "ComputeFailed", f"the computation could not start: {error}", status_code=500
             )
         if sub_id in self._unanswered:
-            self._unanswered.discard(sub_id)
+            del self._unanswered[sub_id]
             return [Send(frames.creation_error(sub_id, error))]
         return [Send(frames.subscription_update(sub_id, frames.error_update(error)))]
 
@@ -394,7 +394,7 @@ class Session:
         return actions
 
     def _drop(self, sub_id: str) -> list[Action]:
-        self._unanswered.discard(sub_id)
+        self._unanswered.pop(sub_id, None)
         self._replays.discard(sub_id)
         if self._subscriptions.pop(sub_id, None) is None:
             return []
