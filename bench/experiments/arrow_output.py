@@ -92,6 +92,14 @@ def per_call_us(fn: Callable[[], object], sample_s: float) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
+def _arm(
+    outs: dict[tuple[tuple[str, str], ...], Output], fmt: ArrowFormat | None, frame: bytes
+) -> tuple[Callable[[], object], Callable[[], object]]:
+    """The arm's encode (the server's) and decode (a client's) of one frame, as calls."""
+    decode = decode_legacy if fmt is None else decode_arrow
+    return (lambda: frames.full_update(outs, False, fmt)), (lambda: decode(frame))
+
+
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
     rounds = int(args.get("rounds", 9))
@@ -113,12 +121,9 @@ def main(argv: list[str]) -> None:
             for r in range(rounds):
                 order = list(arms) if r % 2 == 0 else list(reversed(arms))
                 for name in order:
-                    fmt = arms[name]
-                    decode = decode_legacy if fmt is None else decode_arrow
-                    samples[name][0].append(
-                        per_call_us(lambda o=outs, f=fmt: frames.full_update(o, False, f), sample_s)
-                    )
-                    samples[name][1].append(per_call_us(lambda f=frame[name], d=decode: d(f), sample_s))
+                    encode, decode = _arm(outs, arms[name], frame[name])
+                    samples[name][0].append(per_call_us(encode, sample_s))
+                    samples[name][1].append(per_call_us(decode, sample_s))
             for name in arms:
                 deflater = zlib.compressobj(wbits=-15)
                 deflated = len(deflater.compress(frame[name]) + deflater.flush(zlib.Z_SYNC_FLUSH))
