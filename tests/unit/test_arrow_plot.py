@@ -5,6 +5,7 @@ read back with pyarrow and checked against the points (app/protocol/arrow_plot.p
 from __future__ import annotations
 
 import base64
+import json
 import math
 import statistics
 from typing import Any
@@ -15,7 +16,12 @@ import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
 
+from app.protocol import frames
 from app.protocol.arrow_plot import arrow_body
+from app.tiers import wire
+from app.tiers.mirror import ResultMirror
+from compute.evaluation import deltas
+from compute.evaluation.compiler import Limits
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.output_format import (
     ARROW_FORMATS,
@@ -24,8 +30,12 @@ from compute.evaluation.output_format import (
     ArrowFormat,
     arrow_format,
 )
+from compute.evaluation.request import ComputationRequest
 from compute.evaluation.results import NumericPoints
 from compute.evaluation.summarize import numeric_buckets
+from tests.wire import channel_variable, series_node
+
+SECOND = 1_000_000_000
 
 CHANNEL = sc.Series(numeric=sc.NumericSeries(raw=sc.Reference(name="x")))
 
@@ -188,3 +198,23 @@ def test_raw_points_are_timestamp_and_value_exactly() -> None:
     assert table.column("timestamp").to_pylist() == ts.tolist()
     got = table.column("value").to_pylist()
     assert got[:2] == [0.1, -math.inf] and math.isnan(got[2])
+
+
+def test_an_edge_answers_arrow_as_the_compute_tier_computes_it() -> None:
+    """Two tiers: the request travels as JSON and is compiled on both sides, and the edge's mirror
+    of the outputs (deltas over Redis) encodes the same ArrowPlot frames as the original."""
+    node = series_node(buckets=10)
+    node["series"].update(outputFormat="ARROW_V4", numericOutputFieldsV2=[{"type": "field", "field": "SUM"}])
+    request = ComputationRequest(node, 60 * SECOND, {"x": channel_variable("ri.m", "temp")}, None)
+    plan = ComputationRequest.from_json(request.to_json()).compile(Limits())
+    assert plan.arrow == ArrowFormat("ARROW_V4", ("SUM",))
+    mirror = ResultMirror(request, request.compile(Limits()))
+    ts = np.arange(1, 101, dtype=np.int64) * SECOND // 10
+    outputs = {(): numeric_buckets(ts, np.linspace(-3.0, 7.0, len(ts)), SECOND)}
+    message = {"t": wire.SNAPSHOT, "e": "a", "v": 0, "end": 11 * SECOND, "o": deltas.whole(outputs)}
+    mirror.apply(deltas.decode(deltas.encode(message)))  # as the edge receives it
+    sent = frames.full_update(mirror.snapshot(None), mirror.plan.grouped, mirror.plan.arrow)
+    assert sent == frames.full_update(outputs, plan.grouped, plan.arrow)
+    result = json.loads(sent)["full"]["result"]
+    assert result["type"] == "arrowBucketedNumeric"
+    assert decoded(result["arrowBucketedNumeric"]).column_names == ["end_bucket_timestamp", "sum"]
