@@ -145,6 +145,25 @@ class RangeValueResult(WireModel):
     range_value: Range | None = None
 
 
+class ArrowPlot(WireModel):
+    """A SummarizeSeries asked for outputFormat ARROW_V3 / ARROW_V4 (docs/protocol.md, "Arrow output")."""
+
+    arrow_binary: str = Field(description="an Arrow IPC stream, base64 (Conjure binary)")
+    group_by_keys: list[str] | None = Field(None, description="in a grouped response: the group's tag keys")
+
+
+class ArrowNumericResult(WireModel):
+    type: Literal["arrowNumeric"]
+    arrow_numeric: ArrowPlot = Field(description="raw points: columns timestamp (int64 ns), value (float64)")
+
+
+class ArrowBucketedNumericResult(WireModel):
+    type: Literal["arrowBucketedNumeric"]
+    arrow_bucketed_numeric: ArrowPlot = Field(
+        description="buckets: end_bucket_timestamp (int64 ns), then the requested fields' columns"
+    )
+
+
 _Plots = (
     NumericResult
     | BucketedNumericResult
@@ -155,6 +174,8 @@ _Plots = (
     | NumericPointResult
     | EnumPointResult
     | RangeValueResult
+    | ArrowNumericResult
+    | ArrowBucketedNumericResult
 )
 PlotResult = Annotated[_Plots, Field(discriminator="type")]
 
@@ -244,7 +265,10 @@ class SubscriptionUpdateBody(WireModel):
 
 # -- subscriptionCreation ---------------------------------------------------------------------------
 class CreationSuccessBody(WireModel):
-    unit_result: dict[str, Any] = Field(description="a ComputeUnitResult; Sparkwire reports noUnitAvailable")
+    unit_result: dict[str, Any] = Field(
+        description="a ComputeUnitResult: single success (the unit of a unitOverride / unitConversion "
+        "result), else noUnitAvailable"
+    )
 
 
 class CreationSuccess(WireModel):

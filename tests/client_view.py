@@ -4,21 +4,53 @@ the compute subset, written from docs/protocol.md and the merge rules in nominal
 
 Normalized form, per group: numeric/enum points as [(t, value)] (enum values as strings), buckets as
 [(end, bucket)] with enum histograms keyed by category, ranges as [(start, end)] with -inf/inf for an
-absent start/end, a value as (t, value)."""
+absent start/end, a value as (t, value).
+
+Arrow results (`arrowNumeric`, `arrowBucketedNumeric`: Nominal's ArrowPlot) are decoded with pyarrow
+from the IPC stream, as a Nominal client decodes them, and merged by the same rules as their LEGACY
+counterparts. Their normalized form is LEGACY's, named as LEGACY names it, so that an Arrow
+subscription compares with the LEGACY one of the same node and with the reference: a bucket's
+`first` / `last` from the first_*/last_* columns (left out for a one-point bucket, as LEGACY leaves
+them out), every other column under its own name. `GroupView.kind` keeps the wire kind."""
 
 from __future__ import annotations
 
+import base64
 import math
 import time
 from typing import Any
+
+import pyarrow as pa
 
 from tests.wire import ns_of
 
 INF = float("inf")
 GroupKey = tuple[tuple[str, str], ...]
-POINT_KINDS = ("numeric", "enum")
-BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum")
+POINT_KINDS = ("numeric", "enum", "arrowNumeric")
+BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum", "arrowBucketedNumeric")
 VALUE_KINDS = ("numericPoint", "enumPoint", "rangeValue")
+LEGACY_KIND = {"arrowNumeric": "numeric", "arrowBucketedNumeric": "bucketedNumeric"}
+
+
+def arrow_table(plot: dict[str, Any]) -> pa.Table:
+    """An ArrowPlot's `arrowBinary` (Conjure binary: base64) read as an Arrow IPC stream."""
+    with pa.ipc.open_stream(base64.b64decode(plot["arrowBinary"])) as reader:
+        return reader.read_all()
+
+
+def _arrow_entries(kind: str, plot: dict[str, Any]) -> dict[int, Any]:
+    rows = arrow_table(plot).to_pylist()
+    if kind == "arrowNumeric":
+        return {row["timestamp"]: row["value"] for row in rows}
+    out = {}
+    for row in rows:
+        end = row.pop("end_bucket_timestamp")
+        bucket = {k: v for k, v in row.items() if not k.startswith(("first_", "last_"))}
+        for held in ("first", "last"):
+            if f"{held}_value" in row and row.get("count", 2) > 1:
+                bucket[held] = (row[f"{held}_timestamp"], row[f"{held}_value"])
+        out[end] = bucket
+    return out
 
 
 def double(x: Any) -> float:
@@ -67,6 +99,8 @@ class GroupView:
             raise AssertionError(f"unexpected result type {self.kind}")
 
     def _entries(self, body: dict[str, Any]) -> dict[int, Any]:
+        if self.kind in LEGACY_KIND:
+            return _arrow_entries(self.kind, body)
         stamps = [ns_of(t) for t in body["timestamps"]]
         if self.kind == "numeric":
             values = [double(v) for v in body["values"]]
@@ -125,7 +159,7 @@ class GroupView:
 
     def point_count(self) -> int:
         """How many raw points the merged state reflects (a bucket's count, or its histogram's sum)."""
-        if self.kind == "bucketedNumeric":
+        if self.kind in ("bucketedNumeric", "arrowBucketedNumeric"):
             return sum(b["count"] for b in self.entries.values())
         if self.kind == "bucketedEnum":
             return sum(sum(b["histogram"].values()) for b in self.entries.values())
@@ -210,7 +244,7 @@ class ResultView:
         return self.groups[()]
 
     def snapshot(self) -> dict[GroupKey, tuple[str, Any]]:
-        return {k: (g.kind, g.normalized()) for k, g in self.groups.items()}
+        return {k: (LEGACY_KIND.get(g.kind, g.kind), g.normalized()) for k, g in self.groups.items()}
 
 
 def clip_ranges(snapshot: dict[GroupKey, tuple[str, Any]], cutoff: int) -> dict[GroupKey, tuple[str, Any]]:

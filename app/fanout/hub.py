@@ -139,12 +139,12 @@ class FrameCache:
 
 
 def _encode(computation: LiveResult, start: int | None, end: int, full: bool) -> bytes:
-    grouped = computation.plan.grouped
+    grouped, arrow = computation.plan.grouped, computation.plan.arrow
     if full:
-        return frames.full_update(computation.snapshot(None), grouped)
+        return frames.full_update(computation.snapshot(None), grouped, arrow)
     if start is None:  # append-only first frame: the whole window
         start = end - computation.plan.window_ns
-    return frames.append_update(computation.snapshot(start), grouped, start, end)
+    return frames.append_update(computation.snapshot(start), grouped, start, end, arrow)
 
 
 Changes = Sequence[tuple[LiveResult, Change | ComputeError]]

@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.protocol.arrow_plot import arrow_body
 from app.protocol.shared_payload import SharedPayload, spliced
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
     NO_START,
     OPEN_END,
@@ -168,13 +170,14 @@ def output_body(out: Output) -> tuple[str, Json]:
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 
-def response(outputs: dict[GroupKey, Output], grouped: bool) -> Json:
+def response(outputs: dict[GroupKey, Output], grouped: bool, arrow: ArrowFormat | None = None) -> Json:
+    """`arrow`: the subscription asked for Nominal's ArrowPlot (app/protocol/arrow_plot.py)."""
     if not grouped:
-        kind, body = output_body(outputs[()])
+        kind, body = output_body(outputs[()]) if arrow is None else arrow_body(outputs[()], arrow, None)
         return {"type": kind, kind: body}
     responses = []
     for key, out in sorted(outputs.items()):
-        kind, body = output_body(out)
+        kind, body = output_body(out) if arrow is None else arrow_body(out, arrow, [k for k, _ in key])
         responses.append(
             {
                 "grouping": {"type": "tagsWithValues", "tagsWithValues": dict(key)},
@@ -184,18 +187,20 @@ def response(outputs: dict[GroupKey, Output], grouped: bool) -> Json:
     return {"type": "grouped", "grouped": {"responses": responses}}
 
 
-def full_update(outputs: dict[GroupKey, Output], grouped: bool) -> bytes:
-    return orjson.dumps({"type": "full", "full": {"result": response(outputs, grouped)}})
+def full_update(outputs: dict[GroupKey, Output], grouped: bool, arrow: ArrowFormat | None = None) -> bytes:
+    return orjson.dumps({"type": "full", "full": {"result": response(outputs, grouped, arrow)}})
 
 
-def append_update(outputs: dict[GroupKey, Output], grouped: bool, start: int, end: int) -> bytes:
+def append_update(
+    outputs: dict[GroupKey, Output], grouped: bool, start: int, end: int, arrow: ArrowFormat | None = None
+) -> bytes:
     return orjson.dumps(
         {
             "type": "append",
             "append": {
                 "start": timestamp(start),
                 "end": timestamp(end),
-                "result": response(outputs, grouped),
+                "result": response(outputs, grouped, arrow),
             },
         }
     )
@@ -238,13 +243,20 @@ def extension_fields(fields: dict[str, Any]) -> bytes:
 _NO_UNIT = {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": []}}
 
 
-def creation_success(subscription_id: str) -> str:
+def unit_result(unit: str | None) -> Json:
+    """A `ComputeUnitResult`: the result's unit symbol when the computation names one (`Plan.unit`)."""
+    if unit is None:
+        return _NO_UNIT
+    return {"type": "single", "single": {"type": "success", "success": unit}}
+
+
+def creation_success(subscription_id: str, unit: str | None = None) -> str:
     return orjson.dumps(
         {
             "type": "subscriptionCreation",
             "subscriptionCreation": {
                 "subscriptionId": subscription_id,
-                "creation": {"type": "success", "success": {"unitResult": _NO_UNIT}},
+                "creation": {"type": "success", "success": {"unitResult": unit_result(unit)}},
             },
         }
     ).decode()

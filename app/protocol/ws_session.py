@@ -175,9 +175,9 @@ class Session:
         # Live (not replay) subscriptions that resolved through the asset and run catalog: what they
         # asked and what they read of it, to compile them again when it is edited.
         self._resolved: dict[str, tuple[StreamingComputeNodeSubscription, CatalogUse]] = {}
-        # Replay subscriptions whose creation is not answered yet: they are answered once their
-        # start read the log (success), or failed there (a creation error).
-        self._unanswered: set[str] = set()
+        # Replay subscriptions whose creation is not answered yet, with the unit their success will
+        # report: answered once their start read the log (success), or failed there (a creation error).
+        self._unanswered: dict[str, str | None] = {}
         self._replays: set[str] = set()  # the ids of its replay subscriptions
         self._rate = MessageRate(config.max_messages_per_second, now.monotonic)
         self._last_heard = now.monotonic
@@ -312,9 +312,9 @@ class Session:
             else:
                 self._track_resolution(sub_id, sub, outcome)
             if replay is None:
-                actions.append(Send(frames.creation_success(sub_id)))
+                actions.append(Send(frames.creation_success(sub_id, outcome.unit)))
             else:  # answered once its start has read the log (`subscription_started` / `_failed`)
-                self._unanswered.add(sub_id)
+                self._unanswered[sub_id] = outcome.unit
             actions.append(_start(sub_id, sub, outcome))
         return actions
 
@@ -431,8 +431,8 @@ class Session:
         if sub_id not in self._subscriptions:
             return [StopSubscription(sub_id)]  # ended meanwhile: let go of what was attached
         if sub_id in self._unanswered:  # a replay: created now that its history is read
-            self._unanswered.discard(sub_id)
-            return [Send(frames.creation_success(sub_id))]
+            unit = self._unanswered.pop(sub_id)
+            return [Send(frames.creation_success(sub_id, unit))]
         return []
 
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
@@ -447,7 +447,7 @@ class Session:
                 "ComputeFailed", f"the computation could not start: {error}", status_code=500
             )
         if sub_id in self._unanswered:
-            self._unanswered.discard(sub_id)
+            del self._unanswered[sub_id]
             return [Send(frames.creation_error(sub_id, error))]
         return [Send(frames.subscription_update(sub_id, frames.error_update(error)))]
 
@@ -462,7 +462,7 @@ class Session:
         return actions
 
     def _drop(self, sub_id: str) -> list[Action]:
-        self._unanswered.discard(sub_id)
+        self._unanswered.pop(sub_id, None)
         self._replays.discard(sub_id)
         self._resolved.pop(sub_id, None)
         if self._subscriptions.pop(sub_id, None) is None:

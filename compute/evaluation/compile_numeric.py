@@ -648,7 +648,8 @@ def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
 
 def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
     """SummarizeSeries fields that change the answer and Sparkwire does not produce yet: refused by
-    name rather than ignored (extra per-bucket aggregations, Arrow output and its fields)."""
+    name rather than ignored (extra per-bucket aggregations; the output format and its fields are
+    read by compute/evaluation/output_format.py)."""
     if o.get("numericAggregations"):
         raise _refuse(
             "SummarizeSeries",
@@ -656,16 +657,6 @@ def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
             "SummarizeSeries.numericAggregations (extra per-bucket columns) are not produced by Sparkwire; "
             "send an empty map",
         )
-    output_format = o.get("outputFormat")
-    if output_format is not None and output_format != "LEGACY":
-        raise _refuse(
-            "SummarizeSeries",
-            "outputFormat",
-            f"SummarizeSeries.outputFormat {output_format} (Arrow) is not produced by Sparkwire; use LEGACY",
-        )
-    for name in ("numericOutputFields", "numericOutputFieldsV2"):
-        if o.get(name) is not None:
-            raise _refuse("SummarizeSeries", name, f"SummarizeSeries.{name} applies to Arrow output only")
 
 
 # -- units ---------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from compute.evaluation import compile_numeric, datasets, nodes
 from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
 from compute.evaluation.nodes import union as nodes_union
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
-from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES
+from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES, arrow_of_enum
+from compute.evaluation.nodes.units import WithUnit
 from compute.evaluation.nominal_variants import (
     BINARY_OPERATORS,
     BOOLEAN_COMPARISONS,
@@ -34,6 +35,7 @@ from compute.evaluation.nominal_variants import (
     UNARY_OPERATORS,
     VARIANTS,
 )
+from compute.evaluation.output_format import ArrowFormat, arrow_format
 from compute.evaluation.results import INT64_MAX
 from compute.evaluation.summarize import Decimation
 from compute.storage.series import ChannelSelector
@@ -81,6 +83,8 @@ class Plan:
     # (at least 1 s), so a window holds at most that much more than its nodes need.
     history_step_ns: int = NANOS_PER_SECOND
     catalog: datasets.CatalogUse | None = None  # the assets and runs it resolved through, if any
+    arrow: ArrowFormat | None = None  # SummarizeSeries asked for Nominal's ArrowPlot (output_format.py)
+    unit: str | None = None  # the result's unit symbol, reported at creation (`result_unit`)
 
     @property
     def history_ns(self) -> int:
@@ -815,6 +819,7 @@ def _summarize_series(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
     compile_numeric.refuse_unhonoured_summary_fields(o)
+    arrow = arrow_format(o)
     buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
@@ -822,8 +827,11 @@ def _summarize_series(
     decimation = Decimation.of(window_ns, buckets, resolution)
     if decimation.max_points > limits.max_points:
         raise _too_many(decimation.max_points, "buckets", limits)
-    series = b.timed(b.series(b.get(o, "input", "SummarizeSeries")), "series")
-    return nodes.SummarizeSeries(series, decimation, options.decimate, limits.max_points)
+    series_json = b.get(o, "input", "SummarizeSeries")
+    if arrow is not None and isinstance(series_json, dict) and series_json.get("type") == "enum":
+        raise arrow_of_enum()
+    series = b.timed(b.series(series_json), "series")
+    return nodes.SummarizeSeries(series, decimation, options.decimate, limits.max_points, arrow=arrow)
 
 
 def _summarize_ranges(
@@ -950,7 +958,18 @@ def compile_plan(
         grouped=bool(group_sets),
         history_step_ns=step,
         catalog=b.catalog.use(),
+        arrow=root.arrow if isinstance(root, nodes.SummarizeSeries) else None,
+        unit=result_unit(root),
     )
+
+
+def result_unit(root: nodes.OutputNode) -> str | None:
+    """The unit a creation reports: a series whose last step names its unit (`unitOverride`, or
+    `unitConversion`'s output unit). Any other node reports none (Sparkwire's channels carry no
+    unit, and it does not carry units through the other nodes)."""
+    if isinstance(root, nodes.SummarizeSeries | nodes.SelectValue) and isinstance(root.input, WithUnit):
+        return root.input.unit
+    return None
 
 
 # The range-on-range, equality, stability and enum-mapping builders live in their own module, which

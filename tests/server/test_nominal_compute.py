@@ -632,9 +632,45 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "SummarizeSeries", "field": "numericAggregations"},
     ),
-    "summary_as_arrow": (
-        summary(output_format=sc.OutputFormat.ARROW_V4),
+    # Arrow output (tests/server/test_arrow_output.py): what it cannot honour is refused by name
+    "summary_as_arrow_of_an_enum_series": (
+        encoded(
+            sc.ComputableNode(
+                series=sc.SummarizeSeries(
+                    input=sc.Series(enum=enum_of(STATE)),
+                    numeric_aggregations={},
+                    output_format=sc.OutputFormat.ARROW_V3,
+                )
+            )
+        ),
         {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
+    ),
+    "summary_as_arrow_with_a_percentile": (
+        summary(
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields_v2=[
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.95))
+                )
+            ],
+        ),
+        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFieldsV2"},
+    ),
+    "summary_as_arrow_with_both_field_lists": (
+        summary(
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields=[sc.NumericOutputField.MIN],
+            numeric_output_fields_v2=[sc.NumericOutputFieldV2(field=sc.NumericOutputFieldV2Name.MAX)],
+        ),
+        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFieldsV2"},
+    ),
+    "summary_as_arrow_with_no_field": (
+        summary(output_format=sc.OutputFormat.ARROW_V3, numeric_output_fields=[]),
+        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFields"},
+    ),
+    "summary_legacy_with_output_fields": (
+        summary(output_format=sc.OutputFormat.LEGACY, numeric_output_fields=[sc.NumericOutputField.MIN]),
+        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFields"},
     ),
     "expression_calling_python": (
         api_node(
@@ -708,6 +744,50 @@ async def test_what_cannot_stream_is_refused_by_name_and_the_rest_still_works(cl
         assert error["params"].items() >= params.items(), (name, error["params"])
     ok = await subscribe(client, "ok", series_node(select(unique_rid(), "p")))
     assert ok.snapshot() == {(): numeric([])}
+
+
+# -- the unit a creation reports ---------------------------------------------------------------------
+async def test_a_creation_reports_the_unit_its_result_is_in(server: ServerProcess, client: Client) -> None:
+    rid, t0 = unique_rid(), time.time_ns() - 60 * NANOS
+    await write_points(server.base_url, rid, "p", [(t0, 14.5)])
+    channel = select(rid, "p")
+    named = sc.NumericSeries(unit_override=sc.UnitOverrideSeries(input=numeric_of(channel), unit="[psi]"))
+    nodes = {
+        "converted": (converted(channel, "[psi]", "kPa"), "kPa"),
+        "overridden": (api_node(named), "[psi]"),
+        "last_point_converted": (
+            encoded(
+                sc.ComputableNode(
+                    value=sc.SelectValue(
+                        last_point=sc.Series(
+                            numeric=sc.NumericSeries(
+                                unit_conversion=sc.UnitConversionSeries(input=named, output_unit="kPa")
+                            )
+                        )
+                    )
+                )
+            ),
+            "kPa",
+        ),
+        "plain": (series_node(channel), None),
+        "abs_of_a_conversion": (
+            api_node(sc.NumericSeries(abs=sc.Abs(x=named))),
+            None,
+        ),  # units not carried on
+    }
+    await client.subscribe({name: subscription(node, {}, WINDOW_S) for name, (node, _) in nodes.items()})
+    for name, (_, unit) in nodes.items():
+        creation = await client.creation(name, timeout=120)
+        assert creation["type"] == "success", (name, creation)
+        single = creation["success"]["unitResult"]["single"]
+        if unit is None:
+            assert single == {"type": "noUnitAvailable", "noUnitAvailable": []}, name
+        else:
+            assert single == {"type": "success", "success": unit}, name
+    view = ResultView(WINDOW_NS)
+    view.apply(await client.update("converted", timeout=300))
+    [(t, kpa)] = view.ungrouped().normalized()
+    assert t == t0 and math.isclose(kpa, 14.5 * 6.894757293168361, rel_tol=1e-9)  # 1 psi in kPa
 
 
 # -- subscription ids ------------------------------------------------------------------------------

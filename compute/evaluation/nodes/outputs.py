@@ -26,6 +26,7 @@ from compute.evaluation.nodes.base import (
     SeriesNode,
 )
 from compute.evaluation.nodes.inputs import ChannelInput
+from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
     EnumPoints,
     EnumValue,
@@ -46,6 +47,15 @@ def _undecimated_too_many(count: int, what: str) -> ComputeError:
         "UnavailableResultConfiguration",
         f"{count} {what} in the window and decimateResults is false",
         {"reason": "TOO_MANY_POINTS_FOR_UNDECIMATED_APPENDS"},
+    )
+
+
+def arrow_of_enum() -> ComputeError:
+    return ComputeError(
+        "InvalidComputation",
+        "SummarizeSeries.outputFormat Arrow of an enum series (arrowEnum, arrowBucketedEnum) is not produced "
+        "by Sparkwire; use LEGACY",
+        {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
     )
 
 
@@ -164,6 +174,7 @@ class SummarizeSeries(OutputNode):
     decimation: Decimation
     decimate: bool = True  # false: resultConfiguration.appendOnly.decimateResults = false
     max_points: int = 10_000_000
+    arrow: ArrowFormat | None = None  # answered as Nominal's ArrowPlot (app/protocol/arrow_plot.py)
     # the last buckets per group: a window that slid since is re-bucketed only where it changed
     memo: BucketMemo = field(default_factory=BucketMemo, compare=False, repr=False)
     held: HeldSeries = field(default_factory=HeldSeries, compare=False, repr=False)
@@ -181,6 +192,8 @@ class SummarizeSeries(OutputNode):
         return self._summarize(self.held.update(self.series, envs, since))
 
     def _summarize(self, series: dict[GroupKey, Series]) -> dict[GroupKey, Output]:
+        if self.arrow is not None and any(isinstance(s, EnumPoints) for s in series.values()):
+            raise arrow_of_enum()  # a channel variable (`raw`) turned out to hold strings
         if not self.decimate:
             for s in series.values():
                 if len(s) > self.max_points:
