@@ -153,12 +153,15 @@ class NumericHistogramChart(_Chart):
             indices = [np.floor((v - offset) / width) for v in finite]
         every_index = np.concatenate(indices)
         if self.bucket_count is not None:  # every bucket from the minimum's to the maximum's
-            keys = np.arange(every_index.min(), every_index.max() + 1, dtype=np.float64)
-        else:
-            keys = np.unique(every_index)
+            low = every_index.min()
+            keys = np.arange(low, every_index.max() + 1, dtype=np.float64)
+            positions = [(index - low).astype(np.int64) for index in indices]
+        else:  # the buckets holding a value
+            keys, inverse = np.unique(every_index, return_inverse=True)
+            positions = np.split(inverse.reshape(-1), np.cumsum([len(index) for index in indices])[:-1])
         counts = np.zeros((len(keys), len(finite)), np.int64)
-        for j, index in enumerate(indices):
-            counts[:, j] = np.bincount(np.searchsorted(keys, index), minlength=len(keys))
+        for j, position in enumerate(positions):
+            counts[:, j] = np.bincount(position, minlength=len(keys))
         return NumericHistogram(
             keys * width + offset, (keys + 1) * width + offset, counts.ravel(), list(self.names)
         )
@@ -512,12 +515,13 @@ class MultivariateChart(_Chart):
 
 
 def _modes(s: EnumPoints, firsts: np.ndarray) -> list[str]:
-    bounds = np.r_[firsts, len(s.codes)]
-    out = []
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        counts: dict[str, int] = {}
-        for code in s.codes[lo:hi].tolist():
-            label = s.categories[code]
-            counts[label] = counts.get(label, 0) + 1
-        out.append(min(counts, key=lambda label: (-counts[label], label)))
-    return out
+    """Per bucket (starting at `firsts`), the most frequent label, the first by code point on a tie:
+    counts per (bucket, label) with the labels in code-point order, so argmax takes the first."""
+    if not len(firsts):
+        return []
+    labels = sorted(set(s.categories))
+    order = {label: i for i, label in enumerate(labels)}
+    column = np.array([order[label] for label in s.categories], np.int64)  # code -> its label's column
+    bucket = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, len(s.codes)]))
+    counts = np.bincount(bucket * len(labels) + column[s.codes], minlength=len(firsts) * len(labels))
+    return [labels[i] for i in counts.reshape(len(firsts), len(labels)).argmax(axis=1).tolist()]
