@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from compute.evaluation import compiler as c
+from compute.evaluation.compile_ranges import _refuse, _union
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import OutputNode, SeriesNode
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
@@ -30,19 +31,6 @@ from compute.evaluation.summarize import MS
 
 Json = c.Json
 B = c._Builder
-
-
-def _union(value: Json, union: str, allowed: tuple[str, ...]) -> tuple[str, Json]:
-    """A union nominal_variants.VARIANTS does not list (only these builders read it)."""
-    if not isinstance(value, dict) or value.get("type") not in allowed or value["type"] not in value:
-        raise c.MalformedNode(f"{union}: expected one of {', '.join(allowed)}")
-    return value["type"], value[value["type"]]
-
-
-def _refuse(what: str, field_name: str, reason: str) -> ComputeError:
-    return ComputeError(
-        "InvalidComputation", f"{what}.{field_name}: {reason}", {"invalidTypes": what, "field": field_name}
-    )
 
 
 def _no_appends(options: c.ResultOptions, what: str) -> None:
@@ -105,17 +93,7 @@ def cartesian(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.Re
     s = b.obj(scatter, "Scatter")
     x = b.timed(b.numeric(b.get(s, "x", "scatter")), "scatter")
     y = b.timed(b.numeric(b.get(s, "y", "scatter")), "scatter")
-    max_points = (
-        DEFAULT_SCATTER_POINTS if o.get("maxPoints") is None else _integer(o["maxPoints"], "maxPoints")
-    )
-    if max_points < 1:
-        raise _refuse("cartesian", "maxPoints", f"must be at least 1, got {max_points}")
-    if max_points > MAX_SCATTER_POINTS:  # "Maximum is 10,000."
-        raise ComputeError(
-            "TooManyPoints",
-            f"maxPoints {max_points} exceeds the maximum of {MAX_SCATTER_POINTS}",
-            {"limit": str(MAX_SCATTER_POINTS)},
-        )
+    max_points = _count(o, "maxPoints", DEFAULT_SCATTER_POINTS, MAX_SCATTER_POINTS, "cartesian")
     bounds = None
     if o.get("bounds") is not None:
         bo = b.obj(o["bounds"], "CartesianBounds")
@@ -140,20 +118,17 @@ def cartesian(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.Re
     return ScatterChart(xs, ys, window_ns, max_points, bounds, temporal)
 
 
-def _max_points(b: B, o: dict[str, Json], what: str) -> int:
-    """`maxPoints`: default 2,000, at most 10,000 (as documented), at least 1."""
-    max_points = (
-        DEFAULT_SCATTER_POINTS if o.get("maxPoints") is None else _integer(o["maxPoints"], "maxPoints")
-    )
-    if max_points < 1:
-        raise _refuse(what, "maxPoints", f"must be at least 1, got {max_points}")
-    if max_points > MAX_SCATTER_POINTS:  # "Maximum is 10,000."
+def _count(o: dict[str, Json], key: str, default: int, maximum: int, what: str) -> int:
+    """An optional count (`maxPoints`, `bucketCount`): its documented default when absent, at least
+    1, and above its documented maximum `TooManyPoints`."""
+    count = default if o.get(key) is None else _integer(o[key], key)
+    if count < 1:
+        raise _refuse(what, key, f"must be at least 1, got {count}")
+    if count > maximum:
         raise ComputeError(
-            "TooManyPoints",
-            f"maxPoints {max_points} exceeds the maximum of {MAX_SCATTER_POINTS}",
-            {"limit": str(MAX_SCATTER_POINTS)},
+            "TooManyPoints", f"{key} {count} exceeds the maximum of {maximum}", {"limit": str(maximum)}
         )
-    return max_points
+    return count
 
 
 def cartesian3d(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
@@ -170,7 +145,7 @@ def cartesian3d(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.
             "three series' timestamps (forward fill, 1 s)",
         )
     axes = [b.timed(b.numeric(b.get(s, k, "scatter3d")), "scatter3d") for k in ("x", "y", "z")]
-    max_points = _max_points(b, o, "cartesian3d")
+    max_points = _count(o, "maxPoints", DEFAULT_SCATTER_POINTS, MAX_SCATTER_POINTS, "cartesian3d")
     bounds = None
     if o.get("bounds") is not None:
         bo = b.obj(o["bounds"], "Cartesian3dBounds")
@@ -201,19 +176,7 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
     o = b.obj(value, what)
     if o.get("outputFormat") not in (None, "LEGACY"):
         raise _refuse("multivariate", "outputFormat", f"{o['outputFormat']} is not served; use LEGACY (JSON)")
-    count = (
-        DEFAULT_MULTIVARIATE_BUCKETS
-        if o.get("bucketCount") is None
-        else _integer(o["bucketCount"], "bucketCount")
-    )
-    if count < 1:
-        raise _refuse("multivariate", "bucketCount", f"must be at least 1, got {count}")
-    if count > MAX_MULTIVARIATE_BUCKETS:  # "Maximum is 10,000."
-        raise ComputeError(
-            "TooManyPoints",
-            f"bucketCount {count} exceeds the maximum of {MAX_MULTIVARIATE_BUCKETS}",
-            {"limit": str(MAX_MULTIVARIATE_BUCKETS)},
-        )
+    count = _count(o, "bucketCount", DEFAULT_MULTIVARIATE_BUCKETS, MAX_MULTIVARIATE_BUCKETS, "multivariate")
     radius = FFILL_RADIUS_NS
     if o.get("interpolationConfiguration") is not None:
         _, fill = b.variant("InterpolationConfiguration", o["interpolationConfiguration"])

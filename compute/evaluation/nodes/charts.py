@@ -15,7 +15,7 @@ import heapq
 import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,10 +87,19 @@ class HeldInputs:
 
 
 class _Chart(OutputNode):
-    """A root over several inputs, held per group; subclasses say how one group's inputs chart."""
+    """A root over several inputs, held per group; subclasses say which inputs (`chart_inputs`) and
+    how one group's inputs chart (`chart`)."""
 
     bundle: ChartInputs
     held: HeldInputs
+
+    def __post_init__(self) -> None:  # the subclasses are dataclasses: run after their __init__
+        inputs = self.chart_inputs()
+        self.bundle = ChartInputs(inputs)
+        self.held = HeldInputs(len(inputs))
+
+    @abstractmethod
+    def chart_inputs(self) -> list[SeriesNode]: ...
 
     @property
     def input(self) -> Node:
@@ -124,12 +133,9 @@ class NumericHistogramChart(_Chart):
     bucket_count: int | None = None
     width: float | None = None
     offset: float = 0.0
-    bundle: ChartInputs = field(init=False, compare=False, repr=False)
-    held: HeldInputs = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.bundle = ChartInputs(list(self.series))
-        self.held = HeldInputs(len(self.series))
+    def chart_inputs(self) -> list[SeriesNode]:
+        return list(self.series)
 
     def chart(
         self, series: dict[GroupKey, list[Series]], envs: Mapping[GroupKey, EvalEnv]
@@ -185,12 +191,9 @@ class EnumHistogramChart(_Chart):
 
     names: list[str]
     series: list[SeriesNode]
-    bundle: ChartInputs = field(init=False, compare=False, repr=False)
-    held: HeldInputs = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.bundle = ChartInputs(list(self.series))
-        self.held = HeldInputs(len(self.series))
+    def chart_inputs(self) -> list[SeriesNode]:
+        return list(self.series)
 
     def chart(
         self, series: dict[GroupKey, list[Series]], envs: Mapping[GroupKey, EvalEnv]
@@ -237,12 +240,9 @@ class ScatterChart(_Chart):
     max_points: int = DEFAULT_SCATTER_POINTS
     bounds: Bounds | None = None
     temporal: tuple[str, str] | None = None  # (xAggregation, yAggregation)
-    bundle: ChartInputs = field(init=False, compare=False, repr=False)
-    held: HeldInputs = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.bundle = ChartInputs([self.x, self.y])
-        self.held = HeldInputs(2)
+    def chart_inputs(self) -> list[SeriesNode]:
+        return [self.x, self.y]
 
     def chart(
         self, series: dict[GroupKey, list[Series]], envs: Mapping[GroupKey, EvalEnv]
@@ -282,12 +282,9 @@ class Scatter3dChart(_Chart):
     z: SeriesNode
     max_points: int = DEFAULT_SCATTER_POINTS
     bounds: list[tuple[float, float]] | None = None
-    bundle: ChartInputs = field(init=False, compare=False, repr=False)
-    held: HeldInputs = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.bundle = ChartInputs([self.x, self.y, self.z])
-        self.held = HeldInputs(3)
+    def chart_inputs(self) -> list[SeriesNode]:
+        return [self.x, self.y, self.z]
 
     def chart(
         self, series: dict[GroupKey, list[Series]], envs: Mapping[GroupKey, EvalEnv]
@@ -480,12 +477,9 @@ class MultivariateChart(_Chart):
     aggregations: list[list[str]]
     width: int
     group_keys: list[str]
-    bundle: ChartInputs = field(init=False, compare=False, repr=False)
-    held: HeldInputs = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.bundle = ChartInputs(list(self.columns))
-        self.held = HeldInputs(len(self.columns))
+    def chart_inputs(self) -> list[SeriesNode]:
+        return list(self.columns)
 
     def chart(
         self, series: dict[GroupKey, list[Series]], envs: Mapping[GroupKey, EvalEnv]
