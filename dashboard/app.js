@@ -2,8 +2,8 @@
 // channel (plus one per channel for threshold ranges), a live chart, and a readout of connection
 // state and latency. The chart's data is published on window.sparkwire for scripts and tests.
 
-import { colorOf, draw } from "./chart.js";
-import { LiveConnection, MergedView, newId, tsMs } from "./protocol.js";
+import { colorOf, draw, drawHistogram, drawScatter } from "./chart.js";
+import { LiveConnection, MergedView, dbl, newId, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
   rid: "ri.sparkwire.main.dataset.demo",
@@ -36,6 +36,8 @@ const published = {
   resumes: {}, // how subscriptions came back after a reconnect: "resumed", or why not
   series: {},
   ranges: {},
+  // the chart beside the time chart (mode histogram or scatter): { kind, groups: { group: rows } }
+  side: null,
   errors: [],
   notices: [], // what the page says instead of a silent empty chart (a mistyped channel, no points)
   auth: null, // null, or why the server refused the page's reads: "token needed" | "token refused"
@@ -73,7 +75,7 @@ function fillForm(config) {
 /** Only the fields of the chosen computation: buckets for buckets, the threshold for ranges. */
 function showModeFields() {
   const mode = $("mode").value;
-  $("buckets-field").hidden = mode !== "buckets";
+  $("buckets-field").hidden = mode !== "buckets" && mode !== "histogram";
   $("threshold-field").hidden = mode !== "ranges";
 }
 
@@ -233,6 +235,44 @@ function request(config, channel, role) {
   };
 }
 
+/** The chart beside the time chart: a histogram of every channel, or the second channel against
+ *  the first (docs/protocol.md, the chart types). Channels are the variables c0, c1, ... */
+function sideRequest(config, channels, mode) {
+  const variables = {};
+  const inputs = {};
+  channels.forEach((channel, i) => {
+    const tags = parseTags(config.tags);
+    variables[`c${i}`] = config.asset
+      ? assetChannelVariable(config.asset, channel, tags, config.groupBy)
+      : channelVariable(config.rid, channel, tags, config.groupBy);
+    inputs[channel] = { type: "raw", raw: { name: `c${i}` } };
+  });
+  let node;
+  if (mode === "histogram") {
+    const strings = channels.every((c) => channelTypes.get(`${sourceOf(config)}|${c}`) === "string");
+    const body = strings
+      ? { type: "enum", enum: { inputs } }
+      : {
+          type: "numeric",
+          numeric: { inputs, bucketStrategy: { type: "bucketCount", bucketCount: literal(Number(config.buckets) || 20) } },
+        };
+    node = { type: "histogram", histogram: body };
+  } else {
+    const [x, y] = channels.map((_, i) => ({ type: "raw", raw: { name: `c${i}` } }));
+    node = { type: "cartesian", cartesian: { input: { type: "scatter", scatter: { x, y } } } };
+  }
+  const windowMs = Number(config.window) * 1000;
+  return {
+    computeRequest: {
+      node,
+      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      context: { variables, datasetReferences: {} },
+    },
+    subscriptionOptions: { minDelay: 200, allowAppends: false },
+    sparkwire: { resume: true, ...replayRequest(config) },
+  };
+}
+
 const isoTs = (ms) => ({ seconds: Math.floor(ms / 1000), nanos: Math.round((ms % 1000) * 1e6) });
 
 /** `{replay: ...}` when the form asks for one (resume tokens then only once it follows live). */
@@ -257,6 +297,7 @@ function apply(config) {
   published.config = config;
   published.series = {};
   published.ranges = {};
+  published.side = null;
   published.errors = [];
   const period = replayPeriod(config);
   published.replay = period ? { ...period, ended: null } : null;
@@ -271,6 +312,17 @@ function apply(config) {
       connection.subscribe(id, request(config, channel, role));
     }
   });
+  const side = config.mode === "histogram" || config.mode === "scatter";
+  $("side").hidden = !side;
+  $("charts").classList.toggle("with-side", side);
+  if (config.mode === "scatter" && channels.length !== 2) {
+    published.errors.push("scatter: name two channels, x first, then y");
+  } else if (side && channels.length) {
+    const id = newId();
+    const sub = { channel: channels.join(", "), role: config.mode, index: 0, view: new MergedView(0) };
+    subscriptions.set(id, sub);
+    connection.subscribe(id, sideRequest(config, channels, config.mode));
+  }
   const url = new URL(location.href);
   for (const [k, v] of Object.entries(config)) url.searchParams.set(k, v);
   history.replaceState(null, "", url);
@@ -312,6 +364,10 @@ function label(channel, group) {
 
 /** Copy a subscription's merged view into window.sparkwire (plain arrays of [ms, ...]). */
 function publish(sub) {
+  if (sub.role === "histogram" || sub.role === "scatter") {
+    publishSide(sub);
+    return;
+  }
   for (const [group, view] of sub.view.groups) {
     const name = label(sub.channel, group);
     if (sub.role === "ranges") {
@@ -324,6 +380,56 @@ function publish(sub) {
     else if (view.kind === "bucketedEnum") entry.points = rows.map(([t, b]) => [t, b.first]);
     else entry.points = rows;
     published.series[name] = entry;
+  }
+}
+
+/** The side chart's rows per group: histogram buckets [lower, upper, {channel: count}] (or
+ *  [label, {channel: count}]), scatter pairs [t, x, y], or scatter buckets [minX, maxX, minY, maxY, count]. */
+function publishSide(sub) {
+  const groups = {};
+  let kind = null;
+  for (const [group, view] of sub.view.groups) {
+    kind = view.kind;
+    const body = view.chart;
+    if (!body) continue;
+    const counts = (b) => Object.fromEntries(Object.entries(b.countsByChannel).map(([k, v]) => [k, v.count]));
+    if (kind === "numericHistogram") groups[group] = body.buckets.map((b) => [dbl(b.lowerBound), dbl(b.upperBound), counts(b)]);
+    else if (kind === "enumHistogram") groups[group] = body.buckets.map((b) => [b.value, counts(b)]);
+    else if (kind === "cartesian") groups[group] = body.timestamps.map((t, i) => [tsMs(t), dbl(body.xValues[i]), dbl(body.yValues[i])]);
+    else if (kind === "bucketedCartesian") groups[group] = body.buckets.map((b) => [b.minX, b.maxX, b.minY, b.maxY, b.count].map(dbl));
+  }
+  published.side = { kind, channels: sub.channel, groups };
+}
+
+function drawSide(config) {
+  const side = published.side;
+  if (!side || !side.kind) return;
+  const groups = Object.keys(side.groups).sort();
+  if (side.kind === "numericHistogram" || side.kind === "enumHistogram") {
+    const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
+    const bars = [];
+    for (const group of groups) {
+      channels.forEach((channel) => {
+        const name = label(channel, group);
+        const rows = side.groups[group].map((row) => [...row.slice(0, -1), row[row.length - 1][channel] ?? 0]);
+        bars.push({ label: name, color: published.colors[name] ?? colorOf(bars.length), buckets: rows });
+      });
+    }
+    drawHistogram($("side"), { bars, title: `histogram · ${side.channels}` });
+  } else {
+    const sets = groups.map((group, i) => {
+      const rows = side.groups[group];
+      const bucketed = side.kind === "bucketedCartesian";
+      return {
+        label: group || side.channels,
+        color: colorOf(i),
+        points: bucketed ? [] : rows.map(([, px, py]) => [px, py]),
+        boxes: bucketed ? rows : [],
+      };
+    });
+    const [xName, yName] = side.channels.split(", ");
+    const what = side.kind === "bucketedCartesian" ? "spatial buckets" : "pairs";
+    drawScatter($("side"), { sets, title: `${yName} against ${xName} · ${what}` });
   }
 }
 
@@ -341,15 +447,21 @@ function frame() {
     const names = Object.keys(published.series).sort();
     const series = names.map((name, i) => ({ label: name, color: colorOf(i), ...published.series[name] }));
     published.colors = Object.fromEntries(series.map((s) => [s.label, s.color]));
-    const ranges = Object.entries(published.ranges).map(([name, spans]) => ({
+    const ranges = Object.entries(published.ranges).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, spans]) => ({
       label: name,
       color: colorOf(names.indexOf(name) >= 0 ? names.indexOf(name) : 0),
       spans,
     }));
     draw($("chart"), { series, ranges, startMs, endMs });
-    $("legend").innerHTML = series
-      .map((s) => `<span><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`)
-      .join("");
+    drawSide(config);
+    // every series, then each range lane (top to bottom, in the order the chart stacks them)
+    $("legend").innerHTML = [
+      ...series.map((s) => `<span><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`),
+      ...ranges.map(
+        (r, i) =>
+          `<span data-lane="${i}"><i class="lane" style="background:${r.color}"></i>${escape(r.label)} · ranges (lane ${i + 1})</span>`,
+      ),
+    ].join("");
   }
   requestAnimationFrame(frame);
 }

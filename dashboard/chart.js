@@ -4,6 +4,7 @@
 const COLORS = ["#2f7ed8", "#e4572e", "#17a398", "#f3a712", "#8e44ad", "#5d6d7e", "#c0392b", "#27ae60"];
 const PAD = { left: 64, right: 16, top: 12, bottom: 28 };
 const STRIP = 18; // height of one string-channel strip
+const LANE = 8; // height of one series' range lane, above the plot
 
 export function colorOf(index) {
   return COLORS[index % COLORS.length];
@@ -41,7 +42,9 @@ export function draw(canvas, { series, ranges, startMs, endMs }) {
   const strips = series.filter((s) => s.kind === "enum" || s.kind === "bucketedEnum");
   const numeric = series.filter((s) => !strips.includes(s));
   const plotBottom = height - PAD.bottom - strips.length * STRIP;
-  const plot = { x0: PAD.left, x1: width - PAD.right, y0: PAD.top, y1: Math.max(PAD.top + 20, plotBottom) };
+  const lanes = ranges.length ? ranges.length * LANE + 4 : 0; // one lane per series' ranges
+  const top = PAD.top + lanes;
+  const plot = { x0: PAD.left, x1: width - PAD.right, y0: top, y1: Math.max(top + 20, plotBottom) };
   const x = (ms) => plot.x0 + ((ms - startMs) / (endMs - startMs)) * (plot.x1 - plot.x0);
 
   let lo = Infinity;
@@ -85,18 +88,22 @@ export function draw(canvas, { series, ranges, startMs, endMs }) {
 
   ctx.save();
   ctx.beginPath();
-  ctx.rect(plot.x0, plot.y0, plot.x1 - plot.x0, height - plot.y0);
+  ctx.rect(plot.x0, PAD.top, plot.x1 - plot.x0, height - PAD.top);
   ctx.clip();
 
-  // ranges: shaded spans behind the data
-  for (const r of ranges) {
-    ctx.fillStyle = r.color + "33";
+  // ranges: each series' in a lane of its own colour above the plot, so that several stay readable
+  // (the legend names each lane), and a faint band behind the data; an instant is a 2 px tick
+  ranges.forEach((r, i) => {
+    const laneTop = PAD.top + i * LANE;
     for (const [s, e] of r.spans) {
       const a = x(s ?? startMs);
       const b = x(e ?? endMs);
+      ctx.fillStyle = r.color;
+      ctx.fillRect(a, laneTop, Math.max(2, b - a), LANE - 2);
+      ctx.fillStyle = r.color + "14";
       ctx.fillRect(a, plot.y0, Math.max(1, b - a), plot.y1 - plot.y0);
     }
-  }
+  });
 
   for (const s of numeric) {
     if (s.buckets.length) {
@@ -148,4 +155,129 @@ function hash(text) {
   let h = 0;
   for (const c of String(text)) h = (h * 31 + c.charCodeAt(0)) | 0;
   return Math.abs(h);
+}
+
+/** The canvas sized to its box (device pixels), cleared: its 2D context and CSS size. */
+function surface(canvas) {
+  const dpr = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth;
+  const height = canvas.clientHeight;
+  if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(height * dpr)) {
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, width, height);
+  ctx.font = "11px system-ui, sans-serif";
+  return { ctx, width, height };
+}
+
+function axis(ctx, lo, hi, at, vertical, plot) {
+  ctx.strokeStyle = "#e5e8ec";
+  ctx.fillStyle = "#5d6d7e";
+  const step = niceStep(hi - lo, 5);
+  ctx.textAlign = vertical ? "right" : "center";
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    ctx.beginPath();
+    if (vertical) {
+      ctx.moveTo(plot.x0, at(v));
+      ctx.lineTo(plot.x1, at(v));
+    } else {
+      ctx.moveTo(at(v), plot.y0);
+      ctx.lineTo(at(v), plot.y1);
+    }
+    ctx.stroke();
+    const text = Number(v.toPrecision(6)).toString();
+    if (vertical) ctx.fillText(text, plot.x0 - 6, at(v) + 4);
+    else ctx.fillText(text, at(v), plot.y1 + 16);
+  }
+}
+
+function span(values) {
+  let [lo, hi] = [Math.min(...values), Math.max(...values)];
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) [lo, hi] = [0, 1];
+  if (hi - lo < 1e-9) [lo, hi] = [lo - 1, hi + 1];
+  return [lo, hi];
+}
+
+/**
+ * A histogram: bars: [{label, color, buckets: [[lower, upper, count]] or [[name, count]]}], one
+ * bar per bucket and input, the inputs side by side in each bucket.
+ */
+export function drawHistogram(canvas, { bars, title }) {
+  const { ctx, width, height } = surface(canvas);
+  const plot = { x0: 48, x1: width - 12, y0: 24, y1: height - 40 };
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "left";
+  ctx.fillText(title, plot.x0, 14);
+  const numeric = bars.some((b) => b.buckets.some((k) => k.length === 3));
+  const counts = bars.flatMap((b) => b.buckets.map((k) => k[k.length - 1]));
+  const top = Math.max(1, ...counts) * 1.08;
+  const y = (n) => plot.y1 - (n / top) * (plot.y1 - plot.y0);
+  axis(ctx, 0, top, y, true, plot);
+  const slots = bars.length || 1;
+  if (numeric) {
+    const [lo, hi] = span(bars.flatMap((b) => b.buckets.flatMap(([l, u]) => [l, u])));
+    const x = (v) => plot.x0 + ((v - lo) / (hi - lo)) * (plot.x1 - plot.x0);
+    axis(ctx, lo, hi, x, false, plot);
+    bars.forEach((b, i) => {
+      ctx.fillStyle = b.color + "cc";
+      for (const [lower, upper, count] of b.buckets) {
+        const w = (x(upper) - x(lower)) / slots;
+        ctx.fillRect(x(lower) + i * w + 0.5, y(count), Math.max(1, w - 1), plot.y1 - y(count));
+      }
+    });
+  } else {
+    const labels = [...new Set(bars.flatMap((b) => b.buckets.map(([name]) => name)))].sort();
+    const band = (plot.x1 - plot.x0) / Math.max(1, labels.length);
+    ctx.textAlign = "center";
+    ctx.fillStyle = "#5d6d7e";
+    labels.forEach((name, j) => ctx.fillText(name, plot.x0 + (j + 0.5) * band, plot.y1 + 16));
+    bars.forEach((b, i) => {
+      ctx.fillStyle = b.color + "cc";
+      for (const [name, count] of b.buckets) {
+        const j = labels.indexOf(name);
+        const w = (band * 0.8) / slots;
+        ctx.fillRect(plot.x0 + j * band + band * 0.1 + i * w, y(count), Math.max(1, w - 1), plot.y1 - y(count));
+      }
+    });
+  }
+  ctx.strokeStyle = "#5d6d7e";
+  ctx.strokeRect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+}
+
+/**
+ * A scatter: sets: [{label, color, points: [[x, y]], boxes: [[minX, maxX, minY, maxY, count]]}]:
+ * a dot per pair, or (bucketed) each bucket's extent as a box shaded by how many pairs it holds.
+ */
+export function drawScatter(canvas, { sets, title }) {
+  const { ctx, width, height } = surface(canvas);
+  const plot = { x0: 56, x1: width - 12, y0: 24, y1: height - 40 };
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "left";
+  ctx.fillText(title, plot.x0, 14);
+  const xs = sets.flatMap((s) => [...s.points.map((p) => p[0]), ...s.boxes.flatMap((b) => [b[0], b[1]])]);
+  const ys = sets.flatMap((s) => [...s.points.map((p) => p[1]), ...s.boxes.flatMap((b) => [b[2], b[3]])]);
+  let [xlo, xhi] = span(xs);
+  let [ylo, yhi] = span(ys);
+  [xlo, xhi] = [xlo - (xhi - xlo) * 0.04, xhi + (xhi - xlo) * 0.04];
+  [ylo, yhi] = [ylo - (yhi - ylo) * 0.04, yhi + (yhi - ylo) * 0.04];
+  const x = (v) => plot.x0 + ((v - xlo) / (xhi - xlo)) * (plot.x1 - plot.x0);
+  const y = (v) => plot.y1 - ((v - ylo) / (yhi - ylo)) * (plot.y1 - plot.y0);
+  axis(ctx, ylo, yhi, y, true, plot);
+  axis(ctx, xlo, xhi, x, false, plot);
+  for (const s of sets) {
+    const most = Math.max(1, ...s.boxes.map((b) => b[4]));
+    for (const [x0, x1, y0, y1, count] of s.boxes) {
+      const alpha = Math.round(64 + (191 * Math.log1p(count)) / Math.log1p(most));
+      ctx.fillStyle = s.color + alpha.toString(16).padStart(2, "0");
+      ctx.fillRect(x(x0) - 1.5, y(y1) - 1.5, Math.max(3, x(x1) - x(x0) + 3), Math.max(3, y(y0) - y(y1) + 3));
+    }
+    ctx.fillStyle = s.color;
+    for (const [px, py] of s.points) ctx.fillRect(x(px) - 2, y(py) - 2, 4, 4);
+  }
+  ctx.strokeStyle = "#5d6d7e";
+  ctx.strokeRect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
 }

@@ -17,6 +17,8 @@ export function dbl(v) {
 const POINT_KINDS = new Set(["numeric", "enum"]);
 const BUCKET_KINDS = new Set(["bucketedNumeric", "bucketedEnum"]);
 const VALUE_KINDS = new Set(["numericPoint", "enumPoint"]);
+// Histograms and scatters: FullResults only (no append form), kept as the server sent them.
+const CHART_KINDS = new Set(["numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian"]);
 
 function entries(kind, body) {
   const out = new Map();
@@ -66,6 +68,7 @@ export class ResultView {
     this.entries = new Map(); // timestamp (ms) -> value or bucket
     this.ranges = [];
     this.value = null; // [ms, value] for numericPoint / enumPoint
+    this.chart = null; // a histogram's or scatter's body
   }
 
   replace(kind, body) {
@@ -73,10 +76,12 @@ export class ResultView {
     this.entries = new Map();
     this.ranges = [];
     this.value = null;
+    this.chart = null;
     if (POINT_KINDS.has(kind) || BUCKET_KINDS.has(kind)) this.entries = entries(kind, body);
     else if (kind === "range") this.ranges = ranges(body);
     else if (kind === "rangesSummary") this.ranges = ranges(body.rangesSummary.map((s) => s.range));
     else if (VALUE_KINDS.has(kind)) this.value = body ? [tsMs(body.timestamp), dbl(body.value)] : null;
+    else if (CHART_KINDS.has(kind)) this.chart = body;
   }
 
   merge(kind, body, start, end) {

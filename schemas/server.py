@@ -94,6 +94,106 @@ class RangesSummary(WireModel):
     ranges_summary: list[RangeSummary]
 
 
+class HistogramChannelCount(WireModel):
+    count: int
+
+
+class NumericHistogramBucket(WireModel):
+    lower_bound: ConjureDouble = Field(description="inclusive")
+    upper_bound: ConjureDouble = Field(description="exclusive")
+    counts_by_channel: dict[str, HistogramChannelCount] = Field(description="input variable name -> count")
+    buckets: dict[str, HistogramChannelCount] = Field(
+        description="deprecated by Nominal: countsByChannel again"
+    )
+
+
+class NumericHistogramPlot(WireModel):
+    buckets: list[NumericHistogramBucket]
+
+
+class EnumHistogramBucket(WireModel):
+    value: str
+    counts_by_channel: dict[str, HistogramChannelCount]
+
+
+class EnumHistogramPlot(WireModel):
+    buckets: list[EnumHistogramBucket]
+
+
+class CartesianPlot(WireModel):
+    timestamps: list[Timestamp]
+    x_values: list[ConjureDouble]
+    y_values: list[ConjureDouble]
+
+
+class CartesianBucket(WireModel):
+    min_x: ConjureDouble
+    max_x: ConjureDouble
+    min_y: ConjureDouble
+    max_y: ConjureDouble
+    min_timestamp: Timestamp
+    max_timestamp: Timestamp
+    count: int
+
+
+class BucketedCartesianPlot(WireModel):
+    buckets: list[CartesianBucket]
+
+
+class Point3d(WireModel):
+    x: ConjureDouble
+    y: ConjureDouble
+    z: ConjureDouble
+    timestamp: Timestamp
+
+
+class Cartesian3dBucket(WireModel):
+    min_x: ConjureDouble | None = Field(None, description="deprecated by Nominal: minXPoint.x")
+    max_x: ConjureDouble | None = None
+    mean_x: ConjureDouble
+    min_y: ConjureDouble | None = None
+    max_y: ConjureDouble | None = None
+    mean_y: ConjureDouble
+    min_z: ConjureDouble | None = None
+    max_z: ConjureDouble | None = None
+    mean_z: ConjureDouble
+    min_x_point: Point3d
+    max_x_point: Point3d
+    min_y_point: Point3d
+    max_y_point: Point3d
+    min_z_point: Point3d
+    max_z_point: Point3d
+    min_timestamp: Timestamp
+    max_timestamp: Timestamp
+    count: int
+
+
+class BucketedCartesian3dPlot(WireModel):
+    buckets: list[Cartesian3dBucket]
+
+
+class Float64Value(WireModel):
+    type: Literal["float64Value"]
+    float64_value: ConjureDouble
+
+
+class StringValue(WireModel):
+    type: Literal["stringValue"]
+    string_value: str
+
+
+class MultivariateBucket(WireModel):
+    timestamp: Timestamp = Field(description="the bucket's end, exclusive")
+    values: list[Annotated[Float64Value | StringValue, Field(discriminator="type")]] = Field(
+        description="one per (input, aggregation), in request order"
+    )
+
+
+class BucketedMultivariatePlot(WireModel):
+    buckets: list[MultivariateBucket]
+    group_by_keys: list[str] | None = None
+
+
 class TagsGrouping(WireModel):
     type: Literal["tagsWithValues"]
     tags_with_values: dict[str, str]
@@ -164,6 +264,36 @@ class ArrowBucketedNumericResult(WireModel):
     )
 
 
+class NumericHistogramResult(WireModel):
+    type: Literal["numericHistogram"]
+    numeric_histogram: NumericHistogramPlot
+
+
+class EnumHistogramResult(WireModel):
+    type: Literal["enumHistogram"]
+    enum_histogram: EnumHistogramPlot
+
+
+class CartesianResult(WireModel):
+    type: Literal["cartesian"]
+    cartesian: CartesianPlot
+
+
+class BucketedCartesianResult(WireModel):
+    type: Literal["bucketedCartesian"]
+    bucketed_cartesian: BucketedCartesianPlot
+
+
+class BucketedCartesian3dResult(WireModel):
+    type: Literal["bucketedCartesian3d"]
+    bucketed_cartesian3d: BucketedCartesian3dPlot = Field(alias="bucketedCartesian3d")  # not "...3D"
+
+
+class MultivariateResult(WireModel):
+    type: Literal["multivariate"]
+    multivariate: BucketedMultivariatePlot
+
+
 _Plots = (
     NumericResult
     | BucketedNumericResult
@@ -176,6 +306,12 @@ _Plots = (
     | RangeValueResult
     | ArrowNumericResult
     | ArrowBucketedNumericResult
+    | NumericHistogramResult
+    | EnumHistogramResult
+    | CartesianResult
+    | BucketedCartesianResult
+    | BucketedCartesian3dResult
+    | MultivariateResult
 )
 PlotResult = Annotated[_Plots, Field(discriminator="type")]
 

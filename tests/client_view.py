@@ -27,9 +27,12 @@ from tests.wire import ns_of
 INF = float("inf")
 GroupKey = tuple[tuple[str, str], ...]
 POINT_KINDS = ("numeric", "enum", "arrowNumeric")
-BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum", "arrowBucketedNumeric")
+BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum", "arrowBucketedNumeric", "multivariate")
 VALUE_KINDS = ("numericPoint", "enumPoint", "rangeValue")
 LEGACY_KIND = {"arrowNumeric": "numeric", "arrowBucketedNumeric": "bucketedNumeric"}
+# The chart results: nominal-api gives them no append form, so only a FullResult carries them.
+CHART_KINDS = ("numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d")
+EXTREMES = ("minXPoint", "maxXPoint", "minYPoint", "maxYPoint", "minZPoint", "maxZPoint")
 
 
 def arrow_table(plot: dict[str, Any]) -> pa.Table:
@@ -78,6 +81,7 @@ class GroupView:
         self.ranges: list[tuple[float, float]] = []
         self.value: tuple[float, Any] | None = None  # a point, or a rangeValue's (start, end)
         self.summary: list[tuple[float, float, int]] = []
+        self.chart: list[Any] = []
         self._load(result)
 
     def _load(self, result: dict[str, Any]) -> None:
@@ -95,12 +99,16 @@ class GroupView:
             )
         elif self.kind == "rangesSummary":
             self.summary = [(*_range(s["range"]), s["subRangeCount"]) for s in body["rangesSummary"]]
+        elif self.kind in CHART_KINDS:
+            self.chart = _chart(self.kind, body)
         else:
             raise AssertionError(f"unexpected result type {self.kind}")
 
     def _entries(self, body: dict[str, Any]) -> dict[int, Any]:
         if self.kind in LEGACY_KIND:
             return _arrow_entries(self.kind, body)
+        if self.kind == "multivariate":  # each bucket: its end and one value per (input, aggregation)
+            return {ns_of(b["timestamp"]): tuple(_value(v) for v in b["values"]) for b in body["buckets"]}
         stamps = [ns_of(t) for t in body["timestamps"]]
         if self.kind == "numeric":
             values = [double(v) for v in body["values"]]
@@ -173,7 +181,60 @@ class GroupView:
             return list(self.ranges)
         if self.kind == "rangesSummary":
             return list(self.summary)
+        if self.kind in CHART_KINDS:
+            return list(self.chart)
         return self.value
+
+
+def _value(v: dict[str, Any]) -> Any:
+    """A `Value` of a multivariate bucket: a number or a label."""
+    assert v["type"] in ("float64Value", "stringValue"), v
+    return double(v["float64Value"]) if v["type"] == "float64Value" else v["stringValue"]
+
+
+def _counts(by_channel: dict[str, Any]) -> dict[str, int]:
+    return {name: c["count"] for name, c in by_channel.items()}
+
+
+def _chart(kind: str, body: dict[str, Any]) -> list[Any]:
+    """A chart result in normalized form: histogram buckets as (lower, upper, {input: count}) or
+    (label, {input: count}); scatter pairs as (t, x, y); scatter buckets as (minX, maxX, minY,
+    maxY, minTimestamp, maxTimestamp, count)."""
+    if kind == "numericHistogram":
+        out = []
+        for b in body["buckets"]:
+            assert b.get("buckets", b["countsByChannel"]) == b["countsByChannel"], "deprecated copy differs"
+            out.append((double(b["lowerBound"]), double(b["upperBound"]), _counts(b["countsByChannel"])))
+        return out
+    if kind == "enumHistogram":
+        return [(b["value"], _counts(b["countsByChannel"])) for b in body["buckets"]]
+    if kind == "cartesian":
+        columns = (body["timestamps"], body["xValues"], body["yValues"])
+        assert len({len(c) for c in columns}) == 1, "cartesian columns of different lengths"
+        return [(ns_of(t), double(x), double(y)) for t, x, y in zip(*columns, strict=True)]
+    if kind == "bucketedCartesian3d":
+        return [_bucket_3d(b) for b in body["buckets"]]
+    return [
+        (
+            *(double(b[k]) for k in ("minX", "maxX", "minY", "maxY")),
+            ns_of(b["minTimestamp"]),
+            ns_of(b["maxTimestamp"]),
+            b["count"],
+        )
+        for b in body["buckets"]
+    ]
+
+
+def _bucket_3d(b: dict[str, Any]) -> tuple[Any, ...]:
+    """((meanX, meanY, meanZ), each extreme point as (x, y, z, t), minTimestamp, maxTimestamp, count)."""
+    for name in EXTREMES:  # the deprecated minX ... maxZ, where sent, are those points' coordinates
+        if b.get(name[:4]) is not None:
+            assert double(b[name[:4]]) == double(b[name]["xyz"[EXTREMES.index(name) // 2]]), (name, b)
+    points = tuple(
+        (double(b[n]["x"]), double(b[n]["y"]), double(b[n]["z"]), ns_of(b[n]["timestamp"])) for n in EXTREMES
+    )
+    means = (double(b["meanX"]), double(b["meanY"]), double(b["meanZ"]))
+    return means, points, ns_of(b["minTimestamp"]), ns_of(b["maxTimestamp"]), b["count"]
 
 
 def merge_ranges(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -525,6 +525,10 @@ def evaluate(
             width = bucket_width(window_ns, max_ranges)
             return {g: ("rangesSummary", _summaries(r, width)) for g, r in clipped.items()}
         return {g: ("range", r) for g, r in clipped.items()}
+    if kind in ("histogram", "cartesian", "cartesian3d", "multivariate"):
+        from tests import reference_charts  # it builds on this module
+
+        return reference_charts.evaluate_chart(kind, body, envs, window_start, window_ns)
     if kind == "value" and body["type"] in ("firstRange", "lastRange", "nthRange"):
         from tests import reference_ranges  # it builds on this module
 

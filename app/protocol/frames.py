@@ -20,10 +20,16 @@ from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
     NO_START,
     OPEN_END,
+    Cartesian3dBuckets,
+    CartesianBuckets,
+    CartesianPoints,
     EnumBuckets,
+    EnumHistogram,
     EnumPoints,
     EnumValue,
+    MultivariateBuckets,
     NumericBuckets,
+    NumericHistogram,
     NumericPoints,
     NumericValue,
     Output,
@@ -143,6 +149,114 @@ def _ranges_summary(r: RangesSummary) -> Json:
     }
 
 
+def _channel_counts(channels: list[str], counts: list[int]) -> Json:
+    return {name: {"count": n} for name, n in zip(channels, counts, strict=True)}
+
+
+def _numeric_histogram(h: NumericHistogram) -> Json:
+    """Each bucket's counts under `countsByChannel` and, for clients of the deprecated field, `buckets`."""
+    k = len(h.channels)
+    counts = h.counts.tolist()
+    buckets = []
+    for i, (lower, upper) in enumerate(zip(h.lower.tolist(), h.upper.tolist(), strict=True)):
+        by_channel = _channel_counts(h.channels, counts[i * k : (i + 1) * k])
+        buckets.append(
+            {
+                "lowerBound": _double(lower),
+                "upperBound": _double(upper),
+                "countsByChannel": by_channel,
+                "buckets": by_channel,
+            }
+        )
+    return {"buckets": buckets}
+
+
+def _enum_histogram(h: EnumHistogram) -> Json:
+    k = len(h.channels)
+    counts = h.counts.tolist()
+    return {
+        "buckets": [
+            {"value": label, "countsByChannel": _channel_counts(h.channels, counts[i * k : (i + 1) * k])}
+            for i, label in enumerate(h.labels)
+        ]
+    }
+
+
+def _cartesian_buckets(b: CartesianBuckets) -> Json:
+    cols = zip(
+        b.min_x.tolist(),
+        b.max_x.tolist(),
+        b.min_y.tolist(),
+        b.max_y.tolist(),
+        b.min_ts.tolist(),
+        b.max_ts.tolist(),
+        b.count.tolist(),
+        strict=True,
+    )
+    return {
+        "buckets": [
+            {
+                "minX": _double(x0),
+                "maxX": _double(x1),
+                "minY": _double(y0),
+                "maxY": _double(y1),
+                "minTimestamp": timestamp(t0),
+                "maxTimestamp": timestamp(t1),
+                "count": count,
+            }
+            for x0, x1, y0, y1, t0, t1, count in cols
+        ]
+    }
+
+
+_EXTREMES = ("minXPoint", "maxXPoint", "minYPoint", "maxYPoint", "minZPoint", "maxZPoint")
+
+
+def _cartesian3d_buckets(b: Cartesian3dBuckets) -> Json:
+    """Each bucket's extreme points, and (for clients of the deprecated fields) minX ... maxZ again."""
+    mean, ext, ext_ts = b.mean.tolist(), b.extremes.tolist(), b.extreme_ts.tolist()
+    buckets = []
+    for i, (t0, t1, count) in enumerate(
+        zip(b.min_ts.tolist(), b.max_ts.tolist(), b.count.tolist(), strict=True)
+    ):
+        bucket: dict[str, Json] = {
+            "meanX": _double(mean[3 * i]),
+            "meanY": _double(mean[3 * i + 1]),
+            "meanZ": _double(mean[3 * i + 2]),
+        }
+        for k, name in enumerate(_EXTREMES):
+            x, y, z = ext[(6 * i + k) * 3 : (6 * i + k) * 3 + 3]
+            bucket[name] = {
+                "x": _double(x),
+                "y": _double(y),
+                "z": _double(z),
+                "timestamp": timestamp(ext_ts[6 * i + k]),
+            }
+            axis = "xyz"[k // 2]
+            bucket[name[:4]] = bucket[name][axis]  # minX, maxX, ...: that point's own coordinate
+        bucket.update({"minTimestamp": timestamp(t0), "maxTimestamp": timestamp(t1), "count": count})
+        buckets.append(bucket)
+    return {"buckets": buckets}
+
+
+def _multivariate(b: MultivariateBuckets) -> Json:
+    """Each bucket's values in request order: a number as `float64Value`, a label as `stringValue`."""
+    numbers, labels = iter(b.numbers.tolist()), iter(b.labels)
+    buckets = []
+    for end in b.end.tolist():
+        values = [
+            {"type": "float64Value", "float64Value": _double(next(numbers))}
+            if column == "n"
+            else {"type": "stringValue", "stringValue": next(labels)}
+            for column in b.layout
+        ]
+        buckets.append({"timestamp": timestamp(end), "values": values})
+    body: dict[str, Json] = {"buckets": buckets}
+    if b.group_keys:
+        body["groupByKeys"] = list(b.group_keys)
+    return body
+
+
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
@@ -167,6 +281,22 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "enumPoint", {"timestamp": timestamp(out.ts), "value": out.categories[out.code]}
     if isinstance(out, RangeValue):
         return "rangeValue", _range(out.start, out.end)
+    if isinstance(out, NumericHistogram):
+        return "numericHistogram", _numeric_histogram(out)
+    if isinstance(out, EnumHistogram):
+        return "enumHistogram", _enum_histogram(out)
+    if isinstance(out, CartesianPoints):
+        return "cartesian", {
+            "timestamps": timestamps(out.ts),
+            "xValues": doubles_json(out.x),
+            "yValues": doubles_json(out.y),
+        }
+    if isinstance(out, CartesianBuckets):
+        return "bucketedCartesian", _cartesian_buckets(out)
+    if isinstance(out, Cartesian3dBuckets):
+        return "bucketedCartesian3d", _cartesian3d_buckets(out)
+    if isinstance(out, MultivariateBuckets):
+        return "multivariate", _multivariate(out)
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 

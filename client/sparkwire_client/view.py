@@ -7,6 +7,8 @@ with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.
   new ones are added, and ranges that then overlap or touch are merged;
 - single values (`numericPoint`, `enumPoint`): the newest one sent is the value;
 - `grouped`: each group merges on its own;
+- the charts (`numericHistogram`, `enumHistogram`, `cartesian`, `bucketedCartesian`) have no append
+  form: each FullResult replaces the chart;
 - and what falls out of the window (older than the newest `end` minus the window width) is trimmed.
 
 Enum values are stored as their category strings, so category lists that differ between frames
@@ -28,8 +30,11 @@ GroupKey = tuple[tuple[str, str], ...]
 Json = dict[str, Any]
 
 _POINT_KINDS = frozenset({"numeric", "enum"})
-_BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum"})
+_BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum", "multivariate"})
 _VALUE_KINDS = frozenset({"numericPoint", "enumPoint"})
+_CHART_KINDS = frozenset(
+    {"numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d"}
+)
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -75,6 +80,14 @@ def _enum_bucket(b: Json, categories: list[str]) -> Json:
 
 def _entries(kind: str, body: Any) -> dict[int, Any]:
     """A plot's entries by timestamp: values for points, decoded dicts for buckets."""
+    if kind == "multivariate":  # a bucket's end -> its values, one per (input, aggregation)
+        return {
+            ns_of(b["timestamp"]): [
+                _double(v["float64Value"]) if v["type"] == "float64Value" else v.get(v["type"])
+                for v in b["values"]
+            ]
+            for b in body["buckets"]
+        }
     stamps = [ns_of(t) for t in body["timestamps"]]
     if kind == "numeric":
         return dict(zip(stamps, (_double(v) for v in body["values"]), strict=True))
@@ -95,6 +108,66 @@ def _ranges(body: list[Json]) -> list[Range]:
     return sorted(out, key=lambda r: -math.inf if r.start is None else r.start)
 
 
+def _counts(by_channel: Json) -> dict[str, int]:
+    return {name: int(c["count"]) for name, c in by_channel.items()}
+
+
+def _chart_rows(kind: str, body: Json) -> list[Json]:
+    """A chart as rows: histogram buckets with each input's count, scatter pairs, scatter buckets."""
+    if kind == "numericHistogram":
+        return [
+            {
+                "lower": _double(b["lowerBound"]),
+                "upper": _double(b["upperBound"]),
+                "counts": _counts(b["countsByChannel"]),
+            }
+            for b in body["buckets"]
+        ]
+    if kind == "enumHistogram":
+        return [{"value": b["value"], "counts": _counts(b["countsByChannel"])} for b in body["buckets"]]
+    if kind == "cartesian":
+        columns = zip(body["timestamps"], body["xValues"], body["yValues"], strict=True)
+        return [{"timestamp": ns_of(t), "x": _double(x), "y": _double(y)} for t, x, y in columns]
+    if kind == "bucketedCartesian3d":
+        return [
+            {
+                "mean": tuple(_double(b[k]) for k in ("meanX", "meanY", "meanZ")),
+                **{
+                    name: (
+                        _double(b[key]["x"]),
+                        _double(b[key]["y"]),
+                        _double(b[key]["z"]),
+                        ns_of(b[key]["timestamp"]),
+                    )
+                    for name, key in (
+                        ("min_x", "minXPoint"),
+                        ("max_x", "maxXPoint"),
+                        ("min_y", "minYPoint"),
+                        ("max_y", "maxYPoint"),
+                        ("min_z", "minZPoint"),
+                        ("max_z", "maxZPoint"),
+                    )
+                },
+                "first": ns_of(b["minTimestamp"]),
+                "last": ns_of(b["maxTimestamp"]),
+                "count": int(b["count"]),
+            }
+            for b in body["buckets"]
+        ]
+    return [
+        {
+            "min_x": _double(b["minX"]),
+            "max_x": _double(b["maxX"]),
+            "min_y": _double(b["minY"]),
+            "max_y": _double(b["maxY"]),
+            "first": ns_of(b["minTimestamp"]),
+            "last": ns_of(b["maxTimestamp"]),
+            "count": int(b["count"]),
+        }
+        for b in body["buckets"]
+    ]
+
+
 def _value(kind: str, body: Json | None) -> tuple[int, Any] | None:
     if body is None:
         return None
@@ -110,10 +183,11 @@ class ResultView:
     entries: dict[int, Any] = field(default_factory=dict)  # points and buckets by timestamp
     ranges: list[Range] = field(default_factory=list)
     value: tuple[int, Any] | None = None  # numericPoint / enumPoint
+    chart: list[Json] = field(default_factory=list)  # a histogram's buckets or a scatter's rows
 
     def replace(self, kind: str, body: Any) -> None:
         """A FullResult: the whole window."""
-        self.kind, self.entries, self.ranges, self.value = kind, {}, [], None
+        self.kind, self.entries, self.ranges, self.value, self.chart = kind, {}, [], None, []
         if kind in _POINT_KINDS or kind in _BUCKET_KINDS:
             self.entries = _entries(kind, body)
         elif kind == "range":
@@ -124,6 +198,8 @@ class ResultView:
             self.ranges = _ranges([body]) if body else []
         elif kind == "rangesSummary":
             self.ranges = [_ranges([s["range"]])[0] for s in body["rangesSummary"]]
+        elif kind in _CHART_KINDS:
+            self.chart = _chart_rows(kind, body)
         else:
             raise ValueError(f"unsupported result type {kind!r}")
 
@@ -163,7 +239,7 @@ class ResultView:
             self.value = None
 
     def copy(self) -> ResultView:
-        return ResultView(self.kind, dict(self.entries), list(self.ranges), self.value)
+        return ResultView(self.kind, dict(self.entries), list(self.ranges), self.value, list(self.chart))
 
     def rows(self) -> list[Json]:
         if self.kind in ("numeric", "enum"):
@@ -173,6 +249,8 @@ class ResultView:
                 {"timestamp": t, **{k: b[k] for k in ("min", "max", "mean", "count", "variance")}}
                 for t, b in self.entries.items()
             ]
+        if self.kind == "multivariate":
+            return [{"timestamp": t, "values": values} for t, values in self.entries.items()]
         if self.kind == "bucketedEnum":
             return [
                 {"timestamp": t, "histogram": b["histogram"], "first": b["first"][1] if b["first"] else None}
@@ -182,6 +260,8 @@ class ResultView:
             return [{"start": r.start, "end": r.end} for r in self.ranges]
         if self.kind in _VALUE_KINDS and self.value is not None:
             return [{"timestamp": self.value[0], "value": self.value[1]}]
+        if self.kind in _CHART_KINDS:
+            return list(self.chart)
         return []
 
 

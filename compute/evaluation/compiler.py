@@ -972,6 +972,7 @@ def result_unit(root: nodes.OutputNode) -> str | None:
     return None
 
 
-# The range-on-range, equality, stability and enum-mapping builders live in their own module, which
-# registers them in the tables above when it loads (whichever of the two modules is imported first).
-from compute.evaluation import compile_ranges  # noqa: E402, F401  (it uses this module's helpers)
+# The range-on-range, equality, stability and enum-mapping builders, and the chart roots, live in
+# their own modules, which register them in the tables above when they load (whichever module is
+# imported first).
+from compute.evaluation import compile_charts, compile_ranges  # noqa: E402, F401  (they use its helpers)

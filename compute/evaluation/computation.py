@@ -30,6 +30,7 @@ from compute.evaluation.results import (
     OPEN_END,
     EnumBuckets,
     EnumPoints,
+    MultivariateBuckets,
     NumericBuckets,
     NumericPoints,
     Output,
@@ -407,7 +408,7 @@ class Computation:
 def _settled(out: Output, window_start: int) -> Output:
     """The part of an output that only new points can change: a bucket cut by the window's start
     changes as time passes, and clients trim it themselves, so it is not announced as a change."""
-    if isinstance(out, NumericBuckets | EnumBuckets):
+    if isinstance(out, NumericBuckets | EnumBuckets | MultivariateBuckets):
         return out.since(window_start + out.width - 1)
     if isinstance(out, Ranges):
         return out.clip(window_start)
@@ -419,7 +420,8 @@ def _bucket_vanished(out: Output, old: Output, start: int) -> bool:
     append of buckets replaces the client's buckets with the same end and removes none, so a bucket
     left empty (its points dropped: a derivative's first point losing the point before it when the
     held history's start moves, an overwrite a filter now rejects) needs a FullResult."""
-    if not isinstance(out, NumericBuckets | EnumBuckets) or not isinstance(old, NumericBuckets | EnumBuckets):
+    buckets = NumericBuckets | EnumBuckets | MultivariateBuckets
+    if not isinstance(out, buckets) or not isinstance(old, buckets):
         return False
     ends = old.end[old.end > start]
     return bool(len(ends)) and not bool(np.isin(ends, out.end).all())

@@ -18,10 +18,16 @@ import numpy as np
 
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.results import (
+    Cartesian3dBuckets,
+    CartesianBuckets,
+    CartesianPoints,
     EnumBuckets,
+    EnumHistogram,
     EnumPoints,
     EnumValue,
+    MultivariateBuckets,
     NumericBuckets,
+    NumericHistogram,
     NumericPoints,
     NumericValue,
     Output,
@@ -45,6 +51,12 @@ _KINDS: dict[str, type[Any]] = {
         NumericValue,
         EnumValue,
         RangeValue,
+        NumericHistogram,
+        EnumHistogram,
+        CartesianPoints,
+        CartesianBuckets,
+        Cartesian3dBuckets,
+        MultivariateBuckets,
     )
 }
 # Outputs made of sorted rows, by the column that orders them.

@@ -357,6 +357,191 @@ class RangeValue:
         return 1
 
 
+def _same_columns(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> bool:
+    """Whether two outputs' columns are equal, element for element (doubles by their bits)."""
+    return all(len(x) == len(y) and _first_diff(x, y) is None for x, y in zip(a, b, strict=True))
+
+
+@dataclass
+class NumericHistogram:
+    """`numericHistogram` (the `histogram` chart over numeric inputs): value buckets [lower, upper)
+    and, per bucket, each input's count, row-major (bucket, then input in `channels` order). It has
+    no append form (nominal-api's ComputeNodeAppendResponse lists none): every change is a FullResult."""
+
+    lower: np.ndarray  # float64
+    upper: np.ndarray  # float64
+    counts: np.ndarray  # int64, len(lower) * len(channels)
+    channels: list[str]  # the inputs' variable names
+    kind = "numericHistogram"
+    appendable = False
+
+    def first_change(self, old: NumericHistogram) -> int | None:
+        same = self.channels == old.channels and _same_columns(
+            (self.lower, self.upper, self.counts), (old.lower, old.upper, old.counts)
+        )
+        return None if same else 0  # whole: the computation clamps it to the window's start
+
+    def since(self, start: int) -> NumericHistogram:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.lower)
+
+
+@dataclass
+class EnumHistogram:
+    """`enumHistogram`: per label (ascending by code point), each input's count, row-major. No
+    append form, like NumericHistogram."""
+
+    labels: list[str]
+    counts: np.ndarray  # int64, len(labels) * len(channels)
+    channels: list[str]
+    kind = "enumHistogram"
+    appendable = False
+
+    def first_change(self, old: EnumHistogram) -> int | None:
+        same = (
+            self.channels == old.channels
+            and self.labels == old.labels
+            and _same_columns((self.counts,), (old.counts,))
+        )
+        return None if same else 0
+
+    def since(self, start: int) -> EnumHistogram:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class CartesianPoints:
+    """`cartesian` (a scatter's pairs, or its time buckets' aggregates): no append form."""
+
+    ts: np.ndarray  # int64
+    x: np.ndarray  # float64
+    y: np.ndarray  # float64
+    kind = "cartesian"
+    appendable = False
+
+    def first_change(self, old: CartesianPoints) -> int | None:
+        same = _same_columns((self.ts, self.x, self.y), (old.ts, old.x, old.y))
+        return None if same else 0
+
+    def since(self, start: int) -> CartesianPoints:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class CartesianBuckets:
+    """`bucketedCartesian` (a scatter of more than `maxPoints` pairs, decimated spatially): per
+    bucket the extent of its points, their first and last timestamps and their count. No append form."""
+
+    min_x: np.ndarray
+    max_x: np.ndarray
+    min_y: np.ndarray
+    max_y: np.ndarray
+    min_ts: np.ndarray  # int64
+    max_ts: np.ndarray  # int64
+    count: np.ndarray  # int64
+    kind = "bucketedCartesian"
+    appendable = False
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        return (self.min_x, self.max_x, self.min_y, self.max_y, self.min_ts, self.max_ts, self.count)
+
+    def first_change(self, old: CartesianBuckets) -> int | None:
+        return None if _same_columns(self._columns(), old._columns()) else 0
+
+    def since(self, start: int) -> CartesianBuckets:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+@dataclass
+class Cartesian3dBuckets:
+    """`bucketedCartesian3d` (a 3D scatter, always bucketed: nominal-api has no raw 3D result): per
+    bucket its points' mean per axis, the points holding each axis' minimum and maximum (x, y, z and
+    timestamp: min x, max x, min y, max y, min z, max z), their first and last timestamps and count.
+    Flat columns, row-major (bucket, then axis or extreme). No append form."""
+
+    mean: np.ndarray  # float64, buckets * 3
+    extremes: np.ndarray  # float64, buckets * 6 * 3
+    extreme_ts: np.ndarray  # int64, buckets * 6
+    min_ts: np.ndarray  # int64
+    max_ts: np.ndarray  # int64
+    count: np.ndarray  # int64
+    kind = "bucketedCartesian3d"
+    appendable = False
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        return (self.mean, self.extremes, self.extreme_ts, self.min_ts, self.max_ts, self.count)
+
+    def first_change(self, old: Cartesian3dBuckets) -> int | None:
+        return None if _same_columns(self._columns(), old._columns()) else 0
+
+    def since(self, start: int) -> Cartesian3dBuckets:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+@dataclass
+class MultivariateBuckets:
+    """`multivariate`: per epoch-aligned time bucket (stamped at its exclusive end), the aggregates
+    of the driver-aligned tuples in it, one value per (input, aggregation) in request order:
+    `layout` says which are numbers ("n", in `numbers`) and which labels ("e", in `labels`), both
+    row-major (bucket, then column). Appendable: a bucket replaces the one with the same end."""
+
+    width: int  # ns
+    end: np.ndarray  # int64, ascending
+    numbers: np.ndarray  # float64, buckets * layout.count("n")
+    labels: list[str]  # buckets * layout.count("e")
+    layout: str
+    group_keys: list[str]
+    kind = "multivariate"
+    appendable = True
+
+    def _row(self, i: int) -> tuple[int, np.ndarray, list[str]]:
+        n, e = self.layout.count("n"), self.layout.count("e")
+        return int(self.end[i]), self.numbers[i * n : (i + 1) * n], self.labels[i * e : (i + 1) * e]
+
+    def first_change(self, old: MultivariateBuckets) -> int | None:
+        if old.width != self.width or old.layout != self.layout:
+            return int(self.end[0] - self.width) if len(self.end) else 0
+        for i in range(min(len(self), len(old))):
+            (end, numbers, labels), (old_end, old_numbers, old_labels) = self._row(i), old._row(i)
+            differ = end != old_end or labels != old_labels or _first_diff(numbers, old_numbers) is not None
+            if differ:
+                return min(end, old_end) - self.width
+        if len(self) == len(old):
+            return None
+        longer = self if len(self) > len(old) else old
+        return int(longer.end[min(len(self), len(old))]) - self.width
+
+    def since(self, start: int) -> MultivariateBuckets:
+        """Every bucket whose span reaches `start` or later (its end is after it)."""
+        i = int(np.searchsorted(self.end, start, side="right"))
+        n, e = self.layout.count("n"), self.layout.count("e")
+        return MultivariateBuckets(
+            self.width,
+            self.end[i:],
+            self.numbers[i * n :],
+            self.labels[i * e :],
+            self.layout,
+            self.group_keys,
+        )
+
+    def __len__(self) -> int:
+        return len(self.end)
+
+
 Output = (
     NumericPoints
     | NumericBuckets
@@ -367,4 +552,10 @@ Output = (
     | NumericValue
     | EnumValue
     | RangeValue
+    | NumericHistogram
+    | EnumHistogram
+    | CartesianPoints
+    | CartesianBuckets
+    | Cartesian3dBuckets
+    | MultivariateBuckets
 )

@@ -231,6 +231,7 @@ class Outcome:
     fresh: dict[str, ResultView]
     expected: dict[str, dict[Any, tuple[str, Any]]]
     cutoff: int
+    fulls_before_last_phase: dict[str, int] = field(default_factory=dict)
 
 
 async def collect(client: Client, ids: dict[str, str], views: dict[str, ResultView]) -> None:
@@ -283,6 +284,7 @@ async def play_scenario(
     ids = await subscribe_all(client, variables, cases)
     views = await first_fulls(client, ids)
     appends_before: dict[str, int] = {}
+    fulls_before: dict[str, int] = {}
 
     async def settle() -> None:
         """Wait (generously: other Spark jobs share the machine) until every view shows what the
@@ -313,6 +315,7 @@ async def play_scenario(
     for phase in ((0, 1, 2), (3,), (4, 5)):
         if phase[0] == 4:
             appends_before = {k: len(v.appends) for k, v in views.items()}
+            fulls_before = {k: v.fulls for k, v in views.items()}
         for round_ in phase:
             await write_round(w, rng, round_, origin)
             await asyncio.sleep(0.3)
@@ -330,7 +333,7 @@ async def play_scenario(
     await other.close()
     cutoff = max(v.applied_at for v in (*views.values(), *fresh.values())) - WINDOW_NS
     expected = {name: evaluate(node, variables, w.store, WINDOW_NS, cutoff) for name, node in cases.items()}
-    return Outcome(views, appends_before, fresh, expected, cutoff)
+    return Outcome(views, appends_before, fresh, expected, cutoff, fulls_before)
 
 
 @pytest.fixture(scope="module")
@@ -365,6 +368,15 @@ def merged_equals_reference_and_fresh(outcome: Outcome, name: str) -> dict[Any, 
 def reached_by_an_append(outcome: Outcome, name: str) -> None:
     later = len(outcome.views[name].appends) - outcome.appends_before_last_phase[name]
     assert later > 0, f"{name}: the last writes reached it in no AppendResult"
+
+
+def reached_by_a_full_result(outcome: Outcome, name: str) -> None:
+    """For a result type with no append form (the charts): never an append, and the last writes
+    reached it in a FullResult."""
+    view = outcome.views[name]
+    assert not view.appends, f"{name}: an AppendResult of a type that has no append form"
+    later = view.fulls - outcome.fulls_before_last_phase[name]
+    assert later > 0, f"{name}: the last writes reached it in no FullResult"
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED))

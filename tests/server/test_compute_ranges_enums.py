@@ -21,6 +21,7 @@ from nominal_api import scout_compute_api as sc
 from app.protocol.frames import output_body
 from compute.evaluation import deltas
 from compute.evaluation.results import OPEN_END, Ranges, RangeValue
+from sparkwire_client import charts
 from sparkwire_client import nodes as cn
 from sparkwire_client import range_nodes as rn
 from sparkwire_client.view import View
@@ -34,6 +35,7 @@ from tests.server.test_compute_nodes import (
     context,
     merged_equals_reference_and_fresh,
     play_scenario,
+    reached_by_a_full_result,
     reached_by_an_append,
 )
 from tests.wire import DECODER, NANOS, Client, subscription, write_points
@@ -98,6 +100,90 @@ def enum_node(e: sc.EnumSeries) -> Json:
 
 def value_node(v: sc.SelectValue) -> Json:
     return encoded(sc.ComputableNode(value=v))
+
+
+def histogram_node(
+    inputs: dict[str, sc.NumericSeries], strategy: sc.NumericHistogramBucketStrategy | None = None
+) -> Json:
+    return encoded(
+        sc.ComputableNode(
+            histogram=sc.Histogram(numeric=sc.NumericHistogramNode(inputs=inputs, bucket_strategy=strategy))
+        )
+    )
+
+
+def enum_histogram_node(inputs: dict[str, sc.EnumSeries]) -> Json:
+    return encoded(sc.ComputableNode(histogram=sc.Histogram(enum=sc.EnumHistogramNode(inputs=inputs))))
+
+
+def scatter_node(
+    x: sc.NumericSeries,
+    y: sc.NumericSeries,
+    max_points: int | None = None,
+    bounds: sc.CartesianBounds | None = None,
+    strategy: sc.ScatterSummarizationStrategy | None = None,
+) -> Json:
+    return encoded(
+        sc.ComputableNode(
+            cartesian=sc.SummarizeCartesian(
+                input=sc.Cartesian(scatter=sc.Scatter(x=x, y=y)),
+                bounds=bounds,
+                max_points=max_points,
+                summarization_strategy=strategy,
+            )
+        )
+    )
+
+
+def scatter3d_node(
+    x: sc.NumericSeries,
+    y: sc.NumericSeries,
+    z: sc.NumericSeries,
+    max_points: int | None = None,
+    bounds: sc.Cartesian3dBounds | None = None,
+    driver: sc.DriverSeries3d | None = None,
+) -> Json:
+    return encoded(
+        sc.ComputableNode(
+            cartesian3d=sc.SummarizeCartesian3d(
+                input=sc.Cartesian3d(scatter3d=sc.Scatter3d(x=x, y=y, z=z, driver_series=driver)),
+                bounds=bounds,
+                max_points=max_points,
+            )
+        )
+    )
+
+
+def multivariate_node(
+    inputs: list[tuple[sc.NumericSeries | sc.EnumSeries, list[str]]],
+    bucket_count: int | None = None,
+    output_format: sc.OutputFormat | None = None,
+) -> Json:
+    parts = [
+        sc.MultivariateInput(
+            enum=sc.MultivariateEnumInput(
+                series=x, aggregations=[sc.EnumMultivariateAggregation[a] for a in how]
+            )
+        )
+        if isinstance(x, sc.EnumSeries)
+        else sc.MultivariateInput(
+            numeric=sc.MultivariateNumericInput(
+                series=x, aggregations=[sc.NumericMultivariateAggregation[a] for a in how]
+            )
+        )
+        for x, how in inputs
+    ]
+    return encoded(
+        sc.ComputableNode(
+            multivariate=sc.SummarizeMultivariate(
+                inputs=parts, bucket_count=bucket_count, output_format=output_format
+            )
+        )
+    )
+
+
+def bucket_count(n: int) -> sc.NumericHistogramBucketStrategy:
+    return sc.NumericHistogramBucketStrategy(bucket_count=sc.IntegerConstant(literal=n))
 
 
 A, B, E, G = num("a"), num("b"), cat("e"), num("g")
@@ -347,8 +433,60 @@ CASES: dict[str, Json] = {
         sc.RangeSeries(padded_ranges=sc.PaddedRanges(input=above(G, 0.0), padding=const_duration(S // 2)))
     ),
     "grouped_value_map": enum_node(states_of(G)),
+    # the chart types (FullResults only: their result types have no append form)
+    "histogram_bucket_count": histogram_node({"a": A, "b": B}, bucket_count(12)),
+    "histogram_width_and_offset": histogram_node(
+        {"a": A},
+        sc.NumericHistogramBucketStrategy(
+            bucket_width_and_offset=sc.NumericHistogramBucketWidthAndOffset(width=lit(1.5), offset=lit(0.25))
+        ),
+    ),
+    "histogram_default_buckets": histogram_node({"b": B}),
+    "histogram_enum": enum_histogram_node({"e": E, "level": states_of(A)}),
+    "scatter": scatter_node(A, B),
+    "scatter_bounded": scatter_node(
+        A, B, bounds=sc.CartesianBounds(min_x=lit(-3.0), max_x=lit(3.0), min_y=lit(2.0), max_y=lit(15.0))
+    ),
+    "scatter_spatial_buckets": scatter_node(A, B, max_points=40),
+    "scatter_temporal_buckets": scatter_node(
+        A,
+        B,
+        max_points=30,
+        strategy=sc.ScatterSummarizationStrategy(
+            temporal=sc.TemporalDecimateStrategy(
+                x_aggregation=sc.ScatterTemporalAggregation.MEAN,
+                y_aggregation=sc.ScatterTemporalAggregation.LAST,
+            )
+        ),
+    ),
+    "scatter3d": scatter3d_node(A, B, sc.NumericSeries(derivative=sc.DerivativeSeries(input=A))),
+    "scatter3d_octants": scatter3d_node(
+        A,
+        B,
+        sc.NumericSeries(derivative=sc.DerivativeSeries(input=A)),
+        max_points=20,
+        bounds=sc.Cartesian3dBounds(
+            min_x=lit(-6.0),
+            max_x=lit(6.0),
+            min_y=lit(0.0),
+            max_y=lit(20.0),
+            min_z=lit(-50.0),
+            max_z=lit(50.0),
+        ),
+    ),
+    "multivariate": multivariate_node(
+        [(A, ["MEAN", "MAX"]), (B, ["FIRST", "LAST", "MIN"]), (E, ["MODE"])], 100
+    ),
+    "grouped_multivariate": multivariate_node([(A, ["LAST"]), (G, ["MEAN"])], 60),
+    "grouped_histogram": histogram_node({"g": G}, bucket_count(8)),
+    "grouped_scatter": scatter_node(G, A, max_points=25),
 }
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
+CHARTS = {
+    name
+    for name in CASES
+    if name.startswith(("histogram_", "scatter", "grouped_histogram", "grouped_scatter"))
+}
 
 
 def variables_of(rid: str) -> dict[str, Any]:
@@ -375,7 +513,10 @@ async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: O
     merged_equals_reference_and_fresh(outcome, name)
     expected = outcome.expected[name]
     assert any(result for _, result in expected.values()), f"{name}: the scenario never triggers it"
-    reached_by_an_append(outcome, name)
+    if name in CHARTS:
+        reached_by_a_full_result(outcome, name)
+    else:
+        reached_by_an_append(outcome, name)
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED))
@@ -467,6 +608,31 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
             )
         ),
         {"invalidTypes": "enumAggregation", "field": "input.groupBy.timestamp"},
+    ),
+    "cartesian3d_driver_series": (
+        scatter3d_node(A, B, A, driver=sc.DriverSeries3d.X),
+        {"invalidTypes": "cartesian3d", "field": "driverSeries"},
+    ),
+    "multivariate_arrow": (
+        multivariate_node([(A, ["MEAN"])], output_format=sc.OutputFormat.ARROW_V4),
+        {"invalidTypes": "multivariate", "field": "outputFormat"},
+    ),
+    "histogram_negative_offset": (
+        histogram_node(
+            {"a": A},
+            sc.NumericHistogramBucketStrategy(
+                bucket_width_and_offset=sc.NumericHistogramBucketWidthAndOffset(
+                    width=lit(1.0), offset=lit(-0.5)
+                )
+            ),
+        ),
+        {"invalidTypes": "histogram", "field": "bucketStrategy.offset"},
+    ),
+    "scatter_bounds_inverted": (
+        scatter_node(
+            A, B, bounds=sc.CartesianBounds(min_x=lit(3.0), max_x=lit(-3.0), min_y=lit(0.0), max_y=lit(1.0))
+        ),
+        {"invalidTypes": "cartesian", "field": "bounds"},
     ),
     "peak_prominence": (
         ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
@@ -592,6 +758,11 @@ async def test_the_client_builders_make_nodes_the_server_computes_as_the_referen
         "first_range": rn.first_range(x.above(2.5)),
         "last_range": rn.last_range(x.above(2.5)),
         "nth_range": rn.nth_range(x.above(2.5), 1, from_latest=True),
+        "histogram": charts.histogram({"x": x, "y": y}, bucket_count=4),
+        "histogram_of_labels": charts.enum_histogram({"s": st, "level": level}),
+        "scatter": charts.scatter(x, y, bounds=(0.0, 9.0, 0.0, 10.0)),
+        "scatter3d": charts.scatter3d(x, y, x.derivative(), max_points=5),
+        "multivariate": charts.multivariate([(x, ["MEAN", "MAX"]), (st, ["MODE"])], bucket_count=720),
     }
     client = await Client.connect(server.ws_url)
     try:

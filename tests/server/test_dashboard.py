@@ -12,6 +12,7 @@ import math
 import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,7 +22,7 @@ from playwright.async_api import Page, expect
 
 from tests.conftest import ServerProcess, start_server
 from tests.proxy import Proxy
-from tests.reference import bucket_width, reference_buckets
+from tests.reference import Store, bucket_width, evaluate, reference_buckets
 from tests.wire import NANOS, write_points
 
 VIEWPORT = {"width": 1100, "height": 700}  # what conftest.py's `page` opens
@@ -371,3 +372,117 @@ async def test_with_authentication_on_the_page_logs_in_and_picks_an_assets_chann
         assert data["auth"] == "token refused" and "refused the token" in await fresh.inner_text("#notice")
     finally:
         await fresh.close()
+
+
+async def side_pixels(page: Page) -> int:
+    """Pixels of the side chart (histogram or scatter) that are neither white nor grid grey."""
+    return int(
+        await page.evaluate(
+            """() => {
+                const c = document.getElementById("side");
+                const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+                let n = 0;
+                for (let i = 0; i < d.length; i += 4) {
+                    const [r, g, b] = [d[i], d[i + 1], d[i + 2]];
+                    if (Math.max(r, g, b) - Math.min(r, g, b) > 60) n++;  // coloured, not grey
+                }
+                return n;
+            }"""
+        )
+    )
+
+
+async def test_the_histogram_and_scatter_panels_show_the_servers_charts(
+    server: ServerProcess, page: Page, tmp_path: Path
+) -> None:
+    """Beside the time chart: a histogram of the channels and a scatter of y against x, as the
+    server computed them (checked against the reference evaluator), drawn where a person sees them."""
+    rid = unique_rid("charts")
+    now = time.time_ns()
+    store = Store()
+    xs = [(now - (50 - i) * NANOS, float(i % 10)) for i in range(50)]
+    ys = [(t + 1_000, v * 2 + 1) for t, v in xs]  # y a microsecond after x: paired by the 1 s fill
+    for channel, points in (("x", xs), ("y", ys)):
+        await write_points(server.base_url, rid, channel, points)
+        store.write(rid, channel, points)
+    variables = {
+        f"c{i}": {
+            "type": "channel",
+            "channel": {
+                "type": "dataSource",
+                "dataSource": {
+                    "dataSourceRid": {"type": "literal", "literal": rid},
+                    "channel": {"type": "literal", "literal": name},
+                    "tags": {},
+                    "tagsToGroupBy": [],
+                    "groupByTags": [],
+                },
+            },
+        }
+        for i, name in enumerate(("x", "y"))
+    }
+    raw = {"x": {"type": "raw", "raw": {"name": "c0"}}, "y": {"type": "raw", "raw": {"name": "c1"}}}
+
+    await open_dashboard(
+        page, server.base_url, rid=rid, channels="x,y", window="300", mode="histogram", buckets="8"
+    )
+    data = await until(page, lambda d: bool(d["side"] and d["side"]["groups"].get("")))
+    count = {"type": "bucketCount", "bucketCount": {"type": "literal", "literal": 8}}
+    histogram = {
+        "type": "histogram",
+        "histogram": {"type": "numeric", "numeric": {"inputs": raw, "bucketStrategy": count}},
+    }
+    ((kind, expected),) = evaluate(histogram, variables, store, 300 * NANOS, now - 300 * NANOS).values()
+    assert data["side"]["kind"] == kind == "numericHistogram"
+    assert [tuple(row) for row in data["side"]["groups"][""]] == expected
+    await page.wait_for_timeout(300)  # a redraw after the last update
+    assert await side_pixels(page) > 2_000  # the bars
+    (tmp_path / "histogram.png").write_bytes(await page.screenshot())
+
+    await open_dashboard(page, server.base_url, rid=rid, channels="x,y", window="300", mode="scatter")
+    data = await until(page, lambda d: bool(d["side"] and d["side"]["groups"].get("")))
+    scatter = {"type": "cartesian", "cartesian": {"input": {"type": "scatter", "scatter": raw}}}
+    ((kind, pairs),) = evaluate(scatter, variables, store, 300 * NANOS, now - 300 * NANOS).values()
+    assert data["side"]["kind"] == kind == "cartesian"
+    got = [(round(t * 1e6), x, y) for t, x, y in data["side"]["groups"][""]]
+    assert [(x, y) for _, x, y in got] == [(x, y) for _, x, y in pairs]
+    assert all(abs(g[0] - p[0]) < 1_000 for g, p in zip(got, pairs, strict=True))  # ms floats in the page
+    await page.wait_for_timeout(300)
+    assert await side_pixels(page) > 300  # the dots
+    (tmp_path / "scatter.png").write_bytes(await page.screenshot())
+
+
+async def test_several_series_ranges_keep_a_lane_and_a_legend_each(
+    server: ServerProcess, page: Page, tmp_path: Path
+) -> None:
+    rid = unique_rid("lanes")
+    now = time.time_ns()
+    for k, channel in enumerate(("a", "b", "c")):
+        points = [(now - (40 - i) * NANOS, 100.0 if (i + 4 * k) % 12 < 5 else 0.0) for i in range(40)]
+        await write_points(server.base_url, rid, channel, points)
+    await open_dashboard(
+        page, server.base_url, rid=rid, channels="a,b,c", window="300", mode="ranges", threshold="50"
+    )
+    await until(page, lambda d: len(d["ranges"]) == 3 and all(d["ranges"].values()))
+    await page.wait_for_timeout(300)
+    legend = await page.locator("#legend [data-lane]").all_inner_texts()
+    assert legend == [f"{c} · ranges (lane {i + 1})" for i, c in enumerate(("a", "b", "c"))]
+    colors = (await published(page))["colors"]
+    # each lane, a row above the plot, holds its own series' colour and no other's
+    for lane, channel in enumerate(("a", "b", "c")):
+        row = await page.evaluate(
+            """(y) => {
+                const c = document.getElementById("chart");
+                const dpr = window.devicePixelRatio || 1;
+                const d = c.getContext("2d").getImageData(0, Math.round(y * dpr), c.width, 1).data;
+                const seen = new Set();
+                for (let i = 0; i < d.length; i += 4) seen.add(`${d[i]},${d[i + 1]},${d[i + 2]}`);
+                return [...seen];
+            }""",
+            12 + lane * 8 + 3,  # PAD.top + lane * LANE + the middle of the lane
+        )
+        rgb = {",".join(str(int(colors[name][i : i + 2], 16)) for i in (1, 3, 5)) for name in ("a", "b", "c")}
+        own = ",".join(str(int(colors[channel][i : i + 2], 16)) for i in (1, 3, 5))
+        assert own in row, (channel, row)
+        assert not (rgb - {own}) & set(row), (channel, row)
+    (tmp_path / "lanes.png").write_bytes(await page.screenshot())

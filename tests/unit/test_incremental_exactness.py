@@ -24,7 +24,7 @@ from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.nodes import Node, OutputNode
 from compute.evaluation.nodes.base import node_kinds
 from compute.evaluation.nodes.outputs import SummarizeRanges
-from compute.evaluation.results import EnumBuckets, NumericBuckets
+from compute.evaluation.results import EnumBuckets, MultivariateBuckets, NumericBuckets
 from compute.storage.assets import Asset, DataScope, Run
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests import node_json as n
@@ -164,6 +164,15 @@ CASES.update(
             "last_range_of_instants",
             "resample_v2",  # EnumResample
             "union_max_of_colliding_series",  # EnumUnion
+            "histogram_bucket_count",  # NumericHistogramChart over ChartInputs
+            "histogram_width_and_offset",
+            "histogram_enum",  # EnumHistogramChart
+            "scatter_spatial_buckets",  # ScatterChart
+            "scatter_temporal_buckets",
+            "grouped_scatter",
+            "scatter3d_octants",  # Scatter3dChart
+            "multivariate",  # MultivariateChart over DriverAligned
+            "grouped_multivariate",
         )
     }
 )
@@ -302,14 +311,18 @@ def _settled_view(view: ResultView, cutoff: int, width: int | None) -> Any:
     for key, (kind, value) in snapshot.items():
         if kind in ("numeric", "enum"):
             value = [(t, v) for t, v in value if t >= cutoff]
-        elif kind.startswith("bucketed") and width is not None:
+        elif (kind.startswith("bucketed") or kind == "multivariate") and width is not None:
             value = [(end, bucket) for end, bucket in value if end - width >= cutoff]
         out[key] = (kind, value)
     return out
 
 
 def _bucket_width(computation: Computation) -> int | None:
-    buckets = (o for o in computation.outputs.values() if isinstance(o, NumericBuckets | EnumBuckets))
+    buckets = (
+        o
+        for o in computation.outputs.values()
+        if isinstance(o, NumericBuckets | EnumBuckets | MultivariateBuckets)
+    )
     return next((o.width for o in buckets), None)
 
 
