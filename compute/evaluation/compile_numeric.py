@@ -607,14 +607,7 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
-    "zScore": "zScore normalizes each group against every group of its family at each timestamp; "
-    "Sparkwire evaluates each group of a computation apart",
     "resample": "resample (v1, with its interpolation configuration) is not supported; use resampleV2",
-    "filterByTag": "tag predicates select among a dataset's series; Sparkwire's series are chosen by the "
-    "channel's tags and groupByTags",
-    "selectTags": "selectTags regroups series by a subset of their tags; Sparkwire groups only by the "
-    "channel's groupByTags",
-    "selectNumericProperty": "asset and run properties: Sparkwire has no assets or runs",
     "derived": "derived series are functions of modules; Sparkwire has no module registry",
     "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
     "verified against REFPROP's values",

@@ -881,6 +881,7 @@ def compile_plan(
     if build is None:
         raise b.unsupported("ComputableNode", kind)
     root = build(b, value, window_ns, limits, options)
+    compile_cross_group.check_dimensions(b, root.input)  # no node over differently grouped inputs
     lookback = root.lookback_ns
     if lookback > limits.max_lookback_ns:
         raise ComputeError(
@@ -905,6 +906,10 @@ def compile_plan(
     )
 
 
-# The range-on-range, equality, stability and enum-mapping builders live in their own module, which
-# registers them in the tables above when it loads (whichever of the two modules is imported first).
-from compute.evaluation import compile_ranges  # noqa: E402, F401  (it uses this module's helpers)
+# The range-on-range, equality, stability and enum-mapping builders, and those of the nodes across
+# groups (filterByTag, selectTags, zScore), live in their own modules, which register them in the
+# tables above when they load (whichever module is imported first).
+from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
+    compile_cross_group,
+    compile_ranges,  # noqa: F401
+)
