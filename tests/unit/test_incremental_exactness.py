@@ -194,7 +194,6 @@ BRANCHES = n.union(
 )
 VARIABLES = {
     **variables(RID),
-    "gs": n.channel(RID, "g", group_by=["site", "vehicle"]),  # site: no series has it ("")
     "branches": n.union(
         "series", {"select": {"name": n.literal("a"), "dataset": BRANCHES}, "groupByTags": []}
     ),
