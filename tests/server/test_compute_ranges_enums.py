@@ -374,6 +374,18 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    # every vehicle's labels in one group: each label of each vehicle counted in the buckets
+    "enum_select_tags_every_vehicle_as_one_bucketed": encoded(
+        sc.ComputableNode(
+            series=sc.SummarizeSeries(
+                input=sc.Series(
+                    enum=sc.EnumSeries(select_tags=sc.EnumSelectTagsSeries(input=states_of(G), tag_keys=[]))
+                ),
+                numeric_aggregations={},
+                buckets=20,
+            )
+        )
+    ),
     "grouped_enum_select_tags": enum_node(
         sc.EnumSeries(
             select_tags=sc.EnumSelectTagsSeries(

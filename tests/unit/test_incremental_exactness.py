@@ -176,6 +176,11 @@ CASES.update(
         )
     }
 )
+# Two groups' valueMap labels joined in one group (selectTags of no key): an enum merge
+_STATES = range_enum_nodes.CASES["grouped_value_map"]["series"]["input"]["enum"]
+CASES["enum_select_tags_joined"] = n.series(
+    n.enum_series(n.union("selectTags", {"input": _STATES, "tagKeys": []})), buckets=6
+)
 SINCE = BASE + 6 * NANOS  # timeRangeFilter's start, inside the ~20 s written
 CASES["since_time"] = n.series(
     n.numeric_series(
