@@ -124,8 +124,12 @@ def _changes(node: Node, changed: Mapping[GroupKey, int], family: Family) -> dic
 
 
 def _family(env: EvalEnv, node: str) -> Family:
-    if env.family is None:  # a root that evaluates groups without `regroup` would get it wrong
-        raise AssertionError(f"'{node}' evaluated without its family: the root must call regroup()")
+    if env.family is None:  # a root that evaluates its groups without `regroup` would get it wrong
+        raise ComputeError(
+            "InvalidComputation",
+            f"'{node}' reads every group, and this result type evaluates each group apart",
+            {"invalidTypes": node},
+        )
     return env.family
 
 
