@@ -8,6 +8,8 @@ Python (never the server's code):
   input series' cardinality: points that share the selected keys but differ on dropped keys remain
   distinct": a group is keyed by the selected keys only, and holds every point of every input group
   with those values (two at one timestamp stay two).
+- `groupBy` with `GroupByTags.subset`: "Group by exactly the listed tag keys": the groups sharing
+  those keys' values aggregated together, points at one timestamp (or in one bucket) reduced.
 - `zScore` (ZscoreSeries): "For each group at each timestamp, the output is (value - mean) / stddev,
   where mean and stddev are computed across all groups in the family at that timestamp, using the
   interpolation configuration to align values across groups. When stddev is zero ... that data point
@@ -60,6 +62,12 @@ def output_groups(node: Any, leaves: list[r.GroupKey], context: dict[str, Any]) 
     if not isinstance(node, dict):
         return None
     kind = node.get("type")
+    if kind == "groupBy" and isinstance(node.get(kind), dict) and node[kind]["tags"]["type"] == "subset":
+        inner = output_groups(node[kind]["input"], leaves, context)
+        keep = _keys(r.Env(context, r.Store(), {}), node[kind]["tags"]["subset"]["tags"])
+        return sorted(
+            {tuple((k, v) for k, v in g if k in keep) for g in (leaves if inner is None else inner)}
+        )
     if kind in CROSS and isinstance(node.get(kind), dict) and "input" in node[kind]:
         body = node[kind]
         inner = output_groups(body["input"], leaves, context)
@@ -122,6 +130,17 @@ def _z_scores(env: r.Env, body: dict[str, Any]) -> r.Points:
             continue
         out.append((t, (values[mine] - mean) / std))
     return out
+
+
+def joined(env: r.Env, series: dict[str, Any], keys: list[Any]) -> r.Points:
+    """`groupBy` with `GroupByTags.subset` ("Group by exactly the listed tag keys"): the points of every
+    input group whose values of those keys are this group's, for the aggregation to reduce."""
+    keep = _keys(env, keys)
+    merged: r.Points = []
+    for g in _input_groups(env, series):
+        if {k: v for k, v in g if k in keep} == env.group:
+            merged += r._points(r.series(r.Env(env.context, env.store, dict(g)), series))
+    return sorted(merged, key=lambda p: p[0])
 
 
 def evaluate(env: r.Env, kind: str, body: dict[str, Any], family: str) -> r.Points:

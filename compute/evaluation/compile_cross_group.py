@@ -135,6 +135,15 @@ def _select_tags(family: str) -> Callable[[B, Json], SeriesNode]:
     return build
 
 
+def subset_of_tags(b: B, x: SeriesNode, o: dict[str, Json]) -> SeriesNode:
+    """`groupBy` with `GroupByTags.subset`: the input's groups keyed by the subset, those that then
+    share their tags joined (every point kept) for the aggregation to reduce."""
+    keys = _keys(b, o, "tags", "GroupBySubsetTags")
+    dims = dimensions(b, x)
+    _known(b, "groupBy", "tags", set(keys), dims)
+    return SelectTags(x, keys, tuple(k for k in dims if k in keys))
+
+
 def _z_score(b: B, v: Json) -> SeriesNode:
     what = "zScore"
     o = b.obj(v, what)

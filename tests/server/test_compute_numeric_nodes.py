@@ -397,6 +397,33 @@ CROSS_GROUP_CASES: dict[str, Json] = {
         sc.NumericSeries(sum=sc.SumSeries(inputs=[z_score(GS, "site"), api(A)]))
     ),
     "grouped_z_score_of_selected_tags": node(z_score(select_tags(GS, "vehicle"), within=3)),
+    # groupBy with a subset of the tags: every vehicle's points in 10 s buckets, one mean per bucket
+    "group_by_no_tag_every_10s_mean": node(
+        aggregation(
+            sc.AggregationBuilder(
+                group_by=sc.GroupByAggregationBuilder(
+                    input=sc.Series(numeric=api(G)),
+                    tags=sc.GroupByTags(subset=sc.GroupBySubsetTags(tags=[])),
+                    timestamp=sc.GroupByTimestamp(every=every(10)),
+                )
+            ),
+            sc.NumericAggregationOperator(average=sc.Average()),
+        )
+    ),
+    "grouped_group_by_vehicle_max_at_each_timestamp": node(
+        aggregation(
+            sc.AggregationBuilder(
+                group_by=sc.GroupByAggregationBuilder(
+                    input=sc.Series(numeric=GS),
+                    tags=sc.GroupByTags(
+                        subset=sc.GroupBySubsetTags(tags=[sc.StringConstant(literal="vehicle")])
+                    ),
+                    timestamp=sc.GroupByTimestamp(current=api_types.Empty()),
+                )
+            ),
+            sc.NumericAggregationOperator(max=sc.Maximum()),
+        )
+    ),
 }
 CASES.update(CROSS_GROUP_CASES)
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
@@ -472,6 +499,7 @@ async def test_tag_filters_and_selections_keep_the_groups_they_name(outcome: Out
     assert keys["tag_filter_in"] == _vehicles("v1", "v3")
     assert keys["tag_filter_not_in_and"] == _vehicles("v1", "v3")
     assert keys["select_tags_every_vehicle_as_one_bucketed"] == {()}
+    assert keys["group_by_no_tag_every_10s_mean"] == {()}
     assert keys["z_score_by_site_plus_shared_a"] == {(("site", ""), *v) for v in _vehicles("v1", "v2", "v3")}
     assert outcome.views["tag_filter_in"].fulls >= 2, "v3 appearing mid-stream came with a FullResult"
 
