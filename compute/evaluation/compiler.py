@@ -936,6 +936,7 @@ def compile_plan(
     if build is None:
         raise b.unsupported("ComputableNode", kind)
     root = build(b, value, window_ns, limits, options)
+    compile_cross_group.check_dimensions(b, root.input)  # no node over differently grouped inputs
     lookback = root.lookback_ns
     if lookback > limits.max_lookback_ns:
         raise ComputeError(
@@ -972,7 +973,11 @@ def result_unit(root: nodes.OutputNode) -> str | None:
     return None
 
 
-# The range-on-range, equality, stability and enum-mapping builders, and the chart roots, live in
-# their own modules, which register them in the tables above when they load (whichever module is
-# imported first).
-from compute.evaluation import compile_charts, compile_ranges  # noqa: E402, F401  (they use its helpers)
+# The range-on-range, equality, stability and enum-mapping builders, the chart roots, and those of
+# the nodes across groups (filterByTag, selectTags, zScore), live in their own modules, which register
+# them in the tables above when they load (whichever module is imported first).
+from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
+    compile_charts,  # noqa: F401
+    compile_cross_group,
+    compile_ranges,  # noqa: F401
+)

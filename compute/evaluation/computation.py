@@ -26,6 +26,7 @@ from compute.evaluation.compiler import Plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import EvalEnv, GroupKey
 from compute.evaluation.nodes.base import UNCHANGED, lead_ns
+from compute.evaluation.nodes.cross_group import changes_by_group
 from compute.evaluation.results import (
     OPEN_END,
     EnumBuckets,
@@ -351,7 +352,8 @@ class Computation:
                 self.outputs = self.plan.root.evaluate_groups(envs)
             else:
                 node = self.plan.root.input
-                since = {k: node.changed_from(min(changed.get(k, UNCHANGED), everywhere)) for k in envs}
+                leaves = {k: min(changed.get(k, UNCHANGED), everywhere) for k in envs}
+                since = changes_by_group(node, leaves, envs)  # each group's changed_from, across groups
                 self.outputs = self.plan.root.update_groups(envs, since)
         except ComputeError as exc:
             self.error = exc

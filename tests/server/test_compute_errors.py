@@ -50,10 +50,16 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         {"invalidTypes": "INTEGRAL"},
     ),
     "node_outside_the_subset": (
-        n.series(n.numeric_series(n.union("zScore", {"input": A, "groupByTags": []}))),
+        n.series(n.numeric_series(n.union("selectNumericProperty", {"propertyName": "mass"}))),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "", "variant": "zScore"},
+        {"invalidTypes": "", "variant": "selectNumericProperty"},
+    ),
+    "z_score_by_a_tag_the_input_is_not_grouped_by": (
+        n.series(n.numeric_series(n.union("zScore", {"input": A, "groupByTags": [n.literal("vehicle")]}))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "zScore", "field": "groupByTags"},
     ),
     "unknown_variable": (
         n.series(n.numeric_series(n.num("nope"))),

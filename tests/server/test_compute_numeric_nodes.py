@@ -337,13 +337,107 @@ CASES: dict[str, Json] = {
     "grouped_bit_test": node((G * 10.0).bit_test(0)),
     "grouped_if_else": node(nc.numeric_if_else(G > 0.0, G, A)),
 }
+
+
+# -- across groups: filterByTag, selectTags, zScore -----------------------------------------------
+# gs: channel g grouped by site (which no series carries: "") and vehicle
+GS = sc.NumericSeries(raw=sc.Reference(name="gs"))
+
+
+def tags_in(key: str, *values: str, negate: bool = False) -> sc.TagPredicate:
+    strings = sc.StringSetConstantV2(literal=[sc.StringConstant(literal=v) for v in values])
+    name = sc.StringConstant(literal=key)
+    if negate:
+        return sc.TagPredicate(not_in=sc.TagNotIn(key=name, values=strings))
+    return sc.TagPredicate(in_=sc.TagIn(key=name, values=strings))
+
+
+def tag_filter(x: sc.NumericSeries, predicate: sc.TagPredicate) -> sc.NumericSeries:
+    return sc.NumericSeries(filter_by_tag=sc.NumericTagFilterSeries(input=x, predicate=predicate))
+
+
+def select_tags(x: sc.NumericSeries, *keys: str) -> sc.NumericSeries:
+    return sc.NumericSeries(
+        select_tags=sc.NumericSelectTagsSeries(input=x, tag_keys=[sc.StringConstant(literal=k) for k in keys])
+    )
+
+
+def z_score(x: sc.NumericSeries, *family: str, within: int | None = None) -> sc.NumericSeries:
+    return sc.NumericSeries(
+        z_score=sc.ZscoreSeries(
+            input=x,
+            group_by_tags=[sc.StringConstant(literal=k) for k in family],
+            interpolation_configuration=None if within is None else radius(within),
+        )
+    )
+
+
+def bucketed(x: sc.NumericSeries, buckets: int) -> Json:
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=x), numeric_aggregations={}, buckets=buckets)
+    return dict(ConjureEncoder.do_encode(sc.ComputableNode(series=summarize)))
+
+
+CROSS_GROUP_CASES: dict[str, Json] = {
+    "tag_filter_in": node(tag_filter(api(G), tags_in("vehicle", "v1", "v3"))),
+    "tag_filter_not_in_and": node(
+        tag_filter(
+            api(G),
+            sc.TagPredicate(
+                and_=sc.TagAnd(
+                    left=tags_in("vehicle", "v2", negate=True), right=tags_in("vehicle", "v1", "v2", "v3")
+                )
+            ),
+        )
+    ),
+    "grouped_select_tags_drops_a_tag": node(select_tags(GS, "vehicle")),
+    # every vehicle in one group: their points at shared timestamps all counted in the buckets
+    "select_tags_every_vehicle_as_one_bucketed": bucketed(select_tags(api(G)), 20),
+    "grouped_z_score_within_4s": node(z_score(api(G), within=4)),
+    "z_score_by_site_plus_shared_a": node(
+        sc.NumericSeries(sum=sc.SumSeries(inputs=[z_score(GS, "site"), api(A)]))
+    ),
+    "grouped_z_score_of_selected_tags": node(z_score(select_tags(GS, "vehicle"), within=3)),
+    # groupBy with a subset of the tags: every vehicle's points in 10 s buckets, one mean per bucket
+    "group_by_no_tag_every_10s_mean": node(
+        aggregation(
+            sc.AggregationBuilder(
+                group_by=sc.GroupByAggregationBuilder(
+                    input=sc.Series(numeric=api(G)),
+                    tags=sc.GroupByTags(subset=sc.GroupBySubsetTags(tags=[])),
+                    timestamp=sc.GroupByTimestamp(every=every(10)),
+                )
+            ),
+            sc.NumericAggregationOperator(average=sc.Average()),
+        )
+    ),
+    "grouped_group_by_vehicle_max_at_each_timestamp": node(
+        aggregation(
+            sc.AggregationBuilder(
+                group_by=sc.GroupByAggregationBuilder(
+                    input=sc.Series(numeric=GS),
+                    tags=sc.GroupByTags(
+                        subset=sc.GroupBySubsetTags(tags=[sc.StringConstant(literal="vehicle")])
+                    ),
+                    timestamp=sc.GroupByTimestamp(current=api_types.Empty()),
+                )
+            ),
+            sc.NumericAggregationOperator(max=sc.Maximum()),
+        )
+    ),
+}
+CASES.update(CROSS_GROUP_CASES)
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
+
+
+def variables_of(rid: str) -> dict[str, Any]:
+    """tests/test_compute_nodes.py's context, and channel g grouped by two tags."""
+    return {**context(rid), "gs": n.channel(rid, "g", group_by=["site", "vehicle"])}
 
 
 @pytest.fixture(scope="module")
 async def outcome(server: ServerProcess) -> Outcome:
     rid = f"ri.test.numeric.{time.time_ns()}"
-    return await play_scenario(server, CASES, rid, context(rid), seed=20261126)
+    return await play_scenario(server, CASES, rid, variables_of(rid), seed=20261126)
 
 
 @pytest.mark.timeout(900)
@@ -392,5 +486,158 @@ async def test_a_plain_union_keeps_points_that_share_a_timestamp(server: ServerP
                 break
         assert [ns_of(t) for t in appended["timestamps"]] == [t1]
         assert appended["values"] == [7.0]
+    finally:
+        await client.close()
+
+
+def _vehicles(*names: str) -> set[tuple[tuple[str, str], ...]]:
+    return {(("vehicle", v),) for v in names}
+
+
+async def test_tag_filters_and_selections_keep_the_groups_they_name(outcome: Outcome) -> None:
+    keys = {name: set(outcome.views[name].snapshot()) for name in CROSS_GROUP_CASES}
+    assert keys["tag_filter_in"] == _vehicles("v1", "v3")
+    assert keys["tag_filter_not_in_and"] == _vehicles("v1", "v3")
+    assert keys["select_tags_every_vehicle_as_one_bucketed"] == {()}
+    assert keys["group_by_no_tag_every_10s_mean"] == {()}
+    assert keys["z_score_by_site_plus_shared_a"] == {(("site", ""), *v) for v in _vehicles("v1", "v2", "v3")}
+    assert outcome.views["tag_filter_in"].fulls >= 2, "v3 appearing mid-stream came with a FullResult"
+
+
+async def test_selected_tags_keep_every_point_of_the_groups_they_join(server: ServerProcess) -> None:
+    """selectTags keeps the points of groups that come to share their tags ("points that share the
+    selected keys but differ on dropped keys remain distinct"): two points at one timestamp are two
+    points of the joined group, in the order of the groups' tags, and a later point of either
+    appends after them. zScore over two groups is -1 and +1 where both have a value."""
+    rid = f"ri.test.select_tags.{time.time_ns()}"
+    t0 = time.time_ns() - 30 * NANOS
+    for site, vehicle, points in (
+        ("north", "v1", [(t0, 1.0), (t0 + NANOS, 2.0)]),
+        ("south", "v1", [(t0, 5.0)]),
+        ("north", "v2", [(t0 + NANOS // 2, 9.0)]),
+    ):
+        await write_points(server.base_url, rid, "p", points, tags={"site": site, "vehicle": vehicle})
+    p = sc.NumericSeries(raw=sc.Reference(name="p"))
+    variables = {"p": n.channel(rid, "p", group_by=["site", "vehicle"])}
+    client = await Client.connect(server.ws_url)
+    try:
+        await client.subscribe(
+            {
+                "by_vehicle": subscription(
+                    node(select_tags(p, "vehicle")), variables, WINDOW_S, lateness_s=60
+                ),
+                "z": subscription(
+                    node(z_score(select_tags(p, "vehicle"), within=2)), variables, WINDOW_S, lateness_s=60
+                ),
+            }
+        )
+        for sub in ("by_vehicle", "z"):
+            assert (await client.creation(sub, timeout=120))["type"] == "success"
+        full = await client.update("by_vehicle", timeout=300)
+        assert full["type"] == "full", full
+        groups = {
+            json.dumps(r["grouping"]["tagsWithValues"]): r["response"]["numeric"]
+            for r in full["full"]["result"]["grouped"]["responses"]
+        }
+        assert set(groups) == {'{"vehicle": "v1"}', '{"vehicle": "v2"}'}
+        v1 = groups['{"vehicle": "v1"}']
+        assert [ns_of(t) for t in v1["timestamps"]] == [t0, t0, t0 + NANOS]
+        assert v1["values"] == [1.0, 5.0, 2.0]  # north's point, then south's, at t0
+        z = await client.update("z", timeout=300)
+        scores = {
+            json.dumps(r["grouping"]["tagsWithValues"]): r["response"]["numeric"]
+            for r in z["full"]["result"]["grouped"]["responses"]
+        }
+        # at t0 + 0.5 s: v1's newest is south's 5.0 (the later of t0's two points), v2 has 9.0
+        assert [ns_of(t) for t in scores['{"vehicle": "v1"}']["timestamps"]] == [t0 + NANOS // 2, t0 + NANOS]
+        assert scores['{"vehicle": "v1"}']["values"] == [-1.0, -1.0]
+        assert scores['{"vehicle": "v2"}']["values"] == [1.0, 1.0]
+        t1 = time.time_ns()
+        await write_points(server.base_url, rid, "p", [(t1, 7.0)], tags={"site": "south", "vehicle": "v1"})
+        deadline = time.monotonic() + 240
+        while True:
+            update = await client.update("by_vehicle", timeout=max(1.0, deadline - time.monotonic()))
+            assert update["type"] == "append", update
+            appended = {
+                json.dumps(r["grouping"]["tagsWithValues"]): r["response"]["numeric"]
+                for r in update["append"]["result"]["grouped"]["responses"]
+            }
+            if appended.get('{"vehicle": "v1"}', {}).get("values"):
+                break
+        assert [ns_of(t) for t in appended['{"vehicle": "v1"}']["timestamps"]] == [t1]
+        assert appended['{"vehicle": "v1"}']["values"] == [7.0]
+    finally:
+        await client.close()
+
+
+CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
+    "tag_filter_on_an_ungrouped_channel": (
+        node(tag_filter(api(A), tags_in("vehicle", "v1"))),
+        {"invalidTypes": "filterByTag", "field": "predicate"},
+    ),
+    "select_tags_beyond_the_grouping": (
+        node(select_tags(api(G), "vehicle", "site")),
+        {"invalidTypes": "selectTags", "field": "tagKeys"},
+    ),
+    "z_score_family_beyond_the_grouping": (
+        node(z_score(api(G), "site")),
+        {"invalidTypes": "zScore", "field": "groupByTags"},
+    ),
+    "select_tags_beside_a_channel_grouped_by_what_it_dropped": (
+        node(sc.NumericSeries(sum=sc.SumSeries(inputs=[select_tags(GS, "vehicle"), GS]))),
+        {"invalidTypes": "selectTags", "field": "tagKeys"},
+    ),
+    "numeric_property": (
+        node(
+            sc.NumericSeries(
+                select_numeric_property=sc.SelectProperty(
+                    property_name="mass",
+                    dataset=sc.Dataset(saved=sc.SavedDataset(rid=sc.StringConstant(literal="x"))),
+                )
+            )
+        ),
+        {"invalidTypes": "", "variant": "selectNumericProperty"},
+    ),
+    "categorical_property": (
+        dict(
+            ConjureEncoder.do_encode(
+                sc.ComputableNode(
+                    series=sc.SummarizeSeries(
+                        input=sc.Series(
+                            enum=sc.EnumSeries(
+                                select_categorical_property=sc.SelectProperty(
+                                    property_name="team",
+                                    dataset=sc.Dataset(
+                                        saved=sc.SavedDataset(rid=sc.StringConstant(literal="x"))
+                                    ),
+                                )
+                            )
+                        ),
+                        numeric_aggregations={},
+                    )
+                )
+            )
+        ),
+        {"invalidTypes": "", "variant": "selectCategoricalProperty"},
+    ),
+}
+
+
+async def test_what_cannot_be_known_per_group_is_refused_by_name(server: ServerProcess) -> None:
+    client = await Client.connect(server.ws_url)
+    try:
+        variables = variables_of("ri.test.cross_group.refused")
+        await client.subscribe(
+            {
+                name: subscription(case, variables, WINDOW_S)
+                for name, (case, _) in CROSS_GROUP_REFUSALS.items()
+            }
+        )
+        for name, (_, params) in CROSS_GROUP_REFUSALS.items():
+            creation = await client.creation(name)
+            assert creation["type"] == "error", (name, creation)
+            error = creation["error"]["serializableError"]
+            assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
+            assert error["params"].items() >= params.items(), (name, error["params"])
     finally:
         await client.close()

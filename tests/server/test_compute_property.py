@@ -188,6 +188,7 @@ def variables(rid: str) -> dict[str, Any]:
         "b": n.channel(rid, "b"),
         "e": n.channel(rid, "e"),
         "g": n.channel(rid, "g", group_by=["vehicle"]),
+        "gs": n.channel(rid, "g", group_by=["site", "vehicle"]),  # site: no series has it ("")
     }
 
 

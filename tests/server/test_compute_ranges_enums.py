@@ -187,6 +187,11 @@ def bucket_count(n: int) -> sc.NumericHistogramBucketStrategy:
 
 
 A, B, E, G = num("a"), num("b"), cat("e"), num("g")
+WITHIN_4S = sc.InterpolationConfiguration(
+    forward_fill_interpolation=sc.ForwardFillInterpolation(
+        interpolation_radius=sc.DurationConstant(literal=scout_run_api.Duration(seconds=4, nanos=0))
+    )
+)
 ABSOLUTE = sc.Threshold(absolute=sc.AbsoluteThreshold(value=lit(8.0)))
 INFINITY = sc.UnboundedBehavior.INFINITY
 
@@ -480,6 +485,47 @@ CASES: dict[str, Json] = {
     "grouped_multivariate": multivariate_node([(A, ["LAST"]), (G, ["MEAN"])], 60),
     "grouped_histogram": histogram_node({"g": G}, bucket_count(8)),
     "grouped_scatter": scatter_node(G, A, max_points=25),
+    # across groups (nodes/cross_group.py); gs: channel g grouped by site ("" on every series) and vehicle
+    "grouped_threshold_of_z_score": ranges_node(
+        above(
+            sc.NumericSeries(
+                z_score=sc.ZscoreSeries(input=G, group_by_tags=[], interpolation_configuration=WITHIN_4S)
+            ),
+            0.5,
+        )
+    ),
+    "enum_tag_filter": enum_node(
+        sc.EnumSeries(
+            filter_by_tag=sc.EnumTagFilterSeries(
+                input=states_of(G),
+                predicate=sc.TagPredicate(
+                    in_=sc.TagIn(
+                        key=sc.StringConstant(literal="vehicle"),
+                        values=sc.StringSetConstantV2(literal=[sc.StringConstant(literal="v2")]),
+                    )
+                ),
+            )
+        )
+    ),
+    # every vehicle's labels in one group: each label of each vehicle counted in the buckets
+    "enum_select_tags_every_vehicle_as_one_bucketed": encoded(
+        sc.ComputableNode(
+            series=sc.SummarizeSeries(
+                input=sc.Series(
+                    enum=sc.EnumSeries(select_tags=sc.EnumSelectTagsSeries(input=states_of(G), tag_keys=[]))
+                ),
+                numeric_aggregations={},
+                buckets=20,
+            )
+        )
+    ),
+    "grouped_enum_select_tags": enum_node(
+        sc.EnumSeries(
+            select_tags=sc.EnumSelectTagsSeries(
+                input=states_of(num("gs")), tag_keys=[sc.StringConstant(literal="vehicle")]
+            )
+        )
+    ),
 }
 GROUPED = {name for name in CASES if name.startswith("grouped_")}
 CHARTS = {
@@ -490,15 +536,20 @@ CHARTS = {
 
 
 def variables_of(rid: str) -> dict[str, Any]:
-    """tests/test_compute_nodes.py's context, and a range series held in a variable with a nested
-    context of its own (its channel `x` is that context's name for channel b)."""
+    """tests/test_compute_nodes.py's context, a range series held in a variable with a nested
+    context of its own (its channel `x` is that context's name for channel b), and channel g grouped
+    by site and vehicle (`gs`)."""
     held = sc.ComputeNodeWithContext(
         series_node=sc.ComputeNode(ranges=above(num("x"), 12.0)),
         context=sc.Context(variables={}, dataset_references={}),
     )
     nested = encoded(held)
     nested["context"]["variables"] = {"x": n.channel(rid, "b")}
-    return {**context(rid), "held_ranges": {"type": "computeNode", "computeNode": nested}}
+    return {
+        **context(rid),
+        "held_ranges": {"type": "computeNode", "computeNode": nested},
+        "gs": n.channel(rid, "g", group_by=["site", "vehicle"]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -608,6 +659,10 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
             )
         ),
         {"invalidTypes": "enumAggregation", "field": "input.groupBy.timestamp"},
+    ),
+    "histogram_of_z_score": (  # a chart holds its inputs per computation group: no regrouping under it
+        histogram_node({"z": sc.NumericSeries(z_score=sc.ZscoreSeries(input=G, group_by_tags=[]))}),
+        {"invalidTypes": "histogram", "field": "input"},
     ),
     "cartesian3d_driver_series": (
         scatter3d_node(A, B, A, driver=sc.DriverSeries3d.X),

@@ -273,6 +273,35 @@ async def test_a_formula_charts_the_channel_through_a_numeric_node(server: Serve
         )
 
 
+async def test_the_z_score_formula_charts_each_group_against_the_others(
+    server: ServerProcess, page: Page
+) -> None:
+    """Two vehicles 4 apart at every shared timestamp: a1 is one deviation below their mean, b2 one above."""
+    rid, now = unique_rid("zscore"), time.time_ns()
+    stamps = [now - (30 - i) * NANOS for i in range(10)]
+    for vehicle, offset in (("a1", 0.0), ("b2", 4.0)):
+        points = [(t, i * 0.5 + offset) for i, t in enumerate(stamps)]
+        await write_points(server.base_url, rid, "p", points, tags={"vehicle": vehicle})
+    await open_dashboard(
+        page,
+        server.base_url,
+        rid=rid,
+        channels="p",
+        window="300",
+        mode="raw",
+        formula="zScore",
+        groupBy="vehicle",
+    )
+
+    def scores(d: dict[str, Any]) -> dict[str, list[float]]:
+        return {k: [v for _, v in e["points"]] for k, e in d["series"].items() if k.startswith("p ")}
+
+    data = await until(page, lambda d: sorted(len(v) for v in scores(d).values()) == [10, 10])
+    by_group = scores(data)
+    assert [v for k, v in by_group.items() if "a1" in k] == [[-1.0] * 10]
+    assert [v for k, v in by_group.items() if "b2" in k] == [[1.0] * 10]
+
+
 async def test_the_page_picks_an_assets_channels(server: ServerProcess, page: Page) -> None:
     rid, now = unique_rid("asset"), time.time_ns()
     mine = [(now - (30 - i) * NANOS, float(i)) for i in range(5)]

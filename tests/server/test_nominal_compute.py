@@ -727,7 +727,10 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
     ),
-    "z_score_across_groups": (series_node(CHANNEL.z_score([])), {"invalidTypes": "", "variant": "zScore"}),
+    "z_score_by_a_tag_the_channel_is_not_grouped_by": (
+        series_node(CHANNEL.z_score(["vehicle"])),
+        {"invalidTypes": "zScore", "field": "groupByTags"},
+    ),
 }
 
 

@@ -56,6 +56,15 @@ BUILT = {
     "across": n.series(n.across("max", temp, rpm, temp * 2)),
     "first": n.first_point(temp),
     "last": n.last_point(mode),
+    "across-groups": n.series(
+        rpm.filter_by_tag("vehicle", ["a1", "a2"]).select_tags().z_score(radius_seconds=3)
+    ),
+    "excluded-groups": n.series(rpm.filter_by_tag("vehicle", ["a3"], exclude=True).z_score("vehicle")),
+    "enum-groups": n.series(
+        n.enum_channel("ri.x", "drive.mode", group_by=["vehicle"])
+        .filter_by_tag("vehicle", ["a1"])
+        .select_tags("vehicle")
+    ),
 }
 
 

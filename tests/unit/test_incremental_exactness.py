@@ -141,6 +141,13 @@ CASES.update(
             "range_duration_ms",  # RangeDuration
             "count_duplicate",  # CountDuplicate
             "resample_v2",  # ResampleForwardFill
+            "tag_filter_not_in_and",  # FilterByTag
+            "select_tags_every_vehicle_as_one_bucketed",  # SelectTags
+            "grouped_select_tags_drops_a_tag",
+            "grouped_z_score_within_4s",  # ZScore
+            "z_score_by_site_plus_shared_a",  # a node over ZScore and a shared channel
+            "grouped_z_score_of_selected_tags",  # ZScore over SelectTags
+            "group_by_no_tag_every_10s_mean",  # groupBy of a subset of the tags (over SelectTags)
         )
     }
 )
@@ -173,8 +180,16 @@ CASES.update(
             "scatter3d_octants",  # Scatter3dChart
             "multivariate",  # MultivariateChart over DriverAligned
             "grouped_multivariate",
+            "grouped_threshold_of_z_score",  # ranges over ZScore
+            "enum_tag_filter",  # FilterByTag of an enum series
+            "grouped_enum_select_tags",  # SelectTags of an enum series
         )
     }
+)
+# Two groups' valueMap labels joined in one group (selectTags of no key): an enum merge
+_STATES = range_enum_nodes.CASES["grouped_value_map"]["series"]["input"]["enum"]
+CASES["enum_select_tags_joined"] = n.series(
+    n.enum_series(n.union("selectTags", {"input": _STATES, "tagKeys": []})), buckets=6
 )
 SINCE = BASE + 6 * NANOS  # timeRangeFilter's start, inside the ~20 s written
 CASES["since_time"] = n.series(
@@ -516,6 +531,9 @@ INCREMENTAL_CASES = {
     "FilterWithinRanges": "numeric_filter_transformation",
     "AbsoluteTimestamp": "numeric_absolute_timestamp_of_enum",
     "SinceTime": "since_time",
+    "FilterByTag": "numeric_tag_filter_not_in_and",
+    "SelectTags": "numeric_select_tags_every_vehicle_as_one_bucketed",
+    "ZScore": "numeric_grouped_z_score_within_4s",
 }
 
 
@@ -543,6 +561,8 @@ def test_an_incremental_kind_is_not_evaluated_whole_by_a_live_batch(kind: str) -
             1: Rows(seqs, ts, np.sin(np.arange(first, first + count) / 7) * 3),
             2: Rows(seqs, ts, np.cos(np.arange(first, first + count) / 5) * 3),
             3: Rows(seqs, ts, states),
+            4: Rows(seqs, ts, np.sin(np.arange(first, first + count) / 3)),  # g, vehicle v1
+            5: Rows(seqs, ts + 3 * MS, np.cos(np.arange(first, first + count) / 11)),  # g, vehicle v2
         }
 
     computation.backfill_seq = 1000

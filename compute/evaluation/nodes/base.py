@@ -23,12 +23,15 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints, Output, Ranges
+
+if TYPE_CHECKING:
+    from compute.evaluation.nodes.cross_group import Family
 
 GroupKey = tuple[tuple[str, str], ...]
 Series = NumericPoints | EnumPoints
@@ -62,6 +65,10 @@ class EvalEnv:
     categories: list[str] = field(default_factory=list)
     held_from: int = EARLIEST
     lead_ns: int = 0  # how far before `held_from` an output can lie (negative time shifts)
+    # Set by `cross_group.regroup` when a node of the tree acts across groups (zScore, selectTags,
+    # filterByTag): the group this env evaluates, and every group of the same evaluation.
+    group: GroupKey = ()
+    family: Family | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from compute.evaluation.nodes.base import (
     Series,
     SeriesNode,
 )
+from compute.evaluation.nodes.cross_group import regroup
 from compute.evaluation.nodes.inputs import ChannelInput
 from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
@@ -67,6 +68,7 @@ class HeldSeries:
         self._held: dict[GroupKey, Held] = {}
 
     def whole(self, node: SeriesNode, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Series]:
+        envs = regroup(node, envs)  # the output's groups (a node may act across groups)
         out = {k: node.evaluate(env).since(env.window_start) for k, env in envs.items()}
         if isinstance(node, ChannelInput):
             self._held = {}
@@ -80,6 +82,7 @@ class HeldSeries:
     ) -> dict[GroupKey, Series]:
         if isinstance(node, ChannelInput):
             return self.whole(node, envs)
+        envs = regroup(node, envs)
         out: dict[GroupKey, Series] = {}
         held: dict[GroupKey, Held] = {}
         for k, env in envs.items():
@@ -133,6 +136,7 @@ class HeldRanges:
         self._held: dict[GroupKey, Ranges] = {}
 
     def whole(self, node: RangeNode, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Ranges]:
+        envs = regroup(node, envs)
         self._held = {k: node.evaluate(env).clip(env.window_start) for k, env in envs.items()}
         return dict(self._held)
 
@@ -140,7 +144,7 @@ class HeldRanges:
         self, node: RangeNode, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
     ) -> dict[GroupKey, Ranges]:
         held: dict[GroupKey, Ranges] = {}
-        for k, env in envs.items():
+        for k, env in regroup(node, envs).items():
             ws, old = env.window_start, self._held.get(k)
             changed = since.get(k, UNCHANGED)
             if old is None:

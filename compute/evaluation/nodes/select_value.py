@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from compute.evaluation.nodes.base import EvalEnv, GroupKey, OutputNode, RangeNode
+from compute.evaluation.nodes.cross_group import regroup
 from compute.evaluation.results import Output, Ranges, RangeValue
 
 
@@ -26,7 +27,7 @@ class SelectRange(OutputNode):
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
         out: dict[GroupKey, Output] = {}
-        for key, env in envs.items():
+        for key, env in regroup(self.ranges, envs).items():
             r = self.ranges.evaluate(env).clip(env.window_start)
             if self.index >= len(r):
                 if key == ():
