@@ -15,6 +15,12 @@ after it goes through a real server (bench/serverproc.py) and a WebSocket client
   and after, per computation, and what each holds (`GET /computations`: points in its windows,
   buckets in its result);
 - day: the same over `day_s` of one `day_rate_hz` channel, `day_repeats` times.
+- written through the server: what a user meets when a test stand's backlog arrives just before a
+  chart opens. `through_repeats` times each, a fresh channel's hour (`hour_s` x `hour_rate_hz`) and
+  day (`day_s` x `day_rate_hz`) written through the running server's `POST /storage/writer/v1` in
+  JSON requests of `through_request_points` points, one after another, and the same bucketed
+  computation subscribed the moment the last write is acknowledged (nothing left to settle or
+  merge): subscribe -> FullResult, and how long the writes took.
 The server's CPU (its process tree, and its Python process alone) is measured over each phase's
 subscribe -> FullResult waits, pauses excluded.
 
@@ -71,11 +77,22 @@ class LongWindowsPlan:
     settle_s: float = 20  # after the server is ready, before measuring (Spark's first batches)
     merge_timeout_s: float = 600  # waiting for the server to merge the history's small blocks
     deflate: bool = True
+    # history written through the running server just before subscribing (0: not measured)
+    through_repeats: int = 3
+    through_request_points: int = 100_000
 
 
 FULL = LongWindowsPlan()
 SMOKE = LongWindowsPlan(
-    hour_channels=3, hour_s=120, day_s=600, repeats=2, concurrent=3, day_repeats=1, settle_s=5
+    hour_channels=3,
+    hour_s=120,
+    day_s=600,
+    repeats=2,
+    concurrent=3,
+    day_repeats=1,
+    settle_s=5,
+    through_repeats=1,
+    through_request_points=20_000,
 )
 
 
@@ -88,6 +105,8 @@ def hour_channel(i: int) -> int:
 
 
 DAY_CHANNEL = 1000  # bench.feed.channel_name(1000): "ch1000"
+THROUGH_HOUR_CHANNEL = 2000  # the channels written through the server: 2000 + repeat, 3000 + repeat
+THROUGH_DAY_CHANNEL = 3000
 
 
 # -- writing the history ----------------------------------------------------------------------------
@@ -214,6 +233,52 @@ async def _subscribe_all(client: BenchClient, subs: list[Json]) -> tuple[list[st
     return ids, [(g - started) / 1e6 for g in got]
 
 
+async def write_through(
+    server: ServerProcess, channel: int, rate_hz: int, span_s: int, request_points: int
+) -> float:
+    """`span_s` of one channel at `rate_hz`, ending now, written through the server's JSON endpoint in
+    requests of `request_points` points, one after another; the seconds until the last 200."""
+    from bench.feed import body
+    from bench.httpclient import HttpConnection
+
+    tick = NANOS // rate_hz
+    total = span_s * rate_hz
+    first_k = time.time_ns() // tick - total
+    conn = HttpConnection("127.0.0.1", server.port)
+    started = time.perf_counter()
+    try:
+        for k in range(first_k, first_k + total, request_points):
+            last_k = min(k + request_points, first_k + total) - 1
+            status, reply = await conn.post("/storage/writer/v1", body(RID, 1, k, last_k, tick, channel))
+            if status != 200:
+                raise RuntimeError(f"write through the server answered {status}: {reply[:300]!r}")
+    finally:
+        conn.close()
+    return time.perf_counter() - started
+
+
+async def _through_server(
+    plan: LongWindowsPlan, server: ServerProcess, client: BenchClient, busy: Busy
+) -> Json:
+    """Each repeat: a fresh channel's history written through the server, then subscribed at once."""
+    out: Json = {"hour_ms": [], "hour_write_s": [], "day_ms": [], "day_write_s": []}
+    for r in range(plan.through_repeats):
+        for name, channel, rate, span_s in (
+            ("hour", THROUGH_HOUR_CHANNEL + r, plan.hour_rate_hz, plan.hour_s),
+            ("day", THROUGH_DAY_CHANNEL + r, plan.day_rate_hz, plan.day_s),
+        ):
+            wrote = await write_through(server, channel, rate, span_s, plan.through_request_points)
+            sub = bucketed(RID, channel, plan.buckets, span_s).body
+            ids, [ms] = await busy.subscribe_all(client, [sub])
+            await client.unsubscribe(ids)
+            out[f"{name}_ms"].append(ms)
+            out[f"{name}_write_s"].append(round(wrote, 1))
+            await asyncio.sleep(1)
+    hour, day = [round(x) for x in out["hour_ms"]], [round(x) for x in out["day_ms"]]
+    log(f"through the server: hour {hour} ms, day {day} ms")
+    return out
+
+
 def _directory(server: ServerProcess) -> list[Json]:
     with urllib.request.urlopen(f"{server.base_url}/computations", timeout=30) as r:
         return list(json.loads(r.read()))
@@ -230,7 +295,7 @@ async def _measure(plan: LongWindowsPlan, server: ServerProcess, sampler: TreeSa
         ids, _ = await _subscribe_all(client, [_fresh(hour[-1])])
         await client.unsubscribe(ids)
 
-        busy = {phase: Busy(server.pid) for phase in ("single", "concurrent", "day")}
+        busy = {phase: Busy(server.pid) for phase in ("single", "concurrent", "day", "through")}
         single = []
         for r in range(plan.repeats):
             ids, [ms] = await busy["single"].subscribe_all(client, [_fresh(hour[r % len(hour)])])
@@ -269,6 +334,8 @@ async def _measure(plan: LongWindowsPlan, server: ServerProcess, sampler: TreeSa
             await asyncio.sleep(1)
         out["day_ms"] = days
         log(f"day: {[round(x) for x in days]} ms")
+        if plan.through_repeats:
+            out["through"] = await _through_server(plan, server, client, busy["through"])
         out["cpu"] = {phase: b.as_dict() for phase, b in busy.items()}
     finally:
         await client.close()
@@ -347,6 +414,20 @@ def render(r: Json, title: str = "## Long windows (`python -m bench.long_windows
         statistics.median(day) if day else None,
         _stats(day),
     )
+    through = r.get("through") or {}
+    for name, wanted, size in (
+        ("hour", 250, f"{hour_points:,} points"),
+        ("day", 1000, f"{day_points:,} points"),
+    ):
+        got = through.get(f"{name}_ms") or []
+        written = through.get(f"{name}_write_s") or []
+        row(
+            f"new computation, {size} written through the server just before "
+            f"({p['through_request_points']:,}-point JSON writes, {_seconds(written)}), p50",
+            wanted,
+            statistics.median(got) if got else None,
+            _stats(got),
+        )
     merged = r.get("merged") or {}
     if merged.get("merges"):
         lines += [
@@ -363,6 +444,7 @@ def render(r: Json, title: str = "## Long windows (`python -m bench.long_windows
                 ("one at a time", cpu.get("single")),
                 (f"{p['concurrent']} at once", cpu.get("concurrent")),
                 ("the day", cpu.get("day")),
+                ("written through the server", cpu.get("through") if r.get("through") else None),
             )
             if c
         ]
@@ -376,6 +458,14 @@ def render(r: Json, title: str = "## Long windows (`python -m bench.long_windows
             f"{_span(m['output_buckets'])} buckets.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(values: list[float]) -> str:
+    if not values:
+        return "not measured"
+    return (
+        f"written in {min(values):g}-{max(values):g} s" if len(values) > 1 else f"written in {values[0]:g} s"
+    )
 
 
 def _span(values: list[int]) -> str:

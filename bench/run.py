@@ -8,12 +8,13 @@ trigger and at a shorter one), a server for workloads 1-4 (2b: fan-out at 10x), 
 idle connections (a fresh server), workload 3b, long windows (a server of its own on a log filled
 before it starts: bench/long_windows.py), then the ingest ceiling per endpoint (a fresh server:
 bench/ingest_ceiling.py), then workload 3c's evaluation cost in process (no server:
-bench/live_eval.py), then the report.
+bench/live_eval.py) and through a server of its own (bench/live_windows.py), then the report.
 
 NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
-long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE and live_eval.NAME=VALUE those of their own
-plans. `--only` runs some workloads alone (latency, fanout, fanout10x, subscribe, ingest, idle,
-baselines, long_windows, ingest_ceiling, live_eval; ingest brings latency along), e.g. `--only
+long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE, live_eval.NAME=VALUE and live_windows.NAME=VALUE
+those of their own plans. `--only` runs some workloads alone (latency, fanout, fanout10x, subscribe,
+ingest, idle, baselines, long_windows, ingest_ceiling, live_eval, live_windows; ingest brings latency
+along), e.g. `--only
 fanout10x` measures fan-out at 10x in a few minutes; the report then says "not measured" of the
 rest.
 """
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import ingest_ceiling, live_eval, long_windows
+from bench import ingest_ceiling, live_eval, live_windows, long_windows
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -48,7 +49,15 @@ Json = Any
 PROCESS_STRIDE = 1_000_000  # subscription numbers of one client process stay below this
 RID = "ri.bench.feed"
 SERVER_WORKLOADS = ("latency", "fanout", "fanout10x", "subscribe", "ingest")  # one shared server
-WORKLOADS = (*SERVER_WORKLOADS, "idle", "baselines", "long_windows", "ingest_ceiling", "live_eval")
+WORKLOADS = (
+    *SERVER_WORKLOADS,
+    "idle",
+    "baselines",
+    "long_windows",
+    "ingest_ceiling",
+    "live_eval",
+    "live_windows",
+)
 
 
 def log(msg: str) -> None:
@@ -64,9 +73,11 @@ class Run:
         lw_plan: long_windows.LongWindowsPlan = long_windows.FULL,
         ceiling_plan: ingest_ceiling.CeilingPlan = ingest_ceiling.FULL,
         live_plan: live_eval.LiveEvalPlan = live_eval.FULL,
+        windows_plan: live_windows.LiveWindowsPlan = live_windows.FULL,
     ) -> None:
         self.plan, self.work = plan, work
         self.lw_plan, self.ceiling_plan, self.live_plan = lw_plan, ceiling_plan, live_plan
+        self.windows_plan = windows_plan
         self.keep_records = False  # --work given: workload 3b's history stays there too
         self.only = only | {"latency"} if "ingest" in only else only
         self.tick = 1_000_000_000 // plan.rate_hz
@@ -263,6 +274,16 @@ class Run:
             self.results["live_eval"] = live_eval.measure(self.live_plan)
         except Exception as exc:  # the report says so; the other workloads' figures stand
             self.results.setdefault("errors", {})["live_eval"] = repr(exc)
+
+    def live_windows(self) -> None:
+        """Workload 3c through a server: hour windows beside 60 s ones, live at once."""
+        log("workload 3c: live long windows through a server (history written first)")
+        self._own_server(
+            "live_windows",
+            lambda: live_windows.measure(
+                self.windows_plan, self.work / "live-windows", self.server_env(), keep_log=self.keep_records
+            ),
+        )
 
     def idle(self) -> None:
         self._own_server("connections", self._measure_idle)
@@ -597,13 +618,16 @@ def _batch_means(before: dict[str, float], after: dict[str, float], seconds: flo
     }
 
 
-def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str], list[str]]:
+def split_overrides(
+    overrides: list[str],
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
     """NAME=VALUE for the Plan, long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE,
-    live_eval.NAME=VALUE (prefix dropped)."""
+    live_eval.NAME=VALUE, live_windows.NAME=VALUE (prefix dropped)."""
     own: list[str] = []
     lw: list[str] = []
     ceiling: list[str] = []
     live: list[str] = []
+    windows: list[str] = []
     for item in overrides:
         prefix, dot, rest = item.partition(".")
         if dot and prefix == "long_windows" and "=" in rest:
@@ -612,9 +636,11 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[st
             ceiling.append(rest)
         elif dot and prefix == "live_eval" and "=" in rest:
             live.append(rest)
+        elif dot and prefix == "live_windows" and "=" in rest:
+            windows.append(rest)
         else:
             own.append(item)
-    return own, lw, ceiling, live
+    return own, lw, ceiling, live, windows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -634,16 +660,17 @@ def main(argv: list[str] | None = None) -> None:
     only = frozenset(w for w in args.only.split(",") if w)
     if not only <= set(WORKLOADS):
         parser.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(WORKLOADS)))}")
-    own, lw, ceiling, live = split_overrides(args.overrides)
+    own, lw, ceiling, live, windows = split_overrides(args.overrides)
     plan = with_overrides(SMOKE if args.smoke else FULL, own)
     lw_plan = with_overrides(long_windows.SMOKE if args.smoke else long_windows.FULL, lw)
     ceiling_plan = with_overrides(ingest_ceiling.SMOKE if args.smoke else ingest_ceiling.FULL, ceiling)
     live_plan = with_overrides(live_eval.SMOKE if args.smoke else live_eval.FULL, live)
+    windows_plan = with_overrides(live_windows.SMOKE if args.smoke else live_windows.FULL, windows)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: 5,000 sockets each side
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
     work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    run = Run(plan, work, only, lw_plan, ceiling_plan, live_plan)
+    run = Run(plan, work, only, lw_plan, ceiling_plan, live_plan, windows_plan)
     run.keep_records = args.work is not None
     started = time.time()
     run.results["machine"] = describe_machine()
@@ -679,6 +706,8 @@ def main(argv: list[str] | None = None) -> None:
         run.ingest_ceiling()
     if "live_eval" in only:
         run.live_eval()
+    if "live_windows" in only:
+        run.live_windows()
     run.results["duration_s"] = round(time.time() - started)
     kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
     args.out.parent.mkdir(parents=True, exist_ok=True)

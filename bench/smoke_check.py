@@ -43,12 +43,22 @@ def check(out: Path) -> None:
     assert len(lw["day_ms"]) == lwp["day_repeats"] and min(lw["day_ms"]) > 0
     assert lw["memory"]["computations"] == lwp["concurrent"] and lw["memory"]["window_points"]
     assert lw["cpu"]["single"]["cpu_cores"] > 0
+    for name in ("hour", "day"):  # history written through the running server just before
+        assert (
+            len(lw["through"][f"{name}_ms"]) == lwp["through_repeats"]
+            and min(lw["through"][f"{name}_ms"]) > 0
+        )
     # workload 3c's evaluation arm, in process: both arms evaluated every micro-batch
     live, livep = results["live_eval"], results["live_eval"]["plan"]
     for arm in ("short", "long"):
         assert live[arm]["batches"] == livep["batches"] and live[arm]["all"]["mean_ms"] > 0, arm
         assert live[arm]["changes"] > 0, arm
     assert live["cpu_ratio_long_to_short"] is not None
+    # workload 3c's server arm: both arms updated and measured through a server of their own
+    windows = results["live_windows"]
+    for arm in ("long", "short"):
+        assert windows[arm]["updates_per_sub_per_s"] > 0 and windows[arm]["latency"]["n"] > 0, arm
+    assert windows["updates_ratio_long_to_short"] is not None and windows["usage"]["cpu_cores"] > 0
     # the ingest ceiling: each endpoint ramped (tiny steps), its server's CPU split by thread
     ceiling = results["ingest_ceiling"]
     for endpoint in ("json", "protobuf"):
@@ -79,6 +89,7 @@ def check(out: Path) -> None:
         "## Workloads",
         "Workload 3b: long windows",
         "3c, live long windows",
+        "3c, live long windows: through a server",
         "Workload 4: ingest ramp",
         "Workload 4: ingest ceiling per endpoint",
         "<!-- ingest-ceiling:begin -->",
@@ -105,6 +116,10 @@ def check(out: Path) -> None:
         "hour windows at once: last FullResult",
         "3b day window, new computation: FullResult p50",
         "3b memory per live hour-window computation",
+        "3b hour window written through the server just before: FullResult p50",
+        "3b day window written through the server just before: FullResult p50",
+        "3c updates per subscription per second, hour / 60 s (server)",
+        "3c hour windows: write-to-frame p99 (server)",
         "4 ingest ceiling JSON",
         "4 ingest ceiling protobuf+zstd",
         "5 idle connection",

@@ -43,14 +43,37 @@ from compute.storage.series import SeriesInfo, SeriesKind
 DEFAULT_LATENESS_NS = 100_000_000  # Nominal's default: 100 ms behind the newest point of the series
 SHARED: GroupKey = ()  # in a grouped plan: the inputs of channels every group reads
 
-__all__ = ["Change", "Computation", "GroupKey", "LateDrops", "Rows"]
+__all__ = ["Change", "Computation", "GroupKey", "LateDrops", "RowFacts", "Rows"]
 
 LATE_HISTORY = 256  # drop events remembered for `LateDrops.newest_since` (ten micro-batches a second)
 
 
+@dataclass(frozen=True)
+class RowFacts:
+    """What every reader of a series' rows asks of them first. A micro-batch hands the same `Rows` to
+    every computation reading the series (a hundred in workload 2b), so these are computed once per
+    series and batch, not once per computation."""
+
+    count: int
+    seq_max: int
+    seq_min: int
+    ts_min: int
+    ts_max: int
+    increasing: bool  # timestamps strictly increasing in write order (the common case)
+
+    @classmethod
+    def of(cls, seq: np.ndarray, ts: np.ndarray) -> RowFacts:
+        if not len(ts):
+            return cls(0, 0, 0, 0, 0, True)
+        increasing = bool(np.all(ts[1:] > ts[:-1]))
+        low, high = (int(ts[0]), int(ts[-1])) if increasing else (int(ts.min()), int(ts.max()))
+        return cls(len(ts), int(seq.max()), int(seq.min()), low, high, increasing)
+
+
 @dataclass
 class Rows:
-    """One series' points from a micro-batch or back-fill, in write (seq) order."""
+    """One series' points from a micro-batch or back-fill, in write (seq) order. Never written after
+    it is made (its facts are computed once)."""
 
     seq: np.ndarray
     ts: np.ndarray
@@ -58,6 +81,13 @@ class Rows:
     # A back-fill read's buffers that ts and values are views of, with room after them that nothing
     # else holds: the first window to take these rows whole appends into them (then None).
     buffers: tuple[np.ndarray, np.ndarray] | None = None
+    _facts: RowFacts | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def facts(self) -> RowFacts:
+        if self._facts is None:
+            self._facts = RowFacts.of(self.seq, self.ts)
+        return self._facts
 
 
 Batch = dict[int, Rows]  # series id -> its rows of a read
@@ -254,34 +284,51 @@ class Computation:
         """Merge rows into the windows; return the oldest accepted timestamp (None if nothing)."""
         oldest: int | None = None
         for sid, r in rows.items():
-            ts, values = r.ts, r.values
-            if len(r.seq):
-                self.applied_seq = max(self.applied_seq, int(r.seq.max()))
-            if live:
+            ts, values, facts = r.ts, r.values, r.facts
+            if not facts.count:
+                continue
+            self.applied_seq = max(self.applied_seq, facts.seq_max)
+            first, newest, increasing = facts.ts_min, facts.ts_max, facts.increasing
+            if live and not self._all_accepted(sid, facts, now):
                 keep = self._accepted(sid, ts, now)
                 if not keep.all():
                     late = ts[~keep]
                     self.late.add(len(late), int(late.max()), self._source_of.get(sid))
                     ts, values = ts[keep], values[keep]
-            if not len(ts):
-                continue
-            self.newest_seen[sid] = max(self.newest_seen.get(sid, ts[0]), int(ts.max()))
-            first = int(ts.min())
+                    if not len(ts):
+                        continue
+                    first, newest = int(ts.min()), int(ts.max())
+            self.newest_seen[sid] = max(self.newest_seen.get(sid, newest), newest)
             oldest = first if oldest is None else min(oldest, first)
             for route in self.routes.get(sid, ()):
                 self._changed[route.group] = min(self._changed.get(route.group, UNCHANGED), first)
-                group = self.groups.setdefault(route.group, _Group())
+                group = self.groups.get(route.group)  # (setdefault would build a default every batch)
+                if group is None:
+                    group = self.groups[route.group] = _Group()
+                window = group.windows.get(route.input_index)
                 if route.kind is SeriesKind.ENUM:
-                    window = group.windows.setdefault(route.input_index, SeriesWindow(np.int32))
+                    if window is None:
+                        window = group.windows[route.input_index] = SeriesWindow(np.int32)
                     window.insert(ts, self._codes(values))
                 else:
-                    window = group.windows.setdefault(route.input_index, SeriesWindow(np.float64))
+                    if window is None:
+                        window = group.windows[route.input_index] = SeriesWindow(np.float64)
                     numeric = values.astype(np.float64, copy=False)
                     if r.buffers is not None and window.adopt(ts, numeric, *r.buffers):
                         r.buffers = None  # this window appends into them now: no other may
                     else:
-                        window.insert(ts, numeric)
+                        window.insert(ts, numeric, increasing)
         return oldest
+
+    def _all_accepted(self, sid: int, facts: RowFacts, now: int) -> bool:
+        """Whether every one of these rows is within the allowed lateness, told from their facts
+        alone (no per-point work): the common case of points newer than what the series had."""
+        if self.allowed_lateness_ns is not None:
+            return facts.ts_min + self.allowed_lateness_ns >= now
+        if not facts.increasing:
+            return False
+        prior = self.newest_seen.get(sid)  # increasing: only the newest point before them can refuse one
+        return prior is None or facts.ts_min >= prior - DEFAULT_LATENESS_NS
 
     def _accepted(self, sid: int, ts: np.ndarray, now: int) -> np.ndarray:
         if self.allowed_lateness_ns is not None:
@@ -426,13 +473,19 @@ def _bucket_vanished(out: Output, old: Output, start: int) -> bool:
     if not isinstance(out, buckets) or not isinstance(old, buckets):
         return False
     ends = old.end[old.end > start]
-    return bool(len(ends)) and not bool(np.isin(ends, out.end).all())
+    if not len(ends):
+        return False
+    if not len(out.end):
+        return True
+    at = out.end.searchsorted(ends)  # both ascending: a binary search, not np.isin's sort
+    return not bool((out.end[np.minimum(at, len(out.end) - 1)] == ends).all())
 
 
 def _after(r: Rows, seq: int) -> Rows | None:
-    if not len(r.seq) or r.seq[0] > seq:
-        return r if len(r.seq) else None
-    keep = r.seq > seq
-    if not keep.any():
+    facts = r.facts
+    if not facts.count or facts.seq_max <= seq:
         return None
+    if facts.seq_min > seq:
+        return r  # the same object: its facts stay shared with the series' other readers
+    keep = r.seq > seq
     return Rows(r.seq[keep], r.ts[keep], r.values[keep])

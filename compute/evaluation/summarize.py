@@ -141,14 +141,6 @@ def _identical(a: np.ndarray, b: np.ndarray) -> bool:
 _COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name != "width")  # in constructor order
 
 
-def _concat(parts: list[NumericBuckets]) -> NumericBuckets:
-    return NumericBuckets(parts[0].width, *(np.concatenate([getattr(p, c) for p in parts]) for c in _COLUMNS))
-
-
-def _take(b: NumericBuckets, lo: int, hi: int) -> NumericBuckets:
-    return NumericBuckets(b.width, *(getattr(b, c)[lo:hi] for c in _COLUMNS))
-
-
 @dataclass
 class _Bucketed:
     ts: np.ndarray
@@ -186,7 +178,7 @@ class BucketMemo:
             return None
         if values.dtype != np.float64 or prev.values.dtype != np.float64:  # compared as int64 bits
             return None
-        j = int(np.searchsorted(prev.ts, ts[0], side="left"))
+        j = int(prev.ts.searchsorted(ts[0], side="left"))
         m = min(len(prev.ts) - j, len(ts))  # ts[:m] must be exactly prev.ts[j:j + m], values too
         if m <= 0 or not _identical(prev.ts[j : j + m], ts[:m]):
             return None
@@ -196,16 +188,22 @@ class BucketMemo:
         # last common point (it may go on in the new points) hold exactly the same points as before.
         first_key, last_key = int(ts[0]) // width, int(ts[m - 1]) // width
         prev_keys = prev.out.end // width - 1
-        lo = int(np.searchsorted(prev_keys, first_key, side="right"))
-        hi = int(np.searchsorted(prev_keys, last_key, side="left"))
+        lo = int(prev_keys.searchsorted(first_key, side="right"))
+        hi = int(prev_keys.searchsorted(last_key, side="left"))
         if hi <= lo:
             return None
-        head = int(np.searchsorted(ts, (first_key + 1) * width, side="left"))
-        tail = int(np.searchsorted(ts, last_key * width, side="left"))
-        return _concat(
-            [
-                numeric_buckets(ts[:head], values[:head], width),
-                _take(prev.out, lo, hi),
-                numeric_buckets(ts[tail:], values[tail:], width),
-            ]
+        head = int(ts.searchsorted((first_key + 1) * width, side="left"))
+        tail = int(ts.searchsorted(last_key * width, side="left"))
+        # The first bucket and the buckets from the tail on, bucketed in one call (each bucket's
+        # figures depend on its own points only; a call's fixed cost is most of a small bucketing).
+        edge = numeric_buckets(
+            np.concatenate((ts[:head], ts[tail:])), np.concatenate((values[:head], values[tail:])), width
+        )
+        first = 1 if head else 0  # ts[:head] is one bucket's points, or none
+        return NumericBuckets(
+            width,
+            *(
+                np.concatenate((e[:first], p[lo:hi], e[first:]))
+                for e, p in ((getattr(edge, c), getattr(prev.out, c)) for c in _COLUMNS)
+            ),
         )

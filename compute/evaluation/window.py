@@ -65,14 +65,15 @@ class SeriesWindow:
         self._start, self._end = start, start + len(ts)
         return True
 
-    def insert(self, ts: np.ndarray, values: np.ndarray) -> None:
-        """Merge points given in write order (later rows win on equal timestamps)."""
+    def insert(self, ts: np.ndarray, values: np.ndarray, increasing: bool | None = None) -> None:
+        """Merge points given in write order (later rows win on equal timestamps). `increasing`:
+        whether `ts` is strictly increasing, when the caller knows already (None: checked here)."""
         n = len(ts)
         if not n:
             return
-        in_order = bool(np.all(ts[1:] > ts[:-1])) and (
-            self._end == self._start or ts[0] > self._ts[self._end - 1]
-        )
+        if increasing is None:
+            increasing = bool(np.all(ts[1:] > ts[:-1]))
+        in_order = increasing and (self._end == self._start or ts[0] > self._ts[self._end - 1])
         if in_order:  # the common case: new points after the newest one
             if self._end + n > len(self._ts):
                 self._regrow(n)
@@ -92,7 +93,7 @@ class SeriesWindow:
         computation's output re-evaluated from where its inputs changed. Past the end (the common
         case) it appends; cutting into held points copies the rest to new arrays, so that views
         handed out earlier stay unchanged."""
-        keep = int(np.searchsorted(self.ts, t, side="left"))
+        keep = int(self.ts.searchsorted(t, side="left"))
         if keep < len(self):
             n = len(ts)
             capacity = keep + n + spare_room(keep + n)
@@ -119,7 +120,7 @@ class SeriesWindow:
         self._ts, self._values, self._start, self._end = ts, values, 0, live
 
     def trim_before(self, t: int) -> None:
-        self._start += int(np.searchsorted(self.ts, t, side="left"))
+        self._start += int(self.ts.searchsorted(t, side="left"))
 
     def __len__(self) -> int:
         return self._end - self._start

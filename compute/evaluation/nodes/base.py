@@ -182,7 +182,7 @@ class Node:
             if lower <= floor:
                 return child.evaluate_since(env, EARLIEST)
             out = child.evaluate_since(env, lower)
-            if int(np.searchsorted(out.ts, start)) >= reach.points:
+            if int(out.ts.searchsorted(start)) >= reach.points:
                 return out
             probe *= 2
 

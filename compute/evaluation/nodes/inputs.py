@@ -38,7 +38,7 @@ class ChannelInput(SeriesNode):
 
     def points_before(self, env: EvalEnv, t: int) -> int:
         series = env.inputs.get(self.index)
-        return 0 if series is None else int(np.searchsorted(series.ts, t, side="left"))
+        return 0 if series is None else int(series.ts.searchsorted(t, side="left"))
 
     def evaluate_since(self, env: EvalEnv, since: int) -> Series:
         out: Series = cut(self.evaluate(env), since)  # views of the window: no copy

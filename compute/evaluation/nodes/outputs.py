@@ -161,7 +161,7 @@ class HeldRanges:
 def splice_ranges(old: Ranges, t: int, new: Ranges) -> Ranges:
     """`old` before `t` followed by `new` (all at or after `t`); a range that `old` had open across
     `t` and `new` starts at `t` is one range."""
-    head = int(np.searchsorted(old.starts, t, side="left"))
+    head = int(old.starts.searchsorted(t, side="left"))
     starts, ends = old.starts[:head], np.minimum(old.ends[:head], t)
     if head and len(new) and ends[-1] == t and new.starts[0] == t:
         ends = ends.copy()
