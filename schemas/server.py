@@ -140,6 +140,19 @@ class EnumPointResult(WireModel):
     enum_point: EnumPoint | None = None
 
 
+class SinglePoint(WireModel):
+    timestamp: Timestamp
+    value: dict[str, Any] = Field(
+        description='a Value union: {"type": "float64Value", ...} (numeric series) or "stringValue" (enum)'
+    )
+    precision_loss: bool
+
+
+class SinglePointResult(WireModel):
+    type: Literal["singlePoint"]
+    single_point: SinglePoint | None = None
+
+
 class RangeValueResult(WireModel):
     type: Literal["rangeValue"]
     range_value: Range | None = None
@@ -154,6 +167,7 @@ _Plots = (
     | RangesSummaryResult
     | NumericPointResult
     | EnumPointResult
+    | SinglePointResult
     | RangeValueResult
 )
 PlotResult = Annotated[_Plots, Field(discriminator="type")]

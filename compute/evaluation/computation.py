@@ -28,6 +28,7 @@ from compute.evaluation.nodes import EvalEnv, GroupKey
 from compute.evaluation.nodes.base import UNCHANGED, lead_ns
 from compute.evaluation.results import (
     OPEN_END,
+    AggregatedRanges,
     EnumBuckets,
     EnumPoints,
     NumericBuckets,
@@ -386,7 +387,7 @@ class Computation:
             (
                 int(e)
                 for o in self.outputs.values()
-                if isinstance(o, Ranges)
+                if isinstance(o, Ranges | AggregatedRanges)
                 for e in o.ends[-1:]
                 if e != OPEN_END
             ),

@@ -323,6 +323,31 @@ CASES: dict[str, Json] = {
         sc.NumericSeries(count_duplicate=sc.EnumCountDuplicateSeries(inputs=[E_ENUM, E_ENUM]))
     ),
     "resample_v2": node(A.resample(nc.Duration.Seconds(5))),
+    "resample_v1_default_forward_fill": node(
+        sc.NumericSeries(
+            resample=sc.NumericResampleSeries(
+                input=api(A),
+                resample_configuration=sc.NumericResampleConfiguration(
+                    interval=sc.DurationConstant(literal=_duration(3))
+                ),
+            )
+        )
+    ),
+    "resample_v1_forward_fill_of_b": node(
+        sc.NumericSeries(
+            resample=sc.NumericResampleSeries(
+                input=api(B),
+                resample_configuration=sc.NumericResampleConfiguration(
+                    interval=sc.DurationConstant(literal=_duration(7)),
+                    interpolation=sc.NumericResampleInterpolationConfiguration(
+                        forward_fill_resample_interpolation_configuration=(
+                            sc.ForwardFillResampleInterpolationConfiguration()
+                        )
+                    ),
+                ),
+            )
+        )
+    ),
     "time_range_filter_since": node(
         sc.NumericSeries(
             time_range_filter=sc.NumericTimeRangeFilterSeries(

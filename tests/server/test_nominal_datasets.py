@@ -163,7 +163,7 @@ async def test_series_and_compute_node_variables_and_tag_filters(
         )
     )
     error = await refused(client, "derived", numeric_node(ref("d")), {"d": dict(enc(derived))})
-    assert error["invalidTypes"] == "derived", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "derived"), error
 
 
 async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> None:
@@ -233,7 +233,7 @@ async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> Non
     error = await refused(
         client, "dropped", numeric_node(sc.NumericSeries(select_numeric=select(renamed, "x")))
     )
-    assert error["invalidTypes"] == "dropSeries", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "dropSeries"), error
 
     # refused by name, with the reason
     search = sc.Dataset(
@@ -247,12 +247,12 @@ async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> Non
     error = await refused(
         client, "search", numeric_node(sc.NumericSeries(select_numeric=select(search, "x")))
     )
-    assert error["invalidTypes"] == "search", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "search"), error
     reference = sc.Dataset(reference=sc.DatasetReference(name=lit("d")))
     error = await refused(
         client, "reference", numeric_node(sc.NumericSeries(select_numeric=select(reference, "x")))
     )
-    assert error["invalidTypes"] == "reference", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "reference"), error
 
 
 async def create(base_url: str, path: str, body: Json) -> Json:

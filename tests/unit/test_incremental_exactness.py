@@ -141,6 +141,7 @@ CASES.update(
             "range_duration_ms",  # RangeDuration
             "count_duplicate",  # CountDuplicate
             "resample_v2",  # ResampleForwardFill
+            "resample_v1_default_forward_fill",  # ResampleRoundedUp
         )
     }
 )
@@ -164,6 +165,12 @@ CASES.update(
             "last_range_of_instants",
             "resample_v2",  # EnumResample
             "union_max_of_colliding_series",  # EnumUnion
+            "to_start_of_interval_then_aggregate_max",  # ToStartOfInterval and aggregate of an enum series
+            "nth_point_downsample",  # NthPoint of an enum series
+            "first_value_point",  # SelectValue as a SinglePoint
+            "last_value_point_of_enum",
+            "range_max_of_b_while_a_above_zero",  # RangeNumericAggregation, SummarizeRangeAggregates
+            "range_all_aggregates_of_a_while_a_above_two",
         )
     }
 )
@@ -503,6 +510,8 @@ INCREMENTAL_CASES = {
     "FilterWithinRanges": "numeric_filter_transformation",
     "AbsoluteTimestamp": "numeric_absolute_timestamp_of_enum",
     "SinceTime": "since_time",
+    "ToStartOfInterval": "ranges_enums_to_start_of_interval_then_aggregate_max",
+    "EnumAggregateDuplicates": "ranges_enums_to_start_of_interval_then_aggregate_max",
 }
 
 

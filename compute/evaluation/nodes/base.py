@@ -272,7 +272,7 @@ def numeric(series: Series, node: str) -> NumericPoints:
         raise ComputeError(
             "InvalidComputation",
             f"'{node}' needs a numeric series, got a string channel",
-            {"invalidTypes": node},
+            {"invalidTypes": "", "variant": node},
         )
     return series
 
@@ -284,6 +284,6 @@ def enum(series: Series, node: str, categories: list[str]) -> EnumPoints:
         raise ComputeError(
             "InvalidComputation",
             f"'{node}' needs an enum series, got a double channel",
-            {"invalidTypes": node},
+            {"invalidTypes": "", "variant": node},
         )
     return series
