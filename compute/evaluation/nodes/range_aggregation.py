@@ -47,20 +47,25 @@ class RangeNumericAggregation(RangeNode):
             np.searchsorted(s.ts, r.starts, side="right"),
             np.searchsorted(s.ts, r.ends, side="left"),
         )
+        count = (hi - lo).astype(np.int64)
         columns = {name: np.full(len(r), np.nan) for name in RANGE_AGGREGATES}
-        columns["count"] = (hi - lo).astype(np.int64)
-        with np.errstate(all="ignore"):
-            for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
-                if b <= a:
-                    continue
-                v = s.values[a:b]
-                mean = v.sum() / len(v)
-                columns["sum"][i] = v.sum()
-                columns["average"][i] = mean
-                columns["min"][i] = v.min()
-                columns["max"][i] = v.max()
-                columns["standardDeviation"][i] = np.sqrt(np.mean((v - mean) ** 2))
-                columns["rootMeanSquare"][i] = np.sqrt(np.mean(v * v))
+        columns["count"] = count
+        held = count > 0
+        if held.any():  # every range's points gathered into one array, reduced per range at once
+            lengths = count[held]
+            offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            at = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths) + np.repeat(lo[held], lengths)
+            v = s.values[at]
+            with np.errstate(all="ignore"):
+                total = np.add.reduceat(v, offsets)
+                mean = total / lengths
+                deviation = v - np.repeat(mean, lengths)
+                columns["sum"][held] = total
+                columns["average"][held] = mean
+                columns["min"][held] = np.minimum.reduceat(v, offsets)
+                columns["max"][held] = np.maximum.reduceat(v, offsets)
+                columns["standardDeviation"][held] = np.sqrt(np.add.reduceat(deviation**2, offsets) / lengths)
+                columns["rootMeanSquare"][held] = np.sqrt(np.add.reduceat(v * v, offsets) / lengths)
         return AggregatedRanges(
             r.starts,
             r.ends,
