@@ -452,6 +452,16 @@ async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: O
     reached_by_an_append(outcome, name)
 
 
+async def test_the_scenario_makes_snapped_points_collide_and_ranges_without_points(outcome: Outcome) -> None:
+    """The cases above meet what they are about: e's points snapped to 5 s collide (fewer points
+    after aggregating them than e has), and some ranges where a > 0 hold no point of b."""
+    every_e = outcome.expected["aggregate"][()][1]
+    snapped = outcome.expected["to_start_of_interval_then_aggregate_max"][()][1]
+    assert 0 < len(snapped) < len(every_e), (len(snapped), len(every_e))
+    values = [r[2] for r in outcome.expected["range_max_of_b_while_a_above_zero"][()][1]]
+    assert None in values and any(isinstance(v, float) for v in values), values
+
+
 @pytest.mark.parametrize("name", sorted(GROUPED))
 async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
     outcome: Outcome, name: str
