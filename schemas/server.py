@@ -240,6 +240,19 @@ class EnumPointResult(WireModel):
     enum_point: EnumPoint | None = None
 
 
+class SinglePoint(WireModel):
+    timestamp: Timestamp
+    value: dict[str, Any] = Field(
+        description='a Value union: {"type": "float64Value", ...} (numeric series) or "stringValue" (enum)'
+    )
+    precision_loss: bool
+
+
+class SinglePointResult(WireModel):
+    type: Literal["singlePoint"]
+    single_point: SinglePoint | None = None
+
+
 class RangeValueResult(WireModel):
     type: Literal["rangeValue"]
     range_value: Range | None = None
@@ -303,6 +316,7 @@ _Plots = (
     | RangesSummaryResult
     | NumericPointResult
     | EnumPointResult
+    | SinglePointResult
     | RangeValueResult
     | ArrowNumericResult
     | ArrowBucketedNumericResult

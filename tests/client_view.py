@@ -4,7 +4,8 @@ the compute subset, written from docs/protocol.md and the merge rules in nominal
 
 Normalized form, per group: numeric/enum points as [(t, value)] (enum values as strings), buckets as
 [(end, bucket)] with enum histograms keyed by category, ranges as [(start, end)] with -inf/inf for an
-absent start/end, a value as (t, value).
+absent start/end (a range with a RangeValue as (start, end, value): a float, a dict of every
+aggregate, or None for noPointsInRange), a value as (t, value).
 
 Arrow results (`arrowNumeric`, `arrowBucketedNumeric`: Nominal's ArrowPlot) are decoded with pyarrow
 from the IPC stream, as a Nominal client decodes them, and merged by the same rules as their LEGACY
@@ -28,7 +29,7 @@ INF = float("inf")
 GroupKey = tuple[tuple[str, str], ...]
 POINT_KINDS = ("numeric", "enum", "arrowNumeric")
 BUCKET_KINDS = ("bucketedNumeric", "bucketedEnum", "arrowBucketedNumeric", "multivariate")
-VALUE_KINDS = ("numericPoint", "enumPoint", "rangeValue")
+VALUE_KINDS = ("numericPoint", "enumPoint", "singlePoint", "rangeValue")
 LEGACY_KIND = {"arrowNumeric": "numeric", "arrowBucketedNumeric": "bucketedNumeric"}
 # The chart results: nominal-api gives them no append form, so only a FullResult carries them.
 CHART_KINDS = ("numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d")
@@ -65,10 +66,18 @@ def _point(p: dict[str, Any], categories: list[str] | None = None) -> tuple[int,
     return ns_of(p["timestamp"]), (categories[value] if categories is not None else double(value))
 
 
-def _range(r: dict[str, Any]) -> tuple[float, float]:
+def _range(r: dict[str, Any]) -> tuple[Any, ...]:
     start = ns_of(r["start"]) if r.get("start") else -INF
     end = ns_of(r["end"]) if r.get("end") else INF
-    return start, end
+    value = r.get("value")
+    if not value:
+        return start, end
+    if value["type"] == "double":
+        return start, end, double(value["double"])
+    if value["type"] == "aggregation":
+        return start, end, {k: double(v) for k, v in value["aggregation"].items() if v is not None}
+    assert value["type"] == "noPointsInRange", value
+    return start, end, None
 
 
 class GroupView:
@@ -78,7 +87,7 @@ class GroupView:
         self.kind: str = result["type"]
         self.categories: list[str] = []
         self.entries: dict[int, Any] = {}  # points (t -> value) or buckets (end -> bucket)
-        self.ranges: list[tuple[float, float]] = []
+        self.ranges: list[tuple[Any, ...]] = []
         self.value: tuple[float, Any] | None = None  # a point, or a rangeValue's (start, end)
         self.summary: list[tuple[float, float, int]] = []
         self.chart: list[Any] = []
@@ -93,6 +102,12 @@ class GroupView:
             self.ranges = [_range(r) for r in body]
         elif self.kind == "rangeValue":
             self.value = _range(body)
+        elif self.kind == "singlePoint":  # its value a `Value` union: float64Value or stringValue
+            value = body["value"]
+            unwrapped = (
+                double(value["float64Value"]) if value["type"] == "float64Value" else value["stringValue"]
+            )
+            self.value = (ns_of(body["timestamp"]), unwrapped)
         elif self.kind in VALUE_KINDS:
             self.value = (
                 _point(body) if self.kind == "numericPoint" else (ns_of(body["timestamp"]), body["value"])
@@ -154,7 +169,7 @@ class GroupView:
         elif self.kind == "range":
             # old ranges from `start` on are dropped (one spanning it truncated), then the new
             # ranges are merged in, joining overlapping or adjacent ones
-            kept = [(s, min(e, start)) for s, e in self.ranges if s < start]
+            kept = [(r[0], min(r[1], start), *r[2:]) for r in self.ranges if r[0] < start]
             self.ranges = merge_ranges(kept + [_range(r) for r in body])
         elif self.kind in VALUE_KINDS:
             self._load(result)
@@ -238,15 +253,16 @@ def _bucket_3d(b: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def merge_ranges(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for s, e in sorted(ranges):
+    out: list[list[Any]] = []
+    for r in sorted(ranges, key=lambda r: (r[0], r[1])):
+        s, e = r[0], r[1]
         if s > e:  # s == e: an instant (a zero-duration range: onChange, crossovers, peaks)
             continue
-        if out and s <= out[-1][1]:
+        if out and s <= out[-1][1] and len(r) == 2:  # a range with a value is never joined
             out[-1][1] = max(out[-1][1], e)
         else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
+            out.append(list(r))
+    return [tuple(r) for r in out]
 
 
 def _responses(result: dict[str, Any]) -> dict[GroupKey, dict[str, Any]]:
@@ -315,7 +331,7 @@ def clip_ranges(snapshot: dict[GroupKey, tuple[str, Any]], cutoff: int) -> dict[
     out = {}
     for key, (kind, value) in snapshot.items():
         if kind == "range":
-            value = [(max(s, cutoff), e) for s, e in value if e > cutoff or s == e >= cutoff]
+            value = [(max(r[0], cutoff), *r[1:]) for r in value if r[1] > cutoff or r[0] == r[1] >= cutoff]
         elif kind == "rangesSummary":
             value = [(max(s, cutoff), e, count) for s, e, count in value if e > cutoff]
         out[key] = (kind, value)

@@ -515,6 +515,12 @@ def evaluate(
                 for g, p in per_group.items()
             }
         return {g: ("enum" if declared_enum or is_enum(p) else "numeric", p) for g, p in per_group.items()}
+    if kind == "ranges" and body["input"]["type"] == "rangeNumericAggregation":
+        from tests import reference_ranges  # it builds on this module
+
+        return reference_ranges.range_aggregation(
+            body["input"]["rangeNumericAggregation"], envs, window_start
+        )
     if kind == "ranges":
         clipped = {
             g: [
@@ -533,6 +539,10 @@ def evaluate(
         from tests import reference_charts  # it builds on this module
 
         return reference_charts.evaluate_chart(kind, body, envs, window_start, window_ns)
+    if kind == "value" and body["type"] in ("firstValuePoint", "lastValuePoint"):
+        from tests import reference_ranges  # it builds on this module
+
+        return reference_ranges.select_value_point(body, envs, window_start)
     if kind == "value" and body["type"] in ("firstRange", "lastRange", "nthRange"):
         from tests import reference_ranges  # it builds on this module
 

@@ -377,6 +377,16 @@ def more_numeric(env: r.Env, kind: str, body: dict[str, Any]) -> Any:
         stamps = [t for t, _ in x]
         grid = range(-(-x[0][0] // iv) * iv, x[-1][0] + 1, iv)
         return [(g, x[r.bisect.bisect_right(stamps, g) - 1][1]) for g in grid]
+    if kind == "resample":  # v1, forward fill: first and last timestamps rounded UP to the interval
+        x = r._points(r.numeric(env, body["input"]))
+        iv = r._duration_constant(env, body["resampleConfiguration"]["interval"])
+        if not x:
+            return []
+        stamps = [t for t, _ in x]
+        up = lambda t: -(-t // iv) * iv  # noqa: E731
+        return [
+            (g, x[r.bisect.bisect_right(stamps, g) - 1][1]) for g in range(up(x[0][0]), up(x[-1][0]) + 1, iv)
+        ]
     if kind == "timeRangeFilter":
         start = r._duration(body["startTime"]["literal"])
         return [(t, v) for t, v in r._points(r.numeric(env, body["input"])) if t >= start]

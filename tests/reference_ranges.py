@@ -62,6 +62,8 @@ def _extrema(points: r.Points, peaks: bool, troughs: bool) -> r.Ranges:
 
 
 def ranges(env: r.Env, kind: str, body: dict[str, Any]) -> r.Ranges:
+    if kind == "rangeNumericAggregation":  # as a range series: its ranges (values are for a ranges node)
+        return r.ranges(env, body["ranges"])
     if kind == "raw":  # a variable holding a ComputeNodeWithContext: its ranges, its own variables
         held = r._var(env, body["name"], ("computeNode",))
         inner = r.Env(held["context"]["variables"], env.store, env.group)
@@ -187,15 +189,84 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
                 by_time.setdefault(t, []).append(v)
         pick = max if body["operation"] == "MAX" else min
         return [(t, pick(vs)) for t, vs in sorted(by_time.items())]
-    if kind == "aggregate":  # one value per timestamp already: nothing to aggregate
-        return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
-    if kind == "enumAggregation":  # groupBy current tags and timestamps: each group is one point
-        return r._points(r.series(env, body["input"]["groupBy"]["input"]))
+    if kind == "aggregate":  # duplicate timestamps into one value: String MIN / MAX
+        x = r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
+        return _duplicates_as_one(x, max if body["function"] == "MAX" else min)
+    if kind == "enumAggregation":  # groupBy current tags and timestamps: each timestamp's points as one
+        x = r._points(r.series(env, body["input"]["groupBy"]["input"]))
+        return _duplicates_as_one(x, max if body["operator"]["type"] == "max" else min)
+    if kind == "toStartOfInterval":  # floor(t / window) * window; colliding points all kept
+        width = r._duration_expression(env, body["window"])
+        return [
+            (t // width * width, v)
+            for t, v in r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
+        ]
+    if kind == "nthPointDownsample":  # every n-th from the earliest (every point written is in the window)
+        return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))[:: body["n"]["literal"]]
     if kind in ("filterByTag", "selectTags"):
         from tests import reference_cross_group
 
         return reference_cross_group.evaluate(env, kind, body, "enum")
     raise NotImplementedError(kind)
+
+
+def _duplicates_as_one(points: r.Points, pick: Any) -> r.Points:
+    by_time: dict[int, list[str]] = {}
+    for t, v in points:
+        by_time.setdefault(t, []).append(v)
+    return [(t, pick(vs)) for t, vs in sorted(by_time.items())]
+
+
+def range_aggregation(
+    body: dict[str, Any], envs: dict[r.GroupKey, r.Env], window_start: int
+) -> dict[r.GroupKey, tuple[str, Any]]:
+    """RangesNumericAggregation: "Aggregates the values of a numeric series at each range": each range
+    in the window (clipped at its start) with the points in [start, end) (an instant: at its
+    timestamp); the operation's value, every aggregate for `all`, None (noPointsInRange) for none."""
+    operation = body["operation"]["type"]
+    out: dict[r.GroupKey, tuple[str, Any]] = {}
+    for g, env in envs.items():
+        points = [p for p in r._points(r.numeric(env, body["input"])) if p[0] >= window_start]
+        spans = [
+            (max(s, window_start), e)
+            for s, e in r.ranges(env, body["ranges"])
+            if e > window_start or s == e >= window_start
+        ]
+        valued = []
+        for s, e in spans:
+            vals = [v for t, v in points if (s <= t < e) or (s == e == t)]
+            if not vals:
+                valued.append((s, e, None))
+                continue
+            n = len(vals)
+            mean = sum(vals) / n
+            stats = {
+                "count": float(n),
+                "sum": sum(vals),
+                "average": mean,
+                "min": min(vals),
+                "max": max(vals),
+                "standardDeviation": math.sqrt(sum((v - mean) ** 2 for v in vals) / n),
+                "rootMeanSquare": math.sqrt(sum(v * v for v in vals) / n),
+            }
+            valued.append((s, e, stats if operation == "all" else stats[operation]))
+        out[g] = ("range", valued)
+    return out
+
+
+def select_value_point(
+    body: dict[str, Any], envs: dict[r.GroupKey, r.Env], window_start: int
+) -> dict[r.GroupKey, tuple[str, Any]]:
+    """SelectValue firstValuePoint / lastValuePoint: the window's first or last point as Nominal's
+    SinglePoint (a number or a label); none: an empty series, or the group left out."""
+    out: dict[r.GroupKey, tuple[str, Any]] = {}
+    for g, env in envs.items():
+        points = [p for p in r._points(r.series(env, body[body["type"]])) if p[0] >= window_start]
+        if points:
+            out[g] = ("singlePoint", points[-1] if body["type"] == "lastValuePoint" else points[0])
+        elif not g:
+            out[g] = ("numeric", [])  # as firstPoint / lastPoint (reference.py)
+    return out
 
 
 def select_range(

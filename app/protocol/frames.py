@@ -20,6 +20,8 @@ from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
     NO_START,
     OPEN_END,
+    RANGE_AGGREGATES,
+    AggregatedRanges,
     Cartesian3dBuckets,
     CartesianBuckets,
     CartesianPoints,
@@ -36,6 +38,7 @@ from compute.evaluation.results import (
     Ranges,
     RangesSummary,
     RangeValue,
+    SinglePoint,
 )
 from schemas.timestamps import split_nanos, split_nanos_array
 
@@ -138,6 +141,24 @@ def _range(start: int, end: int) -> Json:
 
 def _ranges(r: Ranges) -> Json:
     return [_range(s, e) for s, e in zip(r.starts.tolist(), r.ends.tolist(), strict=True)]
+
+
+def _aggregated_ranges(r: AggregatedRanges) -> Json:
+    """Each Range with its `value` (a RangeValue): the operation's double, every aggregate for `all`
+    (a RangeAggregation), or `noPointsInRange` for a range holding no point."""
+    columns = {name: getattr(r, name).tolist() for name in RANGE_AGGREGATES}
+    out = []
+    for i, (s, e) in enumerate(zip(r.starts.tolist(), r.ends.tolist(), strict=True)):
+        body = _range(s, e)
+        if not columns["count"][i]:
+            body["value"] = {"type": "noPointsInRange", "noPointsInRange": {}}
+        elif r.operation == "all":
+            aggregation = {name: _double(float(columns[name][i])) for name in RANGE_AGGREGATES}
+            body["value"] = {"type": "aggregation", "aggregation": aggregation}
+        else:
+            body["value"] = {"type": "double", "double": _double(float(columns[r.operation][i]))}
+        out.append(body)
+    return out
 
 
 def _ranges_summary(r: RangesSummary) -> Json:
@@ -257,6 +278,20 @@ def _multivariate(b: MultivariateBuckets) -> Json:
     return body
 
 
+def _single_point(p: SinglePoint) -> Json:
+    """Nominal's SinglePoint: its `Value` a float64Value or a stringValue. A double is what Sparkwire
+    stores, so nothing is downcast (precisionLoss false)."""
+    value = (
+        {"type": "stringValue", "stringValue": p.value}
+        if isinstance(p.value, str)
+        else {
+            "type": "float64Value",
+            "float64Value": _double(p.value),
+        }
+    )
+    return {"timestamp": timestamp(p.ts), "value": value, "precisionLoss": False}
+
+
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
@@ -273,12 +308,16 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "bucketedEnum", _enum_buckets(out)
     if isinstance(out, Ranges):
         return "range", _ranges(out)
+    if isinstance(out, AggregatedRanges):
+        return "range", _aggregated_ranges(out)
     if isinstance(out, RangesSummary):
         return "rangesSummary", _ranges_summary(out)
     if isinstance(out, NumericValue):
         return "numericPoint", {"timestamp": timestamp(out.ts), "value": _double(out.value)}
     if isinstance(out, EnumValue):
         return "enumPoint", {"timestamp": timestamp(out.ts), "value": out.categories[out.code]}
+    if isinstance(out, SinglePoint):
+        return "singlePoint", _single_point(out)
     if isinstance(out, RangeValue):
         return "rangeValue", _range(out.start, out.end)
     if isinstance(out, NumericHistogram):

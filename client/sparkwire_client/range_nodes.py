@@ -30,6 +30,9 @@ Series = NumericSeries | EnumSeries
 Side = Literal["start", "end", "both"]
 PeakType = Literal["PEAK", "TROUGH", "BOTH"]
 UnionOperation = Literal["THROW", "MAX", "MIN"]
+RangeAggregation = Literal[
+    "sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare", "all"
+]
 
 
 def _variables(*nodes: Node) -> dict[str, Json]:
@@ -154,11 +157,37 @@ def resample(x: EnumSeries, seconds: float) -> EnumSeries:
     )
 
 
+def to_start_of_interval(x: Series, seconds: float) -> Series:
+    """Every point of x moved to the start of its epoch-aligned interval of `seconds`
+    (`toStartOfInterval`); points landing on one timestamp are all kept (see `aggregate`)."""
+    body = {"input": x.json, "window": _compute_duration(seconds)}
+    return type(x)(_union("toStartOfInterval", body), x.variables)
+
+
+def aggregate(x: EnumSeries, function: Literal["MIN", "MAX"] = "MAX") -> EnumSeries:
+    """x's points sharing a timestamp as one: the label sorting last (MAX) or first (MIN)."""
+    return EnumSeries(_union("aggregate", {"input": x.json, "function": function}), x.variables)
+
+
+def every_nth(x: Series, n: int) -> Series:
+    """Every n-th point of x, counted from the window's first (`nthPointDownsample`)."""
+    return type(x)(_union("nthPointDownsample", {"input": x.json, "n": _literal(int(n))}), x.variables)
+
+
 def union(inputs: Iterable[EnumSeries], operation: UnionOperation = "MAX") -> EnumSeries:
     """Every input's points in one series; shared timestamps resolved by `operation` (`union`)."""
     series = list(inputs)
     body = {"input": [x.json for x in series], "operation": operation}
     return EnumSeries(_union("union", body), _variables(*series))
+
+
+def range_aggregate(
+    ranges: RangeSeries, x: NumericSeries, operation: RangeAggregation = "average"
+) -> RangeSeries:
+    """Each range with a value: `operation` over x's points inside it (`rangeNumericAggregation`;
+    `all`: every aggregate). The values reach the client under `ranges(...)`."""
+    body = {"ranges": ranges.json, "input": x.json, "operation": _union(operation, {})}
+    return RangeSeries(_union("rangeNumericAggregation", body), _variables(ranges, x))
 
 
 def nth_range(ranges: RangeSeries, index: int, from_latest: bool = False) -> Computable:
@@ -179,19 +208,35 @@ def last_range(ranges: RangeSeries) -> Computable:
     return Computable(_union("value", _union("lastRange", ranges.json)), ranges.variables)
 
 
+def first_value_point(x: Series) -> Computable:
+    """The window's first point of x as a `singlePoint` (its value a number or a label)."""
+    return Computable(_union("value", _union("firstValuePoint", _series(x))), x.variables)
+
+
+def last_value_point(x: Series) -> Computable:
+    """The window's newest point of x as a `singlePoint`: the current-value tile."""
+    return Computable(_union("value", _union("lastValuePoint", _series(x))), x.variables)
+
+
 __all__ = [
+    "aggregate",
     "all_equal",
     "approximately",
     "crossovers",
+    "every_nth",
     "extrema",
     "first_range",
+    "first_value_point",
     "held_for",
     "last_range",
+    "last_value_point",
     "nth_range",
     "on_change",
     "padded",
+    "range_aggregate",
     "resample",
     "stable",
+    "to_start_of_interval",
     "union",
     "value_map",
     "within",

@@ -4,8 +4,10 @@ with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.
 - raw points (`numeric`, `enum`): the points in `[start, end]` replace the ones held there;
 - buckets (`bucketedNumeric`, `bucketedEnum`): a bucket replaces the one with the same end timestamp;
 - ranges (`range`): old ranges from `start` on are dropped (one spanning `start` is cut there), the
-  new ones are added, and ranges that then overlap or touch are merged;
-- single values (`numericPoint`, `enumPoint`): the newest one sent is the value;
+  new ones are added, and ranges that then overlap or touch are merged (a range with a value, from
+  `rangeNumericAggregation`, is sent whole from its start and replaces the old one);
+- single values (`numericPoint`, `enumPoint`, `singlePoint`): the newest one sent is the value (a
+  `singlePoint`'s `Value` unwrapped: a number or a label);
 - `grouped`: each group merges on its own;
 - the charts (`numericHistogram`, `enumHistogram`, `cartesian`, `bucketedCartesian`) have no append
   form: each FullResult replaces the chart;
@@ -31,7 +33,7 @@ Json = dict[str, Any]
 
 _POINT_KINDS = frozenset({"numeric", "enum"})
 _BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum", "multivariate"})
-_VALUE_KINDS = frozenset({"numericPoint", "enumPoint"})
+_VALUE_KINDS = frozenset({"numericPoint", "enumPoint", "singlePoint"})
 _CHART_KINDS = frozenset(
     {"numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d"}
 )
@@ -50,6 +52,18 @@ def _double(value: Any) -> float:
 class Range:
     start: int | None  # ns; None: began before anything the server considered
     end: int | None  # ns, exclusive; None: still open
+    # a rangeNumericAggregation's value: a number, a dict of every aggregate, or None (no point in it)
+    value: Any = None
+    valued: bool = False  # whether the server attached a value
+
+
+def _range_value(value: Json) -> Any:
+    """A RangeValue: `double`, `aggregation` (every aggregate by name) or `noPointsInRange` (None)."""
+    if value["type"] == "double":
+        return _double(value["double"])
+    if value["type"] == "aggregation":
+        return {k: _double(v) for k, v in value["aggregation"].items() if v is not None}
+    return None
 
 
 def _numeric_bucket(b: Json) -> Json:
@@ -102,7 +116,12 @@ def _entries(kind: str, body: Any) -> dict[int, Any]:
 
 def _ranges(body: list[Json]) -> list[Range]:
     out = [
-        Range(ns_of(r["start"]) if r.get("start") else None, ns_of(r["end"]) if r.get("end") else None)
+        Range(
+            ns_of(r["start"]) if r.get("start") else None,
+            ns_of(r["end"]) if r.get("end") else None,
+            _range_value(r["value"]) if r.get("value") else None,
+            bool(r.get("value")),
+        )
         for r in body
     ]
     return sorted(out, key=lambda r: -math.inf if r.start is None else r.start)
@@ -171,7 +190,11 @@ def _chart_rows(kind: str, body: Json) -> list[Json]:
 def _value(kind: str, body: Json | None) -> tuple[int, Any] | None:
     if body is None:
         return None
-    value = _double(body["value"]) if kind == "numericPoint" else body["value"]
+    value = body["value"]
+    if kind == "singlePoint":  # a Value union: float64Value or stringValue
+        value = _double(value["float64Value"]) if value["type"] == "float64Value" else value[value["type"]]
+    elif kind == "numericPoint":
+        value = _double(value)
     return ns_of(body["timestamp"]), value
 
 
@@ -182,7 +205,7 @@ class ResultView:
     kind: str | None = None
     entries: dict[int, Any] = field(default_factory=dict)  # points and buckets by timestamp
     ranges: list[Range] = field(default_factory=list)
-    value: tuple[int, Any] | None = None  # numericPoint / enumPoint
+    value: tuple[int, Any] | None = None  # numericPoint / enumPoint / singlePoint
     chart: list[Json] = field(default_factory=list)  # a histogram's buckets or a scatter's rows
 
     def replace(self, kind: str, body: Any) -> None:
@@ -257,7 +280,10 @@ class ResultView:
                 for t, b in self.entries.items()
             ]
         if self.kind in ("range", "rangesSummary", "rangeValue"):
-            return [{"start": r.start, "end": r.end} for r in self.ranges]
+            return [
+                {"start": r.start, "end": r.end, **({"value": r.value} if r.valued else {})}
+                for r in self.ranges
+            ]
         if self.kind in _VALUE_KINDS and self.value is not None:
             return [{"timestamp": self.value[0], "value": self.value[1]}]
         if self.kind in _CHART_KINDS:
@@ -276,7 +302,7 @@ def _merge_ranges(old: list[Range], new: list[Range], start: int) -> list[Range]
     for r in new:
         last = kept[-1] if kept else None
         touches = last is not None and last.end is not None and r.start is not None and last.end >= r.start
-        if last is not None and touches:
+        if last is not None and touches and not r.valued:  # a valued range replaces, never joins
             end = None if r.end is None else max(r.end, last.end or r.end)
             kept[-1] = Range(last.start, end)
         else:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compute.evaluation import nodes
-from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
+from compute.evaluation.errors import ComputeError, not_supported, polling_only
 from compute.evaluation.nodes.aggregate import (
     FUNCTION_OPERATORS,
     AggregateUnderRanges,
@@ -26,6 +26,7 @@ from compute.evaluation.nodes.aggregate import (
     Operator,
     RangeDuration,
     ResampleForwardFill,
+    ResampleRoundedUp,
     RollingPoints,
     RollingTimeSlices,
     SinceTime,
@@ -77,7 +78,7 @@ def _malformed(message: str) -> Exception:
 
 
 def _refuse(what: str, field_name: str, message: str) -> ComputeError:
-    return ComputeError("InvalidComputation", message, {"invalidTypes": what, "field": field_name})
+    return not_supported(message, what, field=field_name)
 
 
 def radius(b: _Builder, o: dict[str, Json], what: str) -> int:
@@ -100,7 +101,7 @@ def pointwise(name: str, inputs: list[nodes.SeriesNode], kernel: Kernel, radius_
     if all(isinstance(x, nodes.Constant) for x in inputs):
         value = fold(kernel, [x.value for x in inputs if isinstance(x, nodes.Constant)])
         if value is None:
-            raise invalid_computation(f"'{name}' of constants has no value", name)
+            raise not_supported(f"'{name}' of constants has no value", name)
         return nodes.Constant(value)
     return Pointwise(name, inputs, kernel, radius_ns)
 
@@ -448,7 +449,9 @@ def aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     if shape == "rollingTime":
         window_ns = b.duration_expression(b.get(inner, "window", shape))
         if window_ns <= 0:
-            raise invalid_computation(f"a rolling window must be positive, got {window_ns} ns", "rollingTime")
+            raise not_supported(
+                f"a rolling window must be positive, got {window_ns} ns", "rollingTime", field="window"
+            )
         if op.name in ROLLING_OPERATORS:
             return RollingAggregation(x, window_ns, op.name)
         return RollingTimeSlices(x, window_ns, op)
@@ -578,6 +581,38 @@ def _resample_v2(b: _Builder, v: Json) -> nodes.SeriesNode:
     return ResampleForwardFill(b.timed(b.numeric(b.get(o, "input", what)), what), interval, b.window_ns)
 
 
+def _resample(b: _Builder, v: Json) -> nodes.SeriesNode:
+    """`resample` (v1): forward fill (the default, or asked for by name). Constant interpolation is
+    refused by name: its docs say only what an interval without points takes, and its gaps "at the
+    start of the series ... and at the end" reach the window's moving edges, so the answer would
+    change with the clock between points."""
+    what = "resample"
+    o = b.obj(v, what)
+    config = b.obj(b.get(o, "resampleConfiguration", what), "NumericResampleConfiguration")
+    interval = b.duration_constant(b.get(config, "interval", "resampleConfiguration"))
+    if config.get("interpolation") is not None:
+        kind, _ = b.variant("NumericResampleInterpolationConfiguration", config["interpolation"])
+        if kind != "forwardFillResampleInterpolationConfiguration":
+            raise _refuse(
+                what,
+                "resampleConfiguration.interpolation",
+                "constant interpolation is not supported: its docs leave open what an interval holding "
+                "points takes, and its empty intervals at the window's moving edges change with the "
+                "clock; use forward fill",
+            )
+    if interval <= 0:
+        raise _refuse(
+            what, "resampleConfiguration.interval", f"{what}.interval must be positive, got {interval} ns"
+        )
+    if b.window_ns // interval > MAX_RESAMPLE_POINTS:
+        raise ComputeError(
+            "TooManyPoints",
+            f"{what} every {interval} ns over a {b.window_ns} ns window exceeds {MAX_RESAMPLE_POINTS} points",
+            {"limit": str(MAX_RESAMPLE_POINTS)},
+        )
+    return ResampleRoundedUp(b.timed(b.numeric(b.get(o, "input", what)), what), interval, b.window_ns)
+
+
 def _timestamp_constant(b: _Builder, value: Json) -> int:
     kind, inner = b.variant("TimestampConstant", value)
     if kind == "variable":
@@ -607,7 +642,6 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
-    "resample": "resample (v1, with its interpolation configuration) is not supported; use resampleV2",
     "derived": "derived series are functions of modules; Sparkwire has no module registry",
     "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
     "verified against REFPROP's values",
@@ -630,11 +664,7 @@ def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
         if kind in POLLING_ONLY:
             enum, reason = POLLING_ONLY[kind]
             raise polling_only(reason, enum)
-        raise ComputeError(
-            "InvalidComputation",
-            f"NumericSeries '{kind}' is not supported by Sparkwire: {REFUSED[kind]}",
-            {"invalidTypes": "", "variant": kind},
-        )
+        raise not_supported(f"NumericSeries '{kind}' is not supported by Sparkwire: {REFUSED[kind]}", kind)
 
     return build
 
@@ -724,6 +754,7 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "toStartOfInterval": _to_start_of_interval,
     "nthPointDownsample": _nth_point,
     "resampleV2": _resample_v2,
+    "resample": _resample,
     "timeRangeFilter": _time_range_filter,
     **{kind: _refused(kind) for kind in (*REFUSED, *POLLING_ONLY)},
     "arithmetic": _arithmetic,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 
 from compute.evaluation import compiler as c
-from compute.evaluation.errors import ComputeError, invalid_computation
+from compute.evaluation.errors import ComputeError, not_supported
 from compute.evaluation.nodes import OutputNode, RangeNode, SeriesNode, Threshold
+from compute.evaluation.nodes.aggregate import NthPoint, ToStartOfInterval
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
     EnumAggregateDuplicates,
@@ -17,6 +18,8 @@ from compute.evaluation.nodes.enum_ops import (
     EnumUnion,
     ValueMap,
 )
+from compute.evaluation.nodes.outputs import SummarizeRanges
+from compute.evaluation.nodes.range_aggregation import RangeNumericAggregation, SummarizeRangeAggregates
 from compute.evaluation.nodes.range_events import Crossover, Extrema, OnChange
 from compute.evaluation.nodes.range_ops import (
     DurationFilter,
@@ -25,6 +28,7 @@ from compute.evaluation.nodes.range_ops import (
     StabilityDetection,
 )
 from compute.evaluation.nodes.select_value import SelectRange
+from compute.evaluation.results import RANGE_AGGREGATES
 
 Json = c.Json
 B = c._Builder
@@ -38,9 +42,7 @@ def _union(value: Json, union: str, allowed: tuple[str, ...]) -> tuple[str, Json
 
 
 def _refuse(what: str, field_name: str, reason: str) -> ComputeError:
-    return ComputeError(
-        "InvalidComputation", f"{what}.{field_name}: {reason}", {"invalidTypes": what, "field": field_name}
-    )
+    return not_supported(f"{what}.{field_name}: {reason}", what, field=field_name)
 
 
 # -- RangeSeries ---------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ def _stability(version: str) -> c.RangeBuilder:
 
 
 def _no_events(b: B, v: Json) -> RangeNode:
-    raise invalid_computation(
+    raise not_supported(
         "RangeSeries 'eventsSearch' is not supported: Sparkwire stores no events, only channel points",
         "eventsSearch",
     )
@@ -238,6 +240,18 @@ def _extrema(what: str) -> c.RangeBuilder:
         return Extrema(x, peaks=selection != "TROUGH", troughs=selection != "PEAK", reach_ns=b.window_ns)
 
     return build
+
+
+def _range_numeric_aggregation(b: B, v: Json) -> RangeNode:
+    """`rangeNumericAggregation`: its ranges, each valued by `operation` over the input's points in
+    it (the values reach the client at a `ranges` root, `summarize_ranges` below)."""
+    what = "rangeNumericAggregation"
+    o = b.obj(v, what)
+    operation, _ = _union(
+        b.get(o, "operation", what), "RangeAggregationOperation", (*RANGE_AGGREGATES, "all")
+    )
+    x = b.timed(b.numeric(b.get(o, "input", what)), what)
+    return RangeNumericAggregation(b.ranges(b.get(o, "ranges", what)), x, operation)
 
 
 COMPUTE_NODE_VARIANTS = (
@@ -297,6 +311,7 @@ RANGE_BUILDERS: dict[str, c.RangeBuilder] = {
     "stabilityDetection": _stability("stabilityDetection"),
     "stabilityDetectionV2": _stability("stabilityDetectionV2"),
     "eventsSearch": _no_events,
+    "rangeNumericAggregation": _range_numeric_aggregation,
 }
 
 
@@ -353,7 +368,7 @@ def _aggregate(b: B, v: Json) -> SeriesNode:
     function = b.get(o, "function", what)
     if function not in ("MIN", "MAX"):
         raise c.MalformedNode(f"{what}.function: not an EnumAggregationFunction: {function!r}")
-    return EnumAggregateDuplicates(b.timed(b.enum(b.get(o, "input", what)), what))
+    return EnumAggregateDuplicates(b.timed(b.enum(b.get(o, "input", what)), what), function)
 
 
 FORWARD_FILL = "forwardFillResampleInterpolationConfiguration"
@@ -425,12 +440,33 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
     series = b.get(g, "input", "groupBy")
     if b.variant("Series", series)[0] == "numeric":
         raise _refuse(what, "input.groupBy.input", f"{operator} needs a categorical series (Nominal's docs)")
-    return EnumAggregateDuplicates(b.timed(b.series(series), what))
+    return EnumAggregateDuplicates(b.timed(b.series(series), what), operator.upper())
+
+
+def _enum_to_start_of_interval(b: B, v: Json) -> SeriesNode:
+    """As the numeric `toStartOfInterval`: points snapped, colliding points all kept (its docs leave
+    merging them to a downstream node, e.g. `aggregate`)."""
+    what = "toStartOfInterval"
+    o = b.obj(v, what)
+    width = b.duration_expression(b.get(o, "window", what))
+    if width <= 0:
+        raise _refuse(what, "window", f"must be positive, got {width} ns")
+    return ToStartOfInterval(b.timed(b.enum(b.get(o, "input", what)), what), width, categorical=True)
+
+
+def _enum_nth_point(b: B, v: Json) -> SeriesNode:
+    """As the numeric `nthPointDownsample`: every n-th point counted from the window's first."""
+    what = "nthPointDownsample"
+    o = b.obj(v, what)
+    n = b.integer_constant(b.get(o, "n", what))
+    if n < 1:
+        raise _refuse(what, "n", f"must be >= 1, got {n}")
+    return NthPoint(b.timed(b.enum(b.get(o, "input", what)), what), n, b.window_ns, categorical=True)
 
 
 def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
     def build(b: B, v: Json) -> SeriesNode:
-        raise invalid_computation(f"EnumSeries '{variant}' is not supported: {reason}", variant)
+        raise not_supported(f"EnumSeries '{variant}' is not supported: {reason}", variant)
 
     return build
 
@@ -441,15 +477,8 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "union": _enum_union,
     "enumAggregation": _enum_aggregation,
     "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
-    "nthPointDownsample": _enum_refused(
-        "nthPointDownsample",
-        "it keeps every Nth point counted from the earliest, so whether a point is kept depends on "
-        "every point before it; over a sliding window with late points that cannot stream",
-    ),
-    "toStartOfInterval": _enum_refused(
-        "toStartOfInterval",
-        "snapped points collide on one timestamp and a Sparkwire series holds one value per timestamp",
-    ),
+    "nthPointDownsample": _enum_nth_point,
+    "toStartOfInterval": _enum_to_start_of_interval,
     "valueMap": _value_map,
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,
@@ -461,9 +490,9 @@ def select_value(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
     """`firstRange`, `lastRange`, `nthRange` here; the point selections are compiler.py's."""
     kind, inner = b.variant("SelectValue", value)
     if kind == "firstRange":
-        return SelectRange(b.ranges(inner), 0, descending=False)
+        return SelectRange(_unvalued(b, inner, kind), 0, descending=False)
     if kind == "lastRange":
-        return SelectRange(b.ranges(inner), 0, descending=True)
+        return SelectRange(_unvalued(b, inner, kind), 0, descending=True)
     if kind == "nthRange":
         o = b.obj(inner, "nthRange")
         index = b.integer_constant(b.get(o, "index", "nthRange"))
@@ -472,8 +501,29 @@ def select_value(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
         order = b.get(o, "sortOrder", "nthRange")
         if order not in ("ASC", "DESC"):
             raise c.MalformedNode(f"nthRange.sortOrder: not a RangeSortOrder: {order!r}")
-        return SelectRange(b.ranges(b.get(o, "input", "nthRange")), index, descending=order == "DESC")
+        return SelectRange(
+            _unvalued(b, b.get(o, "input", "nthRange"), kind), index, descending=order == "DESC"
+        )
     return c._select_value(b, value, window_ns, limits, options)
+
+
+def _unvalued(b: B, value: Json, what: str) -> RangeNode:
+    """The ranges a range selection picks from; a rangeNumericAggregation's values would be lost in
+    its `rangeValue`, so it is refused by name rather than sent without them."""
+    ranges = b.ranges(value)
+    if isinstance(ranges, RangeNumericAggregation):
+        raise _refuse(what, "input", "the values of a rangeNumericAggregation are sent only by a ranges node")
+    return ranges
+
+
+def summarize_ranges(
+    b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions
+) -> OutputNode:
+    """`ranges`: compiler.py's, or over a rangeNumericAggregation its ranges with their values."""
+    root = c._summarize_ranges(b, value, window_ns, limits, options)
+    if isinstance(root, SummarizeRanges) and isinstance(root.ranges, RangeNumericAggregation):
+        return SummarizeRangeAggregates(root.ranges, root)
+    return root
 
 
 # Registered here, not in compiler.py: this module imports the compiler, so the registration runs once
@@ -481,3 +531,4 @@ def select_value(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
 c.RANGE_BUILDERS.update(RANGE_BUILDERS)
 c.ENUM_BUILDERS.update(ENUM_BUILDERS)
 c.OUTPUT_BUILDERS["value"] = select_value
+c.OUTPUT_BUILDERS["ranges"] = summarize_ranges

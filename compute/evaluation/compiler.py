@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from compute.evaluation import compile_numeric, datasets, nodes
-from compute.evaluation.errors import ComputeError, invalid_computation, polling_only
+from compute.evaluation.errors import ComputeError, invalid_computation, not_supported, polling_only
 from compute.evaluation.nodes import union as nodes_union
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
 from compute.evaluation.nodes.outputs import DEFAULT_MAX_RANGES, arrow_of_enum
@@ -150,7 +150,7 @@ class _Builder:
             return polling_only(f"{union} '{kind}' supports polling only", POLLING_ONLY_TYPES[kind])
         if kind in INVALID_TYPES:
             return invalid_computation(f"{union} '{kind}' cannot stream", INVALID_TYPES[kind])
-        return invalid_computation(f"{union} '{kind}' is not supported by Sparkwire", kind)
+        return not_supported(f"{union} '{kind}' is not supported by Sparkwire", kind, union=union)
 
     # -- variables and constants -------------------------------------------------------------------
     def variable(self, name: Json) -> tuple[str, Json]:
@@ -160,7 +160,7 @@ class _Builder:
             raise ComputeError(
                 "InvalidComputation",
                 f"unknown variable '{name}'",
-                {"invalidTypes": "variable", "variable": name},
+                {"invalidTypes": "", "variable": name},
             )
         return self.variant("VariableValue", self.context[name])
 
@@ -170,7 +170,7 @@ class _Builder:
             raise ComputeError(
                 "InvalidComputation",
                 f"variable '{name}' is a {kind}, expected {' or '.join(kinds)}",
-                {"invalidTypes": kind, "variable": str(name)},
+                {"invalidTypes": "", "variant": kind, "variable": str(name)},
             )
         return kind, value
 
@@ -193,7 +193,7 @@ class _Builder:
     def double_constant(self, value: Json) -> float:
         kind, inner = self.variant("DoubleConstant", value)
         if kind == "builtin":
-            raise invalid_computation("builtin constants are not supported; use a literal", "builtin")
+            raise not_supported("builtin constants are not supported; use a literal", "builtin")
         if kind == "variable":
             _, inner = self.typed_variable(inner, ("double", "integer"))
         return _double(inner)
@@ -258,7 +258,7 @@ class _Builder:
                 "InvalidComputation",
                 f"variable '{name}' is a derived series: it applies a function of a Nominal module, and "
                 "Sparkwire keeps no modules",
-                {"invalidTypes": "derived", "variable": name},
+                {"invalidTypes": "", "variant": "derived", "variable": name},
             )
         self.bound[key] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
         return self.bound[key]
@@ -286,7 +286,7 @@ class _Builder:
                 raise ComputeError(
                     "InvalidComputation",
                     f"variable '{name}' is bound to ranges, and is referenced where a series is read",
-                    {"invalidTypes": "ranges", "variable": name},
+                    {"invalidTypes": "", "variant": "ranges", "variable": name},
                 )
             raise self.unsupported("ComputeNode", kind)
         finally:
@@ -317,14 +317,14 @@ class _Builder:
                 raise ComputeError(
                     "InvalidComputation",
                     f"run '{run.rid}' has {len(run.asset_rids)} assets: a RunChannel needs assetRid",
-                    {"invalidTypes": "assetRid", "rid": run.rid},
+                    {"invalidTypes": "", "variant": "run", "field": "assetRid", "rid": run.rid},
                 )
         branches = [b for b in branches if dict(b.injected).get(datasets.DATA_SCOPE) == scope_name]
         if not branches:
             raise ComputeError(
                 "InvalidComputation",
                 f"{kind} has no data scope '{scope_name}'",
-                {"invalidTypes": "dataScopeName", "dataScopeName": scope_name},
+                {"invalidTypes": "", "variant": kind, "field": "dataScopeName", "dataScopeName": scope_name},
             )
         tags = self.obj(o.get("additionalTags") or {}, f"{what}.additionalTags")
         conditions = [datasets.TagCondition(k, frozenset([self.string_constant(v)])) for k, v in tags.items()]
@@ -332,9 +332,10 @@ class _Builder:
             conditions += datasets.tag_filters(self, o["additionalTagFilters"])
         for c in conditions:
             if any(c.key in dict(b.tags) for b in branches):
-                raise invalid_computation(
+                raise not_supported(
                     f"{what} filters tag '{c.key}', which its data scope already fixes",
-                    "additionalTagFilters",
+                    what,
+                    field="additionalTagFilters",
                 )
             branches = [nb for b in branches if (nb := b.with_filter(c)) is not None]
         channel = self.string_constant(self.get(o, "channel", what))
@@ -374,23 +375,25 @@ class _Builder:
         what = {"numeric": "selectNumeric", "enum": "selectEnum"}.get(expect or "", "SeriesVariable.select")
         o = self.obj(value, what)
         if o.get("sampling") is not None:
-            raise invalid_computation(f"{what}.sampling (subsampling) is not supported; omit it", "sampling")
+            raise not_supported(
+                f"{what}.sampling (subsampling) is not supported; omit it", what, field="sampling"
+            )
         if o.get("storage") is not None:  # which engine to read: Sparkwire has one store
             self.enum_value("SeriesStorage", o["storage"], f"{what}.storage")
         if o.get("name") is None:
-            raise invalid_computation(f"{what} without a name (all channels) is not supported", "name")
+            raise not_supported(f"{what} without a name (all channels) is not supported", what, field="name")
         name = self.string_constant(o["name"])
         if o.get("dataset") is not None:
             view = datasets.Resolver(self, self.dataset_references).resolve(o["dataset"])
         elif self.bases:
             view = self.bases[-1]
         else:
-            raise invalid_computation(f"{what} needs a dataset outside a withSeries dataset", "dataset")
+            raise not_supported(f"{what} needs a dataset outside a withSeries dataset", what, field="dataset")
         derived = dict(view.derived)
         if name in derived:
             if group_by:
-                raise invalid_computation(
-                    f"groupByTags on the derived series '{name}': group its inputs", "groupByTags"
+                raise not_supported(
+                    f"groupByTags on the derived series '{name}': group its inputs", what, field="groupByTags"
                 )
             self.bases.append(derived[name].base)
             try:
@@ -402,7 +405,7 @@ class _Builder:
             raise ComputeError(
                 "InvalidComputation",
                 f"series '{name}' was dropped from the dataset (dropSeries)",
-                {"invalidTypes": "dropSeries", "name": name},
+                {"invalidTypes": "", "variant": "dropSeries", "name": name},
             )
         return self.read_branches(view, name, expect, group_by)
 
@@ -505,14 +508,14 @@ class _Builder:
                     if what == "filterWhere"
                     else "one series and constants (intersectRange / unionRange combine ranges of several)"
                 ),
-                {"invalidTypes": what, "field": field_name},
+                {"invalidTypes": "", "variant": what, "field": field_name},
             )
         return None
 
     def timed(self, node: nodes.SeriesNode, where: str) -> nodes.SeriesNode:
         """A series with timestamps of its own: a constant has none, so it cannot feed `where`."""
         if isinstance(node, nodes.Constant):
-            raise invalid_computation(f"'{where}' needs a series that reads a channel, not a constant", where)
+            raise not_supported(f"'{where}' needs a series that reads a channel, not a constant", where)
         return node
 
 
@@ -602,7 +605,7 @@ def _time_shift(version: str, family: str) -> SeriesBuilder:
             raise ComputeError(
                 "InvalidComputation",
                 f"{version}.duration of {shift_ns} ns is beyond int64 nanoseconds (about 292 years)",
-                {"invalidTypes": version, "field": "duration"},
+                {"invalidTypes": "", "variant": version, "field": "duration"},
             )
         return nodes.TimeShift(x, shift_ns)
 
@@ -637,7 +640,9 @@ def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     rolling = b.obj(builder, "rollingTime")
     window_ns = b.duration_expression(b.get(rolling, "window", "rollingTime"))
     if window_ns <= 0:
-        raise invalid_computation(f"a rolling window must be positive, got {window_ns} ns", "rollingTime")
+        raise not_supported(
+            f"a rolling window must be positive, got {window_ns} ns", "rollingTime", field="window"
+        )
     x = b.timed(b.series(b.get(rolling, "input", "rollingTime")), "numericAggregation")
     return nodes.RollingAggregation(x, window_ns, operator)
 
@@ -719,7 +724,7 @@ def _threshold_v2(b: _Builder, v: Json) -> nodes.RangeNode:
         tolerance = b.double_constant(c["tolerance"])
         if not tolerance >= 0.0:  # NaN too
             message = f"thresholdRangesV2 {kind}.tolerance must be >= 0, got {tolerance}"
-            raise invalid_computation(message, "tolerance")
+            raise not_supported(message, "thresholdRangesV2", field=f"comparison.{kind}.tolerance")
     return nodes.Threshold(x, THRESHOLD_COMPARISONS[kind], threshold, tolerance)
 
 
@@ -746,7 +751,9 @@ def _enum_filter(b: _Builder, v: Json) -> nodes.RangeNode:
     _persistence(b, o, "enumFilter")
     op = b.enum_value("EnumFilterOperator", b.get(o, "operator", "enumFilter"), "enumFilter")
     if op == "MATCHES_ANY_REGEX":
-        raise invalid_computation("enumFilter MATCHES_ANY_REGEX is not supported; use IS_IN", op)
+        raise not_supported(
+            "enumFilter MATCHES_ANY_REGEX is not supported; use IS_IN", "enumFilter", field="operator"
+        )
     values = b.string_set_constant(b.get(o, "values", "enumFilter"))
     return nodes.EnumFilter(b.enum(b.get(o, "input", "enumFilter")), values, negate=op == "IS_NOT_IN")
 
@@ -762,7 +769,7 @@ def _category_filter_v2(b: _Builder, v: Json) -> nodes.RangeNode:
         raise ComputeError(
             "InvalidComputation",
             f"{what}.operator MATCHES_ANY_REGEX (RE2 patterns) is not supported; use IS_IN",
-            {"invalidTypes": op, "field": "operator"},
+            {"invalidTypes": "", "variant": what, "field": "operator"},
         )
     values = b.get(o, "values", what)
     if not isinstance(values, list):
@@ -780,7 +787,7 @@ def _boolean_ranges(b: _Builder, v: Json) -> nodes.RangeNode:
     subject = _Subject()
     condition = b.condition(b.get(o, "input", what), subject, what, "input")
     if subject.node is None:
-        raise invalid_computation(f"'{what}' needs a series that reads a channel, not only constants", what)
+        raise not_supported(f"'{what}' needs a series that reads a channel, not only constants", what)
     return nodes.ConditionRanges(subject.node, condition)
 
 
@@ -789,7 +796,7 @@ def _range_inputs(b: _Builder, v: Json, what: str) -> list[nodes.RangeNode]:
     if not isinstance(inputs, list):
         raise MalformedNode(f"{what}.inputs must be a list")
     if not inputs:
-        raise invalid_computation(f"{what} needs at least one input", what)
+        raise not_supported(f"{what} needs at least one input", what, field="inputs")
     return [b.ranges(r) for r in inputs]
 
 
@@ -844,7 +851,9 @@ def _summarize_ranges(
     if not isinstance(max_ranges, int) or isinstance(max_ranges, bool):
         raise MalformedNode("SummarizeRanges.maxRanges must be an integer")
     if max_ranges <= 0:
-        raise invalid_computation(f"maxRanges must be positive, got {max_ranges}", "maxRanges")
+        raise not_supported(
+            f"maxRanges must be positive, got {max_ranges}", "SummarizeRanges", field="maxRanges"
+        )
     if max_ranges > limits.max_points:
         raise _too_many(max_ranges, "ranges", limits)
     ranges = b.ranges(b.get(o, "input", "SummarizeRanges"))
@@ -855,9 +864,11 @@ def _select_value(
     b: _Builder, value: Json, window_ns: int, limits: Limits, options: ResultOptions
 ) -> nodes.OutputNode:
     kind, inner = b.variant("SelectValue", value)
-    if kind not in ("firstPoint", "lastPoint"):
+    if kind not in ("firstPoint", "lastPoint", "firstValuePoint", "lastValuePoint"):
         raise b.unsupported("SelectValue", kind)
-    return nodes.SelectValue(b.timed(b.series(inner), kind), last=kind == "lastPoint")
+    return nodes.SelectValue(
+        b.timed(b.series(inner), kind), last=kind.startswith("last"), single=kind.endswith("ValuePoint")
+    )
 
 
 OutputBuilder = Callable[[_Builder, Json, int, Limits, ResultOptions], nodes.OutputNode]
@@ -946,7 +957,7 @@ def compile_plan(
         )
     group_sets = {s.group_by for s in b.selectors if s.group_by}
     if len(group_sets) > 1:
-        raise invalid_computation(
+        raise not_supported(
             f"channels group by different tags {sorted(group_sets)}; one set of groupByTags per computation",
             "groupByTags",
         )

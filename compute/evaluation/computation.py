@@ -29,6 +29,7 @@ from compute.evaluation.nodes.base import UNCHANGED, lead_ns
 from compute.evaluation.nodes.cross_group import changes_by_group
 from compute.evaluation.results import (
     OPEN_END,
+    AggregatedRanges,
     EnumBuckets,
     EnumPoints,
     MultivariateBuckets,
@@ -436,7 +437,7 @@ class Computation:
             (
                 int(e)
                 for o in self.outputs.values()
-                if isinstance(o, Ranges)
+                if isinstance(o, Ranges | AggregatedRanges)
                 for e in o.ends[-1:]
                 if e != OPEN_END
             ),

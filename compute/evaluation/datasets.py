@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from compute.evaluation.errors import ComputeError, invalid_computation
+from compute.evaluation.errors import ComputeError, not_supported
 from compute.storage.assets import Asset, DataScope, Run
 from compute.storage.series import TagCondition
 
@@ -146,17 +146,19 @@ def tag_filters(b: _Builder, value: Json) -> list[TagCondition]:
         ]
     keys = [c.key for c in out]
     if len(set(keys)) != len(keys):
-        raise invalid_computation(f"tagFilters name a tag key more than once: {sorted(keys)}", "tagFilters")
+        raise not_supported(f"tagFilters name a tag key more than once: {sorted(keys)}", "tagFilters")
     return out
 
 
 def refuse(kind: str, reason: str) -> ComputeError:
-    return invalid_computation(f"Dataset '{kind}' is not supported by Sparkwire: {reason}", kind)
+    return not_supported(f"Dataset '{kind}' is not supported by Sparkwire: {reason}", kind)
 
 
 def _unknown(what: str, rid: str) -> ComputeError:
     return ComputeError(
-        "InvalidComputation", f"no {what} has the rid '{rid}'", {"invalidTypes": what, "rid": rid}
+        "InvalidComputation",
+        f"no {what} has the rid '{rid}'",
+        {"invalidTypes": "", "variant": what, "rid": rid},
     )
 
 
@@ -415,7 +417,7 @@ class Resolver:
             e = self.b.obj(entry, "NamedSeries")
             name = self.b.string_constant(self.b.get(e, "name", "NamedSeries"))
             if name in seen:
-                raise invalid_computation(
+                raise not_supported(
                     f"withSeries names '{name}' twice; series names must be unique", "withSeries"
                 )
             seen.add(name)
@@ -446,7 +448,7 @@ class Resolver:
                 {"invalidTypes": "reference", "name": name},
             )
         if name in self._resolving:
-            raise invalid_computation(f"dataset reference '{name}' refers to itself", "reference")
+            raise not_supported(f"dataset reference '{name}' refers to itself", "reference")
         self._resolving.append(name)
         try:
             return self.resolve(self.references[name])
@@ -457,7 +459,7 @@ class Resolver:
         view = self._plain(self.resolve(self.b.get(o, "input", "DimensionsDataset")), "withDimensions")
         dimensions = self.b.get(o, "dimensions", "DimensionsDataset")
         if not isinstance(dimensions, list) or not dimensions or len(dimensions) > 10:
-            raise invalid_computation("withDimensions needs 1 to 10 dimensions", "withDimensions")
+            raise not_supported("withDimensions needs 1 to 10 dimensions", "withDimensions")
         keyed: list[tuple[str, str]] = []  # (tag key, property name)
         for dim in dimensions:
             d = self.b.obj(dim, "Dimension")
@@ -472,12 +474,10 @@ class Resolver:
             if key in (ASSET_RID, DATA_SCOPE, RUN_RID, NOMINAL_CHANNEL) or key.startswith(
                 ("NOMINAL_", "EVENT_LABEL_PREFIX:")
             ):
-                raise invalid_computation(f"withDimensions tag key '{key}' is reserved", "withDimensions")
+                raise not_supported(f"withDimensions tag key '{key}' is reserved", "withDimensions")
             keyed.append((key, prop))
         if len({k for k, _ in keyed}) != len(keyed):
-            raise invalid_computation(
-                "withDimensions: every dimension needs a distinct tag key", "withDimensions"
-            )
+            raise not_supported("withDimensions: every dimension needs a distinct tag key", "withDimensions")
         branches = []
         for br in view.branches:
             props = dict(br.resource.properties) if br.resource else {}

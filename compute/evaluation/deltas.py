@@ -18,6 +18,7 @@ import numpy as np
 
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.results import (
+    AggregatedRanges,
     Cartesian3dBuckets,
     CartesianBuckets,
     CartesianPoints,
@@ -34,22 +35,26 @@ from compute.evaluation.results import (
     Ranges,
     RangesSummary,
     RangeValue,
+    SinglePoint,
     same_memory,
 )
 
 Outputs = dict[GroupKey, Output]
 
+# By class name: an output's `kind` is its wire variant, which two classes may share ("range").
 _KINDS: dict[str, type[Any]] = {
-    cls.kind: cls
+    cls.__name__: cls
     for cls in (
         NumericPoints,
         NumericBuckets,
         EnumPoints,
         EnumBuckets,
         Ranges,
+        AggregatedRanges,
         RangesSummary,
         NumericValue,
         EnumValue,
+        SinglePoint,
         RangeValue,
         NumericHistogram,
         EnumHistogram,
@@ -115,7 +120,7 @@ def _group_in(raw: list[list[str]]) -> GroupKey:
 
 def _whole(output: Output) -> dict[str, Any]:
     return {
-        "kind": output.kind,
+        "kind": type(output).__name__,
         "fields": {f.name: _value_out(getattr(output, f.name)) for f in _fields(output)},
     }
 
@@ -127,7 +132,7 @@ def _from_whole(part: dict[str, Any]) -> Output:
 
 def _delta(old: Output, new: Output) -> dict[str, Any]:
     key = _ROW_KEY.get(new.kind)
-    if key is None or old.kind != new.kind:
+    if key is None or type(old) is not type(new):
         return _whole(new)
     columns = _row_columns(new)
     scalars = {f.name: _value_out(getattr(new, f.name)) for f in _fields(new) if f.name not in columns}
@@ -138,7 +143,7 @@ def _delta(old: Output, new: Output) -> dict[str, Any]:
     for name in columns:
         keep = min(keep, _same_prefix(getattr(old, name)[drop : drop + shared], getattr(new, name)[:shared]))
     rows = {name: _value_out(getattr(new, name)[keep:]) for name in columns}
-    return {"kind": new.kind, "drop": drop, "keep": keep, "rows": rows, "scalars": scalars}
+    return {"kind": type(new).__name__, "drop": drop, "keep": keep, "rows": rows, "scalars": scalars}
 
 
 def _apply_delta(old: Output, part: dict[str, Any]) -> Output:

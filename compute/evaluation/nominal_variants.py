@@ -283,6 +283,9 @@ VARIANTS: dict[str, frozenset[str]] = {
     "OutputRangeStart": frozenset(["firstPointMatchingCondition", "afterPersistenceWindow"]),
     "ThresholdRangesComparison": frozenset(THRESHOLD_COMPARISONS),
     "InterpolationConfiguration": frozenset(["forwardFillInterpolation"]),
+    "NumericResampleInterpolationConfiguration": frozenset(
+        ["forwardFillResampleInterpolationConfiguration", "constantResampleInterpolationConfiguration"]
+    ),
     "Window": frozenset(["duration"]),
     "TimestampConstant": frozenset(["literal", "variable"]),
     "GroupByTags": frozenset(["current", "subset"]),
@@ -324,6 +327,39 @@ ENUMS: dict[str, frozenset[str]] = {
     "ApproximateThresholdOperator": frozenset(["EQUAL_TO", "NOT_EQUAL_TO"]),
     "NumericAggregationFunction": frozenset(
         ["SUM", "MEAN", "MIN", "MAX", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
+    ),
+    # persistent_compute_api's: the only values an `invalidTypes` / `pollingOnlyTypes` param may hold
+    "InvalidComputationType": frozenset(
+        [
+            "POINT_PERSISTENCE",
+            "CUMULATIVE_SUM",
+            "INTEGRAL",
+            "SCALAR_UDF",
+            "STALENESS_DETECTION",
+            "LITERAL_RANGES",
+            "LITERAL_ENUM_SERIES",
+            "TAG_BY_INTERVALS",
+            "NUMERIC_COMBINE_WITH_TAGS",
+            "PHASE_UNWRAP",
+            "RUN_WITH_FIXED_END",
+            "TIME_RANGE_FILTER_WITH_FIXED_END",
+        ]
+    ),
+    "PollingOnlyComputationType": frozenset(
+        [
+            "FREQUENCY_DOMAIN",
+            "LTTB_SUMMARIZATION_STRATEGY",
+            "PAGE_SUMMARIZATION_STRATEGY",
+            "TRUNCATE_SUMMARIZATION_STRATEGY",
+            "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES",
+            "LOG_SERIES",
+            "CURVE_FITTING",
+            "SIGNAL_FILTER",
+            "SCALAR_UDF",
+            "AGGREGATION_UDF",
+            "ARRAY",
+            "STRUCT",
+        ]
     ),
 }
 

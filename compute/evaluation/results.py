@@ -7,6 +7,7 @@ variant; an output whose `appendable` is false (a rangesSummary) is always sent 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,6 +265,58 @@ class Ranges:
         return len(self.starts)
 
 
+# The columns of a RangeAggregation (Nominal's `all`), by RangeAggregationOperation variant.
+RANGE_AGGREGATES = ("count", "sum", "average", "min", "max", "standardDeviation", "rootMeanSquare")
+
+
+@dataclass
+class AggregatedRanges:
+    """`rangeNumericAggregation` at a `ranges` root: normalized ranges (clipped at the window's start)
+    each with the aggregates of its input's points, one column per RANGE_AGGREGATES entry; a range
+    without points has count 0 (Nominal's `noPointsInRange`). `operation` is which to send: one of
+    RANGE_AGGREGATES, or `all` (a RangeAggregation). A range's value changes as points arrive in
+    it, so a change is announced from that range's start: an append carries the whole range, which
+    replaces the client's."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    count: np.ndarray  # int64
+    sum: np.ndarray
+    average: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    standardDeviation: np.ndarray
+    rootMeanSquare: np.ndarray
+    operation: str
+    kind = "range"
+    appendable = True
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return (self.starts, self.ends, *(getattr(self, name) for name in RANGE_AGGREGATES))
+
+    def first_change(self, old: AggregatedRanges) -> int | None:
+        k = min(
+            (
+                d
+                for a, b in zip(self.columns(), old.columns(), strict=True)
+                if (d := _first_diff(a, b)) is not None
+            ),
+            default=None,
+        )
+        if k is None:
+            return None
+        return int(min(r.starts[k] for r in (self, old) if k < len(r)))
+
+    def since(self, start: int) -> AggregatedRanges:
+        """Every range still covering `start` or later (a change starts at a range's start)."""
+        keep = (self.ends > start) | ((self.ends == self.starts) & (self.starts >= start))
+        rows = {name: getattr(self, name)[keep] for name in ("starts", "ends", *RANGE_AGGREGATES)}
+        return dataclasses.replace(self, **rows)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
 @dataclass
 class RangesSummary:
     """Too many ranges for one response: per time bucket, the span of the ranges starting in it and
@@ -333,6 +386,34 @@ class EnumValue:
 
     def since(self, start: int) -> EnumValue:
         return self
+
+    def __len__(self) -> int:
+        return 1
+
+
+@dataclass
+class SinglePoint:
+    """`value` (SelectValue firstValuePoint / lastValuePoint): one point as Nominal's SinglePoint,
+    whose value is a `Value` union: a number of a numeric series, the label of an enum one."""
+
+    ts: int
+    value: float | str
+    kind = "singlePoint"
+    appendable = True
+
+    def first_change(self, old: SinglePoint) -> int | None:
+        same = self.value == old.value or (
+            isinstance(self.value, float)
+            and isinstance(old.value, float)
+            and np.isnan(self.value)
+            and np.isnan(old.value)
+        )
+        if self.ts == old.ts and same and type(self.value) is type(old.value):
+            return None
+        return min(self.ts, old.ts)
+
+    def since(self, start: int) -> SinglePoint:
+        return self  # an append carries the point itself; the client replaces its own
 
     def __len__(self) -> int:
         return 1
@@ -551,9 +632,11 @@ Output = (
     | EnumPoints
     | EnumBuckets
     | Ranges
+    | AggregatedRanges
     | RangesSummary
     | NumericValue
     | EnumValue
+    | SinglePoint
     | RangeValue
     | NumericHistogram
     | EnumHistogram

@@ -25,7 +25,9 @@ class Decimation:
     def of(cls, window_ns: int, buckets: int | None, resolution_ns: int | None) -> Decimation:
         if buckets is not None and buckets <= 0:
             raise ComputeError(
-                "InvalidComputation", f"buckets must be positive, got {buckets}", {"invalidTypes": "buckets"}
+                "InvalidComputation",
+                f"buckets must be positive, got {buckets}",
+                {"invalidTypes": "", "variant": "SummarizeSeries", "field": "buckets"},
             )
         if resolution_ns is not None and resolution_ns <= 0:
             raise ComputeError("UnsupportedGranularity", f"resolution must be positive, got {resolution_ns}")

@@ -255,4 +255,4 @@ async def test_arrow_columns_types_and_v2_statistics(server: ServerProcess) -> N
     # a channel variable that holds strings: Arrow of an enum series is refused by name
     error = enum_error["error"]["serializableError"]
     assert error["name"] == "PersistentCompute:InvalidComputation", error
-    assert error["params"] == {"invalidTypes": "SummarizeSeries", "field": "outputFormat"}
+    assert error["params"] == {"invalidTypes": "", "variant": "SummarizeSeries", "field": "outputFormat"}

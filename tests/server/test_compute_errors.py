@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from nominal_api import persistent_compute_api as pc
 
 from tests import node_json as n
 from tests.conftest import ServerProcess
@@ -59,19 +60,78 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         n.series(n.numeric_series(n.union("zScore", {"input": A, "groupByTags": [n.literal("vehicle")]}))),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "zScore", "field": "groupByTags"},
+        {"invalidTypes": "", "variant": "zScore", "field": "groupByTags"},
     ),
     "unknown_variable": (
         n.series(n.numeric_series(n.num("nope"))),
         HOUR,
         "InvalidComputation",
-        {"variable": "nope"},
+        {"invalidTypes": "", "variable": "nope"},
+    ),
+    # a variant Nominal streams and Sparkwire does not build: no InvalidComputationType fits it
+    "variant_sparkwire_does_not_build": (
+        n.ranges(
+            n.union(
+                "derived",
+                n.union(
+                    "function",
+                    {
+                        "moduleName": n.literal("m"),
+                        "functionName": n.literal("f"),
+                        "versionReference": n.union("pinned", {"version": n.literal("1.0.0")}),
+                        "functionArgs": {},
+                    },
+                ),
+            )
+        ),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "", "variant": "derived", "union": "RangeSeries"},
+    ),
+    "buckets_not_positive": (
+        n.series(n.numeric_series(A), buckets=-1),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "buckets"},
+    ),
+    "max_ranges_not_positive": (
+        n.ranges(n.threshold(A, "GREATER_THAN", n.literal(0.0)), max_ranges=-1),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "", "variant": "SummarizeRanges", "field": "maxRanges"},
+    ),
+    "enum_filter_regex": (
+        n.ranges(n.enum_filter(n.raw("s"), "MATCHES_ANY_REGEX", n.literal(["o.*"]))),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "", "variant": "enumFilter", "field": "operator"},
+    ),
+    "numeric_resample_with_constant_interpolation": (
+        n.series(
+            n.numeric_series(
+                n.union(
+                    "resample",
+                    {
+                        "input": A,
+                        "resampleConfiguration": {
+                            "interval": n.literal(n.duration(NANOS)),
+                            "interpolation": n.union(
+                                "constantResampleInterpolationConfiguration", {"constant": n.literal(0.0)}
+                            ),
+                        },
+                    },
+                )
+            )
+        ),
+        HOUR,
+        "InvalidComputation",
+        {"invalidTypes": "", "variant": "resample", "field": "resampleConfiguration.interpolation"},
     ),
     "variable_of_the_wrong_type": (
         n.series(n.numeric_series(n.time_shift(A, n.variable("a")))),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "channel"},
+        {"invalidTypes": "", "variant": "channel", "variable": "a"},
     ),
     "constant_without_channel": (n.series(n.numeric_series(n.const(1.0))), HOUR, "InvalidComputation", {}),
     "persistence_window": (
@@ -135,6 +195,21 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
 }
 
 
+# Nominal's own values (persistent_compute_api), the only ones these params may carry; empty: none fits
+NOMINAL_TYPES = {
+    "invalidTypes": {t.value for t in pc.InvalidComputationType if t.value != "UNKNOWN"} | {""},
+    "pollingOnlyTypes": {t.value for t in pc.PollingOnlyComputationType if t.value != "UNKNOWN"} | {""},
+}
+
+
+def assert_nominal_types(params: dict[str, str]) -> None:
+    """`invalidTypes` / `pollingOnlyTypes` hold a value of Nominal's enum (or nothing), never a
+    variant's name: what is refused is named by other params."""
+    for key, allowed in NOMINAL_TYPES.items():
+        if key in params:
+            assert params[key] in allowed, (key, params)
+
+
 def error_of(frame: dict[str, Any]) -> dict[str, Any]:
     """The SerializableError of a creation or update frame, after nominal-api decoded the frame."""
     decoded = decode_server_message(json.dumps(frame))
@@ -168,6 +243,7 @@ async def test_refused_at_creation_with_nominal_error_name_and_params(
     assert error["name"] == f"PersistentCompute:{name}"
     assert error["statusCode"] == 400
     assert error["params"].items() >= params.items(), error["params"]
+    assert_nominal_types(error["params"])
     # the connection stays usable: a valid subscription on it still works
     ok_id = new_id()
     await client.subscribe(
@@ -241,6 +317,7 @@ async def test_a_failing_computation_reports_an_error_and_leaves_others_running(
     assert failure["type"] == "error", failure
     error = error_of(last_frame(client, "update", bad))
     assert error["name"] == "PersistentCompute:InvalidComputation"
+    assert error["params"].items() >= {"invalidTypes": "", "variant": "numeric"}.items(), error["params"]
     # the other computation keeps going: a point written after the failure reaches it
     seen: set[float] = set()
     await write_points(server.base_url, rid, "a", [(time.time_ns(), 2.0)])

@@ -323,6 +323,31 @@ CASES: dict[str, Json] = {
         sc.NumericSeries(count_duplicate=sc.EnumCountDuplicateSeries(inputs=[E_ENUM, E_ENUM]))
     ),
     "resample_v2": node(A.resample(nc.Duration.Seconds(5))),
+    "resample_v1_default_forward_fill": node(
+        sc.NumericSeries(
+            resample=sc.NumericResampleSeries(
+                input=api(A),
+                resample_configuration=sc.NumericResampleConfiguration(
+                    interval=sc.DurationConstant(literal=_duration(3))
+                ),
+            )
+        )
+    ),
+    "resample_v1_forward_fill_of_b": node(
+        sc.NumericSeries(
+            resample=sc.NumericResampleSeries(
+                input=api(B),
+                resample_configuration=sc.NumericResampleConfiguration(
+                    interval=sc.DurationConstant(literal=_duration(7)),
+                    interpolation=sc.NumericResampleInterpolationConfiguration(
+                        forward_fill_resample_interpolation_configuration=(
+                            sc.ForwardFillResampleInterpolationConfiguration()
+                        )
+                    ),
+                ),
+            )
+        )
+    ),
     "time_range_filter_since": node(
         sc.NumericSeries(
             time_range_filter=sc.NumericTimeRangeFilterSeries(
@@ -573,19 +598,19 @@ async def test_selected_tags_keep_every_point_of_the_groups_they_join(server: Se
 CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
     "tag_filter_on_an_ungrouped_channel": (
         node(tag_filter(api(A), tags_in("vehicle", "v1"))),
-        {"invalidTypes": "filterByTag", "field": "predicate"},
+        {"invalidTypes": "", "variant": "filterByTag", "field": "predicate"},
     ),
     "select_tags_beyond_the_grouping": (
         node(select_tags(api(G), "vehicle", "site")),
-        {"invalidTypes": "selectTags", "field": "tagKeys"},
+        {"invalidTypes": "", "variant": "selectTags", "field": "tagKeys"},
     ),
     "z_score_family_beyond_the_grouping": (
         node(z_score(api(G), "site")),
-        {"invalidTypes": "zScore", "field": "groupByTags"},
+        {"invalidTypes": "", "variant": "zScore", "field": "groupByTags"},
     ),
     "select_tags_beside_a_channel_grouped_by_what_it_dropped": (
         node(sc.NumericSeries(sum=sc.SumSeries(inputs=[select_tags(GS, "vehicle"), GS]))),
-        {"invalidTypes": "selectTags", "field": "tagKeys"},
+        {"invalidTypes": "", "variant": "selectTags", "field": "tagKeys"},
     ),
     "numeric_property": (
         node(

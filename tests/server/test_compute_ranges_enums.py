@@ -7,7 +7,9 @@ and (2) a fresh FullResult of a brand-new computation. Refusals are checked by n
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import time
 from typing import Any
 
@@ -20,7 +22,7 @@ from nominal_api import scout_compute_api as sc
 
 from app.protocol.frames import output_body
 from compute.evaluation import deltas
-from compute.evaluation.results import OPEN_END, Ranges, RangeValue
+from compute.evaluation.results import OPEN_END, AggregatedRanges, Ranges, RangeValue, SinglePoint
 from sparkwire_client import charts
 from sparkwire_client import nodes as cn
 from sparkwire_client import range_nodes as rn
@@ -29,6 +31,7 @@ from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference
 from tests.conftest import ServerProcess
 from tests.reference import evaluate
+from tests.server.test_compute_errors import assert_nominal_types
 from tests.server.test_compute_nodes import (
     Outcome,
     Writer,
@@ -397,6 +400,77 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    # snapped to 5 s, e's points (0.5-3 s apart) collide; aggregate keeps the label sorting last
+    "to_start_of_interval_then_aggregate_max": enum_node(
+        sc.EnumSeries(
+            aggregate=sc.AggregateEnumSeries(
+                input=sc.EnumSeries(
+                    to_start_of_interval=sc.EnumToStartOfIntervalSeries(input=E, window=seconds(5))
+                ),
+                function=sc.EnumAggregationFunction.MAX,
+            )
+        )
+    ),
+    "to_start_of_interval_then_enum_aggregation_min": enum_node(
+        sc.EnumSeries(
+            enum_aggregation=sc.EnumAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(
+                            enum=sc.EnumSeries(
+                                to_start_of_interval=sc.EnumToStartOfIntervalSeries(
+                                    input=states_of(A), window=seconds(4)
+                                )
+                            )
+                        ),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(current=api.Empty()),
+                    )
+                ),
+                operator=sc.EnumAggregationOperator(min=api.Empty()),
+            )
+        )
+    ),
+    "nth_point_downsample": enum_node(
+        sc.EnumSeries(
+            nth_point_downsample=sc.EnumNthPointDownsampleSeries(input=E, n=sc.IntegerConstant(literal=3))
+        )
+    ),
+    # round 4 writes points older than all others: the first point changes
+    "first_value_point": value_node(sc.SelectValue(first_value_point=sc.Series(numeric=A))),
+    "last_value_point_of_enum": value_node(sc.SelectValue(last_value_point=sc.Series(enum=E))),
+    "grouped_last_value_point": value_node(sc.SelectValue(last_value_point=sc.Series(numeric=G))),
+    # b is sparser than a: some ranges hold no point of b (noPointsInRange)
+    "range_max_of_b_while_a_above_zero": ranges_node(
+        sc.RangeSeries(
+            range_numeric_aggregation=sc.RangesNumericAggregation(
+                ranges=above(A, 0.0), input=B, operation=sc.RangeAggregationOperation(max=sc.Maximum())
+            )
+        )
+    ),
+    "range_all_aggregates_of_a_while_a_above_two": ranges_node(
+        sc.RangeSeries(
+            range_numeric_aggregation=sc.RangesNumericAggregation(
+                ranges=above(A, 2.0), input=A, operation=sc.RangeAggregationOperation(all=api.Empty())
+            )
+        )
+    ),
+    "range_count_of_instants": ranges_node(
+        sc.RangeSeries(
+            range_numeric_aggregation=sc.RangesNumericAggregation(
+                ranges=sc.RangeSeries(on_change=sc.OnChangeRanges(input=sc.Series(enum=E))),
+                input=A,
+                operation=sc.RangeAggregationOperation(count=sc.Count()),
+            )
+        )
+    ),
+    "grouped_range_mean": ranges_node(
+        sc.RangeSeries(
+            range_numeric_aggregation=sc.RangesNumericAggregation(
+                ranges=above(G, 0.0), input=G, operation=sc.RangeAggregationOperation(average=sc.Average())
+            )
+        )
+    ),
     "union_max_of_colliding_series": enum_node(
         sc.EnumSeries(union=sc.EnumUnionSeries(input=[states_of(A), E], operation=sc.EnumUnionOperation.MAX))
     ),
@@ -570,6 +644,16 @@ async def test_merged_result_equals_reference_and_a_fresh_full_result(outcome: O
         reached_by_an_append(outcome, name)
 
 
+async def test_the_scenario_makes_snapped_points_collide_and_ranges_without_points(outcome: Outcome) -> None:
+    """The cases above meet what they are about: e's points snapped to 5 s collide (fewer points
+    after aggregating them than e has), and some ranges where a > 0 hold no point of b."""
+    every_e = outcome.expected["aggregate"][()][1]
+    snapped = outcome.expected["to_start_of_interval_then_aggregate_max"][()][1]
+    assert 0 < len(snapped) < len(every_e), (len(snapped), len(every_e))
+    values = [r[2] for r in outcome.expected["range_max_of_b_while_a_above_zero"][()][1]]
+    assert None in values and any(isinstance(v, float) for v in values), values
+
+
 @pytest.mark.parametrize("name", sorted(GROUPED))
 async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
     outcome: Outcome, name: str
@@ -587,7 +671,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "eventsSearch"},
+        {"invalidTypes": "", "variant": "eventsSearch"},
     ),
     "duration_filter_v2_window_bound_by_default": (
         ranges_node(
@@ -597,7 +681,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "durationFilterV2", "field": "unboundedBehavior"},
+        {"invalidTypes": "", "variant": "durationFilterV2", "field": "unboundedBehavior"},
     ),
     "negative_padding": (
         ranges_node(
@@ -609,7 +693,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "paddedRangesV2", "field": "padding"},
+        {"invalidTypes": "", "variant": "paddedRangesV2", "field": "padding"},
     ),
     "overlapping_value_map": (
         enum_node(
@@ -623,7 +707,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "valueMap", "field": "mapping"},
+        {"invalidTypes": "", "variant": "valueMap", "field": "mapping"},
     ),
     "one_series_equality": (
         ranges_node(
@@ -633,15 +717,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "numericEqualityRangesV2", "field": "inputs"},
-    ),
-    "nth_point_downsample": (
-        enum_node(
-            sc.EnumSeries(
-                nth_point_downsample=sc.EnumNthPointDownsampleSeries(input=E, n=sc.IntegerConstant(literal=3))
-            )
-        ),
-        {"invalidTypes": "nthPointDownsample"},
+        {"invalidTypes": "", "variant": "numericEqualityRangesV2", "field": "inputs"},
     ),
     "enum_aggregation_every": (
         enum_node(
@@ -658,19 +734,19 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "enumAggregation", "field": "input.groupBy.timestamp"},
+        {"invalidTypes": "", "variant": "enumAggregation", "field": "input.groupBy.timestamp"},
     ),
     "histogram_of_z_score": (  # a chart holds its inputs per computation group: no regrouping under it
         histogram_node({"z": sc.NumericSeries(z_score=sc.ZscoreSeries(input=G, group_by_tags=[]))}),
-        {"invalidTypes": "histogram", "field": "input"},
+        {"invalidTypes": "", "variant": "histogram", "field": "input"},
     ),
     "cartesian3d_driver_series": (
         scatter3d_node(A, B, A, driver=sc.DriverSeries3d.X),
-        {"invalidTypes": "cartesian3d", "field": "driverSeries"},
+        {"invalidTypes": "", "variant": "cartesian3d", "field": "driverSeries"},
     ),
     "multivariate_arrow": (
         multivariate_node([(A, ["MEAN"])], output_format=sc.OutputFormat.ARROW_V4),
-        {"invalidTypes": "multivariate", "field": "outputFormat"},
+        {"invalidTypes": "", "variant": "multivariate", "field": "outputFormat"},
     ),
     "histogram_negative_offset": (
         histogram_node(
@@ -681,17 +757,17 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             ),
         ),
-        {"invalidTypes": "histogram", "field": "bucketStrategy.offset"},
+        {"invalidTypes": "", "variant": "histogram", "field": "bucketStrategy.offset"},
     ),
     "scatter_bounds_inverted": (
         scatter_node(
             A, B, bounds=sc.CartesianBounds(min_x=lit(3.0), max_x=lit(-3.0), min_y=lit(0.0), max_y=lit(1.0))
         ),
-        {"invalidTypes": "cartesian", "field": "bounds"},
+        {"invalidTypes": "", "variant": "cartesian", "field": "bounds"},
     ),
     "peak_prominence": (
         ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A, minimum_prominence=lit(1.0)))),
-        {"invalidTypes": "peak", "field": "minimumProminence"},
+        {"invalidTypes": "", "variant": "peak", "field": "minimumProminence"},
     ),
 }
 
@@ -709,6 +785,7 @@ async def test_what_these_nodes_cannot_do_is_refused_by_name(server: ServerProce
             error = creation["error"]["serializableError"]
             assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
             assert error["params"].items() >= params.items(), (name, error["params"])
+            assert_nominal_types(error["params"])
     finally:
         await client.close()
 
@@ -740,7 +817,9 @@ async def test_a_union_that_throws_reports_an_error_once_two_inputs_share_a_time
         assert update["type"] == "error", update
         error = update["error"]["serializableError"]
         assert error["name"] == "PersistentCompute:InvalidComputation", error
-        assert error["params"].items() >= {"invalidTypes": "union", "field": "operation"}.items(), error
+        assert (
+            error["params"].items() >= {"invalidTypes": "", "variant": "union", "field": "operation"}.items()
+        ), error
     finally:
         await client.close()
 
@@ -761,6 +840,38 @@ def test_a_range_value_and_instants_survive_the_compute_tiers_transport_and_deco
         text = json.dumps({"type": "full", "full": {"result": dict([("type", kind), output_body(output)])}})
         decoded = DECODER.read_from_string(text, pc.SubscriptionUpdate)
         assert decoded.full.result.type == kind
+
+
+def test_single_points_and_valued_ranges_survive_the_compute_tiers_transport_and_decode_as_nominal() -> None:
+    """A SinglePoint (a number, a label) and ranges with values (a double, every aggregate, no point)
+    travel through an edge's mirror unchanged, and a strict Nominal client decodes their frames."""
+    column = lambda *xs: np.array(xs, np.float64)  # noqa: E731
+    valued = AggregatedRanges(
+        np.array([1 * S, 5 * S, 9 * S], np.int64),
+        np.array([3 * S, 6 * S, OPEN_END], np.int64),
+        np.array([2, 0, 1], np.int64),
+        *(column(1.0 + i, np.nan, 4.0) for i in range(6)),
+        operation="all",
+    )
+    for old, new in (
+        ({(): SinglePoint(5 * S, 1.5)}, {(): SinglePoint(7 * S, "run")}),
+        ({(): valued}, {(): dataclasses.replace(valued, operation="max")}),
+    ):
+        payload = deltas.decode(deltas.encode({"p": deltas.diff(old, new)}))["p"]
+        applied = deltas.apply(old, payload)
+        assert type(applied[()]) is type(new[()]) and output_body(applied[()]) == output_body(new[()])
+    decoded = []
+    for output in (SinglePoint(7 * S, "run"), SinglePoint(7 * S, float("nan")), valued):
+        kind, body = output_body(output)
+        text = json.dumps({"type": "full", "full": {"result": {"type": kind, kind: body}}})
+        decoded.append(DECODER.read_from_string(text, pc.SubscriptionUpdate).full.result)
+        assert decoded[-1].type == kind
+    label, nan = (d.single_point.value for d in decoded[:2])
+    assert label.string_value == "run" and math.isnan(nan.float64_value)
+    ranges = decoded[2].range
+    assert [r.value.type for r in ranges] == ["aggregation", "noPointsInRange", "aggregation"]
+    assert ranges[0].value.aggregation.max == 4.0 and ranges[2].value.aggregation.count == 1.0
+    assert ranges[2].end is None
 
 
 def test_the_client_packages_view_keeps_a_range_value_and_instants() -> None:
@@ -818,6 +929,12 @@ async def test_the_client_builders_make_nodes_the_server_computes_as_the_referen
         "scatter": charts.scatter(x, y, bounds=(0.0, 9.0, 0.0, 10.0)),
         "scatter3d": charts.scatter3d(x, y, x.derivative(), max_points=5),
         "multivariate": charts.multivariate([(x, ["MEAN", "MAX"]), (st, ["MODE"])], bucket_count=720),
+        "to_start_of_interval": cn.series(rn.aggregate(rn.to_start_of_interval(st, 2.0), "MAX")),
+        "every_nth": cn.series(rn.every_nth(st, 2)),
+        "first_value_point": rn.first_value_point(x),
+        "last_value_point": rn.last_value_point(st),
+        "range_aggregate": cn.ranges(rn.range_aggregate(x.above(2.5), x, "max")),
+        "range_aggregate_all": cn.ranges(rn.range_aggregate(x.above(2.5), y, "all")),
     }
     client = await Client.connect(server.ws_url)
     try:

@@ -33,6 +33,7 @@ from nominal_api import scout_run_api
 from schemas.client import SUBSCRIPTION_ID_MAX_LENGTH
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess
+from tests.server.test_compute_errors import assert_nominal_types
 from tests.wire import DECODER, NANOS, Client, channel_variable, new_id, subscription, write_points
 
 WINDOW_S = 3600.0
@@ -529,22 +530,25 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     # name: (node, params the InvalidComputation must carry)
     "dataset_asset": (
         series_node(nc.NumericSeries.SelectNumeric("p", nc.Dataset.Asset("ri.a"))),
-        {"invalidTypes": "asset"},
+        {"invalidTypes": "", "variant": "asset"},
     ),
     "dataset_run": (
         series_node(nc.NumericSeries.SelectNumeric("p", nc.Dataset.Run("ri.r"))),
-        {"invalidTypes": "run"},
+        {"invalidTypes": "", "variant": "run"},
     ),
-    "no_dataset": (series_node(nc.NumericSeries.SelectNumeric("p")), {"invalidTypes": "dataset"}),
+    "no_dataset": (
+        series_node(nc.NumericSeries.SelectNumeric("p")),
+        {"invalidTypes": "", "variant": "selectNumeric", "field": "dataset"},
+    ),
     "no_name": (
         series_node(nc.NumericSeries.SelectNumeric(dataset=nc.Dataset.Saved(RID))),
-        {"invalidTypes": "name"},
+        {"invalidTypes": "", "variant": "selectNumeric", "field": "name"},
     ),
     "sampling": (
         series_node(
             nc.NumericSeries.SelectNumeric("p", nc.Dataset.Saved(RID), sampling=nc.Sampling.HashSubsample(2))
         ),
-        {"invalidTypes": "sampling"},
+        {"invalidTypes": "", "variant": "selectNumeric", "field": "sampling"},
     ),
     "min_points": (
         ranges_node(CHANNEL.threshold_ranges(min_points=3).gt(1.0)),
@@ -560,19 +564,19 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     ),
     "negative_tolerance": (
         ranges_node(CHANNEL.threshold_ranges().eq(1.0, tolerance=-0.5)),
-        {"invalidTypes": "tolerance"},
+        {"invalidTypes": "", "variant": "thresholdRangesV2", "field": "comparison.eq.tolerance"},
     ),
     "time_shift_beyond_int64": (
         series_node(CHANNEL.time_shift(nc.Duration.Days(2**31 - 1))),
-        {"invalidTypes": "timeShiftV2", "field": "duration"},
+        {"invalidTypes": "", "variant": "timeShiftV2", "field": "duration"},
     ),
     "enum_time_shift_beyond_int64": (
         enum_series_node(STATE.time_shift(-nc.Duration.Days(2**31 - 1))),
-        {"invalidTypes": "timeShiftV2", "field": "duration"},
+        {"invalidTypes": "", "variant": "timeShiftV2", "field": "duration"},
     ),
     "category_regex": (
         ranges_node(STATE.category_ranges().matches_regex(["r.*"])),
-        {"invalidTypes": "MATCHES_ANY_REGEX", "field": "operator"},
+        {"invalidTypes": "", "variant": "categoryFilterRangesV2", "field": "operator"},
     ),
     "category_min_points": (
         ranges_node(STATE.category_ranges(min_points=2).is_in(["run"])),
@@ -592,35 +596,35 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     ),
     "boolean_ranges_over_two_series": (
         ranges_node(((CHANNEL > 1.0) & (OTHER < 2.0)).ranges()),
-        {"invalidTypes": "booleanRanges", "field": "input"},
+        {"invalidTypes": "", "variant": "booleanRanges", "field": "input"},
     ),
     "boolean_ranges_comparing_two_series": (
         ranges_node((CHANNEL > OTHER).ranges()),
-        {"invalidTypes": "booleanRanges", "field": "input"},
+        {"invalidTypes": "", "variant": "booleanRanges", "field": "input"},
     ),
     "boolean_ranges_of_constants": (
         ranges_node((nc.NumericSeries.Constant(2.0) > 1.0).ranges()),
-        {"invalidTypes": "booleanRanges"},
+        {"invalidTypes": "", "variant": "booleanRanges"},
     ),
     "filter_where_on_another_series": (
         series_node(CHANNEL.filter_where(OTHER > 1.0)),
-        {"invalidTypes": "filterWhere", "field": "condition"},
+        {"invalidTypes": "", "variant": "filterWhere", "field": "condition"},
     ),
     "filter_where_on_a_derived_series": (
         series_node(CHANNEL.filter_where(CHANNEL.derivative() > 0.0)),
-        {"invalidTypes": "filterWhere", "field": "condition"},
+        {"invalidTypes": "", "variant": "filterWhere", "field": "condition"},
     ),
     "unit_conversion_of_a_channel_without_unit": (
         series_node(CHANNEL.unit_conversion("km")),
-        {"invalidTypes": "unitConversion", "field": "input"},
+        {"invalidTypes": "", "variant": "unitConversion", "field": "input"},
     ),
     "unit_conversion_to_an_unknown_unit": (
         converted(CHANNEL, "m", "furlongs per fortnight"),
-        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+        {"invalidTypes": "", "variant": "unitConversion", "field": "outputUnit"},
     ),
     "unit_conversion_between_dimensions": (
         converted(CHANNEL, "m", "s"),
-        {"invalidTypes": "unitConversion", "field": "outputUnit"},
+        {"invalidTypes": "", "variant": "unitConversion", "field": "outputUnit"},
     ),
     "summary_with_numeric_aggregations": (
         summary(
@@ -630,7 +634,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             }
         ),
-        {"invalidTypes": "SummarizeSeries", "field": "numericAggregations"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericAggregations"},
     ),
     # Arrow output (tests/server/test_arrow_output.py): what it cannot honour is refused by name
     "summary_as_arrow_of_an_enum_series": (
@@ -643,7 +647,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "SummarizeSeries", "field": "outputFormat"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "outputFormat"},
     ),
     "summary_as_arrow_with_a_percentile": (
         summary(
@@ -654,7 +658,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             ],
         ),
-        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFieldsV2"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFieldsV2"},
     ),
     "summary_as_arrow_with_both_field_lists": (
         summary(
@@ -662,15 +666,15 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
             numeric_output_fields=[sc.NumericOutputField.MIN],
             numeric_output_fields_v2=[sc.NumericOutputFieldV2(field=sc.NumericOutputFieldV2Name.MAX)],
         ),
-        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFieldsV2"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFieldsV2"},
     ),
     "summary_as_arrow_with_no_field": (
         summary(output_format=sc.OutputFormat.ARROW_V3, numeric_output_fields=[]),
-        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFields"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFields"},
     ),
     "summary_legacy_with_output_fields": (
         summary(output_format=sc.OutputFormat.LEGACY, numeric_output_fields=[sc.NumericOutputField.MIN]),
-        {"invalidTypes": "SummarizeSeries", "field": "numericOutputFields"},
+        {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFields"},
     ),
     "expression_calling_python": (
         api_node(
@@ -680,7 +684,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "arithmetic", "field": "expression"},
+        {"invalidTypes": "", "variant": "arithmetic", "field": "expression"},
     ),
     "expression_reading_attributes": (
         api_node(
@@ -688,7 +692,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 arithmetic=sc.ArithmeticSeries(inputs={"p": numeric_of(CHANNEL)}, expression="p.__class__")
             )
         ),
-        {"invalidTypes": "arithmetic", "field": "expression"},
+        {"invalidTypes": "", "variant": "arithmetic", "field": "expression"},
     ),
     "filter_expression_that_is_no_condition": (
         api_node(
@@ -698,11 +702,11 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "filterByExpression", "field": "expression"},
+        {"invalidTypes": "", "variant": "filterByExpression", "field": "expression"},
     ),
     "bit_shift_beyond_63": (
         series_node(CHANNEL.bit_shift_left(64)),
-        {"invalidTypes": "bitShiftLeft", "field": "operand"},
+        {"invalidTypes": "", "variant": "bitShiftLeft", "field": "operand"},
     ),
     "union_throw": (
         api_node(
@@ -712,7 +716,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "union", "field": "operation"},
+        {"invalidTypes": "", "variant": "union", "field": "operation"},
     ),
     "time_range_filter_with_an_end": (
         api_node(
@@ -729,7 +733,7 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
     ),
     "z_score_by_a_tag_the_channel_is_not_grouped_by": (
         series_node(CHANNEL.z_score(["vehicle"])),
-        {"invalidTypes": "zScore", "field": "groupByTags"},
+        {"invalidTypes": "", "variant": "zScore", "field": "groupByTags"},
     ),
 }
 
@@ -745,6 +749,7 @@ async def test_what_cannot_stream_is_refused_by_name_and_the_rest_still_works(cl
         assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
         assert error["statusCode"] == 400
         assert error["params"].items() >= params.items(), (name, error["params"])
+        assert_nominal_types(error["params"])
     ok = await subscribe(client, "ok", series_node(select(unique_rid(), "p")))
     assert ok.snapshot() == {(): numeric([])}
 

@@ -164,7 +164,7 @@ async def test_series_and_compute_node_variables_and_tag_filters(
         )
     )
     error = await refused(client, "derived", numeric_node(ref("d")), {"d": dict(enc(derived))})
-    assert error["invalidTypes"] == "derived", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "derived"), error
 
 
 async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> None:
@@ -234,7 +234,7 @@ async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> Non
     error = await refused(
         client, "dropped", numeric_node(sc.NumericSeries(select_numeric=select(renamed, "x")))
     )
-    assert error["invalidTypes"] == "dropSeries", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "dropSeries"), error
 
     # refused by name, with the reason
     search = sc.Dataset(
@@ -248,12 +248,12 @@ async def test_the_dataset_algebra(server: ServerProcess, client: Client) -> Non
     error = await refused(
         client, "search", numeric_node(sc.NumericSeries(select_numeric=select(search, "x")))
     )
-    assert error["invalidTypes"] == "search", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "search"), error
     reference = sc.Dataset(reference=sc.DatasetReference(name=lit("d")))
     error = await refused(
         client, "reference", numeric_node(sc.NumericSeries(select_numeric=select(reference, "x")))
     )
-    assert error["invalidTypes"] == "reference", error
+    assert (error["invalidTypes"], error["variant"]) == ("", "reference"), error
 
 
 def with_context(node: Json, context: sc.Context) -> Json:
@@ -328,7 +328,7 @@ async def test_dataset_references_resolve_from_the_subscriptions_context(
         assert created["type"] == "error", created
         error = created["error"]["serializableError"]
         assert error["name"] == "PersistentCompute:InvalidComputation", error
-        assert error["params"]["invalidTypes"] == "reference", error
+        assert (error["params"]["invalidTypes"], error["params"]["variant"]) == ("", "reference"), error
 
 
 async def create(base_url: str, path: str, body: Json) -> Json:
@@ -586,7 +586,7 @@ async def test_catalog_edits_reach_running_subscriptions(server: ServerProcess, 
     async with httpx.AsyncClient() as http:
         assert (await http.delete(f"{server.base_url}/assets/v1/assets/{asset['rid']}")).status_code == 204
     error = await next_error(client, "edit-channel")
-    assert error["params"] == {"invalidTypes": "asset", "rid": asset["rid"]}, error
+    assert error["params"] == {"invalidTypes": "", "variant": "asset", "rid": asset["rid"]}, error
 
     # a body field the update does not know is refused, not ignored
     async with httpx.AsyncClient() as http:

@@ -139,7 +139,7 @@ def test_what_cannot_be_honoured_is_refused_by_the_fields_name(name: str) -> Non
     with pytest.raises(ComputeError) as refused:
         arrow_format(request)
     assert refused.value.name == "InvalidComputation"
-    assert refused.value.params == {"invalidTypes": "SummarizeSeries", "field": field}
+    assert refused.value.params == {"invalidTypes": "", "variant": "SummarizeSeries", "field": field}
 
 
 def decoded(plot: dict[str, Any]) -> pa.Table:

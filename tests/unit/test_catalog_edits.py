@@ -167,7 +167,7 @@ def test_a_deleted_asset_or_an_ended_run_ends_the_subscription_with_its_creation
     actions = session.catalog_changed("asset", ASSET, at_time())
     assert [a.subscription_id for a in of_type(actions, StopSubscription)] == ["a"]
     error = error_update(sent(actions)[0], "a")
-    assert error["params"] == {"invalidTypes": "asset", "rid": ASSET}
+    assert error["params"] == {"invalidTypes": "", "variant": "asset", "rid": ASSET}
     assert session.live == []
     assert session.catalog_changed("asset", ASSET, at_time()) == []  # nothing left to tell
 
@@ -250,11 +250,11 @@ def test_a_dataset_reference_resolves_from_the_context_and_inner_contexts_win() 
 def test_a_dataset_reference_that_cannot_resolve_is_refused_by_name() -> None:
     with pytest.raises(ComputeError) as unknown:
         compiled(select_numeric(reference("nope")), {"d": saved(MINE)})
-    assert unknown.value.params == {"invalidTypes": "reference", "name": "nope"}
+    assert unknown.value.params == {"invalidTypes": "", "variant": "reference", "name": "nope"}
     assert "known: d" in str(unknown.value)
     with pytest.raises(ComputeError) as loop:
         compiled(select_numeric(reference("a")), {"a": reference("b"), "b": reference("a")})
-    assert loop.value.params["invalidTypes"] == "reference"
+    assert (loop.value.params["invalidTypes"], loop.value.params["variant"]) == ("", "reference")
     with pytest.raises(MalformedNode):  # not a Dataset at all: a bad message, even unreferenced
         compiled(select_numeric(saved(MINE)), {"d": {"type": "nonsense", "nonsense": {}}})
 

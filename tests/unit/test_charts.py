@@ -169,28 +169,33 @@ def test_what_the_charts_refuse_at_creation_is_named() -> None:
     assert _refusal(histogram(), ResultOptions(append_only=True)).name == "UnavailableResultConfiguration"
     too_many = _refusal(scatter(maxPoints=10_001))
     assert (too_many.name, too_many.params) == ("TooManyPoints", {"limit": "10000"})
-    assert _refusal(scatter(maxPoints=0)).params == {"invalidTypes": "cartesian", "field": "maxPoints"}
+    assert _refusal(scatter(maxPoints=0)).params == {
+        "invalidTypes": "",
+        "variant": "cartesian",
+        "field": "maxPoints",
+    }
     zero = _refusal(histogram(n.union("bucketCount", n.literal(0))))
-    assert zero.params == {"invalidTypes": "histogram", "field": "bucketStrategy.bucketCount"}
+    assert zero.params == {"invalidTypes": "", "variant": "histogram", "field": "bucketStrategy.bucketCount"}
     flat = _refusal(histogram(n.union("bucketWidthAndOffset", {"width": n.literal(0.0)})))
-    assert flat.params == {"invalidTypes": "histogram", "field": "bucketStrategy.width"}
+    assert flat.params == {"invalidTypes": "", "variant": "histogram", "field": "bucketStrategy.width"}
     constant = n.union("histogram", n.union("numeric", {"inputs": {"c": n.const(1.0)}}))
-    assert _refusal(constant).params == {"invalidTypes": "histogram"}
+    assert _refusal(constant).params == {"invalidTypes": "", "variant": "histogram"}
     nothing = n.union("histogram", n.union("numeric", {"inputs": {}}))
-    assert _refusal(nothing).params == {"invalidTypes": "histogram", "field": "inputs"}
+    assert _refusal(nothing).params == {"invalidTypes": "", "variant": "histogram", "field": "inputs"}
     one = [n.union("numeric", {"series": A, "aggregations": ["MEAN"]})]
     many = _refusal(n.union("multivariate", {"inputs": one, "bucketCount": 10_001}))
     assert (many.name, many.params) == ("TooManyPoints", {"limit": "10000"})
     idle = [n.union("numeric", {"series": A, "aggregations": []})]
     assert _refusal(n.union("multivariate", {"inputs": idle})).params == {
-        "invalidTypes": "multivariate",
+        "invalidTypes": "",
+        "variant": "multivariate",
         "field": "aggregations",
     }
     driven = n.union(
         "cartesian3d",
         {"input": n.union("scatter3d", {"x": A, "y": B, "z": A, "driverSeries": "X"})},
     )
-    assert _refusal(driven).params == {"invalidTypes": "cartesian3d", "field": "driverSeries"}
+    assert _refusal(driven).params == {"invalidTypes": "", "variant": "cartesian3d", "field": "driverSeries"}
 
 
 def test_bucket_count_gives_at_most_that_many_buckets_on_multiples_of_the_width() -> None:

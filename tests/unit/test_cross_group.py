@@ -42,4 +42,4 @@ def test_a_cross_group_node_under_a_root_that_does_not_regroup_is_refused() -> N
     with pytest.raises(ComputeError) as refused:
         node.evaluate(_env([1.0, 2.0]))
     assert refused.value.name == "InvalidComputation"
-    assert refused.value.params == {"invalidTypes": "zScore"}
+    assert refused.value.params == {"invalidTypes": "", "variant": "zScore"}

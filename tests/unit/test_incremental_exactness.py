@@ -148,6 +148,7 @@ CASES.update(
             "z_score_by_site_plus_shared_a",  # a node over ZScore and a shared channel
             "grouped_z_score_of_selected_tags",  # ZScore over SelectTags
             "group_by_no_tag_every_10s_mean",  # groupBy of a subset of the tags (over SelectTags)
+            "resample_v1_default_forward_fill",  # ResampleRoundedUp
         )
     }
 )
@@ -183,6 +184,12 @@ CASES.update(
             "grouped_threshold_of_z_score",  # ranges over ZScore
             "enum_tag_filter",  # FilterByTag of an enum series
             "grouped_enum_select_tags",  # SelectTags of an enum series
+            "to_start_of_interval_then_aggregate_max",  # ToStartOfInterval and aggregate of an enum series
+            "nth_point_downsample",  # NthPoint of an enum series
+            "first_value_point",  # SelectValue as a SinglePoint
+            "last_value_point_of_enum",
+            "range_max_of_b_while_a_above_zero",  # RangeNumericAggregation, SummarizeRangeAggregates
+            "range_all_aggregates_of_a_while_a_above_two",
         )
     }
 )
@@ -534,6 +541,8 @@ INCREMENTAL_CASES = {
     "FilterByTag": "numeric_tag_filter_not_in_and",
     "SelectTags": "numeric_select_tags_every_vehicle_as_one_bucketed",
     "ZScore": "numeric_grouped_z_score_within_4s",
+    "ToStartOfInterval": "ranges_enums_to_start_of_interval_then_aggregate_max",
+    "EnumAggregateDuplicates": "ranges_enums_to_start_of_interval_then_aggregate_max",
 }
 
 

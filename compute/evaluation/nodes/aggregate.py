@@ -27,6 +27,8 @@ from compute.evaluation.nodes.base import (
     Reach,
     Series,
     SeriesNode,
+    cut,
+    enum,
     numeric,
 )
 from compute.evaluation.results import NO_START, OPEN_END, EnumPoints, NumericPoints, Ranges
@@ -316,13 +318,29 @@ class CountDuplicate(SeriesNode):
         return NumericPoints(stamps.astype(np.int64), counts.astype(np.float64))
 
 
+def _typed(s: Series, categorical: bool, node: str, env: EvalEnv) -> Series:
+    """The input as the family the node was built for (NumericSeries or EnumSeries)."""
+    return enum(s, node, env.categories) if categorical else numeric(s, node)
+
+
+def _take(s: Series, ts: np.ndarray, index: slice | np.ndarray) -> Series:
+    """The points of `s` at `index`, with the timestamps `ts`, numeric or enum alike."""
+    if isinstance(s, EnumPoints):
+        return EnumPoints(ts, s.codes[index], s.categories)
+    return NumericPoints(ts, s.values[index])
+
+
 @dataclass
 class ToStartOfInterval(SeriesNode):
-    """Every point moved to the start of its epoch-aligned interval, floor(t / w) * w; points that
-    land on one timestamp are all kept (Nominal leaves merging them to a later node)."""
+    """`toStartOfInterval` of a numeric or an enum series: every point moved to the start of its
+    epoch-aligned interval, floor(t / w) * w; points that land on one timestamp are all kept (Nominal
+    leaves merging them to a later node: `aggregate`, `groupBy`). A snapped point is never later
+    than its own timestamp and less than w earlier, so its output from `since` on is its input's
+    points from `since` on, snapped (the reach: [t, t + w] of the input)."""
 
     input: SeriesNode
     width: int
+    categorical: bool = False  # built as an EnumSeries
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -330,18 +348,32 @@ class ToStartOfInterval(SeriesNode):
     def own_lookback_ns(self) -> int:
         return self.width
 
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "toStartOfInterval")
-        return NumericPoints((s.ts // self.width) * self.width, s.values)
+    def reach(self) -> Reach:
+        return Reach(ns=self.width, shift_ns=-self.width)
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        return self._snap(self.input.evaluate(env), env)
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Series:
+        out: Series = cut(self._snap(self.input_since(self.input, env, since), env), since)
+        return out
+
+    def _snap(self, x: Series, env: EvalEnv) -> Series:
+        s = _typed(x, self.categorical, "toStartOfInterval", env)
+        return _take(s, (s.ts // self.width) * self.width, slice(None))
 
 
 @dataclass
 class NthPoint(SeriesNode):
-    """`nthPointDownsample`: every n-th point, counted from the window's first point."""
+    """`nthPointDownsample` of a numeric or an enum series: every n-th point, counted from the
+    window's first point (Nominal: "starting from the earliest"; a subscription's series starts at
+    its window). Which points are kept moves as the window's start passes a point, so it has no
+    reach: every micro-batch evaluates it whole (the contract's exact default)."""
 
     input: SeriesNode
     n: int
     window_ns: int
+    categorical: bool = False  # built as an EnumSeries
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -349,10 +381,10 @@ class NthPoint(SeriesNode):
     def own_lookback_ns(self) -> int:
         return self.window_ns
 
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "nthPointDownsample")
+    def evaluate(self, env: EvalEnv) -> Series:
+        s = _typed(self.input.evaluate(env), self.categorical, "nthPointDownsample", env)
         first = int(np.searchsorted(s.ts, env.window_start, side="left"))
-        return NumericPoints(s.ts[first :: self.n], s.values[first :: self.n])
+        return _take(s, s.ts[first :: self.n], slice(first, None, self.n))
 
 
 @dataclass
@@ -378,6 +410,35 @@ class ResampleForwardFill(SeriesNode):
         first = -(-int(s.ts[0]) // iv) * iv  # the first multiple at or after the first point
         grid = np.arange(first, int(s.ts[-1]) + 1, iv, dtype=np.int64)
         idx = np.searchsorted(s.ts, grid, side="right") - 1
+        return NumericPoints(grid, s.values[idx])
+
+
+@dataclass
+class ResampleRoundedUp(SeriesNode):
+    """`resample` (v1) with forward fill, its default: as ForwardFillResampleInterpolationConfiguration's
+    docs say, the first and the last held point's timestamps rounded up to a multiple of the interval
+    (since the epoch) and a point at every multiple between them, valued the newest input point at or
+    before it. Unlike `resampleV2`'s grid, the last grid point may lie after the last input point.
+    A new point adds grid points before its own timestamp, so no reach: it is evaluated whole."""
+
+    input: SeriesNode
+    interval_ns: int
+    window_ns: int
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def own_lookback_ns(self) -> int:
+        return self.window_ns  # a grid point carries a value from arbitrarily far before it
+
+    def evaluate(self, env: EvalEnv) -> NumericPoints:
+        s = numeric(self.input.evaluate(env), "resample")
+        if not len(s.ts):
+            return s
+        iv = self.interval_ns
+        first, last = -(-int(s.ts[0]) // iv) * iv, -(-int(s.ts[-1]) // iv) * iv
+        grid = np.arange(first, last + 1, iv, dtype=np.int64)
+        idx = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
         return NumericPoints(grid, s.values[idx])
 
 

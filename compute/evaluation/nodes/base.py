@@ -279,7 +279,7 @@ def numeric(series: Series, node: str) -> NumericPoints:
         raise ComputeError(
             "InvalidComputation",
             f"'{node}' needs a numeric series, got a string channel",
-            {"invalidTypes": node},
+            {"invalidTypes": "", "variant": node},
         )
     return series
 
@@ -291,6 +291,6 @@ def enum(series: Series, node: str, categories: list[str]) -> EnumPoints:
         raise ComputeError(
             "InvalidComputation",
             f"'{node}' needs an enum series, got a double channel",
-            {"invalidTypes": node},
+            {"invalidTypes": "", "variant": node},
         )
     return series

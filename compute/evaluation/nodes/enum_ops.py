@@ -79,20 +79,31 @@ class EnumFilterTransformation(SeriesNode):
         return EnumPoints(s.ts[inside], s.codes[inside], s.categories)
 
 
+def label_ranks(categories: list[str]) -> np.ndarray:
+    """Per code, its label's rank in string order (by code point): Nominal's "String MAX / MIN"."""
+    return np.argsort(np.argsort(np.asarray(categories or [""], dtype=object), kind="stable"), kind="stable")
+
+
 @dataclass
-class EnumAggregateDuplicates(SeriesNode):
+class EnumAggregateDuplicates(PointByPoint):
     """`aggregate` (AggregateEnumSeries) and `enumAggregation` over the current tags and timestamps:
-    aggregates points sharing a timestamp. Sparkwire's store
-    keeps one value per timestamp of a series (a later write replaces), and no enum node here makes
-    duplicates, so every point passes unchanged."""
+    the points sharing a timestamp become one, MAX keeping the label that sorts last (by code
+    point), MIN the first. A channel holds one value per timestamp (a later write replaces);
+    duplicates come from nodes such as `toStartOfInterval`. A timestamp's output depends on its
+    own points only (reach 0)."""
 
     input: SeriesNode
+    function: str  # MIN or MAX
 
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def evaluate(self, env: EvalEnv) -> EnumPoints:
-        return enum(self.input.evaluate(env), "aggregate", env.categories)
+    def apply(self, x: Series) -> EnumPoints:
+        s = enum(x, "aggregate", [])
+        if len(s) < 2 or not (s.ts[1:] == s.ts[:-1]).any():
+            return s
+        order = np.lexsort((label_ranks(s.categories)[s.codes], s.ts))  # by time, then by label
+        ts, codes = s.ts[order], s.codes[order]
+        new = np.r_[True, ts[1:] != ts[:-1]]  # the first of each timestamp's run
+        keep = np.r_[new[1:], True] if self.function == "MAX" else new
+        return EnumPoints(ts[keep], codes[keep], s.categories)
 
 
 MAX_RESAMPLED_POINTS = 1_000_000  # as compiler.Limits.max_points: a grid finer than this is refused
@@ -157,8 +168,7 @@ class EnumUnion(SeriesNode):
         ts, codes = np.concatenate(ts_parts), np.concatenate(code_parts).astype(np.int32)
         if not len(ts):
             return EnumPoints(ts.astype(np.int64), codes, categories)
-        rank = np.argsort(np.argsort(np.asarray(categories, dtype=object)))  # code -> label's sort rank
-        order = np.lexsort((rank[codes], ts))  # by time, then by label
+        order = np.lexsort((label_ranks(categories)[codes], ts))  # by time, then by label
         ts, codes = ts[order], codes[order]
         dup = ts[1:] == ts[:-1]
         if dup.any():
@@ -166,7 +176,7 @@ class EnumUnion(SeriesNode):
                 raise ComputeError(
                     "InvalidComputation",
                     f"union with THROW: {int(dup.sum())} points share a timestamp with another input's",
-                    {"invalidTypes": "union", "field": "operation"},
+                    {"invalidTypes": "", "variant": "union", "field": "operation"},
                 )
             # MAX: the last of each timestamp's run (largest label); MIN: the first
             keep = np.r_[~dup, True] if self.operation == "MAX" else np.r_[True, ~dup]

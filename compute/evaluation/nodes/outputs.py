@@ -36,6 +36,7 @@ from compute.evaluation.results import (
     Output,
     Ranges,
     RangesSummary,
+    SinglePoint,
 )
 from compute.evaluation.summarize import MS, BucketMemo, Decimation, enum_buckets
 from compute.evaluation.window import SeriesWindow
@@ -233,14 +234,15 @@ class SummarizeRanges(OutputNode):
         return self.ranges
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
-        return self._summarize(self.held.whole(self.ranges, envs))
+        return self.summarize(self.held.whole(self.ranges, envs))
 
     def update_groups(
         self, envs: Mapping[GroupKey, EvalEnv], since: Mapping[GroupKey, int]
     ) -> dict[GroupKey, Output]:
-        return self._summarize(self.held.update(self.ranges, envs, since))
+        return self.summarize(self.held.update(self.ranges, envs, since))
 
-    def _summarize(self, ranges: dict[GroupKey, Ranges]) -> dict[GroupKey, Output]:
+    def summarize(self, ranges: dict[GroupKey, Ranges]) -> dict[GroupKey, Output]:
+        """The ranges as they are, or past `max_ranges` in a group a rangesSummary for every group."""
         most = max((len(r) for r in ranges.values()), default=0)
         if most <= self.max_ranges:
             return dict(ranges)
@@ -269,12 +271,14 @@ def summarize_ranges(r: Ranges, width: int) -> RangesSummary:
 
 @dataclass
 class SelectValue(OutputNode):
-    """`value`: the first or last point of a series in the window. No point: an empty `numeric`
-    (or `enum`) result, since nominal-api's Python codec cannot decode an empty `numericPoint`;
-    in a grouped response such a group is left out."""
+    """`value`: the first or last point of a series in the window, as a `numericPoint` / `enumPoint`
+    (firstPoint, lastPoint) or as a `singlePoint` holding a `Value` (firstValuePoint,
+    lastValuePoint). No point: an empty `numeric` (or `enum`) result, since nominal-api's Python
+    codec cannot decode an empty point; in a grouped response such a group is left out."""
 
     series: SeriesNode
     last: bool
+    single: bool = False  # a SinglePoint (firstValuePoint / lastValuePoint)
     held: HeldSeries = field(default_factory=HeldSeries, compare=False, repr=False)
 
     @property
@@ -297,7 +301,10 @@ class SelectValue(OutputNode):
                     out[key] = s
                 continue
             i = len(s) - 1 if self.last else 0
-            if isinstance(s, EnumPoints):
+            if self.single:
+                value = s.categories[s.codes[i]] if isinstance(s, EnumPoints) else float(s.values[i])
+                out[key] = SinglePoint(int(s.ts[i]), value)
+            elif isinstance(s, EnumPoints):
                 out[key] = EnumValue(int(s.ts[i]), int(s.codes[i]), s.categories)
             else:
                 out[key] = NumericValue(int(s.ts[i]), float(s.values[i]))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute.evaluation.errors import invalid_computation
+from compute.evaluation.errors import not_supported
 from compute.evaluation.nodes.base import EvalEnv, Node, Series, SeriesNode
 from compute.evaluation.results import EnumPoints, NumericPoints
 
@@ -35,7 +35,7 @@ class MergedBranches(SeriesNode):
             order = np.argsort(ts, kind="stable")
             codes = np.concatenate([p.codes for p in parts])[order]  # type: ignore[union-attr]
             return EnumPoints(ts[order], codes, env.categories)
-        raise invalid_computation("a dataset's branches hold this series as both numeric and enum", "combine")
+        raise not_supported("a dataset's branches hold this series as both numeric and enum", "combine")
 
 
 @dataclass
