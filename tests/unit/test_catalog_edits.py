@@ -276,7 +276,8 @@ def test_context_fields_that_change_the_answer_are_refused_by_name(field: str, v
     assert result["type"] == "error"
     error = result["error"]["serializableError"]
     assert error["name"] == "PersistentCompute:InvalidComputation" and error["params"] == {
-        "invalidTypes": field
+        "invalidTypes": "",
+        "variant": field,
     }
 
 
