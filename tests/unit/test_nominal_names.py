@@ -12,6 +12,7 @@ from typing import Any
 import nominal_api
 import numpy as np
 
+from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.arithmetic import BINARY_OPS, THRESHOLD_OPS, UNARY_OPS
 from compute.evaluation.nodes.ranges import MIN_MAX_OPS
 from compute.evaluation.nodes.rolling import rolling
@@ -99,3 +100,13 @@ def test_the_evaluators_and_the_client_name_exactly_nominals_values() -> None:
     assert set(typing.get_args(client_nodes.BoundsOperator)) == ENUMS["MinMaxThresholdOperator"]
     assert set(typing.get_args(client_nodes.TimeUnit)) == ENUMS["TimeUnit"]
     assert set(typing.get_args(client_nodes.Aggregation)) == set(ROLLING_OPERATORS)
+
+
+def test_a_refusal_never_puts_a_node_name_in_nominals_enum_params() -> None:
+    named = ComputeError("InvalidComputation", "m", {"invalidTypes": "histogram", "field": "input"})
+    assert named.params == {"invalidTypes": "", "variant": "histogram", "field": "input"}
+    enum_value = ComputeError("InvalidComputation", "m", {"invalidTypes": "CUMULATIVE_SUM"})
+    assert enum_value.params == {"invalidTypes": "CUMULATIVE_SUM"}
+    polling = ComputeError("PollingOnlyComputation", "m", {"pollingOnlyTypes": "lttb"})
+    assert polling.params == {"pollingOnlyTypes": "", "variant": "lttb"}
+    assert "CUMULATIVE_SUM" in ENUMS["InvalidComputationType"]
