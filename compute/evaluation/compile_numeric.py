@@ -26,7 +26,6 @@ from compute.evaluation.nodes.aggregate import (
     Operator,
     RangeDuration,
     ResampleForwardFill,
-    ResampleRoundedUp,
     RollingPoints,
     RollingTimeSlices,
     SinceTime,
@@ -610,7 +609,8 @@ def _resample(b: _Builder, v: Json) -> nodes.SeriesNode:
             f"{what} every {interval} ns over a {b.window_ns} ns window exceeds {MAX_RESAMPLE_POINTS} points",
             {"limit": str(MAX_RESAMPLE_POINTS)},
         )
-    return ResampleRoundedUp(b.timed(b.numeric(b.get(o, "input", what)), what), interval, b.window_ns)
+    node = b.timed(b.numeric(b.get(o, "input", what)), what)
+    return ResampleForwardFill(node, interval, b.window_ns, last_rounded_up=True)
 
 
 def _timestamp_constant(b: _Builder, value: Json) -> int:

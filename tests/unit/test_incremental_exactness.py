@@ -148,7 +148,7 @@ CASES.update(
             "z_score_by_site_plus_shared_a",  # a node over ZScore and a shared channel
             "grouped_z_score_of_selected_tags",  # ZScore over SelectTags
             "group_by_no_tag_every_10s_mean",  # groupBy of a subset of the tags (over SelectTags)
-            "resample_v1_default_forward_fill",  # ResampleRoundedUp
+            "resample_v1_default_forward_fill",  # ResampleForwardFill, its last point rounded up
         )
     }
 )

@@ -389,12 +389,17 @@ class NthPoint(SeriesNode):
 
 @dataclass
 class ResampleForwardFill(SeriesNode):
-    """`resampleV2`: a point at every epoch-aligned multiple of the interval from the first held
-    point to the last, valued the newest input point at or before it (forward fill, no radius)."""
+    """`resampleV2`, and `resample` (v1) with forward fill, its default: a point at every
+    epoch-aligned multiple of the interval from the first held point's timestamp rounded up to one,
+    valued the newest input point at or before it (forward fill, no radius). `resampleV2`'s grid ends
+    at the last point; v1's, as ForwardFillResampleInterpolationConfiguration's docs say, at the last
+    point's timestamp rounded up too (`last_rounded_up`), so its last grid point may lie after the
+    last input point. A new point adds grid points before its own timestamp: evaluated whole."""
 
     input: SeriesNode
     interval_ns: int
     window_ns: int
+    last_rounded_up: bool = False  # v1
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -403,40 +408,12 @@ class ResampleForwardFill(SeriesNode):
         return self.window_ns  # a grid point carries a value from arbitrarily far before it
 
     def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "resampleV2")
+        s = numeric(self.input.evaluate(env), "resample" if self.last_rounded_up else "resampleV2")
         if not len(s.ts):
             return s
         iv = self.interval_ns
         first = -(-int(s.ts[0]) // iv) * iv  # the first multiple at or after the first point
-        grid = np.arange(first, int(s.ts[-1]) + 1, iv, dtype=np.int64)
-        idx = np.searchsorted(s.ts, grid, side="right") - 1
-        return NumericPoints(grid, s.values[idx])
-
-
-@dataclass
-class ResampleRoundedUp(SeriesNode):
-    """`resample` (v1) with forward fill, its default: as ForwardFillResampleInterpolationConfiguration's
-    docs say, the first and the last held point's timestamps rounded up to a multiple of the interval
-    (since the epoch) and a point at every multiple between them, valued the newest input point at or
-    before it. Unlike `resampleV2`'s grid, the last grid point may lie after the last input point.
-    A new point adds grid points before its own timestamp, so no reach: it is evaluated whole."""
-
-    input: SeriesNode
-    interval_ns: int
-    window_ns: int
-
-    def children(self) -> Sequence[Node]:
-        return (self.input,)
-
-    def own_lookback_ns(self) -> int:
-        return self.window_ns  # a grid point carries a value from arbitrarily far before it
-
-    def evaluate(self, env: EvalEnv) -> NumericPoints:
-        s = numeric(self.input.evaluate(env), "resample")
-        if not len(s.ts):
-            return s
-        iv = self.interval_ns
-        first, last = -(-int(s.ts[0]) // iv) * iv, -(-int(s.ts[-1]) // iv) * iv
+        last = -(-int(s.ts[-1]) // iv) * iv if self.last_rounded_up else int(s.ts[-1])
         grid = np.arange(first, last + 1, iv, dtype=np.int64)
         idx = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
         return NumericPoints(grid, s.values[idx])
