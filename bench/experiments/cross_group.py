@@ -21,7 +21,6 @@ Run: python -m bench.experiments.cross_group [groups=10] [rate_hz=100] [window_s
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from dataclasses import dataclass, fields, replace
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.live_eval import ms_summary
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
@@ -105,16 +105,6 @@ def _computation(arm: str, plan: Plan) -> Computation:
     return computation
 
 
-def _summary(ms: list[float]) -> dict[str, float]:
-    ordered = sorted(ms)
-    return {
-        "mean_ms": round(statistics.fmean(ordered), 3),
-        "p50_ms": round(ordered[len(ordered) // 2], 3),
-        "p95_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
-        "max_ms": round(ordered[-1], 3),
-    }
-
-
 def measure_arm(arm: str, plan: Plan) -> dict[str, Any]:
     step = NANOS // plan.rate_hz
     now = 1_800_000_000 * NANOS
@@ -141,7 +131,7 @@ def measure_arm(arm: str, plan: Plan) -> dict[str, Any]:
             computation.apply_batch(rows, t)
         spent.append((time.thread_time() - began) * 1000)
     groups = len(computation.outputs)
-    return {"arm": arm, "groups_out": groups, "backfill_ms": round(backfill_ms, 1), **_summary(spent)}
+    return {"arm": arm, "groups_out": groups, "backfill_ms": round(backfill_ms, 1), **ms_summary(spent)}
 
 
 ARMS = ("grouped", "filterByTag", "selectTags", "zScore", "zScore whole")
