@@ -13,10 +13,9 @@ bench/live_eval.py) and through a server of its own (bench/live_windows.py), the
 NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
 long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE, live_eval.NAME=VALUE and live_windows.NAME=VALUE
 those of their own plans. `--only` runs some workloads alone (latency, fanout, fanout10x, subscribe,
-ingest, idle, baselines, long_windows, ingest_ceiling, live_eval, live_windows; ingest brings latency
-along), e.g. `--only
-fanout10x` measures fan-out at 10x in a few minutes; the report then says "not measured" of the
-rest.
+ingest, idle, baselines, long_windows, ingest_ceiling, live_eval, live_windows, output_format; ingest
+brings latency along), e.g. `--only fanout10x` measures fan-out at 10x in a few minutes; the
+report then says "not measured" of the rest.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import ingest_ceiling, live_eval, live_windows, long_windows
+from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -57,6 +56,7 @@ WORKLOADS = (
     "ingest_ceiling",
     "live_eval",
     "live_windows",
+    "output_format",
 )
 
 
@@ -274,6 +274,15 @@ class Run:
             self.results["live_eval"] = live_eval.measure(self.live_plan)
         except Exception as exc:  # the report says so; the other workloads' figures stand
             self.results.setdefault("errors", {})["live_eval"] = repr(exc)
+
+    def output_format(self, smoke: bool) -> None:
+        """LEGACY against ArrowPlot frames: bytes and encode/decode CPU, in this process."""
+        log("output formats: LEGACY against Arrow, frame bytes and encode/decode cost (in process)")
+        try:
+            sizes = (100, 1000) if smoke else (100, 1000, 10000)
+            self.results["output_format"] = output_format.measure(sizes, rounds=2 if smoke else 5)
+        except Exception as exc:  # the report says so; the other workloads' figures stand
+            self.results.setdefault("errors", {})["output_format"] = repr(exc)
 
     def live_windows(self) -> None:
         """Workload 3c through a server: hour windows beside 60 s ones, live at once."""
@@ -708,6 +717,8 @@ def main(argv: list[str] | None = None) -> None:
         run.live_eval()
     if "live_windows" in only:
         run.live_windows()
+    if "output_format" in only:
+        run.output_format(args.smoke)
     run.results["duration_s"] = round(time.time() - started)
     kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,14 @@ def check(out: Path) -> None:
         assert live[arm]["batches"] == livep["batches"] and live[arm]["all"]["mean_ms"] > 0, arm
         assert live[arm]["changes"] > 0, arm
     assert live["cpu_ratio_long_to_short"] is not None
+    # workload 2b's evaluations beside it, in process
+    mix = live["mix2b"]
+    assert mix["computations"] == livep["mix2b_computations"] and mix["batches"] == livep["mix2b_batches"]
+    assert mix["all"]["mean_ms"] > 0 and mix["by_kind"]
+    # output formats: every arm framed and timed, both kinds
+    formats = results["output_format"]
+    assert {(r["kind"], r["arm"]) for r in formats["rows"]} >= {("bucketed", "LEGACY"), ("raw", "ARROW mean")}
+    assert min(r["bytes"] for r in formats["rows"]) > 0 and min(r["encode_us"] for r in formats["rows"]) > 0
     # workload 3c's server arm: both arms updated and measured through a server of their own
     windows = results["live_windows"]
     for arm in ("long", "short"):

@@ -12,8 +12,11 @@ pyarrow's IPC reader into numpy columns.
 In one process the arms alternate for `rounds` rounds, each sample repeating the call until it has
 run `sample_s`; reported: the median over rounds of microseconds per frame, and the frame's bytes,
 with the load average before and after (the machine may be shared: compare ratios between runs).
+`make bench` runs it as a stage of its own (`output_format`, the full plan's sizes, 5 rounds) and
+its report puts the 1,000-bucket FullResult's ratios against LEGACY in the targets table
+(docs/decisions/0061).
 
-Run: python -m bench.experiments.arrow_output [rounds=9] [sizes=100,1000,10000] [sample_s=0.2]
+Run: python -m bench.output_format [rounds=9] [sizes=100,1000,10000] [sample_s=0.2]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -100,14 +104,13 @@ def _arm(
     return (lambda: frames.full_update(outs, False, fmt)), (lambda: decode(frame))
 
 
-def main(argv: list[str]) -> None:
-    args = dict(a.split("=", 1) for a in argv)
-    rounds = int(args.get("rounds", 9))
-    sizes = [int(x) for x in args.get("sizes", "100,1000,10000").split(",")]
-    sample_s = float(args.get("sample_s", 0.2))
+def measure(
+    sizes: tuple[int, ...] = (100, 1000, 10000), rounds: int = 9, sample_s: float = 0.2
+) -> dict[str, Any]:
+    """Every arm for each result kind and size: frame bytes (sent, deflated) and the median encode /
+    decode microseconds per frame, the arms alternating within a round."""
     load_before = os.getloadavg()[0]
-    print("| result | rows | arm | frame bytes | deflated bytes | encode us | decode us |")
-    print("|---|---|---|---|---|---|---|")
+    rows: list[dict[str, Any]] = []
     for kind in ("bucketed", "raw"):
         for size in sizes:
             outs = outputs(kind, size)
@@ -128,10 +131,55 @@ def main(argv: list[str]) -> None:
                 deflater = zlib.compressobj(wbits=-15)
                 deflated = len(deflater.compress(frame[name]) + deflater.flush(zlib.Z_SYNC_FLUSH))
                 enc, dec = (statistics.median(s) for s in samples[name])
-                print(
-                    f"| {kind} | {size} | {name} | {len(frame[name])} | {deflated} | {enc:.0f} | {dec:.0f} |"
+                rows.append(
+                    {
+                        "kind": kind,
+                        "rows": size,
+                        "arm": name,
+                        "bytes": len(frame[name]),
+                        "deflated_bytes": deflated,
+                        "encode_us": round(enc, 1),
+                        "decode_us": round(dec, 1),
+                    }
                 )
-    print(f"\nload average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; rounds={rounds}")
+    return {
+        "rounds": rounds,
+        "sizes": list(sizes),
+        "rows": rows,
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
+def find(results: dict[str, Any], kind: str, size: int, arm: str) -> dict[str, Any] | None:
+    return next((r for r in results["rows"] if (r["kind"], r["rows"], r["arm"]) == (kind, size, arm)), None)
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        "### Output formats: a FullResult as LEGACY JSON against Nominal's ArrowPlot "
+        "(bench/output_format.py)",
+        "",
+        "| result | rows | arm | frame bytes | deflated bytes | encode us | decode us |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        lines.append(
+            f"| {r['kind']} | {r['rows']:,} | {r['arm']} | {r['bytes']:,} | {r['deflated_bytes']:,} | "
+            f"{r['encode_us']:,.0f} | {r['decode_us']:,.0f} |"
+        )
+    before, after = results["load_average"]
+    lines += ["", f"Load average {before:.2f} before, {after:.2f} after; {results['rounds']} rounds."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    args = dict(a.split("=", 1) for a in argv)
+    results = measure(
+        tuple(int(x) for x in args.get("sizes", "100,1000,10000").split(",")),
+        int(args.get("rounds", 9)),
+        float(args.get("sample_s", 0.2)),
+    )
+    sys.stdout.write(render(results))
 
 
 if __name__ == "__main__":
