@@ -253,13 +253,10 @@ class _Builder:
                 node if isinstance(node, nodes.ChannelInput) else nodes_union.SharedSubtree(node)
             )
             return self.bound[key]
-        if kind == "derived":
-            raise ComputeError(
-                "InvalidComputation",
-                f"variable '{name}' is a derived series: it applies a function of a Nominal module, and "
-                "Sparkwire keeps no modules",
-                {"invalidTypes": "", "variant": "derived", "variable": name},
-            )
+        if kind == "derived":  # a function of a module (compile_derived.py)
+            node = compile_derived.derived_variable(self, name, value, expect)
+            self.bound[key] = nodes_union.SharedSubtree(node)
+            return self.bound[key]
         self.bound[key] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
         return self.bound[key]
 
@@ -984,11 +981,13 @@ def result_unit(root: nodes.OutputNode) -> str | None:
     return None
 
 
-# The range-on-range, equality, stability and enum-mapping builders, the chart roots, and those of
-# the nodes across groups (filterByTag, selectTags, zScore), live in their own modules, which register
-# them in the tables above when they load (whichever module is imported first).
+# The range-on-range, equality, stability and enum-mapping builders, the chart roots, those of
+# the nodes across groups (filterByTag, selectTags, zScore) and of `derived`, live in their own
+# modules, which register them in the tables above when they load (whichever module is imported
+# first).
 from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
     compile_charts,  # noqa: F401
     compile_cross_group,
+    compile_derived,
     compile_ranges,  # noqa: F401
 )
