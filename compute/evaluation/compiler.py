@@ -893,14 +893,17 @@ UNHONOURED_CONTEXT = {
     "defaultAlignmentStrategy": "multi-input nodes align on the union of their inputs' timestamps",
     "resolveAssetsThroughDatasets": "Sparkwire's assets have no mirrored datasets; they resolve through "
     "their data scopes",
+    "functionVariables": "it binds variables of (deprecated) function references, which no node of the "
+    "compute language reads; a module function takes its arguments from the derived node's functionArgs",
 }
 
 
 def refuse_unhonoured_context(context: Mapping[str, Json]) -> None:
-    """A `Context` (wire names) setting a field of UNHONOURED_CONTEXT is refused, naming it."""
+    """A `Context` (wire names) setting a field of UNHONOURED_CONTEXT is refused, naming it (an
+    empty map sets nothing)."""
     for name, why in UNHONOURED_CONTEXT.items():
         value = context.get(name)
-        if value is not None and value is not False:
+        if value is not None and value is not False and value != {}:
             raise ComputeError(
                 "InvalidComputation",
                 f"Context.{name} is not supported by Sparkwire: {why}; omit it",
