@@ -16,8 +16,7 @@ Registered into compiler.py's tables by their Conjure variant name when this mod
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -51,7 +50,7 @@ SERIES_KINDS: dict[str, frozenset[str]] = {
 }
 FUNCTION_NODE_KINDS = frozenset(["numeric", "enum", "ranges", "udf"])
 VERSION = re.compile(r"^(0|[1-9][0-9]{0,17})$")  # Nominal's module versions: a bare MAJOR number
-MAX_DEPTH = 16  # functions applying functions: deeper than this is refused (a cycle is caught sooner)
+MAX_DEPTH = 16  # functions whose bodies apply functions: deeper than this is refused
 
 
 class ModuleCatalog(Protocol):
@@ -61,7 +60,6 @@ class ModuleCatalog(Protocol):
 
 
 _modules: ModuleCatalog | None = None
-_applying = threading.local()  # the functions being compiled on this thread, outermost first
 
 
 def use_modules(catalog: ModuleCatalog | None) -> None:
@@ -161,9 +159,74 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             functionName=function_name,
         )
+    _refuse_cycles(b, version, function_name, node, [])
     parameters = {p["name"]: p["type"] for p in function.get("parameters") or []}
     bindings = _arguments(b, o, parameters, function_name)
     return Application(version, function_name, kind, node, bindings)
+
+
+def _applied_in(node: Json) -> Iterator[tuple[str, str, str]]:
+    """The (module, version, function) every `derived` node inside a function's body names with
+    literals (its arguments are the caller's, not part of the body)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _applied_in(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "derived" and isinstance(node.get("derived"), dict):
+        inner = node["derived"].get("function")
+        if isinstance(inner, dict):
+            names = [_literal(inner.get(k)) for k in ("moduleName", "functionName")]
+            pinned = (inner.get("versionReference") or {}).get("pinned") or {}
+            version = _literal(pinned.get("version") if isinstance(pinned, dict) else None)
+            if names[0] is not None and names[1] is not None and version is not None:
+                yield names[0], version, names[1]
+            return  # its functionArgs belong to this body's scope, but apply nothing by themselves
+    for value in node.values():
+        yield from _applied_in(value)
+
+
+def _literal(value: Json) -> str | None:
+    if isinstance(value, dict) and value.get("type") == "literal" and isinstance(value.get("literal"), str):
+        return str(value["literal"])
+    return None
+
+
+def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Json, path: list[str]) -> None:
+    """A function whose body applies itself, directly or through other functions' bodies, or
+    nests functions deeper than MAX_DEPTH, is refused by name (the outermost function named)
+    before anything is built. `path`: the functions whose bodies led here, outermost first."""
+    label = f"{version.api_name} v{version.version} {function}"
+    if label in path or len(path) >= MAX_DEPTH:
+        root_module, _, root_function = path[0].split(" ")  # names hold no spaces (app/api/modules.py)
+        raise _refused(
+            f"function {path[0]} applies itself (through {' -> '.join([*path[1:], label])})"
+            if label in path
+            else f"function {path[0]} nests functions more than {MAX_DEPTH} deep",
+            "functionName",
+            moduleName=root_module,
+            functionName=root_function,
+        )
+    for module_name, version_text, function_name in _applied_in(node):
+        inner = _function_at(module_name, version_text, function_name)
+        if inner is not None:  # one that does not resolve is refused where it is built
+            _refuse_cycles(b, inner[0], function_name, inner[1], [*path, label])
+
+
+def _function_at(
+    module_name: str, version_text: str, function_name: str
+) -> tuple[ModuleVersion, Json] | None:
+    if _modules is None or not VERSION.match(version_text):
+        return None
+    module = _modules.module_named(module_name)
+    version = None if module is None else _modules.version(module, int(version_text))
+    if version is None:
+        return None
+    for f in version.definition.get("functions") or []:
+        if isinstance(f, dict) and f.get("name") == function_name:
+            return version, f.get("functionNode")
+    return None
 
 
 def _arguments(b: _Builder, o: dict[str, Json], parameters: dict[str, str], function: str) -> dict[str, Json]:
@@ -255,21 +318,8 @@ def _closed(b: _Builder, value: Json, outer: Mapping[str, Json]) -> Json:
 
 
 def apply(b: _Builder, application: Application, build: Callable[[Json], T]) -> T:
-    """The function's node built by `build` with its parameters bound, and only them; a function
-    applying itself (directly or through others) is refused by name."""
-    stack: list[tuple[str, int, str]] = getattr(_applying, "stack", [])
-    key = (application.module.rid, application.module.version, application.function)
-    if key in stack or len(stack) >= MAX_DEPTH:
-        raise _refused(
-            f"function {application.label} applies itself (through {len(stack)} function(s))"
-            if key in stack
-            else f"functions apply functions more than {MAX_DEPTH} deep",
-            "functionName",
-            moduleName=application.module.api_name,
-            functionName=application.function,
-        )
+    """The function's node built by `build` with its parameters bound, and only them."""
     outer = b.context
-    _applying.stack = [*stack, key]
     b.context = application.bindings
     try:
         return build(application.node)
@@ -282,7 +332,6 @@ def apply(b: _Builder, application: Application, build: Callable[[Json], T]) -> 
         ) from None
     finally:
         b.context = outer
-        _applying.stack = stack
 
 
 def _of_kind(b: _Builder, value: Json, wanted: str, where: str) -> Application:
