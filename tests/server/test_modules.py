@@ -5,6 +5,7 @@ live subscription, authentication, and the modules across a kill -9 and a restar
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -17,6 +18,9 @@ from nominal_api import api, scout_run_api
 from nominal_api import module as nm
 from nominal_api import scout_compute_api as sc
 
+from sparkwire_client import Modules, derived_numeric, numeric_channel
+from sparkwire_client import nodes as client_nodes
+from sparkwire_client.modules import function, numeric_parameter
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
 from tests.wire import NANOS, Client, subscription, write_points
@@ -415,6 +419,26 @@ async def test_versions_arguments_archiving_and_search(server: ServerProcess, cl
         "PUT", f"{server.base_url}/scout/v2/module/ri.scout.main.module.nope", enc(update)
     )
     assert (missing.status_code, missing.json()["errorName"]) == (404, "Module:ModuleRidsNotFound")
+
+
+async def test_the_python_client_makes_modules_and_derived_series(
+    server: ServerProcess, client: Client
+) -> None:
+    r, t0, name = f"ri.test.modules.{uuid.uuid4().hex}", time.time_ns() - 60 * NANOS, f"m_{uuid.uuid4().hex}"
+    xs = [(t0, 1.0), (t0 + NANOS, 2.5)]
+    await write_points(server.base_url, r, "x", xs)
+    modules = Modules(server.base_url)
+    body = numeric_parameter("x") * 2.0 + 1.0
+    created = await asyncio.to_thread(
+        modules.create, name, "t", [function("twice", {"x": "NUMERIC_SERIES"}, body)]
+    )
+    assert DECODER.decode(created, nm.Module).version_metadata.version == "1"
+    assert (await asyncio.to_thread(modules.by_name, name))["metadata"] == created["metadata"]
+    assert (await asyncio.to_thread(modules.get, created["metadata"]["rid"], "1")) == created
+    assert [s["metadata"]["apiName"] for s in await asyncio.to_thread(modules.search, name)] == [name]
+    computable = client_nodes.series(derived_numeric(name, "twice", "1", {"x": numeric_channel(r, "x")}))
+    view = await subscribe(client, "py", computable.json, dict(computable.variables))
+    assert snapshot(view) == {(): [(t, 2 * v + 1) for t, v in xs]}
 
 
 SECRET = "test-secret-that-is-long-enough-for-hs256"
