@@ -25,7 +25,7 @@ from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM, Principal
-from compute.evaluation.compile_derived import use_modules
+from compute.evaluation.compile_derived import malformation, use_modules
 from compute.storage.modules import Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -243,6 +243,14 @@ def _checked(definition: ModuleVersionDefinition) -> dict[str, Any]:
                 400,
                 f"function '{f.name}': functionNode must be a FunctionNode (numeric, enum or ranges), "
                 f"got {kind!r}",
+                params={"functionName": f.name},
+            )
+        parameter_types = {p.name: p.type for p in f.parameters}
+        problem = malformation(str(kind), f.functionNode[str(kind)], parameter_types)
+        if problem is not None:
+            raise HttpError(
+                400,
+                f"function '{f.name}': its {kind} node is not a valid Nominal node: {problem}",
                 params={"functionName": f.name},
             )
     return definition.model_dump(mode="json")

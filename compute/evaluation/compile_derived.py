@@ -359,6 +359,51 @@ def _ranges(b: _Builder, v: Json) -> nodes.RangeNode:
     return apply(b, _of_kind(b, v, "ranges", "a RangeSeries"), b.ranges)
 
 
+# What a parameter is bound to when a function's node is checked on its own (`malformation`).
+PLACEHOLDERS: dict[str, Json] = {
+    "NUMERIC_SERIES": {
+        "type": "channel",
+        "channel": {
+            "type": "dataSource",
+            "dataSource": {
+                "dataSourceRid": {"type": "literal", "literal": "ri.placeholder"},
+                "channel": {"type": "literal", "literal": "placeholder"},
+                "tags": {},
+            },
+        },
+    },
+    "DOUBLE_CONSTANT": {"type": "double", "double": 1.0},
+    "INTEGER_CONSTANT": {"type": "integer", "integer": 1},
+    "DURATION_CONSTANT": {"type": "duration", "duration": {"seconds": 1, "nanos": 0}},
+    "TIMESTAMP_CONSTANT": {"type": "timestamp", "timestamp": {"seconds": 0, "nanos": 0}},
+    "STRING_CONSTANT": {"type": "string", "string": "placeholder"},
+    "ASSET_RID": {"type": "string", "string": "placeholder"},
+}
+PLACEHOLDERS["ENUM_SERIES"] = PLACEHOLDERS["NUMERIC_SERIES"]
+PLACEHOLDERS["RANGES_SERIES"] = {
+    "type": "computeNode",
+    "computeNode": {
+        "seriesNode": {"type": "ranges", "ranges": {"type": "raw", "raw": {"name": "placeholder"}}},
+        "context": {"variables": {}},
+    },
+}
+
+
+def malformation(kind: str, node: Json, parameters: Mapping[str, str]) -> str | None:
+    """Why a function's node (`kind`: numeric, enum or ranges) is not a Nominal node at all, if it
+    is not: it is compiled with its parameters bound to placeholders. What it would refuse
+    (ComputeError) may depend on the arguments, so only a malformed node is reported."""
+    b = compiler._Builder({name: PLACEHOLDERS[t] for name, t in parameters.items() if t in PLACEHOLDERS})
+    build = {"numeric": b.numeric, "enum": b.enum, "ranges": b.ranges}[kind]
+    try:
+        build(node)
+    except ComputeError:
+        return None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MalformedNode is a ValueError
+        return str(exc)
+    return None
+
+
 def derived_variable(b: _Builder, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
     """A variable bound to a derived series, referenced where a series is read (`expect`: the
     numeric or enum type wanted there, None: either)."""

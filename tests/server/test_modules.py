@@ -419,6 +419,14 @@ async def test_versions_arguments_archiving_and_search(server: ServerProcess, cl
         "PUT", f"{server.base_url}/scout/v2/module/ri.scout.main.module.nope", enc(update)
     )
     assert (missing.status_code, missing.json()["errorName"]) == (404, "Module:ModuleRidsNotFound")
+    # a function node that is no Nominal node is refused when the module is made, naming the function
+    broken = enc(
+        nm.CreateModuleRequest(api_name=f"{name}_b", title="t", description="", definition=definition())
+    )
+    broken["definition"]["functions"][0]["functionNode"]["numeric"] = {"type": "multiply", "multiply": {}}
+    refused_body = await http_call("POST", f"{server.base_url}/scout/v2/module", broken)
+    assert refused_body.status_code == 400, refused_body.text
+    assert refused_body.json()["parameters"] == {"functionName": "scaled"}
 
 
 async def test_the_python_client_makes_modules_and_derived_series(

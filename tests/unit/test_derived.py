@@ -198,3 +198,14 @@ def test_an_archived_module_and_a_version_not_a_number_are_refused_by_name(store
         "moduleName": "m",
         "moduleRid": module.rid,
     }
+
+
+def test_a_function_node_is_checked_on_its_own_for_what_no_argument_can_mend() -> None:
+    good = {"type": "multiply", "multiply": {"left": raw("x"), "right": constant_variable("k")}}
+    parameters = {"x": "NUMERIC_SERIES", "k": "DOUBLE_CONSTANT"}
+    assert compile_derived.malformation("numeric", good, parameters) is None
+    broken = {"type": "multiply", "multiply": {"left": raw("x")}}
+    assert "right is required" in str(compile_derived.malformation("numeric", broken, parameters))
+    assert "unknown variant" in str(compile_derived.malformation("numeric", {"type": "nope", "nope": {}}, {}))
+    # a node that is refused for its arguments' sake (here: no parameter `y`) is left to the subscription
+    assert compile_derived.malformation("numeric", raw("y"), parameters) is None
