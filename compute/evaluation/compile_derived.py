@@ -275,6 +275,11 @@ def _arguments(b: _Builder, o: dict[str, Json], parameters: dict[str, str], func
                 argument=series_kind,
             )
         bindings[name] = _closed(b, value, b.context)
+        if expected == "RANGES_SERIES" and kind == "derived":
+            # a body reads a ranges parameter with `RangeSeries.raw`, which takes a computeNode
+            ranges = {"type": "ranges", "ranges": {"type": "derived", "derived": bindings[name]["derived"]}}
+            bound = {"seriesNode": ranges, "context": {"variables": {}}}
+            bindings[name] = {"type": "computeNode", "computeNode": bound}
     return bindings
 
 

@@ -209,3 +209,31 @@ def test_a_function_node_is_checked_on_its_own_for_what_no_argument_can_mend() -
     assert "unknown variant" in str(compile_derived.malformation("numeric", {"type": "nope", "nope": {}}, {}))
     # a node that is refused for its arguments' sake (here: no parameter `y`) is left to the subscription
     assert compile_derived.malformation("numeric", raw("y"), parameters) is None
+
+
+def test_a_ranges_parameter_takes_a_derived_range_series(store: ModuleStore) -> None:
+    above = function(
+        "above",
+        {"x": "NUMERIC_SERIES"},
+        "ranges",
+        {
+            "type": "threshold",
+            "threshold": {
+                "input": raw("x"),
+                "threshold": {"type": "literal", "literal": 1.0},
+                "operator": "GREATER_THAN",
+            },
+        },
+    )
+    outside = function(
+        "outside", {"r": "RANGES_SERIES"}, "ranges", {"type": "not", "not": {"input": raw("r")}}
+    )
+    store.create("m", "m", "", {"functions": [above, outside]}, "u", 1)
+    inner = {
+        "type": "derived",
+        "derived": derived("m", "above", {"x": {"type": "variable", "variable": "c"}}),
+    }
+    node = {"type": "derived", "derived": derived("m", "outside", {"r": {"type": "value", "value": inner}})}
+    built = plan({"type": "ranges", "ranges": {"input": node}}, {"c": channel("ri.a")})
+    assert [s.data_source_rid for s in built.selectors] == ["ri.a"]
+    assert "NotRanges(input=Threshold(" in repr(built.root)
