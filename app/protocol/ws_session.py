@@ -325,6 +325,7 @@ class Session:
                 "defaultFillStrategy": context.default_fill_strategy,
                 "defaultAlignmentStrategy": context.default_alignment_strategy,
                 "resolveAssetsThroughDatasets": context.resolve_assets_through_datasets,
+                "functionVariables": context.function_variables,
             }
         )
         return _request(sub).compile(self.config.limits)

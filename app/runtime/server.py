@@ -25,6 +25,7 @@ from app.api import (
     docs_pages,
     health,
     metrics_route,
+    modules,
     openapi,
 )
 from app.api.request_summary import RequestLog, Summary
@@ -165,6 +166,7 @@ def create_app(settings: Settings) -> FastAPI:
         else:
             decoders = DecodeWorkers(0, 0, metrics.bodies_decoded)  # every body decoded inline
         assets.open_store(app, settings)  # the asset and run catalog beside the log (app/api/assets.py)
+        modules.open_store(app, settings)  # the modules derived series apply (app/api/modules.py)
         state = ServerState(settings, log, hub, metrics, decoders)
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
@@ -215,6 +217,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(catalog.router)
     app.include_router(directory.router)  # the directory of live computations (admin)
     app.include_router(assets.router)  # assets and runs (app/api/assets.py)
+    app.include_router(modules.router)  # Nominal's ModuleService (app/api/modules.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

@@ -4,6 +4,7 @@ pandas DataFrame or plain lists (`Client`), build compute nodes (`nodes`), write
 from sparkwire_client import nodes
 from sparkwire_client.assets import Catalog, CatalogError, DataScope
 from sparkwire_client.client import Client, LateReport, Replay, Subscription, SubscriptionError, ws_url
+from sparkwire_client.modules import Modules, derived_enum, derived_numeric, derived_ranges
 from sparkwire_client.nodes import (
     asset_channel,
     enum_channel,
@@ -23,6 +24,7 @@ __all__ = [
     "Client",
     "DataScope",
     "LateReport",
+    "Modules",
     "Range",
     "Replay",
     "Subscription",
@@ -31,6 +33,9 @@ __all__ = [
     "WriteError",
     "Writer",
     "asset_channel",
+    "derived_enum",
+    "derived_numeric",
+    "derived_ranges",
     "enum_channel",
     "first_point",
     "last_point",

@@ -642,7 +642,6 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
-    "derived": "derived series are functions of modules; Sparkwire has no module registry",
     "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
     "verified against REFPROP's values",
     "refpropV2": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "

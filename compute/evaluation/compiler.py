@@ -253,13 +253,10 @@ class _Builder:
                 node if isinstance(node, nodes.ChannelInput) else nodes_union.SharedSubtree(node)
             )
             return self.bound[key]
-        if kind == "derived":
-            raise ComputeError(
-                "InvalidComputation",
-                f"variable '{name}' is a derived series: it applies a function of a Nominal module, and "
-                "Sparkwire keeps no modules",
-                {"invalidTypes": "", "variant": "derived", "variable": name},
-            )
+        if kind == "derived":  # a function of a module (compile_derived.py)
+            node = compile_derived.derived_variable(self, name, value, expect)
+            self.bound[key] = nodes_union.SharedSubtree(node)
+            return self.bound[key]
         self.bound[key] = nodes_union.SharedSubtree(self.bound_computation(name, value, expect))
         return self.bound[key]
 
@@ -896,14 +893,17 @@ UNHONOURED_CONTEXT = {
     "defaultAlignmentStrategy": "multi-input nodes align on the union of their inputs' timestamps",
     "resolveAssetsThroughDatasets": "Sparkwire's assets have no mirrored datasets; they resolve through "
     "their data scopes",
+    "functionVariables": "it binds variables of (deprecated) function references, which no node of the "
+    "compute language reads; a module function takes its arguments from the derived node's functionArgs",
 }
 
 
 def refuse_unhonoured_context(context: Mapping[str, Json]) -> None:
-    """A `Context` (wire names) setting a field of UNHONOURED_CONTEXT is refused, naming it."""
+    """A `Context` (wire names) setting a field of UNHONOURED_CONTEXT is refused, naming it (an
+    empty map sets nothing)."""
     for name, why in UNHONOURED_CONTEXT.items():
         value = context.get(name)
-        if value is not None and value is not False:
+        if value is not None and value is not False and value != {}:
             raise ComputeError(
                 "InvalidComputation",
                 f"Context.{name} is not supported by Sparkwire: {why}; omit it",
@@ -984,11 +984,13 @@ def result_unit(root: nodes.OutputNode) -> str | None:
     return None
 
 
-# The range-on-range, equality, stability and enum-mapping builders, the chart roots, and those of
-# the nodes across groups (filterByTag, selectTags, zScore), live in their own modules, which register
-# them in the tables above when they load (whichever module is imported first).
+# The range-on-range, equality, stability and enum-mapping builders, the chart roots, those of
+# the nodes across groups (filterByTag, selectTags, zScore) and of `derived`, live in their own
+# modules, which register them in the tables above when they load (whichever module is imported
+# first).
 from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
     compile_charts,  # noqa: F401
     compile_cross_group,
+    compile_derived,
     compile_ranges,  # noqa: F401
 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.storage.assets import Asset, DataScope, Run
+from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def _unknown(what: str, rid: str) -> ComputeError:
     )
 
 
-CatalogKind = Literal["asset", "run"]
+CatalogKind = Literal["asset", "run", "module"]  # module: compile_derived.py
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class CatalogUse:
 class CatalogReads:
     """The catalog as one compilation reads it: every lookup goes through here and is recorded."""
 
-    entries: dict[str, Asset | Run] = field(default_factory=dict)
+    entries: dict[str, Asset | Run | ModuleVersion] = field(default_factory=dict)
     searched: set[CatalogKind] = field(default_factory=set)
 
     def asset(self, rid: str) -> Asset:
@@ -220,7 +221,7 @@ class CatalogReads:
         self.searched.add("run")
         return _catalog.runs() if _catalog is not None else []
 
-    def found(self, entry: Asset | Run) -> None:
+    def found(self, entry: Asset | Run | ModuleVersion) -> None:
         self.entries[entry.rid] = entry
 
     def use(self) -> CatalogUse | None:

@@ -68,8 +68,8 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         "InvalidComputation",
         {"invalidTypes": "", "variable": "nope"},
     ),
-    # a variant Nominal streams and Sparkwire does not build: no InvalidComputationType fits it
-    "variant_sparkwire_does_not_build": (
+    # a derived series over a module Sparkwire does not keep: named, no InvalidComputationType fits it
+    "derived_over_an_unknown_module": (
         n.ranges(
             n.union(
                 "derived",
@@ -78,7 +78,7 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
                     {
                         "moduleName": n.literal("m"),
                         "functionName": n.literal("f"),
-                        "versionReference": n.union("pinned", {"version": n.literal("1.0.0")}),
+                        "versionReference": n.union("pinned", {"version": n.literal("1")}),
                         "functionArgs": {},
                     },
                 ),
@@ -86,7 +86,7 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         ),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "", "variant": "derived", "union": "RangeSeries"},
+        {"invalidTypes": "", "variant": "derived", "field": "moduleName", "moduleName": "m"},
     ),
     "buckets_not_positive": (
         n.series(n.numeric_series(A), buckets=-1),

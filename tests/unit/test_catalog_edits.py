@@ -265,6 +265,7 @@ def test_a_dataset_reference_that_cannot_resolve_is_refused_by_name() -> None:
         ("defaultFillStrategy", {"type": "forwardFill", "forwardFill": {}}),
         ("defaultAlignmentStrategy", {"type": "union", "union": {}}),
         ("resolveAssetsThroughDatasets", True),
+        ("functionVariables", {"f": {"variables": {"x": {"type": "double", "double": 1.0}}}}),
     ],
 )
 def test_context_fields_that_change_the_answer_are_refused_by_name(field: str, value: Any) -> None:
@@ -292,8 +293,7 @@ def test_every_field_of_nominal_apis_context_is_read() -> None:
     ir = conjure_ir()
     fields = {f["fieldName"] for f in ir[("io.nominal.scout.compute.api", "Context")]["fields"]}
     assert fields == {f.alias for f in Context.model_fields.values()}
-    # functionVariables feeds only `derived` variables, which are refused by name themselves
-    handled = {"variables", "datasetReferences", "applyDataScopeOffsets", "functionVariables"}
+    handled = {"variables", "datasetReferences", "applyDataScopeOffsets"}
     assert fields == handled | set(UNHONOURED_CONTEXT)
 
 

@@ -1,0 +1,435 @@
+"""`derived` series: a function of a Nominal module, applied to arguments.
+
+A `DerivedSeries.function` (as `NumericSeries.derived`, `EnumSeries.derived`, `RangeSeries.derived`
+or a `VariableValue.derived`) names a module, a pinned version of it and one of its functions, and
+gives an argument for each of the function's parameters. It is resolved against the modules
+Sparkwire keeps (compute/storage/modules.py, set once by the server with `use_modules`) when a plan
+is compiled: the function's node is compiled as if it were written in place, with its parameters
+bound as variables to the arguments (and to nothing else: a function sees only its parameters), so
+a derived series is made of the same incremental nodes as any other and reaches as far back as its
+body does. The version read is recorded in the compilation's catalog reads, so archiving the module
+reaches the live subscriptions over it (app/fanout/catalog_edits.py).
+
+Registered into compiler.py's tables by their Conjure variant name when this module loads
+(docs/decisions/0062-modules-and-derived-series.md)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from compute.evaluation import compiler, nodes
+from compute.evaluation.errors import ComputeError
+from compute.storage.modules import Module, ModuleVersion
+
+if TYPE_CHECKING:
+    from compute.evaluation.compiler import _Builder
+
+Json = Any
+T = TypeVar("T")
+
+# Which VariableValue kinds an argument of each of Nominal's module ValueTypes may be.
+ARGUMENT_KINDS: dict[str, tuple[str, ...]] = {
+    "NUMERIC_SERIES": ("channel", "series", "computeNode", "derived"),
+    "ENUM_SERIES": ("channel", "series", "computeNode", "derived"),
+    "RANGES_SERIES": ("computeNode", "derived"),
+    "STRING_CONSTANT": ("string",),
+    "DURATION_CONSTANT": ("duration",),
+    "TIMESTAMP_CONSTANT": ("timestamp",),
+    "INTEGER_CONSTANT": ("integer",),
+    "DOUBLE_CONSTANT": ("double", "integer"),
+    "ASSET_RID": ("string",),
+}
+# A sub-computation's (`computeNode`'s) or a function's node kinds that give a series of each type.
+SERIES_KINDS: dict[str, frozenset[str]] = {
+    "NUMERIC_SERIES": frozenset(["numeric", "raw"]),
+    "ENUM_SERIES": frozenset(["enum", "raw"]),
+    "RANGES_SERIES": frozenset(["ranges"]),
+}
+FUNCTION_NODE_KINDS = frozenset(["numeric", "enum", "ranges", "udf"])
+VERSION = re.compile(r"^(0|[1-9][0-9]{0,17})$")  # Nominal's module versions: a bare MAJOR number
+MAX_DEPTH = 16  # functions whose bodies apply functions: deeper than this is refused
+
+
+class ModuleCatalog(Protocol):
+    def module_named(self, api_name: str) -> Module | None: ...
+
+    def version(self, module: Module, version: int) -> ModuleVersion | None: ...
+
+
+_modules: ModuleCatalog | None = None
+
+
+def use_modules(catalog: ModuleCatalog | None) -> None:
+    """The modules `derived` series resolve against (the server's store; None: none kept)."""
+    global _modules
+    _modules = catalog
+
+
+@dataclass(frozen=True)
+class Application:
+    """A derived series resolved: the function's node and its parameters' arguments."""
+
+    module: ModuleVersion
+    function: str
+    kind: str  # the function node's kind: numeric, enum or ranges
+    node: Json
+    bindings: dict[str, Json]  # parameter name -> VariableValue, closed over the caller's variables
+
+    @property
+    def label(self) -> str:
+        return f"{self.module.api_name} v{self.module.version} {self.function}"
+
+
+def _refused(message: str, field: str, **params: str) -> ComputeError:
+    return ComputeError(
+        "InvalidComputation", message, {"invalidTypes": "", "variant": "derived", "field": field, **params}
+    )
+
+
+def _variant(b: _Builder, value: Json, what: str, allowed: frozenset[str]) -> tuple[str, Json]:
+    """A union of the module API, which compiler.VARIANTS does not list."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise compiler.MalformedNode(f"{what}: expected a union object with a 'type'")
+    kind = value["type"]
+    if kind not in allowed or value.get(kind) is None:
+        raise compiler.MalformedNode(f"{what}: not a variant of {what}: {kind!r}")
+    return kind, value[kind]
+
+
+def resolve(b: _Builder, value: Json) -> Application:
+    """The module function a `DerivedSeries` applies, with its arguments checked against the
+    function's parameters; every way it can fail is refused by name (`field` says where)."""
+    _, inner = _variant(b, value, "DerivedSeries", frozenset(["function"]))
+    o = b.obj(inner, "FunctionDerivedSeries")
+    module_name = b.string_constant(b.get(o, "moduleName", "FunctionDerivedSeries"))
+    function_name = b.string_constant(b.get(o, "functionName", "FunctionDerivedSeries"))
+    reference = b.get(o, "versionReference", "FunctionDerivedSeries")
+    _, pinned = _variant(b, reference, "ModuleVersionReference", frozenset(["pinned"]))
+    version_text = b.string_constant(
+        b.get(b.obj(pinned, "PinnedModuleVersionReference"), "version", "pinned")
+    )
+    if not VERSION.match(version_text):
+        raise _refused(
+            f"module version {version_text!r} is not a version: Nominal's module versions are a bare number "
+            '("1", "2", ...)',
+            "versionReference",
+            moduleName=module_name,
+            moduleVersion=version_text,
+        )
+    module = _modules.module_named(module_name) if _modules is not None else None
+    if module is None:
+        raise _refused(f"no module is named '{module_name}'", "moduleName", moduleName=module_name)
+    if module.archived_at_ns is not None:
+        raise _refused(
+            f"module '{module_name}' is archived; unarchive it to compute with it",
+            "moduleName",
+            moduleName=module_name,
+            moduleRid=module.rid,
+        )
+    version = _modules.version(module, int(version_text)) if _modules is not None else None
+    if version is None:
+        raise _refused(
+            f"module '{module_name}' has no version {version_text} (its latest is {module.latest})",
+            "versionReference",
+            moduleName=module_name,
+            moduleVersion=version_text,
+            latestVersion=str(module.latest),
+        )
+    b.catalog.found(version)  # its archiving or unarchiving re-resolves the subscription
+    functions = {f.get("name"): f for f in version.definition.get("functions") or [] if isinstance(f, dict)}
+    function = functions.get(function_name)
+    if function is None:
+        raise _refused(
+            f"module '{module_name}' version {version_text} has no function '{function_name}' "
+            f"(it has {sorted(str(n) for n in functions) or 'none'})",
+            "functionName",
+            moduleName=module_name,
+            moduleVersion=version_text,
+            functionName=function_name,
+        )
+    kind, node = _variant(b, function.get("functionNode"), "FunctionNode", FUNCTION_NODE_KINDS)
+    if kind == "udf":
+        raise _refused(
+            f"function '{function_name}' of module '{module_name}' is a registered UDF (Rust compiled to "
+            "WASM), which Sparkwire does not run",
+            "functionName",
+            moduleName=module_name,
+            functionName=function_name,
+        )
+    _refuse_cycles(b, version, function_name, node, [])
+    parameters = {p["name"]: p["type"] for p in function.get("parameters") or []}
+    bindings = _arguments(b, o, parameters, function_name)
+    return Application(version, function_name, kind, node, bindings)
+
+
+def _applied_in(node: Json) -> Iterator[tuple[str, str, str]]:
+    """The (module, version, function) every `derived` node inside a function's body names with
+    literals (its arguments are the caller's, not part of the body)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _applied_in(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "derived" and isinstance(node.get("derived"), dict):
+        inner = node["derived"].get("function")
+        if isinstance(inner, dict):
+            names = [_literal(inner.get(k)) for k in ("moduleName", "functionName")]
+            pinned = (inner.get("versionReference") or {}).get("pinned") or {}
+            version = _literal(pinned.get("version") if isinstance(pinned, dict) else None)
+            if names[0] is not None and names[1] is not None and version is not None:
+                yield names[0], version, names[1]
+            return  # its functionArgs belong to this body's scope, but apply nothing by themselves
+    for value in node.values():
+        yield from _applied_in(value)
+
+
+def _literal(value: Json) -> str | None:
+    if isinstance(value, dict) and value.get("type") == "literal" and isinstance(value.get("literal"), str):
+        return str(value["literal"])
+    return None
+
+
+def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Json, path: list[str]) -> None:
+    """A function whose body applies itself, directly or through other functions' bodies, or
+    nests functions deeper than MAX_DEPTH, is refused by name (the outermost function named)
+    before anything is built. `path`: the functions whose bodies led here, outermost first."""
+    label = f"{version.api_name} v{version.version} {function}"
+    if label in path or len(path) >= MAX_DEPTH:
+        root_module, _, root_function = path[0].split(" ")  # names hold no spaces (app/api/modules.py)
+        raise _refused(
+            f"function {path[0]} applies itself (through {' -> '.join([*path[1:], label])})"
+            if label in path
+            else f"function {path[0]} nests functions more than {MAX_DEPTH} deep",
+            "functionName",
+            moduleName=root_module,
+            functionName=root_function,
+        )
+    for module_name, version_text, function_name in _applied_in(node):
+        inner = _function_at(module_name, version_text, function_name)
+        if inner is not None:  # one that does not resolve is refused where it is built
+            _refuse_cycles(b, inner[0], function_name, inner[1], [*path, label])
+
+
+def _function_at(
+    module_name: str, version_text: str, function_name: str
+) -> tuple[ModuleVersion, Json] | None:
+    if _modules is None or not VERSION.match(version_text):
+        return None
+    module = _modules.module_named(module_name)
+    version = None if module is None else _modules.version(module, int(version_text))
+    if version is None:
+        return None
+    for f in version.definition.get("functions") or []:
+        if isinstance(f, dict) and f.get("name") == function_name:
+            return version, f.get("functionNode")
+    return None
+
+
+def _arguments(b: _Builder, o: dict[str, Json], parameters: dict[str, str], function: str) -> dict[str, Json]:
+    args = b.obj(o.get("functionArgs") or {}, "FunctionDerivedSeries.functionArgs")
+    for name in parameters:
+        if name not in args:
+            raise _refused(
+                f"function '{function}' needs an argument for its parameter '{name}' ({parameters[name]})",
+                f"functionArgs.{name}",
+                parameter=name,
+            )
+    for name in args:
+        if name not in parameters:
+            raise _refused(
+                f"function '{function}' has no parameter '{name}' (it has {sorted(parameters) or 'none'})",
+                f"functionArgs.{name}",
+                parameter=name,
+            )
+    bindings: dict[str, Json] = {}
+    for name, arg in args.items():
+        how, given = _variant(b, arg, "FunctionParameterValue", frozenset(["variable", "value"]))
+        if how == "variable":
+            kind, inner = b.variable(given)
+            value: Json = {"type": kind, kind: inner}
+        else:
+            kind, inner = b.variant("VariableValue", given)
+            value = given
+        expected = parameters[name]
+        if kind not in ARGUMENT_KINDS.get(expected, ()):
+            raise _refused(
+                f"the argument for '{name}' of function '{function}' is a {kind}, the parameter is a "
+                f"{expected}",
+                f"functionArgs.{name}",
+                parameter=name,
+                parameterType=expected,
+                argument=kind,
+            )
+        series_kind = _series_kind(b, kind, inner)
+        if series_kind is not None and series_kind not in SERIES_KINDS[expected]:
+            raise _refused(
+                f"the argument for '{name}' of function '{function}' computes {series_kind}, the parameter "
+                f"is a {expected}",
+                f"functionArgs.{name}",
+                parameter=name,
+                parameterType=expected,
+                argument=series_kind,
+            )
+        bindings[name] = _closed(b, value, b.context)
+        if expected == "RANGES_SERIES" and kind == "derived":
+            # a body reads a ranges parameter with `RangeSeries.raw`, which takes a computeNode
+            ranges = {"type": "ranges", "ranges": {"type": "derived", "derived": bindings[name]["derived"]}}
+            bound = {"seriesNode": ranges, "context": {"variables": {}}}
+            bindings[name] = {"type": "computeNode", "computeNode": bound}
+    return bindings
+
+
+def _series_kind(b: _Builder, kind: str, inner: Json) -> str | None:
+    """What a sub-computation or a derived series computes (numeric, enum, ranges); None for a
+    channel or a selected series, whose type is the data's."""
+    if kind == "computeNode":
+        node = b.get(b.obj(inner, "ComputeNodeWithContext"), "seriesNode", "ComputeNodeWithContext")
+        if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+            raise compiler.MalformedNode("ComputeNodeWithContext.seriesNode must be a ComputeNode")
+        return str(node["type"])
+    if kind == "derived":
+        return resolve(b, inner).kind
+    return None
+
+
+def _closed(b: _Builder, value: Json, outer: Mapping[str, Json]) -> Json:
+    """An argument as the function body will read it, where only its parameters are variables: a
+    sub-computation keeps the caller's variables under its own (its own win), and a derived
+    series' arguments that name the caller's variables are replaced by their values."""
+    kind = value["type"]
+    if kind == "computeNode":
+        o = dict(value[kind])
+        context = dict(o.get("context") or {})
+        context["variables"] = {**outer, **(context.get("variables") or {})}
+        o["context"] = context
+        return {"type": kind, kind: o}
+    if kind == "derived":
+        _, inner = _variant(b, value[kind], "DerivedSeries", frozenset(["function"]))
+        o = dict(b.obj(inner, "FunctionDerivedSeries"))
+        args = {}
+        for name, arg in (o.get("functionArgs") or {}).items():
+            how, given = _variant(b, arg, "FunctionParameterValue", frozenset(["variable", "value"]))
+            if how == "variable":
+                vkind, vinner = b.variable(given)
+                given = {"type": vkind, vkind: vinner}
+            args[name] = {"type": "value", "value": _closed(b, given, outer)}
+        o["functionArgs"] = args
+        return {"type": kind, kind: {"type": "function", "function": o}}
+    return value
+
+
+def apply(b: _Builder, application: Application, build: Callable[[Json], T]) -> T:
+    """The function's node built by `build` with its parameters bound, and only them."""
+    outer = b.context
+    b.context = application.bindings
+    try:
+        return build(application.node)
+    except compiler.MalformedNode as exc:  # the module's definition is at fault, not the request
+        raise _refused(
+            f"function {application.label} is not a valid Nominal node: {exc}",
+            "functionName",
+            moduleName=application.module.api_name,
+            functionName=application.function,
+        ) from None
+    finally:
+        b.context = outer
+
+
+def _of_kind(b: _Builder, value: Json, wanted: str, where: str) -> Application:
+    application = resolve(b, value)
+    if application.kind != wanted:
+        raise _refused(
+            f"function {application.label} computes {application.kind}, and is used as {where}",
+            "functionName",
+            moduleName=application.module.api_name,
+            functionName=application.function,
+            functionNode=application.kind,
+        )
+    return application
+
+
+def _numeric(b: _Builder, v: Json) -> nodes.SeriesNode:
+    return apply(b, _of_kind(b, v, "numeric", "a NumericSeries"), b.numeric)
+
+
+def _enum(b: _Builder, v: Json) -> nodes.SeriesNode:
+    return apply(b, _of_kind(b, v, "enum", "an EnumSeries"), b.enum)
+
+
+def _ranges(b: _Builder, v: Json) -> nodes.RangeNode:
+    return apply(b, _of_kind(b, v, "ranges", "a RangeSeries"), b.ranges)
+
+
+# What a parameter is bound to when a function's node is checked on its own (`malformation`).
+PLACEHOLDERS: dict[str, Json] = {
+    "NUMERIC_SERIES": {
+        "type": "channel",
+        "channel": {
+            "type": "dataSource",
+            "dataSource": {
+                "dataSourceRid": {"type": "literal", "literal": "ri.placeholder"},
+                "channel": {"type": "literal", "literal": "placeholder"},
+                "tags": {},
+            },
+        },
+    },
+    "DOUBLE_CONSTANT": {"type": "double", "double": 1.0},
+    "INTEGER_CONSTANT": {"type": "integer", "integer": 1},
+    "DURATION_CONSTANT": {"type": "duration", "duration": {"seconds": 1, "nanos": 0}},
+    "TIMESTAMP_CONSTANT": {"type": "timestamp", "timestamp": {"seconds": 0, "nanos": 0}},
+    "STRING_CONSTANT": {"type": "string", "string": "placeholder"},
+    "ASSET_RID": {"type": "string", "string": "placeholder"},
+}
+PLACEHOLDERS["ENUM_SERIES"] = PLACEHOLDERS["NUMERIC_SERIES"]
+PLACEHOLDERS["RANGES_SERIES"] = {
+    "type": "computeNode",
+    "computeNode": {
+        "seriesNode": {"type": "ranges", "ranges": {"type": "raw", "raw": {"name": "placeholder"}}},
+        "context": {"variables": {}},
+    },
+}
+
+
+def malformation(kind: str, node: Json, parameters: Mapping[str, str]) -> str | None:
+    """Why a function's node (`kind`: numeric, enum or ranges) is not a Nominal node at all, if it
+    is not: it is compiled with its parameters bound to placeholders. What it would refuse
+    (ComputeError) may depend on the arguments, so only a malformed node is reported."""
+    b = compiler._Builder({name: PLACEHOLDERS[t] for name, t in parameters.items() if t in PLACEHOLDERS})
+    build = {"numeric": b.numeric, "enum": b.enum, "ranges": b.ranges}[kind]
+    try:
+        build(node)
+    except ComputeError:
+        return None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MalformedNode is a ValueError
+        return str(exc)
+    return None
+
+
+def derived_variable(b: _Builder, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
+    """A variable bound to a derived series, referenced where a series is read (`expect`: the
+    numeric or enum type wanted there, None: either)."""
+    application = resolve(b, value)
+    wanted = {"numeric", "enum"} if expect is None else {expect}
+    if application.kind not in wanted:
+        raise ComputeError(
+            "InvalidComputation",
+            f"variable '{name}' is function {application.label}, which computes {application.kind}, and is "
+            f"referenced where {' or '.join(sorted(wanted))} is read",
+            {
+                "invalidTypes": "",
+                "variant": "derived",
+                "variable": name,
+                "field": "functionName",
+                "functionNode": application.kind,
+            },
+        )
+    return apply(b, application, b.numeric if application.kind == "numeric" else b.enum)
+
+
+compiler.NUMERIC_BUILDERS["derived"] = _numeric
+compiler.ENUM_BUILDERS["derived"] = _enum
+compiler.RANGE_BUILDERS["derived"] = _ranges
