@@ -20,7 +20,7 @@ from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
 from compute.evaluation.datasets import CatalogKind, use_catalog
-from compute.storage.assets import Asset, AssetStore, DataScope, Run
+from compute.storage.assets import TABLE_KIND, Asset, AssetStore, DataScope, Run
 from schemas.timestamps import NANOS_PER_SECOND
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -35,8 +35,15 @@ STORE_FILE = "assets.sqlite"
 
 
 def open_store(app: FastAPI, settings: Settings) -> AssetStore:
-    """The catalog in the data dir, for these routes and for every plan compiled in this process."""
-    store = AssetStore(settings.data_dir / STORE_FILE)
+    """The catalog beside the log, for these routes and for every plan compiled in this process: in
+    the data dir with the embedded log; in Redis with the Redis log, where every process of it (the
+    edges, the compute tier) reads the same one and hears of each change (decision 0066)."""
+    if settings.source == "redis":
+        from compute.storage.redis.catalog_rows import connect_rows
+
+        store = AssetStore(rows=connect_rows(settings.redis_url, settings.redis_prefix, TABLE_KIND))
+    else:
+        store = AssetStore(settings.data_dir / STORE_FILE)
     app.state.assets = store
     use_catalog(store)
     return store
@@ -172,8 +179,10 @@ def _store(request: Request, admin: bool = False) -> AssetStore:
 
 
 def _changed(request: Request, kind: CatalogKind, rid: str) -> None:
-    """The change is stored: the live subscriptions that resolved through it re-resolve."""
-    request.app.state.sparkwire.catalog_edits.changed(kind, rid)
+    """The change is stored: the live subscriptions that resolved through it re-resolve (a shared
+    catalog announced it with the change: every process hears of it from Redis, this one too)."""
+    store: AssetStore = request.app.state.assets
+    request.app.state.sparkwire.catalog_edits.changed(kind, rid, announced=store.shared)
 
 
 def _missing(what: str, rid: str) -> HttpError:
