@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
-from app.http.errors import HttpError
+from app.http.errors import HttpError, error_response
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
 from compute.evaluation.datasets import CatalogKind, use_catalog
-from compute.storage.assets import TABLE_KIND, Asset, AssetStore, DataScope, Run
+from compute.storage.assets import TABLE_KIND, Asset, AssetStore, CatalogUnavailable, DataScope, Run
 from schemas.timestamps import NANOS_PER_SECOND
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -46,7 +46,13 @@ def open_store(app: FastAPI, settings: Settings) -> AssetStore:
         store = AssetStore(settings.data_dir / STORE_FILE)
     app.state.assets = store
     use_catalog(store)
+    app.add_exception_handler(CatalogUnavailable, _unavailable)
     return store
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    """A shared catalog out of reach: nothing was changed, the client may try again."""
+    return error_response(503, str(exc))
 
 
 class DataScopeBody(BaseModel):

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from compute.storage.assets import CatalogUnavailable
 
@@ -122,7 +124,15 @@ class RedisRows:
 
 
 def connect_rows(url: str, prefix: str, kinds: dict[str, str]) -> RedisRows:
-    conn = redis.Redis.from_url(url, socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S)
+    conn = redis.Redis.from_url(
+        url,
+        socket_connect_timeout=TIMEOUT_S,
+        socket_timeout=TIMEOUT_S,
+        # A pooled connection that died with a Redis restart is opened again once, quickly: a lookup
+        # on the event loop must not wait out redis-py's default backoff.
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
+        retry_on_error=[redis.ConnectionError],
+    )
     return RedisRows(conn, prefix, kinds)
 
 
