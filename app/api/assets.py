@@ -10,13 +10,15 @@ subscriptions that resolved through it (app/fanout/catalog_edits.py)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
-from app.http.errors import HttpError, error_response
+from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
 from compute.evaluation.datasets import CatalogKind, use_catalog
@@ -29,8 +31,27 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
     404: {"description": "no asset or run has that rid", "content": _ERROR},
+    503: {"description": "the catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
 }
-router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS)
+
+
+class _CatalogRoute(APIRoute):
+    """A shared catalog out of reach (Redis away) is a 503 of every route: nothing was changed, the
+    client may send the request again."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except CatalogUnavailable as exc:
+                raise HttpError(503, str(exc)) from None
+
+        return guarded
+
+
+router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS, route_class=_CatalogRoute)
 STORE_FILE = "assets.sqlite"
 
 
@@ -46,13 +67,7 @@ def open_store(app: FastAPI, settings: Settings) -> AssetStore:
         store = AssetStore(settings.data_dir / STORE_FILE)
     app.state.assets = store
     use_catalog(store)
-    app.add_exception_handler(CatalogUnavailable, _unavailable)
     return store
-
-
-async def _unavailable(request: Request, exc: Exception) -> Response:
-    """A shared catalog out of reach: nothing was changed, the client may try again."""
-    return error_response(503, str(exc))
 
 
 class DataScopeBody(BaseModel):

@@ -43,7 +43,8 @@ class CatalogListener(Protocol):
 
 @dataclass
 class EditStats:
-    """What re-resolution has cost in this process (the directory of a bench or a test reads it)."""
+    """What re-resolution has cost in this process (bench/experiments/catalog_re_resolve.py and the
+    tests read it)."""
 
     notices: int = 0
     re_resolved: int = 0

@@ -396,7 +396,10 @@ async def test_catalog_edits_through_one_edge_reach_subscriptions_on_every_edge(
         # Redis restarts between two edits; the next edit, through the other edge, still converges
         port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
         tier.redis.daemon.stop()
-        await asyncio.sleep(1)
+        async with httpx.AsyncClient() as http:  # meanwhile nothing can change: a 503, and it did not
+            refused = await http.put(f"{a.base_url}/assets/v1/{path}", json={"dataScopes": [on_r1]})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["errorName"] == "Sparkwire:ServiceUnavailable", refused.text
         tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
         await put_when_back(b.base_url, path, {"dataScopes": [on_r1]})
         for client in clients:
