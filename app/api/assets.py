@@ -10,6 +10,7 @@ subscriptions that resolved through it (app/fanout/catalog_edits.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -53,6 +54,7 @@ class _CatalogRoute(APIRoute):
 
 router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS, route_class=_CatalogRoute)
 STORE_FILE = "assets.sqlite"
+logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> AssetStore:
@@ -61,6 +63,13 @@ def open_store(app: FastAPI, settings: Settings) -> AssetStore:
     edges, the compute tier) reads the same one and hears of each change (decision 0066)."""
     if settings.source == "redis":
         from compute.storage.redis.catalog_rows import connect_rows
+
+        if (settings.data_dir / STORE_FILE).exists():  # from before decision 0066: not read any more
+            logger.warning(
+                "%s is not read: with the Redis log the asset and run catalog is in Redis, shared by "
+                "every process (docs/decisions/0066); create its assets and runs again through /assets/v1",
+                settings.data_dir / STORE_FILE,
+            )
 
         store = AssetStore(rows=connect_rows(settings.redis_url, settings.redis_prefix, TABLE_KIND))
     else:
