@@ -10,9 +10,12 @@ subscriptions that resolved through it (app/fanout/catalog_edits.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
@@ -20,7 +23,7 @@ from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
 from compute.evaluation.datasets import CatalogKind, use_catalog
-from compute.storage.assets import Asset, AssetStore, DataScope, Run
+from compute.storage.assets import TABLE_KIND, Asset, AssetStore, CatalogUnavailable, DataScope, Run
 from schemas.timestamps import NANOS_PER_SECOND
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -29,14 +32,48 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
     404: {"description": "no asset or run has that rid", "content": _ERROR},
+    503: {"description": "the catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
 }
-router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS)
+
+
+class _CatalogRoute(APIRoute):
+    """A shared catalog out of reach (Redis away) is a 503 of every route: nothing was changed, the
+    client may send the request again."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except CatalogUnavailable as exc:
+                raise HttpError(503, str(exc)) from None
+
+        return guarded
+
+
+router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS, route_class=_CatalogRoute)
 STORE_FILE = "assets.sqlite"
+logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> AssetStore:
-    """The catalog in the data dir, for these routes and for every plan compiled in this process."""
-    store = AssetStore(settings.data_dir / STORE_FILE)
+    """The catalog beside the log, for these routes and for every plan compiled in this process: in
+    the data dir with the embedded log; in Redis with the Redis log, where every process of it (the
+    edges, the compute tier) reads the same one and hears of each change (decision 0066)."""
+    if settings.source == "redis":
+        from compute.storage.redis.catalog_rows import connect_rows
+
+        if (settings.data_dir / STORE_FILE).exists():  # from before decision 0066: not read any more
+            logger.warning(
+                "%s is not read: with the Redis log the asset and run catalog is in Redis, shared by "
+                "every process (docs/decisions/0066); create its assets and runs again through /assets/v1",
+                settings.data_dir / STORE_FILE,
+            )
+
+        store = AssetStore(rows=connect_rows(settings.redis_url, settings.redis_prefix, TABLE_KIND))
+    else:
+        store = AssetStore(settings.data_dir / STORE_FILE)
     app.state.assets = store
     use_catalog(store)
     return store
@@ -172,8 +209,10 @@ def _store(request: Request, admin: bool = False) -> AssetStore:
 
 
 def _changed(request: Request, kind: CatalogKind, rid: str) -> None:
-    """The change is stored: the live subscriptions that resolved through it re-resolve."""
-    request.app.state.sparkwire.catalog_edits.changed(kind, rid)
+    """The change is stored: the live subscriptions that resolved through it re-resolve (a shared
+    catalog announced it with the change: every process hears of it from Redis, this one too)."""
+    store: AssetStore = request.app.state.assets
+    request.app.state.sparkwire.catalog_edits.changed(kind, rid, announced=store.shared)
 
 
 def _missing(what: str, rid: str) -> HttpError:

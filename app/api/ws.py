@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Collection
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope
@@ -40,7 +41,6 @@ from app.protocol.ws_session import (
     StopSubscription,
 )
 from app.transport.connection import Connection
-from compute.evaluation.datasets import CatalogKind
 from compute.evaluation.errors import ComputeError
 
 logger = logging.getLogger(__name__)
@@ -196,11 +196,17 @@ class SessionDriver:
             run.stop()
             self.act(self.session.subscription_failed(sub_id, error))
 
-    def catalog_changed(self, kind: CatalogKind, rid: str) -> None:
-        """An asset or run was edited (app/fanout/catalog_edits.py): the session re-resolves what
-        read it; a re-resolved subscription keeps its old attachment until the new one is made."""
+    def catalog_affected(self, kind: str | None, rids: Collection[str]) -> list[str]:
+        """A catalog was edited (app/fanout/catalog_edits.py): which subscriptions it can move."""
+        if self.connection.closed.is_set():
+            return []
+        return self.session.catalog_affected(kind, rids)
+
+    def re_resolve(self, sub_id: str) -> None:
+        """The session compiles it again; one re-resolved keeps its old attachment until the new
+        one is made."""
         if not self.connection.closed.is_set():
-            self.act(self.session.catalog_changed(kind, rid, _now()))
+            self.act(self.session.re_resolve(sub_id, _now()))
 
     def _token_expired(self) -> None:
         self._expiry = None

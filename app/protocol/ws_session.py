@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import orjson
@@ -32,7 +32,7 @@ from compute.evaluation.compiler import (
     ResultOptions,
     refuse_unhonoured_context,
 )
-from compute.evaluation.datasets import CatalogKind, CatalogUse
+from compute.evaluation.datasets import CatalogKind, CatalogUnreachable, CatalogUse
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
 from schemas.client import (
@@ -362,35 +362,53 @@ class Session:
     # -- the asset and run catalog ----------------------------------------------------------------
     def catalog_changed(self, kind: CatalogKind, rid: str, now: Instant) -> list[Action]:
         """An asset or run was created, changed or deleted: every live subscription that resolved
-        through it (or searched all of its kind) is compiled again. Resolving as before, it goes on
-        untouched. Otherwise it moves to the computation of its new resolution, whose FullResult
-        follows; or, if it no longer resolves or now reaches a data source its token does not, it
-        gets the error its creation would get now and ends."""
+        through it (or searched all of its kind) is compiled again (`re_resolve`)."""
+        actions: list[Action] = []
+        for sub_id in self.catalog_affected(kind, (rid,)):
+            actions += self.re_resolve(sub_id, now)
+        return actions
+
+    def catalog_affected(self, kind: str | None, rids: Collection[str]) -> list[str]:
+        """The live subscriptions an edit of these rids of this kind of catalog can move (each once,
+        however many of the rids it read); kind None: every one that read the catalog."""
         if self.closed:
             return []
-        actions: list[Action] = []
-        for sub_id, (sub, use) in list(self._resolved.items()):
-            if not use.affected_by(kind, rid):
-                continue
-            try:
-                outcome: Plan | ComputeError = self._compile(sub)
-            except ComputeError as exc:
-                outcome = exc
-            except MalformedNode as exc:  # it compiled once, so only a changed catalog can say this
-                outcome = ComputeError("InvalidComputation", f"the request no longer compiles: {exc}")
-            if isinstance(outcome, Plan):
-                if outcome.catalog is not None and outcome.catalog.digest == use.digest:
-                    continue
-                outcome = self._access_refusal(outcome, now) or outcome
-            if isinstance(outcome, ComputeError):
-                actions += self._drop(sub_id)
-                actions.append(Send(frames.subscription_update(sub_id, frames.error_update(outcome))))
-                continue
-            logger.info("%s: %s re-resolved after an edit of %s %s", self.label, _short(sub_id), kind, rid)
-            self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
-            self._track_resolution(sub_id, sub, outcome)
-            actions.append(_start(sub_id, sub, outcome, resume=False))
-        return actions
+        return [
+            sub_id
+            for sub_id, (_, use) in self._resolved.items()
+            if kind is None or any(use.affected_by(kind, rid) for rid in rids)
+        ]
+
+    def re_resolve(self, sub_id: str, now: Instant) -> list[Action]:
+        """Compile a live subscription again against the catalog as it is now. Resolving as before,
+        it goes on untouched. Otherwise it moves to the computation of its new resolution, whose
+        FullResult follows; or, if it no longer resolves or now reaches a data source its token does
+        not, it gets the error its creation would get now and ends. A catalog out of reach
+        (`CatalogUnreachable`) is raised: the subscription keeps its resolution, the caller retries."""
+        entry = self._resolved.get(sub_id)
+        if self.closed or entry is None:  # gone (or replaced, and compiled then) since it was listed
+            return []
+        sub, use = entry
+        try:
+            outcome: Plan | ComputeError = self._compile(sub)
+        except CatalogUnreachable:
+            raise
+        except ComputeError as exc:
+            outcome = exc
+        except MalformedNode as exc:  # it compiled once, so only a changed catalog can say this
+            outcome = ComputeError("InvalidComputation", f"the request no longer compiles: {exc}")
+        if isinstance(outcome, Plan):
+            if outcome.catalog is not None and outcome.catalog.digest == use.digest:
+                return []
+            outcome = self._access_refusal(outcome, now) or outcome
+        if isinstance(outcome, ComputeError):
+            actions = self._drop(sub_id)
+            actions.append(Send(frames.subscription_update(sub_id, frames.error_update(outcome))))
+            return actions
+        logger.info("%s: %s re-resolved after a catalog edit", self.label, _short(sub_id))
+        self._subscriptions[sub_id] = sorted({s.data_source_rid for s in outcome.selectors})
+        self._track_resolution(sub_id, sub, outcome)
+        return [_start(sub_id, sub, outcome, resume=False)]
 
     def _replay_refusal(self, replay: Replay, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this replay cannot be served, as far as can be told without reading the log (its

@@ -42,6 +42,7 @@ from app.metrics import Metrics
 from app.runtime.logging_setup import spark_output_path
 from app.runtime.open_log import open_point_log
 from app.runtime.readiness_log import ReadinessLog
+from app.tiers.catalog_feed import CatalogFeed
 from app.tiers.edge import RemoteComputations
 
 logger = logging.getLogger(__name__)
@@ -171,6 +172,10 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
         starter: threading.Thread | None = None
+        feed: CatalogFeed | None = None
+        if settings.source == "redis" and settings.role != "compute":  # a shared catalog: hear its edits
+            feed = CatalogFeed(settings.redis_url, settings.redis_prefix, state.catalog_edits)
+            feed.start()
         if settings.role == "edge":
             remote = _start_edge(state)
         else:
@@ -194,6 +199,8 @@ def create_app(settings: Settings) -> FastAPI:
             await late_reports.stop()
             if remote is not None:
                 await remote.stop()
+            if feed is not None:
+                await feed.stop()
             if starter is not None:
                 await asyncio.to_thread(starter.join)
             if state.tier is not None:

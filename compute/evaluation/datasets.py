@@ -13,10 +13,10 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from compute.evaluation.errors import ComputeError, not_supported
-from compute.storage.assets import Asset, DataScope, Run
+from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run
 from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from compute.evaluation.compiler import _Builder
 
 Json = Any
+T = TypeVar("T")
 
 # Nominal's ReservedTagKey / ReservedTagValue
 ASSET_RID, DATA_SCOPE, RUN_RID, NOMINAL_CHANNEL = "ASSET_RID", "DATA_SCOPE", "RUN_RID", "NOMINAL_CHANNEL"
@@ -166,6 +167,22 @@ def _unknown(what: str, rid: str) -> ComputeError:
 CatalogKind = Literal["asset", "run", "module"]  # module: compile_derived.py
 
 
+class CatalogUnreachable(ComputeError):
+    """The catalog could not be read (a shared one out of reach): a passing trouble, not an answer.
+    A subscription being created gets it as `JobInvalidState` (a client tries again); a live one
+    being re-resolved keeps its resolution until the catalog can be read again."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__("JobInvalidState", why, status_code=503)
+
+
+def _read(lookup: Callable[[], T]) -> T:
+    try:
+        return lookup()
+    except CatalogUnavailable as exc:
+        raise CatalogUnreachable(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class CatalogUse:
     """What a compiled plan read of the catalog: the assets and runs it resolved through, whether it
@@ -177,7 +194,7 @@ class CatalogUse:
     searched: frozenset[CatalogKind]
     digest: str
 
-    def affected_by(self, kind: CatalogKind, rid: str) -> bool:
+    def affected_by(self, kind: str, rid: str) -> bool:
         """Whether creating, changing or deleting this asset or run can change the resolution."""
         return rid in self.rids or kind in self.searched
 
@@ -190,7 +207,8 @@ class CatalogReads:
     searched: set[CatalogKind] = field(default_factory=set)
 
     def asset(self, rid: str) -> Asset:
-        asset = _catalog.asset(rid) if _catalog is not None else None
+        catalog = _catalog
+        asset = _read(lambda: catalog.asset(rid)) if catalog is not None else None
         if asset is None:
             raise _unknown("asset", rid)
         self.entries[rid] = asset
@@ -199,7 +217,8 @@ class CatalogReads:
     def run(self, rid: str) -> Run:
         """A run a live subscription can read: one that has ended is refused as Nominal refuses it
         (RUN_WITH_FIXED_END: its data is fixed, so there is nothing to stream; replay or poll it)."""
-        run = _catalog.run(rid) if _catalog is not None else None
+        catalog = _catalog
+        run = _read(lambda: catalog.run(rid)) if catalog is not None else None
         if run is None:
             raise _unknown("run", rid)
         self.entries[rid] = run
@@ -215,11 +234,13 @@ class CatalogReads:
         """Every asset, for a search: any asset's edit may change what it finds (those it found
         are recorded with `found`)."""
         self.searched.add("asset")
-        return _catalog.assets() if _catalog is not None else []
+        catalog = _catalog
+        return _read(catalog.assets) if catalog is not None else []
 
     def all_runs(self) -> list[Run]:
         self.searched.add("run")
-        return _catalog.runs() if _catalog is not None else []
+        catalog = _catalog
+        return _read(catalog.runs) if catalog is not None else []
 
     def found(self, entry: Asset | Run | ModuleVersion) -> None:
         self.entries[entry.rid] = entry

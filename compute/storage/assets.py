@@ -2,8 +2,9 @@
 
 An asset (a vehicle, a test stand) has named data scopes, each a data source rid with series tags
 that pre-filter it. A run is one or more assets over a time range, with data scopes of its own. Kept
-in one SQLite file in the data dir beside the point log, written with `synchronous=FULL` so that an
-acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md)."""
+beside the point log: in one SQLite file in the data dir, written with `synchronous=FULL` so that an
+acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md);
+with the Redis log, in Redis, shared by every process of it (docs/decisions/0066)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ASSET_RID_PREFIX = "ri.scout.main.asset."
 RUN_RID_PREFIX = "ri.scout.main.run."
@@ -50,20 +53,22 @@ def _scopes(raw: list[dict[str, Any]]) -> list[DataScope]:
 
 
 class AssetStore:
-    """Assets and runs in `<data dir>/assets.sqlite`. Each call opens its own connection, so any
-    thread (the event loop's workers, the compute tier compiling a plan) may use it."""
+    """Assets and runs, one JSON body per rid, in rows kept by `SqliteRows` (`<data dir>/assets.sqlite`,
+    the embedded log's catalog) or by a shared backend (compute/storage/redis/catalog_rows.py, beside
+    the Redis log, which also writes each change's notice with it). Any thread may use it (the event
+    loop's workers, the compute tier compiling a plan)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path | None = None, *, rows: CatalogRows | None = None) -> None:
+        if rows is None:
+            assert path is not None, "a path for SqliteRows, or rows"
+            rows = SqliteRows(path)
+        self.rows = rows
         self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS assets (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS runs (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=10)
-        db.execute("PRAGMA synchronous=FULL")  # fsync on commit: an answered change is on disk
-        return db
+    @property
+    def shared(self) -> bool:
+        """Whether every change is announced by the rows themselves to every process sharing them."""
+        return self.rows.shared
 
     # -- assets ---------------------------------------------------------------------------------
     def create_asset(self, title: str, data_scopes: list[DataScope], properties: dict[str, str]) -> Asset:
@@ -154,23 +159,88 @@ class AssetStore:
 
     # -- rows -----------------------------------------------------------------------------------
     def _put(self, table: str, rid: str, body: dict[str, object]) -> None:
-        with self._lock, self._connect() as db:
-            db.execute(f"INSERT INTO {table} (rid, body) VALUES (?, ?)", (rid, json.dumps(body)))
+        with self._lock:
+            self.rows.put(table, rid, json.dumps(body))
 
     def _replace(self, table: str, rid: str, body: dict[str, object]) -> None:
         """Under `_lock`, held by the caller across its read and this write."""
-        with self._connect() as db:
-            db.execute(f"UPDATE {table} SET body = ? WHERE rid = ?", (json.dumps(body), rid))
+        self.rows.replace(table, rid, json.dumps(body))
 
     def _get(self, table: str, rid: str) -> dict[str, Any] | None:
-        with self._connect() as db:
-            row = db.execute(f"SELECT body FROM {table} WHERE rid = ?", (rid,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        text = self.rows.get(table, rid)
+        return None if text is None else json.loads(text)
 
     def _rids(self, table: str) -> list[str]:
+        return self.rows.rids(table)
+
+    def _delete(self, table: str, rid: str) -> bool:
+        with self._lock:
+            return self.rows.delete(table, rid)
+
+
+class CatalogUnavailable(Exception):
+    """The rows could not be read or written (a shared backend out of reach): nothing changed."""
+
+
+TABLE_KIND = {"assets": "asset", "runs": "run"}  # the kind a change of a table's row is announced as
+
+
+class CatalogRows(Protocol):
+    """Where the catalog's bodies are kept: one JSON text per (table, rid)."""
+
+    shared: bool  # True: several processes read these rows, and each change is announced to them
+
+    def put(self, table: str, rid: str, body: str) -> None: ...
+
+    def replace(self, table: str, rid: str, body: str) -> None: ...
+
+    def get(self, table: str, rid: str) -> str | None: ...
+
+    def rids(self, table: str) -> list[str]: ...
+
+    def delete(self, table: str, rid: str) -> bool: ...
+
+
+class SqliteRows:
+    """The rows in one SQLite file of this process's data dir, fsync'd on every change."""
+
+    shared = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with self._connect() as db:
+            for table in TABLE_KIND:
+                db.execute(f"CREATE TABLE IF NOT EXISTS {table} (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one statement, committed and closed at once (left to the garbage
+        collector, a thousand lookups' connections were closed in one pause of ~50 ms)."""
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            db.execute("PRAGMA synchronous=FULL")  # fsync on commit: an answered change is on disk
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def put(self, table: str, rid: str, body: str) -> None:
+        with self._connect() as db:
+            db.execute(f"INSERT INTO {table} (rid, body) VALUES (?, ?)", (rid, body))
+
+    def replace(self, table: str, rid: str, body: str) -> None:
+        with self._connect() as db:
+            db.execute(f"UPDATE {table} SET body = ? WHERE rid = ?", (body, rid))
+
+    def get(self, table: str, rid: str) -> str | None:
+        with self._connect() as db:
+            row = db.execute(f"SELECT body FROM {table} WHERE rid = ?", (rid,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def rids(self, table: str) -> list[str]:
         with self._connect() as db:
             return [r[0] for r in db.execute(f"SELECT rid FROM {table} ORDER BY rid")]
 
-    def _delete(self, table: str, rid: str) -> bool:
-        with self._lock, self._connect() as db:
+    def delete(self, table: str, rid: str) -> bool:
+        with self._connect() as db:
             return db.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,)).rowcount > 0

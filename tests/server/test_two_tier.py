@@ -16,10 +16,13 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from nominal_api import scout_compute_api as sc
 
+from tests.client_view import ResultView
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
 from tests.server import test_end_to_end
+from tests.server import test_nominal_datasets as ds
 from tests.server.test_directory import directory_until
 from tests.server.test_end_to_end import unique_rid
 from tests.server.test_late_reports import ReportClient, late_counter, late_subscription, until_holds
@@ -294,6 +297,120 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
         await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 5.0)])
         for client, sub_id in zip(clients, ids, strict=True):
             assert values_of(await client.update(sub_id)) == [5.0]
+    finally:
+        for client in clients:
+            await client.close()
+
+
+# -- catalog edits across edges (docs/decisions/0066-catalog-edits-across-processes.md) ------------
+
+
+def asset_channel_variables(asset_rid: str) -> dict[str, Any]:
+    channel = sc.ChannelSeries(
+        asset=sc.AssetChannel(
+            asset_rid=ds.lit(asset_rid),
+            data_scope_name=ds.lit("main"),
+            channel=ds.lit("speed"),
+            additional_tags={},
+            tags_to_group_by=[],
+            group_by_tags=[],
+        )
+    )
+    return {"s": dict(ds.enc(sc.VariableValue(channel=channel)))}
+
+
+async def converged_full(client: Client, sub_id: str, want: dict[Any, Any]) -> None:
+    """FullResults until one holds `want`: an outage's `JobInvalidState` and its re-sync's FullResult
+    of what the subscription held before may come first."""
+    deadline = time.monotonic() + 120
+    while True:
+        update = await client.update(sub_id, timeout=max(0.1, deadline - time.monotonic()))
+        if update["type"] == "error":
+            assert _error_name(update) == "PersistentCompute:JobInvalidState", update
+            continue
+        if update["type"] == "full":
+            view = ResultView(ds.WINDOW_NS)
+            view.apply(update)
+            if ds.points(view) == want:
+                return
+
+
+async def error_past_outages(client: Client, sub_id: str) -> dict[str, Any]:
+    """The subscription's error update, past data frames and the `JobInvalidState` of an outage (the
+    compute tier may lose sight of Redis a little longer than the edge)."""
+    while True:
+        update = await client.update(sub_id, timeout=120)
+        if update["type"] == "error" and _error_name(update) != "PersistentCompute:JobInvalidState":
+            error: dict[str, Any] = update["error"]["serializableError"]
+            return error
+
+
+async def put_when_back(base_url: str, path: str, body: dict[str, Any]) -> None:
+    """A change through an edge whose link to Redis may still be coming back (503 meanwhile)."""
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient() as http:
+        while True:
+            response = await http.put(f"{base_url}/assets/v1/{path}", json=body)
+            if response.status_code != 503 or time.monotonic() > deadline:
+                assert response.status_code == 200, response.text
+                return
+            await asyncio.sleep(0.5)
+
+
+async def test_catalog_edits_through_one_edge_reach_subscriptions_on_every_edge(tier: Tier) -> None:
+    """An asset created through edge A is read by edge B and the compute tier (one catalog, in
+    Redis). Updated through A, the subscriptions over it on B and on A each get one FullResult of
+    the new resolution; after a Redis restart an update through B still reaches both; deleted
+    through B, both end with the error naming the asset."""
+    a, b = tier.edges
+    r1, r2, t0 = ds.rid(), ds.rid(), time.time_ns() - 60 * NANOS
+    first = [(t0, 1.0), (t0 + NANOS, 2.0)]
+    second = [(t0 + 2 * NANOS, 50.0), (t0 + 3 * NANOS, 51.0)]
+    await write_points(a.base_url, r1, "speed", first, tags={"car": "a1"})
+    await write_points(a.base_url, r1, "speed", [(t0 + ds.MS, 99.0)], tags={"car": "zz"})
+    await write_points(a.base_url, r2, "speed", second)
+    on_r1 = {"dataScopeName": "main", "dataSourceRid": r1, "seriesTags": {"car": "a1"}}
+    on_r2 = {"dataScopeName": "main", "dataSourceRid": r2, "seriesTags": {}}
+    asset = await ds.create(a.base_url, "assets", {"title": "car", "dataScopes": [on_r1]})
+    path = f"assets/{asset['rid']}"
+    assert httpx.get(f"{b.base_url}/assets/v1/{path}", timeout=10).json() == asset
+
+    node = ds.numeric_node(ds.ref("s"))
+    clients = [await Client.connect(edge.ws_url) for edge in (b, a)]
+    try:
+        for client in clients:
+            view = await ds.subscribe(client, "car", node, asset_channel_variables(asset["rid"]))
+            assert ds.points(view) == {(): first}
+
+        await ds.put(a.base_url, path, {"dataScopes": [on_r2]})
+        for client in clients:
+            assert ds.points(await ds.next_full(client, "car")) == {(): second}
+        for client in clients:  # one edit, one FullResult: nothing more comes for it
+            with pytest.raises(TimeoutError):
+                await client.update("car", timeout=3)
+        # and the new resolution is live on both: a point of r2 arrives as an append
+        await write_points(b.base_url, r2, "speed", [(t0 + 4 * NANOS, 52.0)])
+        for client in clients:
+            assert (await client.update("car", timeout=60))["type"] == "append"
+
+        # Redis restarts between two edits; the next edit, through the other edge, still converges
+        port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
+        tier.redis.daemon.stop()
+        async with httpx.AsyncClient() as http:  # meanwhile nothing can change: a 503, and it did not
+            refused = await http.put(f"{a.base_url}/assets/v1/{path}", json={"dataScopes": [on_r1]})
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["errorName"] == "Sparkwire:ServiceUnavailable", refused.text
+        tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
+        await put_when_back(b.base_url, path, {"dataScopes": [on_r1]})
+        for client in clients:
+            await converged_full(client, "car", {(): first})
+
+        async with httpx.AsyncClient() as http:
+            assert (await http.delete(f"{b.base_url}/assets/v1/{path}")).status_code == 204
+        for client in clients:
+            error = await error_past_outages(client, "car")
+            assert error["name"] == "PersistentCompute:InvalidComputation", error
+            assert error["params"] == {"invalidTypes": "", "variant": "asset", "rid": asset["rid"]}, error
     finally:
         for client in clients:
             await client.close()
