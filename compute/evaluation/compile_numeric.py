@@ -643,10 +643,6 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
     "derived": "derived series are functions of modules; Sparkwire has no module registry",
-    "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
-    "verified against REFPROP's values",
-    "refpropV2": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
-    "verified against REFPROP's values",
 }
 # Refused as Nominal does: polling only, with its PollingOnlyComputationType.
 POLLING_ONLY: dict[str, tuple[str, str]] = {
@@ -680,6 +676,15 @@ def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
             "SummarizeSeries.numericAggregations (extra per-bucket columns) are not produced by Sparkwire; "
             "send an empty map",
         )
+
+
+def _fluid_property(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        from compute.evaluation import compile_fluids  # it imports this module's radius, pointwise
+
+        return compile_fluids.build(b, kind, v)
+
+    return build
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -761,4 +766,6 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "filterByExpression": _filter_by_expression,
     "unitOverride": _unit_override,
     "unitConversion": _unit_conversion,
+    "refprop": _fluid_property("refprop"),
+    "refpropV2": _fluid_property("refpropV2"),
 }
