@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -417,12 +417,34 @@ def _series_union(node: NumericSeries | EnumSeries) -> Json:
     return _union("numeric" if isinstance(node, NumericSeries) else "enum", node.json)
 
 
+# SummarizeSeries.outputFormat's Arrow values and the bucket columns Nominal's NumericOutputField names.
+ArrowFormat = Literal["ARROW_V3", "ARROW_V4"]
+NumericOutputField = Literal["MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT"]
+
+
 def series(
-    node: NumericSeries | EnumSeries, buckets: int | None = None, resolution_seconds: float | None = None
+    node: NumericSeries | EnumSeries,
+    buckets: int | None = None,
+    resolution_seconds: float | None = None,
+    *,
+    arrow: ArrowFormat | None = None,
+    fields: Sequence[NumericOutputField] | None = None,
 ) -> Computable:
     """The series over the window: raw points while it holds at most `buckets` (default 1000)
-    points, epoch-aligned buckets (min/max/mean/...) beyond."""
+    points, epoch-aligned buckets (min/max/mean/...) beyond. `arrow` asks for Nominal's ArrowPlot
+    (an Arrow IPC stream; the view reads it with pyarrow) with the bucket columns `fields` names
+    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server."""
     body: Json = {"input": _series_union(node), "numericAggregations": {}}
+    if arrow is not None:
+        if arrow not in ("ARROW_V3", "ARROW_V4"):
+            raise ValueError(f"arrow must be ARROW_V3 or ARROW_V4, not {arrow!r}")
+        body["outputFormat"] = arrow
+    if fields is not None:
+        if arrow is None:
+            raise ValueError("fields apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
+        if not fields:
+            raise ValueError("fields: name at least one (or leave it out for the server's default)")
+        body["numericOutputFields"] = list(fields)
     if buckets is not None:
         body["buckets"] = int(buckets)
     if resolution_seconds is not None:

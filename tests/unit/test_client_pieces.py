@@ -38,6 +38,8 @@ BUILT = {
     "raw": n.series(temp),
     "buckets": n.series(temp, buckets=100),
     "resolution": n.series(mode, resolution_seconds=0.01),
+    "arrow": n.series(temp, buckets=100, arrow="ARROW_V3", fields=["MEAN", "MAX", "FIRST_POINT"]),
+    "arrow-v4-default-fields": n.series(temp, arrow="ARROW_V4"),
     "arithmetic": n.series((temp - 32) / 1.8 + rpm * 2 - 1),
     "reflected": n.series(10 - temp, buckets=5),
     "unary": n.series(abs(-temp).sqrt().ln().log10()),
