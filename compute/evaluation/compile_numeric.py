@@ -665,17 +665,24 @@ def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
     return build
 
 
-def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
-    """SummarizeSeries fields that change the answer and Sparkwire does not produce yet: refused by
-    name rather than ignored (extra per-bucket aggregations; the output format and its fields are
-    read by compute/evaluation/output_format.py)."""
-    if o.get("numericAggregations"):
-        raise _refuse(
-            "SummarizeSeries",
-            "numericAggregations",
-            "SummarizeSeries.numericAggregations (extra per-bucket columns) are not produced by Sparkwire; "
-            "send an empty map",
-        )
+# The bucket columns a numericAggregations name may not take in Arrow output (compute/evaluation/
+# output_format.py names them); in LEGACY the extra columns travel apart, in `NumericBucket.aggregations`.
+def summary_aggregations(
+    b: _Builder, o: dict[str, Json]
+) -> tuple[tuple[str, Callable[[np.ndarray], float]], ...]:
+    """`SummarizeSeries.numericAggregations`: each named extra column of a bucket, the operator's
+    reduction of that bucket's own points (exact: a percentile is of the bucket's values)."""
+    raw = o.get("numericAggregations") or {}
+    if not isinstance(raw, dict):
+        raise _malformed("SummarizeSeries.numericAggregations must be a map of name -> operator")
+    out = []
+    for name in sorted(raw):
+        if not name:
+            raise _refuse(
+                "SummarizeSeries", "numericAggregations", "a numericAggregations name must not be empty"
+            )
+        out.append((name, operator(b, raw[name]).reduce))
+    return tuple(out)
 
 
 def _fluid_property(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:

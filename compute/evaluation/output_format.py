@@ -70,22 +70,32 @@ def arrow_format(summarize: dict[str, Json]) -> ArrowFormat | None:
         raise _refuse(
             "outputFormat", f"SummarizeSeries.outputFormat {output_format!r} is not one Sparkwire knows"
         )
-    if summarize.get("numericAggregations"):
+    aggregations = summarize.get("numericAggregations") or {}
+    if (
+        aggregations and v2 is not None
+    ):  # nominal-api: V2 is "mutually exclusive with ... numericAggregations"
         raise _refuse(
             "numericAggregations",
-            "SummarizeSeries.numericAggregations with Arrow output are not produced by Sparkwire; "
-            "send an empty map",
+            "SummarizeSeries.numericAggregations and numericOutputFieldsV2 are mutually exclusive",
         )
     if v1 is not None and v2 is not None:
         raise _refuse(
             "numericOutputFieldsV2",
             "SummarizeSeries.numericOutputFields and numericOutputFieldsV2 are mutually exclusive",
         )
+    fmt = ArrowFormat(output_format)
     if v1 is not None:
-        return ArrowFormat(output_format, _v1_fields(v1))
+        fmt = ArrowFormat(output_format, _v1_fields(v1))
     if v2 is not None:
-        return ArrowFormat(output_format, _v2_fields(v2))
-    return ArrowFormat(output_format)
+        fmt = ArrowFormat(output_format, _v2_fields(v2))
+    taken = {"end_bucket_timestamp", *(column for column, _ in fmt.bucket_columns())}
+    for name in aggregations if isinstance(aggregations, dict) else ():
+        if name in taken:  # the extra columns follow the fields' columns, by their own names
+            raise _refuse(
+                "numericAggregations",
+                f"SummarizeSeries.numericAggregations '{name}' is also a column of the requested fields",
+            )
+    return fmt
 
 
 def _checked_list(value: Json, name: str) -> list[Json]:

@@ -235,6 +235,19 @@ CASES["refprop_v1_radius_3s"] = n.series(
         )
     )
 )
+# SummarizeSeries.numericAggregations: extra bucket columns, re-bucketed only where the window changed
+CASES["summary_numeric_aggregations"] = n.union(
+    "series",
+    {
+        "input": n.numeric_series(n.num("a")),
+        "buckets": 6,
+        "numericAggregations": {
+            "p25": n.union("percentile", {"percentile": n.literal(0.25)}),
+            "total": n.union("sum", {}),
+            "rms": n.union("rootMeanSquare", {}),
+        },
+    },
+)
 CASES["since_time"] = n.series(
     n.numeric_series(
         n.union(
