@@ -42,6 +42,8 @@ def _statistic(b: NumericBuckets, name: str) -> pa.Array:
                 f"a bucket of {int(b.count.max())} points does not fit the uint32 count column"
             )
         return pa.array(b.count.astype(np.uint32), pa.uint32())
+    if name.startswith("aggregation "):  # a V2 percentile: a column the buckets carry
+        return pa.array(b.aggregations[name.removeprefix("aggregation ")], pa.float64())
     if name in ("first_ts", "last_ts"):
         return pa.array(getattr(b, name), pa.int64())
     if name == "sum":
@@ -65,7 +67,12 @@ def numeric_buckets_stream(b: NumericBuckets, fmt: ArrowFormat) -> bytes:
     columns = [("end_bucket_timestamp", pa.array(b.end, pa.int64()))]
     columns += [(name, _statistic(b, stat)) for name, stat in fmt.bucket_columns()]
     # numericAggregations: float64 columns by the request's names, after the fields, sorted by name
-    columns += [(name, pa.array(b.aggregations[name], pa.float64())) for name in sorted(b.aggregations)]
+    written = {name for name, _ in columns}
+    columns += [
+        (name, pa.array(b.aggregations[name], pa.float64()))
+        for name in sorted(b.aggregations)
+        if name not in written
+    ]
     return _stream(columns)
 
 

@@ -685,6 +685,13 @@ def summary_aggregations(
     return tuple(out)
 
 
+def percentile_columns(
+    percentiles: tuple[tuple[str, float], ...],
+) -> tuple[tuple[str, Callable[[np.ndarray], float]], ...]:
+    """numericOutputFieldsV2's percentile columns, reduced per bucket as numericAggregations are."""
+    return tuple((name, Operator("percentile", p).reduce) for name, p in percentiles)
+
+
 def _fluid_property(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
     def build(b: _Builder, v: Json) -> nodes.SeriesNode:
         from compute.evaluation import compile_fluids  # it imports this module's radius, pointwise

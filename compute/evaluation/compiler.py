@@ -827,6 +827,8 @@ def _summarize_series(
             )
     aggregations = compile_numeric.summary_aggregations(b, o)
     arrow = arrow_format(o)
+    if arrow is not None:  # V2 percentile fields: bucket columns computed as numericAggregations are
+        aggregations += compile_numeric.percentile_columns(arrow.percentiles)
     buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):

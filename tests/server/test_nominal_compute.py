@@ -663,13 +663,19 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "", "variant": "SummarizeSeries", "field": "outputFormat"},
     ),
-    "summary_as_arrow_with_a_percentile": (
+    # a V2 percentile computes (tests/server/test_summary_aggregations.py); its column named twice does not
+    "summary_as_arrow_with_a_percentile_column_named_twice": (
         summary(
             output_format=sc.OutputFormat.ARROW_V4,
             numeric_output_fields_v2=[
                 sc.NumericOutputFieldV2(
                     percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.95))
-                )
+                ),
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(
+                        percentile=sc.DoubleConstant(literal=0.5), output_name="p95"
+                    )
+                ),
             ],
         ),
         {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFieldsV2"},

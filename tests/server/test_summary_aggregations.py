@@ -65,23 +65,39 @@ def operators() -> dict[str, sc.NumericAggregationOperator]:
 
 def node(**fields: Any) -> dict[str, Any]:
     x = sc.NumericSeries(raw=sc.Reference(name="x"))
-    summarize = sc.SummarizeSeries(
-        input=sc.Series(numeric=x), numeric_aggregations=operators(), buckets=BUCKETS, **fields
-    )
+    fields.setdefault("numeric_aggregations", operators())
+    summarize = sc.SummarizeSeries(input=sc.Series(numeric=x), buckets=BUCKETS, **fields)
     return dict(ConjureEncoder.do_encode(sc.ComputableNode(series=summarize)))
 
 
-def expected_buckets(points: list[tuple[int, float]], cutoff: int) -> dict[int, dict[str, float]]:
+def v2_percentile(p: float, name: str | None = None) -> sc.NumericOutputFieldV2:
+    literal = sc.DoubleConstant(literal=p)
+    return sc.NumericOutputFieldV2(
+        percentile=sc.NumericOutputPercentile(percentile=literal, output_name=name)
+    )
+
+
+# numericOutputFieldsV2's percentile columns: "Defaults to pXX, e.g. p95 for 0.95", or outputName
+V2_REFERENCE = {
+    "p90": REFERENCE["p90"],
+    "q1": lambda v: percentile(v, 0.25),
+    "p99.5": lambda v: percentile(v, 0.995),
+}
+
+
+def expected_buckets(
+    points: list[tuple[int, float]], cutoff: int, reference: dict[str, Any]
+) -> dict[int, dict[str, float]]:
     width = bucket_width(WINDOW_NS, BUCKETS)
     by_end: dict[int, list[float]] = {}
     for t, v in sorted(points):
         by_end.setdefault((t // width + 1) * width, []).append(v)
     return {
-        end: {k: f(v) for k, f in REFERENCE.items()} for end, v in by_end.items() if end - width >= cutoff
+        end: {k: f(v) for k, f in reference.items()} for end, v in by_end.items() if end - width >= cutoff
     }
 
 
-def extras(view: ResultView, cutoff: int) -> dict[int, dict[str, float]]:
+def extras(view: ResultView, cutoff: int, reference: dict[str, Any]) -> dict[int, dict[str, float]]:
     width = bucket_width(WINDOW_NS, BUCKETS)
     snapshot = view.snapshot()
     (kind, buckets) = snapshot[()]
@@ -90,7 +106,7 @@ def extras(view: ResultView, cutoff: int) -> dict[int, dict[str, float]]:
     for end, b in buckets:
         if end - width < cutoff:
             continue
-        out[end] = dict(b["aggregations"]) if "aggregations" in b else {k: b[k] for k in REFERENCE}
+        out[end] = dict(b["aggregations"]) if "aggregations" in b else {k: b[k] for k in reference}
     return out
 
 
@@ -118,7 +134,18 @@ async def test_extra_bucket_columns_equal_the_reference_in_legacy_and_arrow(serv
         "arrow": node(
             output_format=sc.OutputFormat.ARROW_V3, numeric_output_fields=[sc.NumericOutputField.MEAN]
         ),
+        "arrow_v2_percentiles": node(
+            numeric_aggregations={},
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields_v2=[
+                sc.NumericOutputFieldV2(field=sc.NumericOutputFieldV2Name.MEAN),
+                v2_percentile(0.9),
+                v2_percentile(0.25, "q1"),
+                v2_percentile(0.995),
+            ],
+        ),
     }
+    references = {"legacy": REFERENCE, "arrow": REFERENCE, "arrow_v2_percentiles": V2_REFERENCE}
     client = await Client.connect(server.ws_url)
     try:
         ids = {k: f"agg-{k}-{time.time_ns()}" for k in cases}
@@ -145,12 +172,15 @@ async def test_extra_bucket_columns_equal_the_reference_in_legacy_and_arrow(serv
                 while not queue.empty():
                     views[k].apply(queue.get_nowait())
             cutoff = max(v.applied_at for v in views.values()) - WINDOW_NS + 60 * NANOS
-            want = expected_buckets(points, cutoff)
-            if all(same(extras(v, cutoff), want) for v in views.values()):
+            want = {k: expected_buckets(points, cutoff, references[k]) for k in cases}
+            if all(same(extras(v, cutoff, references[k]), want[k]) for k, v in views.items()):
                 break
             await asyncio.sleep(1.0)
         for k, view in views.items():
-            assert same(extras(view, cutoff), want), (k, extras(view, cutoff), want)
+            assert same(extras(view, cutoff, references[k]), want[k]), (
+                k,
+                extras(view, cutoff, references[k]),
+            )
             assert view.appends, f"{k}: no AppendResult"
         assert views["arrow"].groups[()].kind == "arrowBucketedNumeric"
 
@@ -166,6 +196,6 @@ async def test_extra_bucket_columns_equal_the_reference_in_legacy_and_arrow(serv
             assert (await client.creation(sub_id, timeout=120))["type"] == "success"
             fresh = ResultView(WINDOW_NS)
             fresh.apply(await client.update(sub_id, timeout=300))
-            assert same(extras(fresh, cutoff), want), (k, "fresh")
+            assert same(extras(fresh, cutoff, references[k]), want[k]), (k, "fresh")
     finally:
         await client.close()
