@@ -177,6 +177,11 @@ def _v2_fields(value: Json) -> tuple[tuple[str, ...], tuple[tuple[str, float], .
         kind = item["type"]
         if kind == "percentile":
             name, p = _percentile(item)
+            if any(seen == name and q != p for seen, q in percentiles):
+                raise _refuse(
+                    "numericOutputFieldsV2",
+                    f"SummarizeSeries.numericOutputFieldsV2: column {name!r} named twice",
+                )
             if (name, p) not in percentiles:
                 percentiles.append((name, p))
             names.append(PERCENTILE + name)

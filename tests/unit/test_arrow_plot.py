@@ -156,6 +156,22 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         ),
         "numericOutputFieldsV2",
     ),
+    "percentile_column_named_twice": (
+        summarize(
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields_v2=[
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.95))
+                ),
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(
+                        percentile=sc.DoubleConstant(literal=0.5), output_name="p95"
+                    )
+                ),
+            ],
+        ),
+        "numericOutputFieldsV2",
+    ),
     "unknown_field": (
         summarize(
             output_format=sc.OutputFormat.ARROW_V3, numeric_output_fields=[sc.NumericOutputField.UNKNOWN]
