@@ -200,6 +200,21 @@ class NumericSeries(Node):
     def drop_nan(self) -> NumericSeries:
         return self._unary("dropNan")
 
+    def resample(self, interval_seconds: float) -> NumericSeries:
+        """A point every `interval_seconds` on the epoch-aligned grid, each the latest value at or
+        before it (resampleV2, forward fill)."""
+        return NumericSeries(
+            _union("resampleV2", {"input": self.json, "interval": _compute_duration(interval_seconds)}),
+            self.variables,
+        )
+
+    def time_difference(self, unit: TimeUnit = "SECONDS") -> NumericSeries:
+        """The time since the previous point, at every point after the first (timeDifference)."""
+        return NumericSeries(
+            _union("timeDifference", {"input": _union("numeric", self.json), "timeUnit": unit}),
+            self.variables,
+        )
+
     # -- across groups (a channel's groupByTags) ------------------------------------------------
     def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> NumericSeries:
         """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
@@ -264,6 +279,36 @@ _INPUT_KEYED = frozenset(
 def atan2(y: NumericSeries, x: NumericSeries | float) -> NumericSeries:
     rhs = x if isinstance(x, NumericSeries) else constant(x)
     return NumericSeries(_union("atan2", {"y": y.json, "x": rhs.json}), Node._merge(y, rhs))
+
+
+# RefpropProperty and RefpropSubstance values (nominal-api); docs/protocol.md says which are refused.
+FluidProperty = Literal[
+    "TEMPERATURE",
+    "PRESSURE",
+    "MASS_DENSITY",
+    "MASS_SPECIFIC_ENTHALPY",
+    "MASS_SPECIFIC_INTERNAL_ENERGY",
+    "MASS_SPECIFIC_ENTROPY",
+    "VISCOSITY",
+]
+Substance = Literal[
+    "NITROGEN", "OXYGEN", "HELIUM", "HYDROGEN", "METHANE", "PROPANE", "BUTANE", "WATER", "XENON", "AIR",
+    "CARBON_DIOXIDE", "ARGON", "CARBON_MONOXIDE", "JET_A_4658", "JET_A_3638",
+]  # fmt: skip
+
+
+def fluid_property(
+    substance: Substance, output: FluidProperty, inputs: Mapping[FluidProperty, NumericSeries]
+) -> NumericSeries:
+    """`output` of `substance` from two state properties (refpropV2), in SI units (K, Pa, kg/m^3,
+    J/kg, J/(kg K), Pa s); e.g. `fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": t,
+    "PRESSURE": p})`. Inputs align by forward fill within 1 s; a state without a solution is NaN."""
+    body = {
+        "inputs": {k: x.json for k, x in inputs.items()},
+        "substance": substance,
+        "outputProperty": output,
+    }
+    return NumericSeries(_union("refpropV2", body), Node._merge(*inputs.values()))
 
 
 def across(reduction: Reduction, *inputs: NumericSeries) -> NumericSeries:

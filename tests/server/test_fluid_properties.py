@@ -283,3 +283,22 @@ async def test_what_coolprop_cannot_compute_is_refused_by_name(server: ServerPro
         assert error["name"] == "PersistentCompute:InvalidComputation", (name, error)
         assert error["params"].items() >= params.items(), (name, error["params"])
         assert_nominal_types(error["params"])
+
+
+async def test_the_python_client_builds_a_fluid_property(server: ServerProcess) -> None:
+    """sparkwire_client's `fluid_property`: water at 300 K and 0.1 MPa, 996.56 kg/m^3 (IAPWS-95)."""
+    from sparkwire_client import Client as PyClient
+    from sparkwire_client import fluid_property, numeric_channel, series
+
+    rid = f"ri.test.fluids.client.{time.time_ns()}"
+    t = time.time_ns() - 5 * NANOS
+    await write_points(server.base_url, rid, "T", [(t, 26.85)])  # degrees Celsius
+    await write_points(server.base_url, rid, "P", [(t, 1.0)])  # bar
+    kelvin = numeric_channel(rid, "T") + 273.15
+    pascal = numeric_channel(rid, "P") * 100_000
+    node = series(fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": kelvin, "PRESSURE": pascal}))
+    async with PyClient(server.base_url) as client:
+        sub = await client.subscribe(node, window=600)
+        view = await sub.wait_for(lambda v: len(v.values) == 1, timeout=120)
+    assert view.timestamps == [t]
+    assert abs(view.values[0] - 996.56) < 0.01, view.values

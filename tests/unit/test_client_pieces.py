@@ -56,6 +56,10 @@ BUILT = {
     "bits": n.series(temp.bits("bitAnd", 12).bits("bitTest", 3)),
     "units": n.series(temp.in_unit("[degF]").convert_to("Cel").drop_nan()),
     "across": n.series(n.across("max", temp, rpm, temp * 2)),
+    "resample-and-time-difference": n.series(temp.resample(0.5).time_difference("MILLISECONDS")),
+    "fluid-property": n.series(
+        n.fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": temp + 273.15, "PRESSURE": rpm * 1000})
+    ),
     "first": n.first_point(temp),
     "last": n.last_point(mode),
     "across-groups": n.series(
