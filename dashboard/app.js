@@ -161,6 +161,7 @@ function channelVariable(rid, channel, tags, groupBy) {
 
 // The formula choices: NumericSeries nodes around the channel `x` (docs/protocol.md lists them all).
 const unary = (type) => (x) => ({ type, [type]: { x } });
+const seconds = (n) => ({ type: "seconds", seconds: { seconds: literal(n) } }); // a compute Duration
 const FORMULAS = {
   "": (x) => x,
   abs: unary("abs"),
@@ -178,6 +179,22 @@ const FORMULAS = {
   }),
   // each group (Group by) against all groups at each timestamp; one group alone has no z-score
   zScore: (x) => ({ type: "zScore", zScore: { input: x, groupByTags: [] } }),
+  squared: (x) => ({
+    type: "power",
+    power: { base: x, exponent: { type: "constant", constant: { type: "double", double: literal(2) } } },
+  }),
+  rollingMean10s: (x) => ({
+    type: "numericAggregation",
+    numericAggregation: {
+      input: { type: "rollingTime", rollingTime: { input: { type: "numeric", numeric: x }, window: seconds(10) } },
+      operator: { type: "average", average: {} },
+    },
+  }),
+  resample1s: (x) => ({ type: "resampleV2", resampleV2: { input: x, interval: seconds(1) } }),
+  timeDifference: (x) => ({
+    type: "timeDifference",
+    timeDifference: { input: { type: "numeric", numeric: x }, timeUnit: "SECONDS" },
+  }),
 };
 
 // A channel of an asset's data scope (/assets/v1: the server resolves it, and checks the token

@@ -143,6 +143,8 @@ class GroupView:
         for wire, held in (("firstPoint", "first"), ("lastPoint", "last")):
             if b.get(wire) is not None:
                 out[held] = _point(b[wire])
+        if b.get("aggregations"):  # SummarizeSeries.numericAggregations, by the request's names
+            out["aggregations"] = {k: double(v) for k, v in b["aggregations"].items()}
         return out
 
     def _enum_bucket(self, b: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@ binary), for subscriptions that ask for `outputFormat` ARROW_V3 / ARROW_V4 (comp
 output_format.py). Columns, types and merge rules: docs/protocol.md, "Arrow output".
 
 Raw points are `arrowNumeric` (`timestamp`, `value`); buckets are `arrowBucketedNumeric`
-(`end_bucket_timestamp`, then the requested fields' columns). Timestamps are int64 nanoseconds since
-the Unix epoch; values float64; `count` uint32 (as Nominal's own Arrow client reads them)."""
+(`end_bucket_timestamp`, the requested fields' columns, then the numericAggregations' columns).
+Timestamps are int64 nanoseconds since the Unix epoch; values float64; `count` uint32 (as
+Nominal's own Arrow client reads them)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def _statistic(b: NumericBuckets, name: str) -> pa.Array:
                 f"a bucket of {int(b.count.max())} points does not fit the uint32 count column"
             )
         return pa.array(b.count.astype(np.uint32), pa.uint32())
+    if name.startswith("aggregation "):  # a V2 percentile: a column the buckets carry
+        return pa.array(b.aggregations[name.removeprefix("aggregation ")], pa.float64())
     if name in ("first_ts", "last_ts"):
         return pa.array(getattr(b, name), pa.int64())
     if name == "sum":
@@ -63,6 +66,13 @@ def numeric_points_stream(points: NumericPoints) -> bytes:
 def numeric_buckets_stream(b: NumericBuckets, fmt: ArrowFormat) -> bytes:
     columns = [("end_bucket_timestamp", pa.array(b.end, pa.int64()))]
     columns += [(name, _statistic(b, stat)) for name, stat in fmt.bucket_columns()]
+    # numericAggregations: float64 columns by the request's names, after the fields, sorted by name
+    written = {name for name, _ in columns}
+    columns += [
+        (name, pa.array(b.aggregations[name], pa.float64()))
+        for name in sorted(b.aggregations)
+        if name not in written
+    ]
     return _stream(columns)
 
 

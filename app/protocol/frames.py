@@ -105,6 +105,9 @@ def _numeric_buckets(b: NumericBuckets) -> Json:
             bucket["firstPoint"] = {"timestamp": timestamp(fts), "value": _double(fv)}
             bucket["lastPoint"] = {"timestamp": timestamp(lts), "value": _double(lv)}
         buckets.append(bucket)
+    for name, column in b.aggregations.items():  # numericAggregations, by the request's names
+        for bucket, value in zip(buckets, column.tolist(), strict=True):
+            bucket["aggregations"][name] = _double(value)
     return {"timestamps": timestamps(b.end), "buckets": buckets}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -200,6 +200,21 @@ class NumericSeries(Node):
     def drop_nan(self) -> NumericSeries:
         return self._unary("dropNan")
 
+    def resample(self, interval_seconds: float) -> NumericSeries:
+        """A point every `interval_seconds` on the epoch-aligned grid, each the latest value at or
+        before it (resampleV2, forward fill)."""
+        return NumericSeries(
+            _union("resampleV2", {"input": self.json, "interval": _compute_duration(interval_seconds)}),
+            self.variables,
+        )
+
+    def time_difference(self, unit: TimeUnit = "SECONDS") -> NumericSeries:
+        """The time since the previous point, at every point after the first (timeDifference)."""
+        return NumericSeries(
+            _union("timeDifference", {"input": _union("numeric", self.json), "timeUnit": unit}),
+            self.variables,
+        )
+
     # -- across groups (a channel's groupByTags) ------------------------------------------------
     def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> NumericSeries:
         """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
@@ -264,6 +279,36 @@ _INPUT_KEYED = frozenset(
 def atan2(y: NumericSeries, x: NumericSeries | float) -> NumericSeries:
     rhs = x if isinstance(x, NumericSeries) else constant(x)
     return NumericSeries(_union("atan2", {"y": y.json, "x": rhs.json}), Node._merge(y, rhs))
+
+
+# RefpropProperty and RefpropSubstance values (nominal-api); docs/protocol.md says which are refused.
+FluidProperty = Literal[
+    "TEMPERATURE",
+    "PRESSURE",
+    "MASS_DENSITY",
+    "MASS_SPECIFIC_ENTHALPY",
+    "MASS_SPECIFIC_INTERNAL_ENERGY",
+    "MASS_SPECIFIC_ENTROPY",
+    "VISCOSITY",
+]
+Substance = Literal[
+    "NITROGEN", "OXYGEN", "HELIUM", "HYDROGEN", "METHANE", "PROPANE", "BUTANE", "WATER", "XENON", "AIR",
+    "CARBON_DIOXIDE", "ARGON", "CARBON_MONOXIDE", "JET_A_4658", "JET_A_3638",
+]  # fmt: skip
+
+
+def fluid_property(
+    substance: Substance, output: FluidProperty, inputs: Mapping[FluidProperty, NumericSeries]
+) -> NumericSeries:
+    """`output` of `substance` from two state properties (refpropV2), in SI units (K, Pa, kg/m^3,
+    J/kg, J/(kg K), Pa s); e.g. `fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": t,
+    "PRESSURE": p})`. Inputs align by forward fill within 1 s; a state without a solution is NaN."""
+    body = {
+        "inputs": {k: x.json for k, x in inputs.items()},
+        "substance": substance,
+        "outputProperty": output,
+    }
+    return NumericSeries(_union("refpropV2", body), Node._merge(*inputs.values()))
 
 
 def across(reduction: Reduction, *inputs: NumericSeries) -> NumericSeries:
@@ -417,12 +462,34 @@ def _series_union(node: NumericSeries | EnumSeries) -> Json:
     return _union("numeric" if isinstance(node, NumericSeries) else "enum", node.json)
 
 
+# SummarizeSeries.outputFormat's Arrow values and the bucket columns Nominal's NumericOutputField names.
+ArrowFormat = Literal["ARROW_V3", "ARROW_V4"]
+NumericOutputField = Literal["MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT"]
+
+
 def series(
-    node: NumericSeries | EnumSeries, buckets: int | None = None, resolution_seconds: float | None = None
+    node: NumericSeries | EnumSeries,
+    buckets: int | None = None,
+    resolution_seconds: float | None = None,
+    *,
+    arrow: ArrowFormat | None = None,
+    fields: Sequence[NumericOutputField] | None = None,
 ) -> Computable:
     """The series over the window: raw points while it holds at most `buckets` (default 1000)
-    points, epoch-aligned buckets (min/max/mean/...) beyond."""
+    points, epoch-aligned buckets (min/max/mean/...) beyond. `arrow` asks for Nominal's ArrowPlot
+    (an Arrow IPC stream; the view reads it with pyarrow) with the bucket columns `fields` names
+    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server."""
     body: Json = {"input": _series_union(node), "numericAggregations": {}}
+    if arrow is not None:
+        if arrow not in ("ARROW_V3", "ARROW_V4"):
+            raise ValueError(f"arrow must be ARROW_V3 or ARROW_V4, not {arrow!r}")
+        body["outputFormat"] = arrow
+    if fields is not None:
+        if arrow is None:
+            raise ValueError("fields apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
+        if not fields:
+            raise ValueError("fields: name at least one (or leave it out for the server's default)")
+        body["numericOutputFields"] = list(fields)
     if buckets is not None:
         body["buckets"] = int(buckets)
     if resolution_seconds is not None:

@@ -8,6 +8,11 @@ with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.
   `rangeNumericAggregation`, is sent whole from its start and replaces the old one);
 - single values (`numericPoint`, `enumPoint`, `singlePoint`): the newest one sent is the value (a
   `singlePoint`'s `Value` unwrapped: a number or a label);
+- Arrow results (`arrowNumeric`, `arrowBucketedNumeric`: Nominal's `ArrowPlot`, an Arrow IPC stream,
+  asked for with `series(..., arrow="ARROW_V3", fields=[...])`) are read with pyarrow (the `arrow`
+  extra) and merge as `numeric` and `bucketedNumeric` do; a bucket holds the columns the request
+  named, under the names LEGACY buckets use (`min`, `max`, `mean`, `count`, `variance`, `first`,
+  `last`) and the column's own name for the others (`sum`, `standard_deviation`, ...);
 - `grouped`: each group merges on its own;
 - the charts (`numericHistogram`, `enumHistogram`, `cartesian`, `bucketedCartesian`) have no append
   form: each FullResult replaces the chart;
@@ -31,8 +36,8 @@ NANOS = 1_000_000_000
 GroupKey = tuple[tuple[str, str], ...]
 Json = dict[str, Any]
 
-_POINT_KINDS = frozenset({"numeric", "enum"})
-_BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum", "multivariate"})
+_POINT_KINDS = frozenset({"numeric", "enum", "arrowNumeric"})
+_BUCKET_KINDS = frozenset({"bucketedNumeric", "bucketedEnum", "multivariate", "arrowBucketedNumeric"})
 _VALUE_KINDS = frozenset({"numericPoint", "enumPoint", "singlePoint"})
 _CHART_KINDS = frozenset(
     {"numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d"}
@@ -92,8 +97,40 @@ def _enum_bucket(b: Json, categories: list[str]) -> Json:
     }
 
 
+def arrow_rows(plot: Json) -> list[Json]:
+    """An `ArrowPlot`'s rows: its `arrowBinary` (Conjure binary: base64) read as an Arrow IPC stream."""
+    import base64
+
+    try:
+        import pyarrow as pa
+    except ImportError as e:  # an optional extra: only Arrow results need it
+        raise ImportError("Arrow results need pyarrow: pip install 'sparkwire-client[arrow]'") from e
+    with pa.ipc.open_stream(base64.b64decode(plot["arrowBinary"])) as reader:
+        rows: list[Json] = reader.read_all().to_pylist()
+    return rows
+
+
+def _arrow_bucket(row: Json) -> Json:
+    """An Arrow bucket row as a LEGACY bucket's dict, holding only the columns the request named;
+    `first` / `last` absent from a one-point bucket, as LEGACY's are."""
+    bucket: Json = {}
+    for name, value in row.items():
+        if name == "end_bucket_timestamp" or name.startswith(("first_", "last_")):
+            continue
+        bucket[name] = int(value) if name == "count" else (math.nan if value is None else float(value))
+    for held in ("first", "last"):
+        if f"{held}_value" in row:
+            one_point = row.get("count") == 1 or row.get(f"{held}_value") is None
+            bucket[held] = None if one_point else (int(row[f"{held}_timestamp"]), float(row[f"{held}_value"]))
+    return bucket
+
+
 def _entries(kind: str, body: Any) -> dict[int, Any]:
     """A plot's entries by timestamp: values for points, decoded dicts for buckets."""
+    if kind == "arrowNumeric":
+        return {int(r["timestamp"]): _double(r["value"]) for r in arrow_rows(body)}
+    if kind == "arrowBucketedNumeric":
+        return {int(r["end_bucket_timestamp"]): _arrow_bucket(r) for r in arrow_rows(body)}
     if kind == "multivariate":  # a bucket's end -> its values, one per (input, aggregation)
         return {
             ns_of(b["timestamp"]): [
@@ -265,8 +302,13 @@ class ResultView:
         return ResultView(self.kind, dict(self.entries), list(self.ranges), self.value, list(self.chart))
 
     def rows(self) -> list[Json]:
-        if self.kind in ("numeric", "enum"):
+        if self.kind in ("numeric", "enum", "arrowNumeric"):
             return [{"timestamp": t, "value": v} for t, v in self.entries.items()]
+        if self.kind == "arrowBucketedNumeric":  # the columns the request named
+            return [
+                {"timestamp": t, **{k: v for k, v in b.items() if k not in ("first", "last")}}
+                for t, b in self.entries.items()
+            ]
         if self.kind == "bucketedNumeric":
             return [
                 {"timestamp": t, **{k: b[k] for k in ("min", "max", "mean", "count", "variance")}}

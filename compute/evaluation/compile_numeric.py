@@ -642,10 +642,6 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
 REFUSED: dict[str, str] = {
-    "refprop": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
-    "verified against REFPROP's values",
-    "refpropV2": "REFPROP fluid properties: Sparkwire has no REFPROP library, and no open library was "
-    "verified against REFPROP's values",
 }
 # Refused as Nominal does: polling only, with its PollingOnlyComputationType.
 POLLING_ONLY: dict[str, tuple[str, str]] = {
@@ -668,17 +664,40 @@ def _refused(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
     return build
 
 
-def refuse_unhonoured_summary_fields(o: dict[str, Json]) -> None:
-    """SummarizeSeries fields that change the answer and Sparkwire does not produce yet: refused by
-    name rather than ignored (extra per-bucket aggregations; the output format and its fields are
-    read by compute/evaluation/output_format.py)."""
-    if o.get("numericAggregations"):
-        raise _refuse(
-            "SummarizeSeries",
-            "numericAggregations",
-            "SummarizeSeries.numericAggregations (extra per-bucket columns) are not produced by Sparkwire; "
-            "send an empty map",
-        )
+# The bucket columns a numericAggregations name may not take in Arrow output (compute/evaluation/
+# output_format.py names them); in LEGACY the extra columns travel apart, in `NumericBucket.aggregations`.
+def summary_aggregations(
+    b: _Builder, o: dict[str, Json]
+) -> tuple[tuple[str, Callable[[np.ndarray], float]], ...]:
+    """`SummarizeSeries.numericAggregations`: each named extra column of a bucket, the operator's
+    reduction of that bucket's own points (exact: a percentile is of the bucket's values)."""
+    raw = o.get("numericAggregations") or {}
+    if not isinstance(raw, dict):
+        raise _malformed("SummarizeSeries.numericAggregations must be a map of name -> operator")
+    out = []
+    for name in sorted(raw):
+        if not name:
+            raise _refuse(
+                "SummarizeSeries", "numericAggregations", "a numericAggregations name must not be empty"
+            )
+        out.append((name, operator(b, raw[name]).reduce))
+    return tuple(out)
+
+
+def percentile_columns(
+    percentiles: tuple[tuple[str, float], ...],
+) -> tuple[tuple[str, Callable[[np.ndarray], float]], ...]:
+    """numericOutputFieldsV2's percentile columns, reduced per bucket as numericAggregations are."""
+    return tuple((name, Operator("percentile", p).reduce) for name, p in percentiles)
+
+
+def _fluid_property(kind: str) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        from compute.evaluation import compile_fluids  # it imports this module's radius, pointwise
+
+        return compile_fluids.build(b, kind, v)
+
+    return build
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -760,4 +779,6 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "filterByExpression": _filter_by_expression,
     "unitOverride": _unit_override,
     "unitConversion": _unit_conversion,
+    "refprop": _fluid_property("refprop"),
+    "refpropV2": _fluid_property("refpropV2"),
 }

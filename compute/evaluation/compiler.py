@@ -822,8 +822,10 @@ def _summarize_series(
             raise polling_only(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
-    compile_numeric.refuse_unhonoured_summary_fields(o)
+    aggregations = compile_numeric.summary_aggregations(b, o)
     arrow = arrow_format(o)
+    if arrow is not None:  # V2 percentile fields: bucket columns computed as numericAggregations are
+        aggregations += compile_numeric.percentile_columns(arrow.percentiles)
     buckets, resolution = o.get("buckets"), o.get("resolution")
     for name, x in (("buckets", buckets), ("resolution", resolution)):
         if x is not None and (not isinstance(x, int) or isinstance(x, bool)):
@@ -835,7 +837,9 @@ def _summarize_series(
     if arrow is not None and isinstance(series_json, dict) and series_json.get("type") == "enum":
         raise arrow_of_enum()
     series = b.timed(b.series(series_json), "series")
-    return nodes.SummarizeSeries(series, decimation, options.decimate, limits.max_points, arrow=arrow)
+    return nodes.SummarizeSeries(
+        series, decimation, options.decimate, limits.max_points, arrow=arrow, aggregations=aggregations
+    )
 
 
 def _summarize_ranges(

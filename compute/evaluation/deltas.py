@@ -189,6 +189,8 @@ def _same_prefix(a: Any, b: Any) -> int:
 def _value_out(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return {"dtype": value.dtype.str, "data": np.ascontiguousarray(value).tobytes()}
+    if isinstance(value, dict) and all(isinstance(v, np.ndarray) for v in value.values()):
+        return {"columns": {k: _value_out(v) for k, v in value.items()}}  # NumericBuckets.aggregations
     if isinstance(value, list) and value and isinstance(value[0], dict):  # histograms
         return [list(h.items()) for h in value]
     if isinstance(value, np.generic):
@@ -197,6 +199,8 @@ def _value_out(value: Any) -> Any:
 
 
 def _value_in(name: str, value: Any) -> Any:
+    if isinstance(value, dict) and "columns" in value:
+        return {k: _value_in(k, v) for k, v in value["columns"].items()}
     if isinstance(value, dict) and "dtype" in value:
         return np.frombuffer(
             value["data"], dtype=np.dtype(value["dtype"])

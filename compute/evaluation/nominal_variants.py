@@ -328,6 +328,36 @@ ENUMS: dict[str, frozenset[str]] = {
     "NumericAggregationFunction": frozenset(
         ["SUM", "MEAN", "MIN", "MAX", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
     ),
+    "RefpropProperty": frozenset(
+        [
+            "TEMPERATURE",
+            "PRESSURE",
+            "MASS_DENSITY",
+            "MASS_SPECIFIC_ENTHALPY",
+            "MASS_SPECIFIC_INTERNAL_ENERGY",
+            "MASS_SPECIFIC_ENTROPY",
+            "VISCOSITY",
+        ]
+    ),
+    "RefpropSubstance": frozenset(
+        [
+            "NITROGEN",
+            "OXYGEN",
+            "HELIUM",
+            "HYDROGEN",
+            "METHANE",
+            "PROPANE",
+            "BUTANE",
+            "WATER",
+            "XENON",
+            "AIR",
+            "CARBON_DIOXIDE",
+            "ARGON",
+            "CARBON_MONOXIDE",
+            "JET_A_4658",
+            "JET_A_3638",
+        ]
+    ),
     # persistent_compute_api's: the only values an `invalidTypes` / `pollingOnlyTypes` param may hold
     "InvalidComputationType": frozenset(
         [

@@ -42,10 +42,28 @@ class ArrowFormat:
 
     version: str
     fields: tuple[str, ...] = DEFAULT_FIELDS
+    # V2 `percentile` fields: (column name, p); a field "PERCENTILE <name>" places its column
+    percentiles: tuple[tuple[str, float], ...] = ()
 
     def bucket_columns(self) -> list[tuple[str, str]]:
-        """(Arrow column, statistic) after `end_bucket_timestamp`."""
-        return [column for name in self.fields for column in FIELD_COLUMNS[name]]
+        """(Arrow column, statistic) after `end_bucket_timestamp`; a percentile's statistic is
+        `aggregation <name>`, a column of the buckets' `aggregations` (nodes/outputs.py computes it)."""
+        out: list[tuple[str, str]] = []
+        for name in self.fields:
+            if name.startswith(PERCENTILE):
+                column = name.removeprefix(PERCENTILE)
+                out.append((column, f"aggregation {column}"))
+            else:
+                out.extend(FIELD_COLUMNS[name])
+        return out
+
+
+PERCENTILE = "PERCENTILE "
+
+
+def percentile_column(p: float) -> str:
+    """nominal-api's default name of a percentile column: "pXX, e.g. p95 for 0.95" (p99.9 for 0.999)."""
+    return f"p{round(p * 100, 9):g}"
 
 
 def _refuse(field_name: str, message: str) -> ComputeError:
@@ -70,22 +88,40 @@ def arrow_format(summarize: dict[str, Json]) -> ArrowFormat | None:
         raise _refuse(
             "outputFormat", f"SummarizeSeries.outputFormat {output_format!r} is not one Sparkwire knows"
         )
-    if summarize.get("numericAggregations"):
+    aggregations = summarize.get("numericAggregations") or {}
+    if (
+        aggregations and v2 is not None
+    ):  # nominal-api: V2 is "mutually exclusive with ... numericAggregations"
         raise _refuse(
             "numericAggregations",
-            "SummarizeSeries.numericAggregations with Arrow output are not produced by Sparkwire; "
-            "send an empty map",
+            "SummarizeSeries.numericAggregations and numericOutputFieldsV2 are mutually exclusive",
         )
     if v1 is not None and v2 is not None:
         raise _refuse(
             "numericOutputFieldsV2",
             "SummarizeSeries.numericOutputFields and numericOutputFieldsV2 are mutually exclusive",
         )
+    fmt = ArrowFormat(output_format)
     if v1 is not None:
-        return ArrowFormat(output_format, _v1_fields(v1))
+        fmt = ArrowFormat(output_format, _v1_fields(v1))
     if v2 is not None:
-        return ArrowFormat(output_format, _v2_fields(v2))
-    return ArrowFormat(output_format)
+        fields, percentiles = _v2_fields(v2)
+        fmt = ArrowFormat(output_format, fields, percentiles)
+    columns = [column for column, _ in fmt.bucket_columns()]
+    repeated = {c for c in columns if columns.count(c) > 1 or c == "end_bucket_timestamp"}
+    if repeated:
+        raise _refuse(
+            "numericOutputFieldsV2",
+            f"SummarizeSeries.numericOutputFieldsV2: column {sorted(repeated)[0]!r} named twice",
+        )
+    taken = {"end_bucket_timestamp", *columns}
+    for name in aggregations if isinstance(aggregations, dict) else ():
+        if name in taken:  # the extra columns follow the fields' columns, by their own names
+            raise _refuse(
+                "numericAggregations",
+                f"SummarizeSeries.numericAggregations '{name}' is also a column of the requested fields",
+            )
+    return fmt
 
 
 def _checked_list(value: Json, name: str) -> list[Json]:
@@ -107,8 +143,32 @@ def _v1_fields(value: Json) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))  # a field named twice is one column
 
 
-def _v2_fields(value: Json) -> tuple[str, ...]:
+def _percentile(item: Json) -> tuple[str, float]:
+    """A V2 `percentile` field: (its column name, p)."""
+    body = item.get("percentile") if isinstance(item, dict) else None
+    constant = body.get("percentile") if isinstance(body, dict) else None
+    if not isinstance(constant, dict) or constant.get("type") != "literal":
+        raise _refuse(
+            "numericOutputFieldsV2",
+            "SummarizeSeries.numericOutputFieldsV2 percentile: give the percentile as a literal",
+        )
+    p = constant.get("literal")
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= float(p) <= 1.0:
+        raise _refuse(
+            "numericOutputFieldsV2",
+            f"SummarizeSeries.numericOutputFieldsV2 percentile must be in [0, 1], got {p!r}",
+        )
+    name = body.get("outputName") if isinstance(body, dict) else None
+    if name is not None and (not isinstance(name, str) or not name):
+        raise _refuse(
+            "numericOutputFieldsV2", "SummarizeSeries.numericOutputFieldsV2 percentile: an empty outputName"
+        )
+    return (name or percentile_column(float(p))), float(p)
+
+
+def _v2_fields(value: Json) -> tuple[tuple[str, ...], tuple[tuple[str, float], ...]]:
     names: list[str] = []
+    percentiles: list[tuple[str, float]] = []
     for item in _checked_list(value, "numericOutputFieldsV2"):
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             raise _refuse(
@@ -116,15 +176,20 @@ def _v2_fields(value: Json) -> tuple[str, ...]:
             )
         kind = item["type"]
         if kind == "percentile":
-            raise _refuse(
-                "numericOutputFieldsV2",
-                "SummarizeSeries.numericOutputFieldsV2 percentile: per-bucket percentiles are not "
-                "produced by Sparkwire yet; ask for the other fields",
-            )
+            name, p = _percentile(item)
+            if any(seen == name and q != p for seen, q in percentiles):
+                raise _refuse(
+                    "numericOutputFieldsV2",
+                    f"SummarizeSeries.numericOutputFieldsV2: column {name!r} named twice",
+                )
+            if (name, p) not in percentiles:
+                percentiles.append((name, p))
+            names.append(PERCENTILE + name)
+            continue
         if kind != "field" or item.get("field") not in FIELD_COLUMNS:
             raise _refuse(
                 "numericOutputFieldsV2",
                 f"SummarizeSeries.numericOutputFieldsV2: unknown field {item.get(kind, kind)!r}",
             )
         names.append(str(item["field"]))
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(names)), tuple(percentiles)

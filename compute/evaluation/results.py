@@ -92,6 +92,8 @@ class NumericBuckets:
     first_value: np.ndarray
     last_ts: np.ndarray
     last_value: np.ndarray
+    # SummarizeSeries.numericAggregations: one column per requested name (a percentile, a sum, ...)
+    aggregations: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     kind = "bucketedNumeric"
     appendable = True
 
@@ -107,6 +109,7 @@ class NumericBuckets:
             self.last_ts,
             self.first_value,
             self.last_value,
+            *(self.aggregations[k] for k in sorted(self.aggregations)),
         )
 
     def first_change(self, old: NumericBuckets) -> int | None:
@@ -128,21 +131,17 @@ class NumericBuckets:
         i = int(self.end.searchsorted(start, side="right"))
         return NumericBuckets(
             self.width,
-            *(
-                c[i:]
-                for c in (
-                    self.end,
-                    self.min,
-                    self.max,
-                    self.mean,
-                    self.count,
-                    self.variance,
-                    self.first_ts,
-                    self.first_value,
-                    self.last_ts,
-                    self.last_value,
-                )
-            ),
+            self.end[i:],
+            self.min[i:],
+            self.max[i:],
+            self.mean[i:],
+            self.count[i:],
+            self.variance[i:],
+            self.first_ts[i:],
+            self.first_value[i:],
+            self.last_ts[i:],
+            self.last_value[i:],
+            {k: v[i:] for k, v in self.aggregations.items()},
         )
 
     def __len__(self) -> int:

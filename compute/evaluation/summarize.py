@@ -4,8 +4,9 @@ epoch-aligned buckets (timestamp = exclusive end) beyond, per docs/protocol.md."
 from __future__ import annotations
 
 import math
-from collections.abc import Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -82,14 +83,35 @@ def _run_lengths(starts: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
-def numeric_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets:
+# SummarizeSeries.numericAggregations: column name -> the reduction of one bucket's values
+Reductions = Mapping[str, Callable[[np.ndarray], float]]
+
+
+def _reduced(
+    values: np.ndarray, starts: np.ndarray, counts: np.ndarray, reductions: Reductions
+) -> dict[str, np.ndarray]:
+    """Each extra column, exactly: its reduction over each bucket's own points."""
+    return {
+        name: np.array(
+            [reduce(values[s : s + c]) for s, c in zip(starts.tolist(), counts.tolist(), strict=True)],
+            np.float64,
+        )
+        for name, reduce in reductions.items()
+    }
+
+
+def numeric_buckets(
+    ts: np.ndarray, values: np.ndarray, width: int, reductions: Reductions | None = None
+) -> NumericBuckets:
     end, starts, counts = _bucket_index(ts, width)
+    extra = _reduced(values, starts, counts, reductions or {})
     if len(starts) == 0:
         empty_f = np.empty(0, np.float64)
         empty_i = np.empty(0, np.int64)
         return NumericBuckets(
-            width, empty_i, empty_f, empty_f, empty_f, empty_i, empty_f, empty_i, empty_f, empty_i, empty_f
-        )
+            width, empty_i, empty_f, empty_f, empty_f, empty_i, empty_f, empty_i, empty_f, empty_i, empty_f,
+            aggregations=extra,
+        )  # fmt: skip
     sums = np.add.reduceat(values, starts)
     mean = sums / counts
     # population variance, two-pass for accuracy: mean of squared deviations from the bucket mean
@@ -111,6 +133,7 @@ def numeric_buckets(ts: np.ndarray, values: np.ndarray, width: int) -> NumericBu
         first_value=values[starts],
         last_ts=ts[last],
         last_value=values[last],
+        aggregations=extra,
     )
 
 
@@ -140,7 +163,7 @@ def _identical(a: np.ndarray, b: np.ndarray) -> bool:
     return same_memory(a, b) or np.array_equal(a, b)
 
 
-_COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name != "width")  # in constructor order
+_COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name not in ("width", "aggregations"))
 
 
 @dataclass
@@ -162,11 +185,18 @@ class BucketMemo:
     def __init__(self) -> None:
         self._last: dict[object, _Bucketed] = {}
 
-    def buckets(self, key: object, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets:
+    def buckets(
+        self,
+        key: object,
+        ts: np.ndarray,
+        values: np.ndarray,
+        width: int,
+        reductions: Reductions | None = None,
+    ) -> NumericBuckets:
         prev = self._last.get(key)
-        out = self._reuse(prev, ts, values, width) if prev is not None else None
+        out = self._reuse(prev, ts, values, width, reductions or {}) if prev is not None else None
         if out is None:
-            out = numeric_buckets(ts, values, width)
+            out = numeric_buckets(ts, values, width, reductions)
         self._last[key] = _Bucketed(ts, values, out)
         return out
 
@@ -175,7 +205,9 @@ class BucketMemo:
         self._last = {k: v for k, v in self._last.items() if k in keys}
 
     @staticmethod
-    def _reuse(prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets | None:
+    def _reuse(
+        prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int, reductions: Reductions
+    ) -> NumericBuckets | None:
         if prev.out.width != width or not len(ts) or not len(prev.ts):
             return None
         if values.dtype != np.float64 or prev.values.dtype != np.float64:  # compared as int64 bits
@@ -199,13 +231,23 @@ class BucketMemo:
         # The first bucket and the buckets from the tail on, bucketed in one call (each bucket's
         # figures depend on its own points only; a call's fixed cost is most of a small bucketing).
         edge = numeric_buckets(
-            np.concatenate((ts[:head], ts[tail:])), np.concatenate((values[:head], values[tail:])), width
+            np.concatenate((ts[:head], ts[tail:])),
+            np.concatenate((values[:head], values[tail:])),
+            width,
+            reductions,
         )
         first = 1 if head else 0  # ts[:head] is one bucket's points, or none
+        if set(prev.out.aggregations) != set(edge.aggregations):
+            return None
+        columns: dict[str, Any] = {
+            c: np.concatenate((e[:first], p[lo:hi], e[first:]))
+            for c, e, p in ((c, getattr(edge, c), getattr(prev.out, c)) for c in _COLUMNS)
+        }
         return NumericBuckets(
-            width,
-            *(
-                np.concatenate((e[:first], p[lo:hi], e[first:]))
-                for e, p in ((getattr(edge, c), getattr(prev.out, c)) for c in _COLUMNS)
-            ),
+            width=width,
+            **columns,
+            aggregations={
+                k: np.concatenate((e[:first], prev.out.aggregations[k][lo:hi], e[first:]))
+                for k, e in edge.aggregations.items()
+            },
         )

@@ -261,13 +261,20 @@ async def test_a_formula_charts_the_channel_through_a_numeric_node(server: Serve
         ("sin", math.sin),
         ("degFtoCel", lambda v: (v - 32) / 1.8),
         ("bit0", lambda v: float(int(v) & 1)),
+        ("squared", lambda v: v * v),
+        # history is one point a second: every point carries the mean of itself and the 9 before it
+        ("rollingMean10s", None),
     ):
         await open_dashboard(
             page, server.base_url, rid=rid, channels="p", window="300", mode="raw", formula=formula
         )
         data = await until(page, lambda d: len(points_of(d, "p")) == len(history))
         got = [v for _, v in points_of(data, "p")]
-        want = [f(v) for _, v in history]
+        values = [v for _, v in history]
+        want = [
+            f(v) if f is not None else sum(values[max(0, i - 9) : i + 1]) / len(values[max(0, i - 9) : i + 1])
+            for i, v in enumerate(values)
+        ]
         assert all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got, want, strict=True)), (
             formula
         )

@@ -626,15 +626,29 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         converted(CHANNEL, "m", "s"),
         {"invalidTypes": "", "variant": "unitConversion", "field": "outputUnit"},
     ),
-    "summary_with_numeric_aggregations": (
+    # numericAggregations compute (tests/server/test_summary_aggregations.py); nominal-api makes them
+    # "mutually exclusive" with numericOutputFieldsV2
+    "summary_with_numeric_aggregations_and_v2_fields": (
         summary(
             numeric_aggregations={
                 "p90": sc.NumericAggregationOperator(
                     percentile=sc.Percentile(percentile=sc.DoubleConstant(literal=0.9))
                 )
-            }
+            },
+            output_format=sc.OutputFormat.ARROW_V3,
+            numeric_output_fields_v2=[sc.NumericOutputFieldV2(field=sc.NumericOutputFieldV2Name.MEAN)],
         ),
         {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericAggregations"},
+    ),
+    "summary_with_a_percentile_beyond_one": (
+        summary(
+            numeric_aggregations={
+                "p150": sc.NumericAggregationOperator(
+                    percentile=sc.Percentile(percentile=sc.DoubleConstant(literal=1.5))
+                )
+            }
+        ),
+        {"invalidTypes": "", "variant": "percentile", "field": "percentile"},
     ),
     # Arrow output (tests/server/test_arrow_output.py): what it cannot honour is refused by name
     "summary_as_arrow_of_an_enum_series": (
@@ -649,13 +663,19 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "", "variant": "SummarizeSeries", "field": "outputFormat"},
     ),
-    "summary_as_arrow_with_a_percentile": (
+    # a V2 percentile computes (tests/server/test_summary_aggregations.py); its column named twice does not
+    "summary_as_arrow_with_a_percentile_column_named_twice": (
         summary(
             output_format=sc.OutputFormat.ARROW_V4,
             numeric_output_fields_v2=[
                 sc.NumericOutputFieldV2(
                     percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.95))
-                )
+                ),
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(
+                        percentile=sc.DoubleConstant(literal=0.5), output_name="p95"
+                    )
+                ),
             ],
         ),
         {"invalidTypes": "", "variant": "SummarizeSeries", "field": "numericOutputFieldsV2"},

@@ -88,6 +88,39 @@ def test_the_columns_follow_the_fields_in_request_order_once_each() -> None:
     assert [c for c, _ in fmt.bucket_columns()] == ["root_mean_square", "sum", "standard_deviation"]
 
 
+def test_v2_percentiles_and_numeric_aggregations_are_columns_in_their_places() -> None:
+    """A V2 percentile's column stands where the request names it ("pXX" by default, or its
+    outputName); numericAggregations' columns follow the fields', sorted by name."""
+
+    def pct(p: float, name: str | None = None) -> sc.NumericOutputFieldV2:
+        literal = sc.DoubleConstant(literal=p)
+        return sc.NumericOutputFieldV2(
+            percentile=sc.NumericOutputPercentile(percentile=literal, output_name=name)
+        )
+
+    fmt = arrow_format(
+        summarize(
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields_v2=[pct(0.95), v2("MAX"), pct(0.5, "median"), pct(0.999)],
+        )
+    )
+    assert fmt is not None and fmt.percentiles == (("p95", 0.95), ("median", 0.5), ("p99.9", 0.999))
+    assert [c for c, _ in fmt.bucket_columns()] == ["p95", "max", "median", "p99.9"]
+    values = np.array([4.0, 1.0, 3.0, 2.0])
+    buckets = numeric_buckets(
+        np.array([1, 2, 3, 4], np.int64),
+        values,
+        10,
+        {"p95": lambda v: float(np.quantile(v, 0.95)), "median": np.median, "p99.9": np.max, "extra": np.sum},
+    )
+    kind, plot = arrow_body(buckets, fmt, None)
+    with pa.ipc.open_stream(base64.b64decode(plot["arrowBinary"])) as reader:
+        table = reader.read_all()
+    assert kind == "arrowBucketedNumeric"
+    assert table.column_names == ["end_bucket_timestamp", "p95", "max", "median", "p99.9", "extra"]
+    assert table.column("median").to_pylist() == [2.5] and table.column("extra").to_pylist() == [10.0]
+
+
 def test_no_field_named_is_the_mean_alone() -> None:
     for version in (sc.OutputFormat.ARROW_V3, sc.OutputFormat.ARROW_V4):
         fmt = arrow_format(summarize(output_format=version))
@@ -112,13 +145,29 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         ),
         "numericOutputFieldsV2",
     ),
-    "percentile": (
+    "percentile_beyond_one": (
         summarize(
             output_format=sc.OutputFormat.ARROW_V4,
             numeric_output_fields_v2=[
                 sc.NumericOutputFieldV2(
-                    percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.5))
+                    percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=1.5))
                 )
+            ],
+        ),
+        "numericOutputFieldsV2",
+    ),
+    "percentile_column_named_twice": (
+        summarize(
+            output_format=sc.OutputFormat.ARROW_V4,
+            numeric_output_fields_v2=[
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(percentile=sc.DoubleConstant(literal=0.95))
+                ),
+                sc.NumericOutputFieldV2(
+                    percentile=sc.NumericOutputPercentile(
+                        percentile=sc.DoubleConstant(literal=0.5), output_name="p95"
+                    )
+                ),
             ],
         ),
         "numericOutputFieldsV2",

@@ -38,6 +38,8 @@ BUILT = {
     "raw": n.series(temp),
     "buckets": n.series(temp, buckets=100),
     "resolution": n.series(mode, resolution_seconds=0.01),
+    "arrow": n.series(temp, buckets=100, arrow="ARROW_V3", fields=["MEAN", "MAX", "FIRST_POINT"]),
+    "arrow-v4-default-fields": n.series(temp, arrow="ARROW_V4"),
     "arithmetic": n.series((temp - 32) / 1.8 + rpm * 2 - 1),
     "reflected": n.series(10 - temp, buckets=5),
     "unary": n.series(abs(-temp).sqrt().ln().log10()),
@@ -54,6 +56,10 @@ BUILT = {
     "bits": n.series(temp.bits("bitAnd", 12).bits("bitTest", 3)),
     "units": n.series(temp.in_unit("[degF]").convert_to("Cel").drop_nan()),
     "across": n.series(n.across("max", temp, rpm, temp * 2)),
+    "resample-and-time-difference": n.series(temp.resample(0.5).time_difference("MILLISECONDS")),
+    "fluid-property": n.series(
+        n.fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": temp + 273.15, "PRESSURE": rpm * 1000})
+    ),
     "first": n.first_point(temp),
     "last": n.last_point(mode),
     "across-groups": n.series(

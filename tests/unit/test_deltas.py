@@ -15,7 +15,7 @@ from app.protocol import frames
 from compute.evaluation import deltas
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
-from compute.evaluation.results import EnumBuckets, NumericPoints, RangesSummary
+from compute.evaluation.results import EnumBuckets, NumericBuckets, NumericPoints, RangesSummary
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests.server.test_compute_property import computable, variables, writes
 from tests.unit.test_compute_units import BASE, RID, SERIES
@@ -127,3 +127,22 @@ def test_enum_bucket_histograms_survive_the_trip() -> None:
     applied = deltas.apply(old, _round_trip(deltas.diff(old, new)))[()]
     assert isinstance(applied, EnumBuckets)
     assert applied.histograms == [{0: i, 1: 2} for i in range(5)] and applied.categories == ["idle", "run"]
+
+
+def test_numeric_aggregations_columns_survive_the_trip() -> None:
+    """SummarizeSeries.numericAggregations' extra bucket columns reach an edge's mirror whole."""
+
+    def buckets(n: int, shift: float) -> NumericBuckets:
+        ends = np.arange(1, n + 1, dtype=np.int64) * 10
+        f, i = np.arange(n, dtype=np.float64) + shift, np.arange(n, dtype=np.int64)
+        extra = {"p90": f * 2, "total": f + 0.5}
+        return NumericBuckets(10, ends, f, f, f, i + 1, f, i, f, i, f, extra)
+
+    old, new = {(): buckets(3, 0.0)}, {(): buckets(5, 0.25)}
+    for before in (old, {}):
+        applied = deltas.apply(before, _round_trip(deltas.diff(before, new)))[()]
+        assert isinstance(applied, NumericBuckets)
+        assert set(applied.aggregations) == {"p90", "total"}
+        for name, column in new[()].aggregations.items():
+            assert np.array_equal(applied.aggregations[name], column), name
+        assert frames.full_update({(): applied}, False) == frames.full_update(new, False)

@@ -199,6 +199,55 @@ CASES["enum_select_tags_joined"] = n.series(
     n.enum_series(n.union("selectTags", {"input": _STATES, "tagKeys": []})), buckets=6
 )
 SINCE = BASE + 6 * NANOS  # timeRangeFilter's start, inside the ~20 s written
+# refpropV2 (fluid properties, a Pointwise kernel): water in its two-phase dome (390-410 K, 498-502
+# kg/m^3), so every aligned point has a finite pressure; V1 with a 3 s forward-fill radius.
+CASES["refprop_v2_water_pressure"] = n.series(
+    n.numeric_series(
+        n.union(
+            "refpropV2",
+            {
+                "inputs": {
+                    "TEMPERATURE": n.binary("add", n.num("a"), n.const(400.0)),
+                    "MASS_DENSITY": n.binary("add", n.num("b"), n.const(500.0)),
+                },
+                "outputProperty": "PRESSURE",
+                "substance": "WATER",
+            },
+        )
+    )
+)
+CASES["refprop_v1_radius_3s"] = n.series(
+    n.numeric_series(
+        n.union(
+            "refprop",
+            {
+                "inputs": {
+                    "PRESSURE": n.binary("add", n.num("a"), n.const(101325.0)),
+                    "MASS_DENSITY": n.binary("add", n.num("b"), n.const(300.0)),
+                },
+                "outputProperty": "TEMPERATURE",
+                "substance": "NITROGEN",
+                "interpolationConfiguration": n.union(
+                    "forwardFillInterpolation",
+                    {"interpolationRadius": n.union("literal", {"seconds": 3, "nanos": 0})},
+                ),
+            },
+        )
+    )
+)
+# SummarizeSeries.numericAggregations: extra bucket columns, re-bucketed only where the window changed
+CASES["summary_numeric_aggregations"] = n.union(
+    "series",
+    {
+        "input": n.numeric_series(n.num("a")),
+        "buckets": 6,
+        "numericAggregations": {
+            "p25": n.union("percentile", {"percentile": n.literal(0.25)}),
+            "total": n.union("sum", {}),
+            "rms": n.union("rootMeanSquare", {}),
+        },
+    },
+)
 CASES["since_time"] = n.series(
     n.numeric_series(
         n.union(

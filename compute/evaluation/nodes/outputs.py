@@ -10,7 +10,7 @@ a live micro-batch re-evaluates the input only from where it can have changed
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,6 +180,8 @@ class SummarizeSeries(OutputNode):
     decimate: bool = True  # false: resultConfiguration.appendOnly.decimateResults = false
     max_points: int = 10_000_000
     arrow: ArrowFormat | None = None  # answered as Nominal's ArrowPlot (app/protocol/arrow_plot.py)
+    # numericAggregations: column name -> the reduction of a bucket's values (Operator.reduce)
+    aggregations: tuple[tuple[str, Callable[[np.ndarray], float]], ...] = ()
     # the last buckets per group: a window that slid since is re-bucketed only where it changed
     memo: BucketMemo = field(default_factory=BucketMemo, compare=False, repr=False)
     held: HeldSeries = field(default_factory=HeldSeries, compare=False, repr=False)
@@ -210,7 +212,7 @@ class SummarizeSeries(OutputNode):
         width = self.decimation.bucket_width
         self.memo.retain(series.keys())
         return {
-            k: self.memo.buckets(k, s.ts, s.values, width)
+            k: self.memo.buckets(k, s.ts, s.values, width, dict(self.aggregations))
             if isinstance(s, NumericPoints)
             else enum_buckets(s.ts, s.codes, s.categories, width)
             for k, s in series.items()
