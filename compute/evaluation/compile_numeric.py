@@ -641,8 +641,7 @@ def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
 # -- what stays refused, and why ------------------------------------------------------------------
 # Nominal streams these, but Sparkwire cannot compute them honestly; InvalidComputationType has no
 # value for "not supported here", so invalidTypes stays empty and `variant` names the node.
-REFUSED: dict[str, str] = {
-}
+REFUSED: dict[str, str] = {}
 # Refused as Nominal does: polling only, with its PollingOnlyComputationType.
 POLLING_ONLY: dict[str, tuple[str, str]] = {
     "contains": ("LOG_SERIES", "contains reads a log series, which streams by polling only"),
