@@ -8,7 +8,7 @@ import math
 
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, not_supported
-from compute.evaluation.nodes import OutputNode, RangeNode, SeriesNode, Threshold
+from compute.evaluation.nodes import EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.aggregate import NthPoint, ToStartOfInterval
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
@@ -137,7 +137,12 @@ def _equality_inputs(b: B, o: dict[str, Json], what: str, key: str, categorical:
         raise c.MalformedNode(f"{what}.{key} must be a list")
     if len(raw) < 2:
         raise _refuse(what, key, f"needs at least two series, got {len(raw)}")
-    return [b.timed(b.enum(x) if categorical else b.numeric(x), what) for x in raw]
+    if not categorical:
+        return [b.timed(b.numeric(x), what) for x in raw]
+    inputs = [b.enum(x, constant_ok=True) for x in raw]  # a property's label is broadcast
+    if all(isinstance(x, EnumConstant) for x in inputs):
+        raise _refuse(what, key, "needs at least one series; its other inputs may be property labels")
+    return inputs
 
 
 def _tolerance(b: B, o: dict[str, Json], what: str) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
 from compute.evaluation.nodes.arithmetic import THRESHOLD_OPS
 from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.evaluation.nodes.inputs import EnumConstant
 from compute.evaluation.nodes.ranges import condition_ranges, coverage
 from compute.evaluation.nodes.rolling import rolling
 from compute.evaluation.results import INT64_MAX, INT64_MIN, NO_START, OPEN_END, NumericPoints, Ranges
@@ -99,13 +100,22 @@ class SeriesEquality(RangeNode):
         name = "categoricalEqualityRanges" if self.categorical else "numericEqualityRanges"
         if not self.categorical:
             return forward_fill([numeric(x.evaluate(env), name) for x in self.inputs])
-        series = [enum(x.evaluate(env), name, env.categories) for x in self.inputs]
+        series = [
+            enum(x.evaluate(env), name, env.categories)
+            for x in self.inputs
+            if not isinstance(x, EnumConstant)
+        ]
         labels: dict[str, int] = {}  # one numbering of every input's labels, so codes compare
         as_numbers = []
         for s in series:
             recode = np.array([labels.setdefault(c, len(labels)) for c in s.categories] or [0], np.float64)
             as_numbers.append(NumericPoints(s.ts, recode[s.codes] if len(s.codes) else np.empty(0)))
-        return forward_fill(as_numbers)
+        ts, aligned = forward_fill(as_numbers)
+        # a constant label (selectCategoricalProperty) stands at every aligned timestamp
+        constants = [
+            float(labels.setdefault(x.label, len(labels))) for x in self.inputs if isinstance(x, EnumConstant)
+        ]
+        return ts, list(aligned) + [np.full(len(ts), code) for code in constants]
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         ts, values = self._aligned(env)
