@@ -61,37 +61,33 @@ def _approximate_threshold(b: B, v: Json) -> RangeNode:
     return Threshold(x, operator, b.double_constant(b.get(o, "threshold", what)), tolerance)
 
 
-def _unbounded(b: B, o: dict[str, Json], what: str, default: str) -> None:
-    """Only INFINITY streams: WINDOW_BOUND measures an open range to the window's moving edge, so
-    the answer would change with the clock between points, which a pushed result cannot follow."""
+def _window_bound(b: B, o: dict[str, Json], what: str, default: str) -> bool:
+    """Whether a missing bound is the window's edge (WINDOW_BOUND) rather than infinitely far
+    (INFINITY). The edge is the window's as of the computation's last update: like every computation
+    it is re-evaluated when a point arrives, not as the clock alone moves (as rangeNumericAggregation)."""
     behavior = o.get("unboundedBehavior") or default
     if behavior not in ("INFINITY", "WINDOW_BOUND"):
         raise c.MalformedNode(f"{what}.unboundedBehavior: not an UnboundedBehavior: {behavior!r}")
-    if behavior != "INFINITY":
-        raise _refuse(
-            what,
-            "unboundedBehavior",
-            f"{behavior}{' (the default)' if o.get('unboundedBehavior') is None else ''} measures an open "
-            "range to the moving window edge, which cannot stream; set INFINITY",
-        )
+    return bool(behavior == "WINDOW_BOUND")
 
 
 def _duration_filter(b: B, v: Json) -> RangeNode:
     what = "durationFilter"
     o = b.obj(v, what)
-    _unbounded(b, o, what, "INFINITY")  # UnboundedBehavior: "Defaults to INFINITY"
+    window_bound = _window_bound(b, o, what, "INFINITY")  # UnboundedBehavior: "Defaults to INFINITY"
     op = b.enum_value("ThresholdOperator", b.get(o, "operator", what), f"{what}.operator")
     duration_ns = b.duration_constant(b.get(o, "threshold", what))
-    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns)
+    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns, window_bound)
 
 
 def _duration_filter_v2(b: B, v: Json) -> RangeNode:
     what = "durationFilterV2"
     o = b.obj(v, what)
-    _unbounded(b, o, what, "WINDOW_BOUND")  # its docs: "Defaults to ... the edge of the window"
+    # its docs: "Defaults to treating the missing bound as the edge of the compute request window"
+    window_bound = _window_bound(b, o, what, "WINDOW_BOUND")
     op = b.enum_value("ThresholdOperator", b.get(o, "comparison", what), f"{what}.comparison")
     duration_ns = b.duration_expression(b.get(o, "duration", what))
-    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns)
+    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns, window_bound)
 
 
 def _padded(version: str) -> c.RangeBuilder:

@@ -256,6 +256,20 @@ CASES["numeric_property_scale"] = n.series(
     buckets=8,
 )
 
+# WINDOW_BOUND: an open range measured to the window's end as of each update (`now`), a missing
+# start from the window's start: a range kept or dropped as the batches' `now` moves.
+CASES["duration_filter_v2_window_bound"] = n.ranges(
+    n.union(
+        "durationFilterV2",
+        {
+            "input": n.threshold(a, "GREATER_THAN", n.literal(0.0)),
+            "duration": n.union("seconds", {"seconds": n.literal(1)}),
+            "comparison": "GREATER_THAN",
+            "unboundedBehavior": "WINDOW_BOUND",
+        },
+    )
+)
+
 
 class _Catalog:
     """The one run the `dataset_branches` case reads."""

@@ -25,13 +25,17 @@ from compute.evaluation.results import INT64_MAX, INT64_MIN, NO_START, OPEN_END,
 @dataclass
 class DurationFilter(RangeNode):
     """`durationFilter` / `durationFilterV2`: the input ranges whose duration `<operator>` the
-    threshold. A range without a start or an end is infinitely long (UnboundedBehavior INFINITY).
+    threshold. A range without a start or an end is infinitely long (UnboundedBehavior INFINITY),
+    or (`window_bound`, WINDOW_BOUND) measured to the window's edge as of this evaluation: a missing
+    start from the window's start, a missing end to `now`, so an open range's length grows with each
+    update (the node has no reach: it is evaluated whole every micro-batch).
     A kept range ending in the window may have started up to `duration_ns` before it, so that much
     history is needed to measure it."""
 
     input: RangeNode
     operator: str  # a ThresholdOperator
     duration_ns: int
+    window_bound: bool = False
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -41,8 +45,13 @@ class DurationFilter(RangeNode):
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         r = self.input.evaluate(env)
-        unbounded = (r.starts == NO_START) | (r.ends == OPEN_END)
-        lengths = np.where(unbounded, np.inf, (r.ends - r.starts).astype(np.float64))
+        if self.window_bound:
+            starts = np.where(r.starts == NO_START, env.window_start, r.starts)
+            ends = np.where(r.ends == OPEN_END, np.maximum(env.now, starts), r.ends)
+            lengths = (ends - starts).astype(np.float64)
+        else:
+            unbounded = (r.starts == NO_START) | (r.ends == OPEN_END)
+            lengths = np.where(unbounded, np.inf, (r.ends - r.starts).astype(np.float64))
         keep = THRESHOLD_OPS[self.operator](lengths, float(self.duration_ns))
         return Ranges(r.starts[keep], r.ends[keep])
 
