@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
+from compute.evaluation import compile_numeric
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.evaluation.nodes import EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
-from compute.evaluation.nodes.aggregate import NthPoint, ToStartOfInterval
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
     EnumAggregateDuplicates,
@@ -444,27 +444,6 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
     return EnumAggregateDuplicates(b.timed(b.series(series), what), operator.upper())
 
 
-def _enum_to_start_of_interval(b: B, v: Json) -> SeriesNode:
-    """As the numeric `toStartOfInterval`: points snapped, colliding points all kept (its docs leave
-    merging them to a downstream node, e.g. `aggregate`)."""
-    what = "toStartOfInterval"
-    o = b.obj(v, what)
-    width = b.duration_expression(b.get(o, "window", what))
-    if width <= 0:
-        raise _refuse(what, "window", f"must be positive, got {width} ns")
-    return ToStartOfInterval(b.timed(b.enum(b.get(o, "input", what)), what), width, categorical=True)
-
-
-def _enum_nth_point(b: B, v: Json) -> SeriesNode:
-    """As the numeric `nthPointDownsample`: every n-th point counted from the window's first."""
-    what = "nthPointDownsample"
-    o = b.obj(v, what)
-    n = b.integer_constant(b.get(o, "n", what))
-    if n < 1:
-        raise _refuse(what, "n", f"must be >= 1, got {n}")
-    return NthPoint(b.timed(b.enum(b.get(o, "input", what)), what), n, b.window_ns, categorical=True)
-
-
 def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
     def build(b: B, v: Json) -> SeriesNode:
         raise not_supported(f"EnumSeries '{variant}' is not supported: {reason}", variant)
@@ -478,8 +457,8 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "union": _enum_union,
     "enumAggregation": _enum_aggregation,
     "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
-    "nthPointDownsample": _enum_nth_point,
-    "toStartOfInterval": _enum_to_start_of_interval,
+    "nthPointDownsample": compile_numeric.nth_point(categorical=True),  # one builder for both families
+    "toStartOfInterval": compile_numeric.to_start_of_interval(categorical=True),
     "valueMap": _value_map,
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,
