@@ -37,3 +37,33 @@ def test_typed_properties_survive_a_reopen_and_old_records_load(tmp_path: Path) 
     # an update given typed properties replaces them; one without keeps them
     assert reopened.update_asset(asset.rid, typed_properties={"gain": 1.0}).typed_properties == {"gain": 1.0}  # type: ignore[union-attr]
     assert reopened.update_asset(asset.rid, title="rig 2").typed_properties == {"gain": 1.0}  # type: ignore[union-attr]
+
+
+def test_the_client_builds_the_selectors_and_typed_properties_as_nominal_api_does() -> None:
+    from conjure_python_client import ConjureEncoder
+    from nominal_api import scout_compute_api as sc
+
+    from sparkwire_client import nodes
+    from sparkwire_client.assets import typed_json, typed_values
+
+    lit = sc.StringConstant(literal="ri.a")
+    numeric = nodes.select_numeric_property("asset", "ri.a", "gain")
+    expected = sc.NumericSeries(
+        select_numeric_property=sc.SelectProperty(
+            property_name="gain", dataset=sc.Dataset(asset=sc.Asset(rid=lit))
+        )
+    )
+    assert numeric.json == ConjureEncoder.do_encode(expected)
+    categorical = nodes.select_categorical_property("run", "ri.a", "fluid")
+    expected_enum = sc.EnumSeries(
+        select_categorical_property=sc.SelectProperty(
+            property_name="fluid", dataset=sc.Dataset(run=sc.Run(rid=lit))
+        )
+    )
+    assert categorical.json == ConjureEncoder.do_encode(expected_enum)
+    typed = typed_json({"gain": 2, "fluid": "LOX"})
+    assert typed == {
+        "gain": {"type": "numericValue", "numericValue": 2.0},
+        "fluid": {"type": "stringValue", "stringValue": "LOX"},
+    }
+    assert typed_values({"typedProperties": typed}) == {"gain": 2.0, "fluid": "LOX"}
