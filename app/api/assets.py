@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.http.errors import HttpError
@@ -59,51 +59,46 @@ class Time(BaseModel):
         return self.seconds * NANOS_PER_SECOND + self.nanos
 
 
-class TypedPropertyValue(BaseModel):
-    """Nominal's `TypedPropertyValue` union: `{"type": "numericValue", "numericValue": 2.5}` or
-    `{"type": "stringValue", "stringValue": "LOX"}` (what selectNumericProperty and
-    selectCategoricalProperty read). A number must be finite: a property is a fact, not a reading."""
-
+class StringPropertyValue(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    type: Literal["stringValue", "numericValue"]
-    stringValue: str | None = None
-    numericValue: float | None = None
+    type: Literal["stringValue"]
+    stringValue: str
 
-    @model_serializer
-    def _union(self) -> dict[str, Any]:  # a Conjure union carries only its variant's value
-        return {"type": self.type, self.type: getattr(self, self.type)}
+
+class NumericPropertyValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["numericValue"]
+    numericValue: float
+
+
+# Nominal's `TypedPropertyValue` union: `{"type": "numericValue", "numericValue": 2.5}` or
+# `{"type": "stringValue", "stringValue": "LOX"}` (what selectNumericProperty and
+# selectCategoricalProperty read); a union carries exactly its variant's value.
+TypedPropertyValue = Annotated[StringPropertyValue | NumericPropertyValue, Field(discriminator="type")]
 
 
 def _typed_in(typed: dict[str, TypedPropertyValue] | None) -> dict[str, TypedValue] | None:
-    """The typed properties as the store keeps them; a union whose value is missing, or that carries
-    both values, or a non-finite number, is a 400 naming the property."""
+    """The typed properties as the store keeps them; an empty name or a non-finite number (a property
+    is a fact, not a reading) is a 400 naming the property."""
     if typed is None:
         return None
     out: dict[str, TypedValue] = {}
     for name, v in typed.items():
         if not name:
             raise HttpError(400, "a typed property needs a non-empty name", params={"typedProperties": ""})
-        other = v.numericValue if v.type == "stringValue" else v.stringValue
-        value = v.stringValue if v.type == "stringValue" else v.numericValue
-        if value is None or other is not None:
-            raise HttpError(
-                400,
-                f"typed property {name!r}: a {v.type} union carries exactly its '{v.type}' value",
-                params={"typedProperty": name},
-            )
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(v, NumericPropertyValue) and not math.isfinite(v.numericValue):
             raise HttpError(
                 400, f"typed property {name!r}: numericValue must be finite", params={"typedProperty": name}
             )
-        out[name] = value
+        out[name] = v.stringValue if isinstance(v, StringPropertyValue) else v.numericValue
     return out
 
 
 def _typed_out(typed: dict[str, TypedValue]) -> dict[str, TypedPropertyValue]:
     return {
-        name: TypedPropertyValue(type="stringValue", stringValue=v)
+        name: StringPropertyValue(type="stringValue", stringValue=v)
         if isinstance(v, str)
-        else TypedPropertyValue(type="numericValue", numericValue=v)
+        else NumericPropertyValue(type="numericValue", numericValue=v)
         for name, v in typed.items()
     }
 
