@@ -2,7 +2,7 @@
 // channel (plus one per channel for threshold ranges), a live chart, and a readout of connection
 // state and latency. The chart's data is published on window.sparkwire for scripts and tests.
 
-import { colorOf, draw, drawHistogram, drawScatter } from "./chart.js";
+import { colorOf, draw, drawHistogram, drawParallel, drawScatter, drawScatter3d, formatValue } from "./chart.js";
 import { LiveConnection, MergedView, dbl, newId, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
@@ -24,6 +24,8 @@ const DEFAULTS = {
   then: "live", // at replayTo: follow "live", or "stop"
 };
 const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets beyond
+// the modes that put a chart beside the time chart (one subscription of that chart)
+const SIDE_MODES = new Set(["histogram", "scatter", "scatter3d", "multivariate"]);
 const $ = (id) => document.getElementById(id);
 
 const published = {
@@ -36,8 +38,10 @@ const published = {
   resumes: {}, // how subscriptions came back after a reconnect: "resumed", or why not
   series: {},
   ranges: {},
-  // the chart beside the time chart (mode histogram or scatter): { kind, groups: { group: rows } }
+  // the chart beside the time chart (histogram, scatter, 3D scatter, multivariate): { kind, groups: { group: rows } }
   side: null,
+  values: {}, // mode value: label -> [ms, value] of the channel's last point (a singlePoint), or null
+  view3d: { azimuth: -0.6, elevation: 0.45 }, // the 3D scatter's turn and tilt (radians); dragged to change
   errors: [],
   notices: [], // what the page says instead of a silent empty chart (a mistyped channel, no points)
   auth: null, // null, or why the server refused the page's reads: "token needed" | "token refused"
@@ -76,7 +80,7 @@ function fillForm(config) {
 function showModeFields() {
   const mode = $("mode").value;
   $("buckets-field").hidden = mode !== "buckets" && mode !== "histogram";
-  $("threshold-field").hidden = mode !== "ranges";
+  $("threshold-field").hidden = mode !== "ranges" && mode !== "rangeValues";
 }
 
 /** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
@@ -230,7 +234,15 @@ function request(config, channel, role) {
   let node;
   if (role === "ranges") {
     const threshold = { input: input[kind], threshold: literal(Number(config.threshold)), operator: config.op };
-    node = { type: "ranges", ranges: { input: { type: "threshold", threshold } } };
+    let ranges = { type: "threshold", threshold };
+    if (config.mode === "rangeValues") {
+      // each range carries the channel's mean over it (rangeNumericAggregation)
+      const body = { ranges, input: input[kind], operation: { type: "average", average: {} } };
+      ranges = { type: "rangeNumericAggregation", rangeNumericAggregation: body };
+    }
+    node = { type: "ranges", ranges: { input: ranges } };
+  } else if (role === "value") {
+    node = { type: "value", value: { type: "lastValuePoint", lastValuePoint: input } };
   } else {
     const buckets = config.mode === "buckets" ? Number(config.buckets) : RAW_LIMIT;
     node = { type: "series", series: { input, numericAggregations: {}, buckets } };
@@ -276,6 +288,17 @@ function sideRequest(config, channels, mode) {
           numeric: { inputs, bucketStrategy: { type: "bucketCount", bucketCount: literal(Number(config.buckets) || 20) } },
         };
     node = { type: "histogram", histogram: body };
+  } else if (mode === "scatter3d") {
+    const [x, y, z] = channels.map((_, i) => ({ type: "raw", raw: { name: `c${i}` } }));
+    node = { type: "cartesian3d", cartesian3d: { input: { type: "scatter3d", scatter3d: { x, y, z } }, maxPoints: 500 } };
+  } else if (mode === "multivariate") {
+    const multivariateInputs = channels.map((channel, i) => {
+      const series = { type: "raw", raw: { name: `c${i}` } };
+      return channelTypes.get(`${sourceOf(config)}|${channel}`) === "string"
+        ? { type: "enum", enum: { series, aggregations: ["MODE"] } }
+        : { type: "numeric", numeric: { series, aggregations: ["MEAN"] } };
+    });
+    node = { type: "multivariate", multivariate: { inputs: multivariateInputs, bucketCount: 120 } };
   } else {
     const [x, y] = channels.map((_, i) => ({ type: "raw", raw: { name: `c${i}` } }));
     node = { type: "cartesian", cartesian: { input: { type: "scatter", scatter: { x, y } } } };
@@ -287,7 +310,7 @@ function sideRequest(config, channels, mode) {
       windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
       context: { variables, datasetReferences: {} },
     },
-    subscriptionOptions: { minDelay: 200, allowAppends: false },
+    subscriptionOptions: { minDelay: 200, allowAppends: mode === "multivariate" },
     sparkwire: { resume: true, ...replayRequest(config) },
   };
 }
@@ -317,6 +340,7 @@ function apply(config) {
   published.series = {};
   published.ranges = {};
   published.side = null;
+  published.values = {};
   published.errors = [];
   const period = replayPeriod(config);
   published.replay = period ? { ...period, ended: null } : null;
@@ -324,18 +348,26 @@ function apply(config) {
   subscriptions = new Map();
   const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
   channels.forEach((channel, index) => {
-    const roles = config.mode === "ranges" ? ["series", "ranges"] : ["series"];
+    const roles =
+      config.mode === "ranges" || config.mode === "rangeValues"
+        ? ["series", "ranges"]
+        : config.mode === "value"
+          ? ["series", "value"]
+          : ["series"];
     for (const role of roles) {
       const id = newId();
       subscriptions.set(id, { channel, role, index, view: new MergedView(Number(config.window) * 1000) });
       connection.subscribe(id, request(config, channel, role));
     }
   });
-  const side = config.mode === "histogram" || config.mode === "scatter";
+  const side = SIDE_MODES.has(config.mode);
   $("side").hidden = !side;
   $("charts").classList.toggle("with-side", side);
+  $("tiles").hidden = config.mode !== "value";
   if (config.mode === "scatter" && channels.length !== 2) {
     published.errors.push("scatter: name two channels, x first, then y");
+  } else if (config.mode === "scatter3d" && channels.length !== 3) {
+    published.errors.push("3D scatter: name three channels, x, y, then z");
   } else if (side && channels.length) {
     const id = newId();
     const sub = { channel: channels.join(", "), role: config.mode, index: 0, view: new MergedView(0) };
@@ -383,14 +415,19 @@ function label(channel, group) {
 
 /** Copy a subscription's merged view into window.sparkwire (plain arrays of [ms, ...]). */
 function publish(sub) {
-  if (sub.role === "histogram" || sub.role === "scatter") {
+  if (SIDE_MODES.has(sub.role)) {
     publishSide(sub);
     return;
   }
   for (const [group, view] of sub.view.groups) {
     const name = label(sub.channel, group);
     if (sub.role === "ranges") {
-      published.ranges[name] = view.ranges.map((r) => [r.start, r.end]);
+      // [start, end], or [start, end, value] when each range carries one (null: no points in it)
+      published.ranges[name] = view.ranges.map((r) => (r.value === undefined ? [r.start, r.end] : [r.start, r.end, r.value]));
+      continue;
+    }
+    if (sub.role === "value") {
+      published.values[name] = view.value;
       continue;
     }
     const rows = view.sorted();
@@ -409,6 +446,10 @@ function publishSide(sub) {
   let kind = null;
   for (const [group, view] of sub.view.groups) {
     kind = view.kind;
+    if (kind === "multivariate") {
+      groups[group] = view.sorted().map(([t, values]) => [t, ...values]); // merged like buckets
+      continue;
+    }
     const body = view.chart;
     if (!body) continue;
     const counts = (b) => Object.fromEntries(Object.entries(b.countsByChannel).map(([k, v]) => [k, v.count]));
@@ -416,6 +457,7 @@ function publishSide(sub) {
     else if (kind === "enumHistogram") groups[group] = body.buckets.map((b) => [b.value, counts(b)]);
     else if (kind === "cartesian") groups[group] = body.timestamps.map((t, i) => [tsMs(t), dbl(body.xValues[i]), dbl(body.yValues[i])]);
     else if (kind === "bucketedCartesian") groups[group] = body.buckets.map((b) => [b.minX, b.maxX, b.minY, b.maxY, b.count].map(dbl));
+    else if (kind === "bucketedCartesian3d") groups[group] = body.buckets.map((b) => [b.meanX, b.meanY, b.meanZ, b.count].map(dbl));
   }
   published.side = { kind, channels: sub.channel, groups };
 }
@@ -424,6 +466,26 @@ function drawSide(config) {
   const side = published.side;
   if (!side || !side.kind) return;
   const groups = Object.keys(side.groups).sort();
+  if (side.kind === "bucketedCartesian3d") {
+    const sets = groups.map((group, i) => ({ label: group || side.channels, color: colorOf(i), points: side.groups[group] }));
+    drawScatter3d($("side"), { sets, title: `3D scatter · ${side.channels}`, ...published.view3d });
+    return;
+  }
+  if (side.kind === "multivariate") {
+    const axes = side.channels.split(", ");
+    const lines = [];
+    groups.forEach((group, i) => {
+      const rows = side.groups[group];
+      // a label column (an enum channel's MODE) is placed by its label's rank among those shown
+      const ranks = axes.map((_, k) => [...new Set(rows.map((r) => r[k + 1]).filter((v) => typeof v === "string"))].sort());
+      for (const row of rows) {
+        const values = row.slice(1).map((v, k) => (typeof v === "string" ? ranks[k].indexOf(v) : v));
+        lines.push({ color: colorOf(i), values });
+      }
+    });
+    drawParallel($("side"), { axes, lines, title: `multivariate · one line per time bucket · ${side.channels}` });
+    return;
+  }
   if (side.kind === "numericHistogram" || side.kind === "enumHistogram") {
     const channels = config.channels.split(",").map((c) => c.trim()).filter(Boolean);
     const bars = [];
@@ -452,6 +514,40 @@ function drawSide(config) {
   }
 }
 
+/** The 3D scatter turns as the pointer drags across it (sideways: about the vertical axis; up and
+ *  down: the tilt, kept between looking from below and from above). */
+function turnByDragging(canvas) {
+  let last = null;
+  canvas.addEventListener("pointerdown", (e) => {
+    last = [e.clientX, e.clientY];
+    canvas.setPointerCapture(e.pointerId);
+  });
+  canvas.addEventListener("pointerup", () => (last = null));
+  canvas.addEventListener("pointermove", (e) => {
+    if (!last || published.side?.kind !== "bucketedCartesian3d") return;
+    const view = published.view3d;
+    view.azimuth += (e.clientX - last[0]) * 0.01;
+    view.elevation = Math.max(-1.5, Math.min(1.5, view.elevation + (e.clientY - last[1]) * 0.01));
+    last = [e.clientX, e.clientY];
+    dirty = true;
+  });
+}
+
+/** Mode value: a tile per channel (and group) with its last point's value and time. */
+function renderTiles(series) {
+  if ($("tiles").hidden) return;
+  const colors = Object.fromEntries(series.map((s) => [s.label, s.color]));
+  $("tiles").innerHTML = Object.keys(published.values)
+    .sort()
+    .map((name) => {
+      const point = published.values[name];
+      const value = point ? formatValue(point[1]) : "no point";
+      const at = point ? new Date(point[0]).toISOString().slice(11, 23) : "";
+      return `<div class="tile" data-tile="${escape(name)}" style="--color:${colors[name] ?? "#2f7ed8"}"><div class="name">${escape(name)}</div><div class="value">${escape(value)}</div><div class="at">${escape(at)}</div></div>`;
+    })
+    .join("");
+}
+
 // -- drawing ---------------------------------------------------------------------------------------
 let lastDraw = 0;
 
@@ -473,12 +569,13 @@ function frame() {
     }));
     draw($("chart"), { series, ranges, startMs, endMs });
     drawSide(config);
+    renderTiles(series);
     // every series, then each range lane (top to bottom, in the order the chart stacks them)
     $("legend").innerHTML = [
       ...series.map((s) => `<span><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`),
       ...ranges.map(
         (r, i) =>
-          `<span data-lane="${i}"><i class="lane" style="background:${r.color}"></i>${escape(r.label)} · ranges (lane ${i + 1})</span>`,
+          `<span data-lane="${i}"><i class="lane" style="background:${r.color}"></i>${escape(r.label)} · ranges${r.spans.some((sp) => sp.length > 2) ? ", each with its mean" : ""} (lane ${i + 1})</span>`,
       ),
     ].join("");
   }
@@ -678,6 +775,7 @@ async function main() {
   $("rid").addEventListener("change", loadSeries);
   $("rid").addEventListener("input", fitRid);
   $("mode").addEventListener("change", showModeFields);
+  turnByDragging($("side"));
   await pollReadiness();
   setInterval(pollReadiness, 2000);
   $("asset").addEventListener("change", loadSeries);

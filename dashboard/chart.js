@@ -5,6 +5,7 @@ const COLORS = ["#2f7ed8", "#e4572e", "#17a398", "#f3a712", "#8e44ad", "#5d6d7e"
 const PAD = { left: 64, right: 16, top: 12, bottom: 28 };
 const STRIP = 18; // height of one string-channel strip
 const LANE = 8; // height of one series' range lane, above the plot
+const VALUE_LANE = 16; // a lane whose ranges carry values (rangeNumericAggregation): room for them
 
 export function colorOf(index) {
   return COLORS[index % COLORS.length];
@@ -42,7 +43,9 @@ export function draw(canvas, { series, ranges, startMs, endMs }) {
   const strips = series.filter((s) => s.kind === "enum" || s.kind === "bucketedEnum");
   const numeric = series.filter((s) => !strips.includes(s));
   const plotBottom = height - PAD.bottom - strips.length * STRIP;
-  const lanes = ranges.length ? ranges.length * LANE + 4 : 0; // one lane per series' ranges
+  const valued = ranges.some((r) => r.spans.some((sp) => sp.length > 2));
+  const laneHeight = valued ? VALUE_LANE : LANE;
+  const lanes = ranges.length ? ranges.length * laneHeight + 4 : 0; // one lane per series' ranges
   const top = PAD.top + lanes;
   const plot = { x0: PAD.left, x1: width - PAD.right, y0: top, y1: Math.max(top + 20, plotBottom) };
   const x = (ms) => plot.x0 + ((ms - startMs) / (endMs - startMs)) * (plot.x1 - plot.x0);
@@ -93,15 +96,24 @@ export function draw(canvas, { series, ranges, startMs, endMs }) {
 
   // ranges: each series' in a lane of its own colour above the plot, so that several stay readable
   // (the legend names each lane), and a faint band behind the data; an instant is a 2 px tick
+  // a range's value (rangeNumericAggregation) is written in its span where it fits
   ranges.forEach((r, i) => {
-    const laneTop = PAD.top + i * LANE;
-    for (const [s, e] of r.spans) {
+    const laneTop = PAD.top + i * laneHeight;
+    for (const [s, e, value] of r.spans) {
       const a = x(s ?? startMs);
       const b = x(e ?? endMs);
       ctx.fillStyle = r.color;
-      ctx.fillRect(a, laneTop, Math.max(2, b - a), LANE - 2);
+      ctx.fillRect(a, laneTop, Math.max(2, b - a), laneHeight - 2);
       ctx.fillStyle = r.color + "14";
       ctx.fillRect(a, plot.y0, Math.max(1, b - a), plot.y1 - plot.y0);
+      if (value !== undefined) {
+        const text = value === null ? "–" : formatValue(value);
+        if (ctx.measureText(text).width + 6 <= b - a) {
+          ctx.fillStyle = "#ffffff";
+          ctx.textAlign = "left";
+          ctx.fillText(text, a + 3, laneTop + laneHeight - 5);
+        }
+      }
     }
   });
 
@@ -280,4 +292,107 @@ export function drawScatter(canvas, { sets, title }) {
   }
   ctx.strokeStyle = "#5d6d7e";
   ctx.strokeRect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+}
+
+/** A number as a tile or a label shows it: up to 4 significant digits past the point. */
+export function formatValue(v) {
+  if (typeof v !== "number") return String(v);
+  if (!Number.isFinite(v)) return String(v);
+  return Math.abs(v) >= 1e6 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : Number(v.toPrecision(5)).toString();
+}
+
+/**
+ * A 3D scatter, projected: sets: [{label, color, points: [[x, y, z, count]]}] (each bucket's mean),
+ * turned by `azimuth` about the vertical (z) axis and tilted by `elevation` (radians), drawn back to
+ * front in a unit cube whose edges and axes are labelled; a bucket's dot grows with its count.
+ */
+export function drawScatter3d(canvas, { sets, title, azimuth, elevation }) {
+  const { ctx, width, height } = surface(canvas);
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "left";
+  ctx.fillText(title, 12, 14);
+  const all = sets.flatMap((s) => s.points);
+  const ranges = [0, 1, 2].map((k) => span(all.map((p) => p[k])));
+  const unit = (p) => p.slice(0, 3).map((v, k) => (v - ranges[k][0]) / (ranges[k][1] - ranges[k][0]) - 0.5);
+  const [ca, sa, ce, se] = [Math.cos(azimuth), Math.sin(azimuth), Math.cos(elevation), Math.sin(elevation)];
+  const scale = Math.min(width, height - 30) * 0.62;
+  const project = ([ux, uy, uz]) => {
+    const rx = ux * ca - uy * sa; // turned about z
+    const ry = ux * sa + uy * ca;
+    const depth = ry * ce + uz * se; // tilted: positive is farther away
+    const up = uz * ce - ry * se;
+    return [width / 2 + rx * scale, height / 2 + 8 - up * scale, depth];
+  };
+  // the cube's twelve edges, and the three axes from the cube's low corner, labelled
+  ctx.strokeStyle = "#d5dbe1";
+  ctx.lineWidth = 1;
+  const corners = [];
+  for (const a of [-0.5, 0.5]) for (const b of [-0.5, 0.5]) for (const c of [-0.5, 0.5]) corners.push([a, b, c]);
+  for (let i = 0; i < 8; i++) {
+    for (let j = i + 1; j < 8; j++) {
+      const diff = corners[i].filter((v, k) => v !== corners[j][k]).length;
+      if (diff !== 1) continue;
+      const [p, q] = [project(corners[i]), project(corners[j])];
+      ctx.beginPath();
+      ctx.moveTo(p[0], p[1]);
+      ctx.lineTo(q[0], q[1]);
+      ctx.stroke();
+    }
+  }
+  const names = title.split(" · ")[1]?.split(", ") ?? ["x", "y", "z"];
+  ctx.fillStyle = "#5d6d7e";
+  ["x", "y", "z"].forEach((axisName, k) => {
+    const end = [-0.5, -0.5, -0.5];
+    end[k] = 0.6;
+    const [px, py] = project(end);
+    const [lo, hi] = ranges[k];
+    ctx.textAlign = "center";
+    ctx.fillText(`${names[k] ?? axisName} ${formatValue(lo)}…${formatValue(hi)}`, px, py);
+  });
+  const dots = sets.flatMap((s) => s.points.map((p) => [project(unit(p)), s.color, p[3] ?? 1]));
+  const most = Math.max(1, ...dots.map((d) => d[2]));
+  dots.sort((a, b) => b[0][2] - a[0][2]); // far ones first
+  for (const [[px, py, depth], color, count] of dots) {
+    const r = 2 + 3 * Math.sqrt(count / most) - depth; // nearer: bigger
+    ctx.fillStyle = color;
+    ctx.beginPath();
+    ctx.arc(px, py, Math.max(1.5, r), 0, 2 * Math.PI);
+    ctx.fill();
+  }
+}
+
+/**
+ * Multivariate buckets as parallel coordinates: axes: [name], lines: [{color, values: [v per axis]}]
+ * (one line per time bucket, newer ones darker); each axis scaled to its own extent.
+ */
+export function drawParallel(canvas, { axes, lines, title }) {
+  const { ctx, width, height } = surface(canvas);
+  const plot = { x0: 40, x1: width - 40, y0: 30, y1: height - 40 };
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "left";
+  ctx.fillText(title, 12, 14);
+  const n = Math.max(1, axes.length);
+  const at = (k) => (n === 1 ? (plot.x0 + plot.x1) / 2 : plot.x0 + (k / (n - 1)) * (plot.x1 - plot.x0));
+  const extents = axes.map((_, k) => span(lines.map((l) => l.values[k]).filter(Number.isFinite)));
+  const y = (k, v) => plot.y1 - ((v - extents[k][0]) / (extents[k][1] - extents[k][0])) * (plot.y1 - plot.y0);
+  lines.forEach((l, i) => {
+    const alpha = Math.round(40 + (200 * (i + 1)) / lines.length);
+    ctx.strokeStyle = l.color + alpha.toString(16).padStart(2, "0");
+    ctx.lineWidth = 1.2;
+    ctx.beginPath();
+    l.values.forEach((v, k) => (k ? ctx.lineTo(at(k), y(k, v)) : ctx.moveTo(at(k), y(k, v))));
+    ctx.stroke();
+  });
+  ctx.strokeStyle = "#5d6d7e";
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "center";
+  axes.forEach((name, k) => {
+    ctx.beginPath();
+    ctx.moveTo(at(k), plot.y0);
+    ctx.lineTo(at(k), plot.y1);
+    ctx.stroke();
+    ctx.fillText(name, at(k), plot.y1 + 16);
+    ctx.fillText(formatValue(extents[k][1]), at(k), plot.y0 - 6);
+    ctx.fillText(formatValue(extents[k][0]), at(k), plot.y1 + 30);
+  });
 }

@@ -16,9 +16,30 @@ export function dbl(v) {
 
 const POINT_KINDS = new Set(["numeric", "enum"]);
 const BUCKET_KINDS = new Set(["bucketedNumeric", "bucketedEnum"]);
-const VALUE_KINDS = new Set(["numericPoint", "enumPoint"]);
+const VALUE_KINDS = new Set(["numericPoint", "enumPoint", "singlePoint"]);
 // Histograms and scatters: FullResults only (no append form), kept as the server sent them.
-const CHART_KINDS = new Set(["numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian"]);
+const CHART_KINDS = new Set(["numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d"]);
+
+/** A point's value: a DOUBLE, a label, or a singlePoint's `Value` union (float64Value | stringValue). */
+function valueOf(v) {
+  if (v !== null && typeof v === "object") return v.type === "stringValue" ? v.stringValue : dbl(v[v.type]);
+  return typeof v === "string" && !(v in SPECIAL) ? v : dbl(v);
+}
+
+/** A range's value (rangeNumericAggregation): a double, null for noPointsInRange, or absent. */
+function rangeValue(value) {
+  if (!value) return undefined;
+  if (value.type === "double") return dbl(value.double);
+  if (value.type === "aggregation") return dbl(value.aggregation.average ?? value.aggregation.mean ?? NaN);
+  return null;
+}
+
+/** multivariate buckets: bucket end (ms) -> the bucket's values in request order. */
+function multivariateEntries(body) {
+  const out = new Map();
+  for (const b of body.buckets) out.set(tsMs(b.timestamp), b.values.map(valueOf));
+  return out;
+}
 
 function entries(kind, body) {
   const out = new Map();
@@ -41,7 +62,7 @@ function entries(kind, body) {
 
 function ranges(list) {
   return list
-    .map((r) => ({ start: r.start ? tsMs(r.start) : null, end: r.end ? tsMs(r.end) : null }))
+    .map((r) => ({ start: r.start ? tsMs(r.start) : null, end: r.end ? tsMs(r.end) : null, value: rangeValue(r.value) }))
     .sort((a, b) => (a.start ?? -Infinity) - (b.start ?? -Infinity));
 }
 
@@ -49,12 +70,13 @@ function mergeRanges(old, fresh, start) {
   const kept = [];
   for (let r of old) {
     if (r.start !== null && r.start >= start) continue; // replaced by the append
-    if (r.end === null || r.end > start) r = { start: r.start, end: start }; // cut where it takes over
+    if (r.end === null || r.end > start) r = { ...r, end: start }; // cut where it takes over
     kept.push(r);
   }
   for (const r of fresh) {
     const last = kept[kept.length - 1];
-    if (last && last.end !== null && r.start !== null && last.end >= r.start) {
+    // a valued range (rangeNumericAggregation) comes whole and replaces, never joins
+    if (last && r.value === undefined && last.end !== null && r.start !== null && last.end >= r.start) {
       kept[kept.length - 1] = { start: last.start, end: r.end === null ? null : Math.max(r.end, last.end) };
     } else kept.push(r);
   }
@@ -80,7 +102,8 @@ export class ResultView {
     if (POINT_KINDS.has(kind) || BUCKET_KINDS.has(kind)) this.entries = entries(kind, body);
     else if (kind === "range") this.ranges = ranges(body);
     else if (kind === "rangesSummary") this.ranges = ranges(body.rangesSummary.map((s) => s.range));
-    else if (VALUE_KINDS.has(kind)) this.value = body ? [tsMs(body.timestamp), dbl(body.value)] : null;
+    else if (VALUE_KINDS.has(kind)) this.value = body ? [tsMs(body.timestamp), valueOf(body.value)] : null;
+    else if (kind === "multivariate") this.entries = multivariateEntries(body);
     else if (CHART_KINDS.has(kind)) this.chart = body;
   }
 
@@ -93,13 +116,15 @@ export class ResultView {
       for (const [t, v] of entries(kind, body)) this.entries.set(t, v); // same end: the newer wins
     } else if (kind === "range") {
       this.ranges = mergeRanges(this.ranges, ranges(body), start);
+    } else if (kind === "multivariate") {
+      for (const [t, v] of multivariateEntries(body)) this.entries.set(t, v); // same end: the newer wins
     } else if (VALUE_KINDS.has(kind) && body) {
-      this.value = [tsMs(body.timestamp), dbl(body.value)];
+      this.value = [tsMs(body.timestamp), valueOf(body.value)];
     }
   }
 
   trim(cutoff) {
-    const bucketed = BUCKET_KINDS.has(this.kind);
+    const bucketed = BUCKET_KINDS.has(this.kind) || this.kind === "multivariate";
     for (const t of [...this.entries.keys()]) if (bucketed ? t <= cutoff : t < cutoff) this.entries.delete(t);
     this.ranges = this.ranges.filter((r) => r.end === null || r.end > cutoff);
     if (this.value && this.value[0] < cutoff) this.value = null;

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.routing import APIRoute
@@ -23,7 +24,15 @@ from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM
 from compute.evaluation.datasets import CatalogKind, use_catalog
-from compute.storage.assets import TABLE_KIND, Asset, AssetStore, CatalogUnavailable, DataScope, Run
+from compute.storage.assets import (
+    TABLE_KIND,
+    Asset,
+    AssetStore,
+    CatalogUnavailable,
+    DataScope,
+    Run,
+    TypedValue,
+)
 from schemas.timestamps import NANOS_PER_SECOND
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -95,10 +104,55 @@ class Time(BaseModel):
         return self.seconds * NANOS_PER_SECOND + self.nanos
 
 
+class StringPropertyValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["stringValue"]
+    stringValue: str
+
+
+class NumericPropertyValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["numericValue"]
+    numericValue: float
+
+
+# Nominal's `TypedPropertyValue` union: `{"type": "numericValue", "numericValue": 2.5}` or
+# `{"type": "stringValue", "stringValue": "LOX"}` (what selectNumericProperty and
+# selectCategoricalProperty read); a union carries exactly its variant's value.
+TypedPropertyValue = Annotated[StringPropertyValue | NumericPropertyValue, Field(discriminator="type")]
+
+
+def _typed_in(typed: dict[str, TypedPropertyValue] | None) -> dict[str, TypedValue] | None:
+    """The typed properties as the store keeps them; an empty name or a non-finite number (a property
+    is a fact, not a reading) is a 400 naming the property."""
+    if typed is None:
+        return None
+    out: dict[str, TypedValue] = {}
+    for name, v in typed.items():
+        if not name:
+            raise HttpError(400, "a typed property needs a non-empty name", params={"typedProperties": ""})
+        if isinstance(v, NumericPropertyValue) and not math.isfinite(v.numericValue):
+            raise HttpError(
+                400, f"typed property {name!r}: numericValue must be finite", params={"typedProperty": name}
+            )
+        out[name] = v.stringValue if isinstance(v, StringPropertyValue) else v.numericValue
+    return out
+
+
+def _typed_out(typed: dict[str, TypedValue]) -> dict[str, TypedPropertyValue]:
+    return {
+        name: StringPropertyValue(type="stringValue", stringValue=v)
+        if isinstance(v, str)
+        else NumericPropertyValue(type="numericValue", numericValue=v)
+        for name, v in typed.items()
+    }
+
+
 class CreateAsset(BaseModel):
     title: str = Field(min_length=1)
     dataScopes: list[DataScopeBody]
     properties: dict[str, str] = Field(default_factory=dict)
+    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict)
 
 
 class CreateRun(BaseModel):
@@ -108,6 +162,7 @@ class CreateRun(BaseModel):
     end: Time | None = Field(default=None, description="absent: the run is still going (it can stream)")
     dataScopes: list[DataScopeBody] = Field(default_factory=list)
     properties: dict[str, str] = Field(default_factory=dict)
+    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict)
 
 
 class UpdateAsset(BaseModel):
@@ -118,6 +173,7 @@ class UpdateAsset(BaseModel):
     title: str | None = Field(default=None, min_length=1)
     dataScopes: list[DataScopeBody] | None = None
     properties: dict[str, str] | None = None
+    typedProperties: dict[str, TypedPropertyValue] | None = None
 
 
 class UpdateRun(BaseModel):
@@ -131,6 +187,7 @@ class UpdateRun(BaseModel):
     end: Time | None = None
     dataScopes: list[DataScopeBody] | None = None
     properties: dict[str, str] | None = None
+    typedProperties: dict[str, TypedPropertyValue] | None = None
 
 
 class DataScopeOut(DataScopeBody):
@@ -142,6 +199,7 @@ class AssetOut(BaseModel):
     title: str
     dataScopes: list[DataScopeOut]
     properties: dict[str, str]
+    typedProperties: dict[str, TypedPropertyValue]
 
 
 class RunOut(BaseModel):
@@ -152,6 +210,7 @@ class RunOut(BaseModel):
     end: Time | None
     dataScopes: list[DataScopeOut]
     properties: dict[str, str]
+    typedProperties: dict[str, TypedPropertyValue]
 
 
 def _scopes_in(scopes: list[DataScopeBody]) -> list[DataScope]:
@@ -175,7 +234,13 @@ def _time(ns: int) -> Time:
 
 
 def asset_out(a: Asset) -> AssetOut:
-    return AssetOut(rid=a.rid, title=a.title, dataScopes=_scopes_out(a.data_scopes), properties=a.properties)
+    return AssetOut(
+        rid=a.rid,
+        title=a.title,
+        dataScopes=_scopes_out(a.data_scopes),
+        properties=a.properties,
+        typedProperties=_typed_out(a.typed_properties),
+    )
 
 
 def run_out(r: Run) -> RunOut:
@@ -187,6 +252,7 @@ def run_out(r: Run) -> RunOut:
         end=None if r.end_ns is None else _time(r.end_ns),
         dataScopes=_scopes_out(r.data_scopes),
         properties=r.properties,
+        typedProperties=_typed_out(r.typed_properties),
     )
 
 
@@ -225,7 +291,8 @@ def _missing(what: str, rid: str) -> HttpError:
 async def create_asset(body: CreateAsset, request: Request) -> AssetOut:
     store = _store(request, admin=True)
     scopes = _scopes_in(body.dataScopes)
-    asset = await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties)
+    typed = _typed_in(body.typedProperties)
+    asset = await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties, typed)
     _changed(request, "asset", asset.rid)  # a search over assets may now find it
     return asset_out(asset)
 
@@ -247,7 +314,8 @@ async def get_asset(rid: str, request: Request) -> AssetOut:
 async def update_asset(rid: str, body: UpdateAsset, request: Request) -> AssetOut:
     store = _store(request, admin=True)
     scopes = None if body.dataScopes is None else _scopes_in(body.dataScopes)
-    asset = await asyncio.to_thread(store.update_asset, rid, body.title, scopes, body.properties)
+    typed = _typed_in(body.typedProperties)
+    asset = await asyncio.to_thread(store.update_asset, rid, body.title, scopes, body.properties, typed)
     if asset is None:
         raise _missing("asset", rid)
     _changed(request, "asset", rid)
@@ -268,8 +336,9 @@ async def create_run(body: CreateRun, request: Request) -> RunOut:
     start, end = body.start.ns(), None if body.end is None else body.end.ns()
     _check_times(start, end)
     scopes = _scopes_in(body.dataScopes)
+    typed = _typed_in(body.typedProperties)
     run = await asyncio.to_thread(
-        store.create_run, body.title, body.assetRids, start, end, scopes, body.properties
+        store.create_run, body.title, body.assetRids, start, end, scopes, body.properties, typed
     )
     _changed(request, "run", run.rid)  # a search over runs may now find it
     return run_out(run)
@@ -322,6 +391,8 @@ async def update_run(rid: str, body: UpdateRun, request: Request) -> RunOut:
         changes["data_scopes"] = _scopes_in(body.dataScopes)
     if body.properties is not None:
         changes["properties"] = body.properties
+    if body.typedProperties is not None:
+        changes["typed_properties"] = _typed_in(body.typedProperties)
     run = await asyncio.to_thread(lambda: store.update_run(rid, **changes))
     if run is None:
         raise _missing("run", rid)  # deleted meanwhile

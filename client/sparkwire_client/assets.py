@@ -4,6 +4,11 @@ against (`nodes.asset_channel`, `nodes.run_channel`).
     catalog = Catalog("http://127.0.0.1:8000", token=admin_token)
     car = catalog.create_asset("car a1", [DataScope("main", "ri.demo", {"vehicle": "a1"})])
     lap = catalog.create_run("lap 3", [car["rid"]], start_ns=time.time_ns())
+    rig = catalog.create_asset("rig", [], typed_properties={"gain": 2.5, "fluid": "LOX"})
+
+Typed properties (`typed_properties`: a name to a float or a str, Nominal's `TypedPropertyValue`
+numericValue or stringValue) are what `nodes.select_numeric_property` and
+`nodes.select_categorical_property` read; `typed_values` turns an answer's back into that form.
 
 Calls are synchronous (the standard library's HTTP client); a refusal raises `CatalogError` with
 the server's Conjure error body. Creating, updating and deleting need a token with the `admin`
@@ -43,6 +48,25 @@ class DataScope:
         }
 
 
+TypedValue = float | int | str
+
+
+def typed_json(values: dict[str, TypedValue]) -> dict[str, Json]:
+    """`{"gain": 2.5, "fluid": "LOX"}` as Nominal's `TypedPropertyValue` unions."""
+    out: dict[str, Json] = {}
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            raise TypeError(f"typed property {name!r}: a float or a str, not {type(v).__name__}")
+        kind = "stringValue" if isinstance(v, str) else "numericValue"
+        out[name] = {"type": kind, kind: v if isinstance(v, str) else float(v)}
+    return out
+
+
+def typed_values(answer: Json) -> dict[str, float | str]:
+    """An asset's or run's `typedProperties` as plain values."""
+    return {name: u[u["type"]] for name, u in (answer.get("typedProperties") or {}).items()}
+
+
 def _time(ns: int) -> Json:
     return {"seconds": ns // NANOS, "nanos": ns % NANOS}
 
@@ -70,9 +94,18 @@ class Catalog:
         return json.loads(text) if text else None
 
     def create_asset(
-        self, title: str, data_scopes: list[DataScope], properties: dict[str, str] | None = None
+        self,
+        title: str,
+        data_scopes: list[DataScope],
+        properties: dict[str, str] | None = None,
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Json:
-        body = {"title": title, "dataScopes": [s.json() for s in data_scopes], "properties": properties or {}}
+        body = {
+            "title": title,
+            "dataScopes": [s.json() for s in data_scopes],
+            "properties": properties or {},
+            "typedProperties": typed_json(typed_properties or {}),
+        }
         result: Json = self._call("POST", "assets", body)
         return result
 
@@ -90,6 +123,7 @@ class Catalog:
         title: str | None = None,
         data_scopes: list[DataScope] | None = None,
         properties: dict[str, str] | None = None,
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Json:
         """What is given replaces the asset's (`data_scopes` all at once); live subscriptions over
         the asset follow the change with a fresh FullResult (or the error it now causes)."""
@@ -100,6 +134,8 @@ class Catalog:
             body["dataScopes"] = [s.json() for s in data_scopes]
         if properties is not None:
             body["properties"] = properties
+        if typed_properties is not None:
+            body["typedProperties"] = typed_json(typed_properties)
         result: Json = self._call("PUT", f"assets/{urllib.parse.quote(rid, safe='')}", body)
         return result
 
@@ -114,6 +150,7 @@ class Catalog:
         end_ns: int | None = None,
         data_scopes: list[DataScope] | None = None,
         properties: dict[str, str] | None = None,
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Json:
         body: Json = {
             "title": title,
@@ -121,6 +158,7 @@ class Catalog:
             "start": _time(start_ns),
             "dataScopes": [s.json() for s in data_scopes or []],
             "properties": properties or {},
+            "typedProperties": typed_json(typed_properties or {}),
         }
         if end_ns is not None:
             body["end"] = _time(end_ns)
@@ -144,6 +182,7 @@ class Catalog:
         end_ns: int | None = None,
         data_scopes: list[DataScope] | None = None,
         properties: dict[str, str] | None = None,
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Json:
         """What is given replaces the run's; `end_ns` ends a run that was still going (its live
         subscriptions then end with RUN_WITH_FIXED_END)."""
@@ -160,6 +199,8 @@ class Catalog:
             body["dataScopes"] = [s.json() for s in data_scopes]
         if properties is not None:
             body["properties"] = properties
+        if typed_properties is not None:
+            body["typedProperties"] = typed_json(typed_properties)
         result: Json = self._call("PUT", f"runs/{urllib.parse.quote(rid, safe='')}", body)
         return result
 

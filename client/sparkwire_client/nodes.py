@@ -457,6 +457,32 @@ def constant(value: float) -> NumericSeries:
     return NumericSeries(_union("constant", _union("double", _literal(float(value)))))
 
 
+def _property_dataset(kind: Literal["asset", "run"], rid: str) -> Json:
+    return _union(kind, {"rid": _literal(rid)})
+
+
+def select_numeric_property(kind: Literal["asset", "run"], rid: str, property_name: str) -> NumericSeries:
+    """The numeric typed property of an asset or run (`assets.Catalog`'s `typed_properties`), as a
+    constant: `temp * select_numeric_property("asset", rid, "gain")`. Another dataset: `.json` by hand."""
+    return NumericSeries(
+        _union(
+            "selectNumericProperty",
+            {"propertyName": property_name, "dataset": _property_dataset(kind, rid)},
+        )
+    )
+
+
+def select_categorical_property(kind: Literal["asset", "run"], rid: str, property_name: str) -> EnumSeries:
+    """The string property of an asset or run as a label with no timestamps of its own, for
+    `range_nodes.all_equal(mode, select_categorical_property(...))`."""
+    return EnumSeries(
+        _union(
+            "selectCategoricalProperty",
+            {"propertyName": property_name, "dataset": _property_dataset(kind, rid)},
+        )
+    )
+
+
 # -- computable nodes -------------------------------------------------------------------------------
 def _series_union(node: NumericSeries | EnumSeries) -> Json:
     return _union("numeric" if isinstance(node, NumericSeries) else "enum", node.json)

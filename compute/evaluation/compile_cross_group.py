@@ -1,5 +1,5 @@
 """Builders of the nodes that act across a computation's groups (nodes/cross_group.py): numeric and
-enum `filterByTag` and `selectTags`, numeric `zScore`; and the refusals of the property selectors.
+enum `filterByTag` and `selectTags`, numeric `zScore`.
 Registered into compiler.py's tables by their Conjure variant names when this module loads.
 
 A node's groups are keyed by tag keys, its "tag dimensions": a channel's groupByTags, the selected
@@ -154,42 +154,16 @@ def _z_score(b: B, v: Json) -> SeriesNode:
     return ZScore(x, tags, compile_numeric.radius(b, o, what), dims)
 
 
-def _property_refused(kind: str, reason: str) -> Callable[[B, Json], SeriesNode]:
-    def build(b: B, v: Json) -> SeriesNode:
-        raise ComputeError(
-            "InvalidComputation",
-            f"'{kind}' is not supported by Sparkwire: {reason}",
-            {"invalidTypes": "", "variant": kind},
-        )
-
-    return build
-
-
-# Nominal streams both; InvalidComputationType has no value for them, so `variant` names the node.
-PROPERTY_REFUSALS = {
-    "selectNumericProperty": "Sparkwire's asset and run properties are untyped strings, so a numeric "
-    "property's value cannot be known (reading a string as a number would be a guess)",
-    "selectCategoricalProperty": "nominal-api does not say at which timestamps a property's value stands as "
-    "a series (a property has no time of its own), and Sparkwire will not invent them; group by the "
-    "property with Dataset withDimensions instead",
-}
-
 c.NUMERIC_BUILDERS.update(
     {
         "filterByTag": _filter_by_tag("numeric"),
         "selectTags": _select_tags("numeric"),
         "zScore": _z_score,
-        "selectNumericProperty": _property_refused(
-            "selectNumericProperty", PROPERTY_REFUSALS["selectNumericProperty"]
-        ),
     }
 )
 c.ENUM_BUILDERS.update(
     {
         "filterByTag": _filter_by_tag("enum"),
         "selectTags": _select_tags("enum"),
-        "selectCategoricalProperty": _property_refused(
-            "selectCategoricalProperty", PROPERTY_REFUSALS["selectCategoricalProperty"]
-        ),
     }
 )

@@ -544,22 +544,39 @@ def _count_duplicate(b: _Builder, v: Json) -> nodes.SeriesNode:
     return CountDuplicate([b.enum(x) for x in raw])
 
 
-def _to_start_of_interval(b: _Builder, v: Json) -> nodes.SeriesNode:
-    what = "toStartOfInterval"
-    o = b.obj(v, what)
-    width = b.duration_expression(b.get(o, "window", what))
-    if width <= 0:
-        raise _refuse(what, "window", f"{what}.window must be positive, got {width} ns")
-    return ToStartOfInterval(b.timed(b.numeric(b.get(o, "input", what)), what), width)
+def _family_input(b: _Builder, o: dict[str, Json], what: str, categorical: bool) -> nodes.SeriesNode:
+    raw = b.get(o, "input", what)
+    return b.timed(b.enum(raw) if categorical else b.numeric(raw), what)
 
 
-def _nth_point(b: _Builder, v: Json) -> nodes.SeriesNode:
-    what = "nthPointDownsample"
-    o = b.obj(v, what)
-    n = b.integer_constant(b.get(o, "n", what))
-    if n < 1:
-        raise _refuse(what, "n", f"{what}.n must be >= 1, got {n}")
-    return NthPoint(b.timed(b.numeric(b.get(o, "input", what)), what), n, b.window_ns)
+def to_start_of_interval(categorical: bool) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    """`toStartOfInterval`, NumericSeries or (`categorical`) EnumSeries: points snapped to the
+    interval's start, colliding points all kept (its docs leave merging them to a downstream node)."""
+
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        what = "toStartOfInterval"
+        o = b.obj(v, what)
+        width = b.duration_expression(b.get(o, "window", what))
+        if width <= 0:
+            raise _refuse(what, "window", f"{what}.window must be positive, got {width} ns")
+        return ToStartOfInterval(_family_input(b, o, what, categorical), width, categorical=categorical)
+
+    return build
+
+
+def nth_point(categorical: bool) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    """`nthPointDownsample`, NumericSeries or (`categorical`) EnumSeries: every n-th point counted
+    from the window's first."""
+
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        what = "nthPointDownsample"
+        o = b.obj(v, what)
+        n = b.integer_constant(b.get(o, "n", what))
+        if n < 1:
+            raise _refuse(what, "n", f"{what}.n must be >= 1, got {n}")
+        return NthPoint(_family_input(b, o, what, categorical), n, b.window_ns, categorical=categorical)
+
+    return build
 
 
 MAX_RESAMPLE_POINTS = 10_000_000  # Nominal's TooManyResamplePoints limit
@@ -768,8 +785,8 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "filterTransformation": _filter_transformation,
     "rangeDuration": _range_duration,
     "countDuplicate": _count_duplicate,
-    "toStartOfInterval": _to_start_of_interval,
-    "nthPointDownsample": _nth_point,
+    "toStartOfInterval": to_start_of_interval(categorical=False),
+    "nthPointDownsample": nth_point(categorical=False),
     "resampleV2": _resample_v2,
     "resample": _resample,
     "timeRangeFilter": _time_range_filter,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
+from compute.evaluation import compile_numeric
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, not_supported
-from compute.evaluation.nodes import OutputNode, RangeNode, SeriesNode, Threshold
-from compute.evaluation.nodes.aggregate import NthPoint, ToStartOfInterval
+from compute.evaluation.nodes import EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
     EnumAggregateDuplicates,
@@ -61,37 +61,33 @@ def _approximate_threshold(b: B, v: Json) -> RangeNode:
     return Threshold(x, operator, b.double_constant(b.get(o, "threshold", what)), tolerance)
 
 
-def _unbounded(b: B, o: dict[str, Json], what: str, default: str) -> None:
-    """Only INFINITY streams: WINDOW_BOUND measures an open range to the window's moving edge, so
-    the answer would change with the clock between points, which a pushed result cannot follow."""
+def _window_bound(b: B, o: dict[str, Json], what: str, default: str) -> bool:
+    """Whether a missing bound is the window's edge (WINDOW_BOUND) rather than infinitely far
+    (INFINITY). The edge is the window's as of the computation's last update: like every computation
+    it is re-evaluated when a point arrives, not as the clock alone moves (as rangeNumericAggregation)."""
     behavior = o.get("unboundedBehavior") or default
     if behavior not in ("INFINITY", "WINDOW_BOUND"):
         raise c.MalformedNode(f"{what}.unboundedBehavior: not an UnboundedBehavior: {behavior!r}")
-    if behavior != "INFINITY":
-        raise _refuse(
-            what,
-            "unboundedBehavior",
-            f"{behavior}{' (the default)' if o.get('unboundedBehavior') is None else ''} measures an open "
-            "range to the moving window edge, which cannot stream; set INFINITY",
-        )
+    return bool(behavior == "WINDOW_BOUND")
 
 
 def _duration_filter(b: B, v: Json) -> RangeNode:
     what = "durationFilter"
     o = b.obj(v, what)
-    _unbounded(b, o, what, "INFINITY")  # UnboundedBehavior: "Defaults to INFINITY"
+    window_bound = _window_bound(b, o, what, "INFINITY")  # UnboundedBehavior: "Defaults to INFINITY"
     op = b.enum_value("ThresholdOperator", b.get(o, "operator", what), f"{what}.operator")
     duration_ns = b.duration_constant(b.get(o, "threshold", what))
-    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns)
+    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns, window_bound)
 
 
 def _duration_filter_v2(b: B, v: Json) -> RangeNode:
     what = "durationFilterV2"
     o = b.obj(v, what)
-    _unbounded(b, o, what, "WINDOW_BOUND")  # its docs: "Defaults to ... the edge of the window"
+    # its docs: "Defaults to treating the missing bound as the edge of the compute request window"
+    window_bound = _window_bound(b, o, what, "WINDOW_BOUND")
     op = b.enum_value("ThresholdOperator", b.get(o, "comparison", what), f"{what}.comparison")
     duration_ns = b.duration_expression(b.get(o, "duration", what))
-    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns)
+    return DurationFilter(b.ranges(b.get(o, "input", what)), op, duration_ns, window_bound)
 
 
 def _padded(version: str) -> c.RangeBuilder:
@@ -137,7 +133,12 @@ def _equality_inputs(b: B, o: dict[str, Json], what: str, key: str, categorical:
         raise c.MalformedNode(f"{what}.{key} must be a list")
     if len(raw) < 2:
         raise _refuse(what, key, f"needs at least two series, got {len(raw)}")
-    return [b.timed(b.enum(x) if categorical else b.numeric(x), what) for x in raw]
+    if not categorical:
+        return [b.timed(b.numeric(x), what) for x in raw]
+    inputs = [b.enum(x, constant_ok=True) for x in raw]  # a property's label is broadcast
+    if all(isinstance(x, EnumConstant) for x in inputs):
+        raise _refuse(what, key, "needs at least one series; its other inputs may be property labels")
+    return inputs
 
 
 def _tolerance(b: B, o: dict[str, Json], what: str) -> float:
@@ -443,27 +444,6 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
     return EnumAggregateDuplicates(b.timed(b.series(series), what), operator.upper())
 
 
-def _enum_to_start_of_interval(b: B, v: Json) -> SeriesNode:
-    """As the numeric `toStartOfInterval`: points snapped, colliding points all kept (its docs leave
-    merging them to a downstream node, e.g. `aggregate`)."""
-    what = "toStartOfInterval"
-    o = b.obj(v, what)
-    width = b.duration_expression(b.get(o, "window", what))
-    if width <= 0:
-        raise _refuse(what, "window", f"must be positive, got {width} ns")
-    return ToStartOfInterval(b.timed(b.enum(b.get(o, "input", what)), what), width, categorical=True)
-
-
-def _enum_nth_point(b: B, v: Json) -> SeriesNode:
-    """As the numeric `nthPointDownsample`: every n-th point counted from the window's first."""
-    what = "nthPointDownsample"
-    o = b.obj(v, what)
-    n = b.integer_constant(b.get(o, "n", what))
-    if n < 1:
-        raise _refuse(what, "n", f"must be >= 1, got {n}")
-    return NthPoint(b.timed(b.enum(b.get(o, "input", what)), what), n, b.window_ns, categorical=True)
-
-
 def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
     def build(b: B, v: Json) -> SeriesNode:
         raise not_supported(f"EnumSeries '{variant}' is not supported: {reason}", variant)
@@ -477,8 +457,8 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "union": _enum_union,
     "enumAggregation": _enum_aggregation,
     "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
-    "nthPointDownsample": _enum_nth_point,
-    "toStartOfInterval": _enum_to_start_of_interval,
+    "nthPointDownsample": compile_numeric.nth_point(categorical=True),  # one builder for both families
+    "toStartOfInterval": compile_numeric.to_start_of_interval(categorical=True),
     "valueMap": _value_map,
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,

@@ -453,12 +453,22 @@ class _Builder:
             raise self.unsupported("NumericSeries", kind)
         return build(self, inner)
 
-    def enum(self, value: Json) -> nodes.SeriesNode:
+    def enum(self, value: Json, constant_ok: bool = False) -> nodes.SeriesNode:
+        """An enum series; a label without timestamps (`selectCategoricalProperty`) only where the
+        caller broadcasts it (`constant_ok`), refused by name anywhere else."""
         kind, inner = self.variant("EnumSeries", value)
         build = ENUM_BUILDERS.get(kind)
         if build is None:
             raise self.unsupported("EnumSeries", kind)
-        return build(self, inner)
+        node = build(self, inner)
+        if isinstance(node, nodes.EnumConstant) and not constant_ok:
+            raise not_supported(
+                f"'{kind}' is a label with no timestamps of its own (it stands at every time, as a "
+                "constant does): only categoricalEqualityRangesV2 / enumSeriesEqualityRangesNode "
+                "compare a series with it",
+                kind,
+            )
+        return node
 
     def ranges(self, value: Json) -> nodes.RangeNode:
         kind, inner = self.variant("RangeSeries", value)
@@ -996,5 +1006,6 @@ from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
     compile_charts,  # noqa: F401
     compile_cross_group,
     compile_derived,
+    compile_properties,  # noqa: F401
     compile_ranges,  # noqa: F401
 )

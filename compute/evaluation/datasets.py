@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from compute.evaluation.errors import ComputeError, not_supported
-from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run
+from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run, TypedValue
 from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
@@ -52,10 +52,13 @@ def use_catalog(catalog: AssetCatalog | None) -> None:
 
 @dataclass(frozen=True)
 class Resource:
-    """The asset or run a branch comes from (for `withDimensions` and `alignByAnchor`)."""
+    """The asset or run a branch comes from (for `withDimensions`, `alignByAnchor` and the property
+    selectors, which name it in their errors)."""
 
     properties: tuple[tuple[str, str], ...]
     run_start_ns: int | None = None
+    typed: tuple[tuple[str, TypedValue], ...] = ()
+    rid: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,7 +273,11 @@ def scope_branch(scope: DataScope, injected: dict[str, str], resource: Resource)
 
 def asset_branches(asset: Asset, extra: dict[str, str], resource: Resource | None = None) -> list[Branch]:
     """One branch per data scope, tagged by ASSET_RID and DATA_SCOPE (and `extra`, a run's tags)."""
-    resource = resource or Resource(tuple(sorted(asset.properties.items())))
+    resource = resource or Resource(
+        tuple(sorted(asset.properties.items())),
+        typed=tuple(sorted(asset.typed_properties.items())),
+        rid=asset.rid,
+    )
     return [
         scope_branch(s, {ASSET_RID: asset.rid, DATA_SCOPE: s.name, **extra}, resource)
         for s in asset.data_scopes
@@ -281,7 +288,12 @@ def run_branches(run: Run, catalog: CatalogReads) -> list[Branch]:
     """One branch per data scope of each of the run's assets (tagged RUN_RID, ASSET_RID,
     DATA_SCOPE) and per data scope of the run itself (tagged RUN_RID, DATA_SCOPE), each holding
     the points from the run's start on: a run's channels show the run's time range."""
-    resource = Resource(tuple(sorted(run.properties.items())), run.start_ns)
+    resource = Resource(  # a run's branches, its assets' too, read the run's own properties
+        tuple(sorted(run.properties.items())),
+        run.start_ns,
+        typed=tuple(sorted(run.typed_properties.items())),
+        rid=run.rid,
+    )
     out = [scope_branch(s, {RUN_RID: run.rid, DATA_SCOPE: s.name}, resource) for s in run.data_scopes]
     for asset_rid in run.asset_rids:
         out += asset_branches(catalog.asset(asset_rid), {RUN_RID: run.rid}, resource)
@@ -551,7 +563,7 @@ class Resolver:
         reasons = {
             "labels": "Sparkwire's assets and runs have no labels",
             "workspace": "Sparkwire has no workspaces",
-            "numericProperty": "Sparkwire's properties are strings",
-            "numericPropertyRange": "Sparkwire's properties are strings",
+            "numericProperty": "Sparkwire searches string properties only (not typed numeric ones)",
+            "numericPropertyRange": "Sparkwire searches string properties only (not typed numeric ones)",
         }
         raise refuse("search", f"a '{kind}' query: {reasons[kind]}; search by string properties")

@@ -4,7 +4,12 @@ An asset (a vehicle, a test stand) has named data scopes, each a data source rid
 that pre-filter it. A run is one or more assets over a time range, with data scopes of its own. Kept
 beside the point log: in one SQLite file in the data dir, written with `synchronous=FULL` so that an
 acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md);
-with the Redis log, in Redis, shared by every process of it (docs/decisions/0066)."""
+with the Redis log, in Redis, shared by every process of it (docs/decisions/0066).
+
+Properties come two ways, as in Nominal: `properties` (strings) and `typedProperties` (each a string
+or a number: Nominal's `TypedPropertyValue`, kept here as a `str` or a `float`), which
+`selectNumericProperty` and `selectCategoricalProperty` read (docs/decisions/0065). Records written
+before typed properties existed load with none."""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from typing import Any, Protocol
 ASSET_RID_PREFIX = "ri.scout.main.asset."
 RUN_RID_PREFIX = "ri.scout.main.run."
 
+TypedValue = str | float  # Nominal's TypedPropertyValue: stringValue | numericValue
+
 
 @dataclass(frozen=True)
 class DataScope:
@@ -35,6 +42,7 @@ class Asset:
     title: str
     data_scopes: list[DataScope]
     properties: dict[str, str] = field(default_factory=dict)
+    typed_properties: dict[str, TypedValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,14 @@ class Run:
     end_ns: int | None  # None: the run is still going
     data_scopes: list[DataScope] = field(default_factory=list)
     properties: dict[str, str] = field(default_factory=dict)
+    typed_properties: dict[str, TypedValue] = field(default_factory=dict)
+
+
+def _typed(body: dict[str, Any]) -> dict[str, TypedValue]:
+    """A record's typed properties (none in a record written before they existed); a number stays
+    a float even where JSON wrote it as an integer."""
+    raw = body.get("typed_properties") or {}
+    return {k: v if isinstance(v, str) else float(v) for k, v in raw.items()}
 
 
 def _scopes(raw: list[dict[str, Any]]) -> list[DataScope]:
@@ -71,8 +87,16 @@ class AssetStore:
         return self.rows.shared
 
     # -- assets ---------------------------------------------------------------------------------
-    def create_asset(self, title: str, data_scopes: list[DataScope], properties: dict[str, str]) -> Asset:
-        asset = Asset(ASSET_RID_PREFIX + str(uuid.uuid4()), title, data_scopes, properties)
+    def create_asset(
+        self,
+        title: str,
+        data_scopes: list[DataScope],
+        properties: dict[str, str],
+        typed_properties: dict[str, TypedValue] | None = None,
+    ) -> Asset:
+        asset = Asset(
+            ASSET_RID_PREFIX + str(uuid.uuid4()), title, data_scopes, properties, dict(typed_properties or {})
+        )
         self._put("assets", asset.rid, asdict(asset))
         return asset
 
@@ -80,7 +104,9 @@ class AssetStore:
         body = self._get("assets", rid)
         if body is None:
             return None
-        return Asset(body["rid"], body["title"], _scopes(body["data_scopes"]), body["properties"])
+        return Asset(
+            body["rid"], body["title"], _scopes(body["data_scopes"]), body["properties"], _typed(body)
+        )
 
     def assets(self) -> list[Asset]:
         return [a for rid in self._rids("assets") if (a := self.asset(rid)) is not None]
@@ -91,6 +117,7 @@ class AssetStore:
         title: str | None = None,
         data_scopes: list[DataScope] | None = None,
         properties: dict[str, str] | None = None,
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Asset | None:
         """What is given replaces what the asset had (data scopes all together, as Nominal's
         UpdateAssetRequest does); None: no such asset."""
@@ -103,6 +130,7 @@ class AssetStore:
                 title=asset.title if title is None else title,
                 data_scopes=asset.data_scopes if data_scopes is None else data_scopes,
                 properties=asset.properties if properties is None else properties,
+                typed_properties=asset.typed_properties if typed_properties is None else typed_properties,
             )
             self._replace("assets", rid, asdict(asset))
         return asset
@@ -119,9 +147,17 @@ class AssetStore:
         end_ns: int | None,
         data_scopes: list[DataScope],
         properties: dict[str, str],
+        typed_properties: dict[str, TypedValue] | None = None,
     ) -> Run:
         run = Run(
-            RUN_RID_PREFIX + str(uuid.uuid4()), title, asset_rids, start_ns, end_ns, data_scopes, properties
+            RUN_RID_PREFIX + str(uuid.uuid4()),
+            title,
+            asset_rids,
+            start_ns,
+            end_ns,
+            data_scopes,
+            properties,
+            dict(typed_properties or {}),
         )
         self._put("runs", run.rid, asdict(run))
         return run
@@ -138,13 +174,15 @@ class AssetStore:
             b["end_ns"],
             _scopes(b["data_scopes"]),
             b["properties"],
+            _typed(b),
         )
 
     def runs(self) -> list[Run]:
         return [r for rid in self._rids("runs") if (r := self.run(rid)) is not None]
 
     def update_run(self, rid: str, **changes: Any) -> Run | None:
-        """`changes`: Run fields (title, asset_rids, start_ns, end_ns, data_scopes, properties), each
+        """`changes`: Run fields (title, asset_rids, start_ns, end_ns, data_scopes, properties,
+        typed_properties), each
         replacing the run's; None: no such run."""
         with self._lock:
             run = self.run(rid)

@@ -50,11 +50,11 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         "InvalidComputation",
         {"invalidTypes": "INTEGRAL"},
     ),
-    "node_outside_the_subset": (
+    "property_selector_without_a_dataset": (
         n.series(n.numeric_series(n.union("selectNumericProperty", {"propertyName": "mass"}))),
         HOUR,
         "InvalidComputation",
-        {"invalidTypes": "", "variant": "selectNumericProperty"},
+        {"invalidTypes": "", "variant": "selectNumericProperty", "field": "dataset"},
     ),
     "z_score_by_a_tag_the_input_is_not_grouped_by": (
         n.series(n.numeric_series(n.union("zScore", {"input": A, "groupByTags": [n.literal("vehicle")]}))),

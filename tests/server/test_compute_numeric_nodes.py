@@ -612,7 +612,7 @@ CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
         node(sc.NumericSeries(sum=sc.SumSeries(inputs=[select_tags(GS, "vehicle"), GS]))),
         {"invalidTypes": "", "variant": "selectTags", "field": "tagKeys"},
     ),
-    "numeric_property": (
+    "numeric_property_of_a_saved_dataset": (
         node(
             sc.NumericSeries(
                 select_numeric_property=sc.SelectProperty(
@@ -621,9 +621,9 @@ CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "", "variant": "selectNumericProperty"},
+        {"invalidTypes": "", "variant": "selectNumericProperty", "field": "dataset"},  # a saved dataset
     ),
-    "categorical_property": (
+    "categorical_property_of_a_saved_dataset": (
         dict(
             ConjureEncoder.do_encode(
                 sc.ComputableNode(
@@ -643,7 +643,7 @@ CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
                 )
             )
         ),
-        {"invalidTypes": "", "variant": "selectCategoricalProperty"},
+        {"invalidTypes": "", "variant": "selectCategoricalProperty", "field": "dataset"},
     ),
 }
 

@@ -673,16 +673,6 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
         ),
         {"invalidTypes": "", "variant": "eventsSearch"},
     ),
-    "duration_filter_v2_window_bound_by_default": (
-        ranges_node(
-            sc.RangeSeries(
-                duration_filter_v2=sc.DurationFilterRangesV2(
-                    input=above(A, 0.0), duration=seconds(2), comparison=sc.ThresholdOperator.GREATER_THAN
-                )
-            )
-        ),
-        {"invalidTypes": "", "variant": "durationFilterV2", "field": "unboundedBehavior"},
-    ),
     "negative_padding": (
         ranges_node(
             sc.RangeSeries(

@@ -258,7 +258,15 @@ CASES["since_time"] = n.series(
 )
 # A series variable over a dataset of two branches (SharedSubtree over MergedBranches): the saved
 # data source, and a run over it that holds its points from the run's start on (PointsFrom).
-RUN = Run("ri.incremental.run", "run", [], BASE + 3 * NANOS, None, [DataScope("scope", RID)])
+RUN = Run(
+    "ri.incremental.run",
+    "run",
+    [],
+    BASE + 3 * NANOS,
+    None,
+    [DataScope("scope", RID)],
+    typed_properties={"state": STATES[1], "gain": -1.5},
+)
 BRANCHES = n.union(
     "combine",
     {"inputs": [n.union("saved", {"rid": n.literal(RID)}), n.union("run", {"rid": n.literal(RUN.rid)})]},
@@ -271,6 +279,44 @@ VARIABLES = {
 }
 CASES["dataset_branches"] = n.series(
     n.numeric_series(n.binary("add", n.num("branches"), n.num("branches"))), buckets=8
+)
+
+# The run's typed properties as constants (EnumConstant broadcast by SeriesEquality; Constant by
+# BinaryNode): the channel "e" equal to the run's state, and "a" scaled by its gain.
+RUN_DATASET = n.union("run", {"rid": n.literal(RUN.rid)})
+CASES["categorical_property_equality"] = n.ranges(
+    n.union(
+        "categoricalEqualityRangesV2",
+        {
+            "inputs": [
+                n.raw("e"),
+                n.union("selectCategoricalProperty", {"propertyName": "state", "dataset": RUN_DATASET}),
+            ],
+            "equalityOperator": "ALL_EQUAL",
+        },
+    )
+)
+CASES["numeric_property_scale"] = n.series(
+    n.numeric_series(
+        n.binary(
+            "multiply", a, n.union("selectNumericProperty", {"propertyName": "gain", "dataset": RUN_DATASET})
+        )
+    ),
+    buckets=8,
+)
+
+# WINDOW_BOUND: an open range measured to the window's end as of each update (`now`), a missing
+# start from the window's start: a range kept or dropped as the batches' `now` moves.
+CASES["duration_filter_v2_window_bound"] = n.ranges(
+    n.union(
+        "durationFilterV2",
+        {
+            "input": n.threshold(a, "GREATER_THAN", n.literal(0.0)),
+            "duration": n.union("seconds", {"seconds": n.literal(1)}),
+            "comparison": "GREATER_THAN",
+            "unboundedBehavior": "WINDOW_BOUND",
+        },
+    )
 )
 
 

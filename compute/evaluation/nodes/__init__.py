@@ -12,7 +12,7 @@ from compute.evaluation.nodes.arithmetic import (
     UnaryNode,
 )
 from compute.evaluation.nodes.base import EvalEnv, GroupKey, Node, OutputNode, RangeNode, SeriesNode
-from compute.evaluation.nodes.inputs import ChannelInput, Constant
+from compute.evaluation.nodes.inputs import ChannelInput, Constant, EnumConstant
 from compute.evaluation.nodes.outputs import SelectValue, SummarizeRanges, SummarizeSeries
 from compute.evaluation.nodes.ranges import (
     ConditionRanges,
@@ -36,6 +36,7 @@ __all__ = [
     "Constant",
     "Derivative",
     "EitherHolds",
+    "EnumConstant",
     "EnumFilter",
     "EvalEnv",
     "FilterWhere",

@@ -69,3 +69,18 @@ class Constant(SeriesNode):
 
     def evaluate(self, env: EvalEnv) -> Series:
         raise AssertionError("a constant is broadcast by its consumer, never evaluated on its own")
+
+
+@dataclass
+class EnumConstant(SeriesNode):
+    """A label with no timestamps of its own (`selectCategoricalProperty`): like `constant`, it
+    stands at every time and is broadcast by its consumer; only the categorical equality nodes take
+    one (the compiler refuses it anywhere else)."""
+
+    label: str
+
+    def reach(self) -> Reach:
+        return Reach()  # no channel: never changes
+
+    def evaluate(self, env: EvalEnv) -> Series:
+        raise AssertionError("an enum constant is broadcast by its consumer, never evaluated on its own")

@@ -16,6 +16,7 @@ import numpy as np
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
 from compute.evaluation.nodes.arithmetic import THRESHOLD_OPS
 from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, enum, numeric
+from compute.evaluation.nodes.inputs import EnumConstant
 from compute.evaluation.nodes.ranges import condition_ranges, coverage
 from compute.evaluation.nodes.rolling import rolling
 from compute.evaluation.results import INT64_MAX, INT64_MIN, NO_START, OPEN_END, NumericPoints, Ranges
@@ -24,13 +25,17 @@ from compute.evaluation.results import INT64_MAX, INT64_MIN, NO_START, OPEN_END,
 @dataclass
 class DurationFilter(RangeNode):
     """`durationFilter` / `durationFilterV2`: the input ranges whose duration `<operator>` the
-    threshold. A range without a start or an end is infinitely long (UnboundedBehavior INFINITY).
+    threshold. A range without a start or an end is infinitely long (UnboundedBehavior INFINITY),
+    or (`window_bound`, WINDOW_BOUND) measured to the window's edge as of this evaluation: a missing
+    start from the window's start, a missing end to `now`, so an open range's length grows with each
+    update (the node has no reach: it is evaluated whole every micro-batch).
     A kept range ending in the window may have started up to `duration_ns` before it, so that much
     history is needed to measure it."""
 
     input: RangeNode
     operator: str  # a ThresholdOperator
     duration_ns: int
+    window_bound: bool = False
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -40,8 +45,13 @@ class DurationFilter(RangeNode):
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         r = self.input.evaluate(env)
-        unbounded = (r.starts == NO_START) | (r.ends == OPEN_END)
-        lengths = np.where(unbounded, np.inf, (r.ends - r.starts).astype(np.float64))
+        if self.window_bound:
+            starts = np.where(r.starts == NO_START, env.window_start, r.starts)
+            ends = np.where(r.ends == OPEN_END, np.maximum(env.now, starts), r.ends)
+            lengths = (ends - starts).astype(np.float64)
+        else:
+            unbounded = (r.starts == NO_START) | (r.ends == OPEN_END)
+            lengths = np.where(unbounded, np.inf, (r.ends - r.starts).astype(np.float64))
         keep = THRESHOLD_OPS[self.operator](lengths, float(self.duration_ns))
         return Ranges(r.starts[keep], r.ends[keep])
 
@@ -99,13 +109,22 @@ class SeriesEquality(RangeNode):
         name = "categoricalEqualityRanges" if self.categorical else "numericEqualityRanges"
         if not self.categorical:
             return forward_fill([numeric(x.evaluate(env), name) for x in self.inputs])
-        series = [enum(x.evaluate(env), name, env.categories) for x in self.inputs]
+        series = [
+            enum(x.evaluate(env), name, env.categories)
+            for x in self.inputs
+            if not isinstance(x, EnumConstant)
+        ]
         labels: dict[str, int] = {}  # one numbering of every input's labels, so codes compare
         as_numbers = []
         for s in series:
             recode = np.array([labels.setdefault(c, len(labels)) for c in s.categories] or [0], np.float64)
             as_numbers.append(NumericPoints(s.ts, recode[s.codes] if len(s.codes) else np.empty(0)))
-        return forward_fill(as_numbers)
+        ts, aligned = forward_fill(as_numbers)
+        # a constant label (selectCategoricalProperty) stands at every aligned timestamp
+        constants = [
+            float(labels.setdefault(x.label, len(labels))) for x in self.inputs if isinstance(x, EnumConstant)
+        ]
+        return ts, list(aligned) + [np.full(len(ts), code) for code in constants]
 
     def evaluate(self, env: EvalEnv) -> Ranges:
         ts, values = self._aligned(env)
