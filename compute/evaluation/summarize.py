@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.results import EnumBuckets, NumericBuckets, same_memory
+from compute.evaluation.results import PROVENANCE, EnumBuckets, KnownSame, NumericBuckets, same_memory
 
 MS = 1_000_000
 DEFAULT_BUCKETS = 1000
@@ -140,7 +140,10 @@ def _identical(a: np.ndarray, b: np.ndarray) -> bool:
     return same_memory(a, b) or np.array_equal(a, b)
 
 
-_COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name != "width")  # in constructor order
+_COLUMNS = tuple(  # in constructor order
+    f.name for f in fields(NumericBuckets) if f.name != "width" and f.metadata != PROVENANCE
+)
+_INT_ROWS = frozenset(r for r, name in enumerate(_COLUMNS) if name in ("end", "count", "first_ts", "last_ts"))
 
 
 @dataclass
@@ -167,6 +170,9 @@ class BucketMemo:
         out = self._reuse(prev, ts, values, width) if prev is not None else None
         if out is None:
             out = numeric_buckets(ts, values, width)
+            if values.dtype == np.float64:  # its columns as int64 bits, for the next `_reuse`
+                out = stacked(out)
+        out.lineage = object()  # the identity the next batch's `known_same` names
         self._last[key] = _Bucketed(ts, values, out)
         return out
 
@@ -176,7 +182,7 @@ class BucketMemo:
 
     @staticmethod
     def _reuse(prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int) -> NumericBuckets | None:
-        if prev.out.width != width or not len(ts) or not len(prev.ts):
+        if prev.out.stacked is None or prev.out.width != width or not len(ts) or not len(prev.ts):
             return None
         if values.dtype != np.float64 or prev.values.dtype != np.float64:  # compared as int64 bits
             return None
@@ -189,23 +195,42 @@ class BucketMemo:
         # Buckets strictly between the first one (cut by the window's start) and the one holding the
         # last common point (it may go on in the new points) hold exactly the same points as before.
         first_key, last_key = int(ts[0]) // width, int(ts[m - 1]) // width
-        prev_keys = prev.out.end // width - 1
-        lo = int(prev_keys.searchsorted(first_key, side="right"))
-        hi = int(prev_keys.searchsorted(last_key, side="left"))
+        # a bucket's end is (its key + 1) * width: search the ends rather than divide every one
+        lo = int(prev.out.end.searchsorted((first_key + 1) * width, side="right"))
+        hi = int(prev.out.end.searchsorted((last_key + 1) * width, side="left"))
         if hi <= lo:
             return None
         head = int(ts.searchsorted((first_key + 1) * width, side="left"))
         tail = int(ts.searchsorted(last_key * width, side="left"))
         # The first bucket and the buckets from the tail on, bucketed in one call (each bucket's
         # figures depend on its own points only; a call's fixed cost is most of a small bucketing).
-        edge = numeric_buckets(
-            np.concatenate((ts[:head], ts[tail:])), np.concatenate((values[:head], values[tail:])), width
+        edge = _matrix(
+            numeric_buckets(
+                np.concatenate((ts[:head], ts[tail:])), np.concatenate((values[:head], values[tail:])), width
+            )
         )
         first = 1 if head else 0  # ts[:head] is one bucket's points, or none
-        return NumericBuckets(
-            width,
-            *(
-                np.concatenate((e[:first], p[lo:hi], e[first:]))
-                for e, p in ((getattr(edge, c), getattr(prev.out, c)) for c in _COLUMNS)
-            ),
-        )
+        # one copy of every column at once; the diff against the last output reads only the first
+        # bucket and the tail
+        rows = np.concatenate((edge[:, :first], prev.out.stacked[:, lo:hi], edge[:, first:]), axis=1)
+        known = KnownSame(prev.out.lineage, int(prev.out.end[lo]), int(prev.out.end[hi - 1]))
+        return _from_matrix(width, rows, known)
+
+
+def _matrix(out: NumericBuckets) -> np.ndarray:
+    """The columns of `out` as one int64 matrix, a row per column in constructor order."""
+    rows = np.empty((len(_COLUMNS), len(out)), np.int64)
+    for r, name in enumerate(_COLUMNS):
+        column = getattr(out, name)
+        rows[r] = column.view(np.int64) if column.dtype == np.float64 else column
+    return rows
+
+
+def _from_matrix(width: int, rows: np.ndarray, known: KnownSame | None) -> NumericBuckets:
+    columns = (rows[r] if r in _INT_ROWS else rows[r].view(np.float64) for r in range(len(_COLUMNS)))
+    return NumericBuckets(width, *columns, stacked=rows, known_same=known)
+
+
+def stacked(out: NumericBuckets) -> NumericBuckets:
+    """The same buckets with their columns held as one matrix (`NumericBuckets.stacked`)."""
+    return _from_matrix(out.width, _matrix(out), None)
