@@ -212,7 +212,7 @@ async def stream(spec: Json) -> None:
             "frames": len(rows),
             "update_errors": errors[:5],
             "update_error_count": len(errors),
-            "cpu_cores": round(cpu_cores, 2),
+            "cpu_cores": round(cpu_cores, 4),  # per frame at a smoke run's few frames too
         }
     )
 
