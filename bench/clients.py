@@ -14,12 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from bench.computations import included_through
+from bench.frame_peek import Update, peek_update
 from bench.stats import summarize
 
 Json = Any
@@ -34,13 +35,18 @@ def _say(obj: Json) -> None:
 
 
 class BenchClient:
-    """One connection: answers the server's pings, hands every subscription frame to `on_update`."""
+    """One connection: answers the server's pings, hands every subscription frame to `on_update`
+    (decoded in full) or, given `on_peek`, only what latency needs (bench/frame_peek.py)."""
 
     def __init__(
-        self, ws: ClientConnection, on_update: Callable[[str, Json, int, int], None] | None = None
+        self,
+        ws: ClientConnection,
+        on_update: Callable[[str, Json, int, int], None] | None = None,
+        on_peek: Callable[[Update, int, int], None] | None = None,
     ) -> None:
         self.ws = ws
         self.on_update = on_update
+        self.on_peek = on_peek
         self.creations: dict[str, Json] = {}
         self.first_update: dict[str, asyncio.Future[int]] = {}
         self.pongs = 0
@@ -68,6 +74,8 @@ class BenchClient:
         try:
             async for raw in self.ws:
                 recv_ns = time.time_ns()
+                if self.on_peek is not None and self._peeked(raw, recv_ns):
+                    continue
                 msg = orjson.loads(raw)
                 kind = msg["type"]
                 if kind == "subscriptionUpdate":
@@ -97,6 +105,21 @@ class BenchClient:
                         print(f"clientMessageError: {health}", file=sys.stderr, flush=True)
         except websockets.ConnectionClosed:
             pass
+
+    def _peeked(self, raw: str | bytes, recv_ns: int) -> bool:
+        """Whether `raw` was a subscription update, handed to `on_peek`."""
+        assert self.on_peek is not None
+        try:
+            update = peek_update(raw)
+        except msgspec.ValidationError:  # not the shape the peek knows: decoded in full instead
+            return False
+        if update is None:
+            return False
+        fut = self.expect(update.subscription_id)
+        if not fut.done():
+            fut.set_result(recv_ns)
+        self.on_peek(update, recv_ns, len(raw))
+        return True
 
     async def subscribe(self, subs: dict[str, Json]) -> None:
         await self.ws.send(orjson.dumps({"type": "subscribe", "subscribe": subs}).decode())
@@ -144,15 +167,15 @@ async def stream(spec: Json) -> None:
     index: dict[str, tuple[int, str]] = {}
     errors: list[Json] = []
 
-    def on_update(sub_id: str, update: Json, recv_ns: int, size: int) -> None:
-        i, measure = index[sub_id]
-        if update["type"] == "error":
-            errors.append({"sub": i, "error": update["error"]["serializableError"]["name"]})
+    def on_peek(update: Update, recv_ns: int, size: int) -> None:
+        i, measure = index[update.subscription_id]
+        if update.kind == "error":
+            errors.append({"sub": i, "error": update.error_name})
             return
-        inc = included_through(update) if measure != "none" else -1
-        rows.append((i, recv_ns, inc, int(update["type"] == "full"), size))
+        inc = update.newest_ns if measure != "none" else -1
+        rows.append((i, recv_ns, inc, int(update.kind == "full"), size))
 
-    clients = await _connect_all(spec["url"], len(spec["connections"]), spec["deflate"], on_update=on_update)
+    clients = await _connect_all(spec["url"], len(spec["connections"]), spec["deflate"], on_peek=on_peek)
     waits = []
     n = 0
     for client, subs in zip(clients, spec["connections"], strict=True):
@@ -189,7 +212,7 @@ async def stream(spec: Json) -> None:
             "frames": len(rows),
             "update_errors": errors[:5],
             "update_error_count": len(errors),
-            "cpu_cores": round(cpu_cores, 2),
+            "cpu_cores": round(cpu_cores, 4),  # per frame at a smoke run's few frames too
         }
     )
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,9 @@ from bench.computations import BenchSubscription, _channel, _subscription
 from bench.feed import TABLE, channel_name
 from bench.live_eval import node_of
 from bench.plan import with_overrides
+from bench.prefilled_server import batch_means, feed_child, round_robin, server_on, write_blocks
 from bench.procstat import TreeSampler, cpu_seconds
-from bench.serverproc import ServerProcess, start_server
+from bench.serverproc import ServerProcess
 from bench.stats import delivery_latency, summarize
 
 Json = Any
@@ -88,34 +89,22 @@ def write_history(plan: LiveWindowsPlan, data_dir: Path) -> Json:
     """x (ch00) and y (ch01) on the feed's tick grid and values, over `history_s` ending now."""
     from compute.storage.contract import SeriesWrite
     from compute.storage.series import SeriesKey, SeriesKind
-    from compute.storage.sqlite.writer import DurableLog
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    durable = DurableLog(data_dir / "log.db")
     table = np.asarray(TABLE, np.float64)
     tick = NANOS // plan.rate_hz
     total = history_s(plan) * plan.rate_hz
     first_k = time.time_ns() // tick - total
     keys = [SeriesKey.of(RID, channel_name(c), {}) for c in (0, 1)]
-    started = time.perf_counter()
-    try:
-        futures = []
+
+    def requests() -> Iterator[list[SeriesWrite]]:
         for k in range(first_k, first_k + total, plan.block_points):
             ks = np.arange(k, min(k + plan.block_points, first_k + total), dtype=np.int64)
-            writes = [
+            yield [
                 SeriesWrite(key, SeriesKind.NUMERIC, ks * tick, table[(ks + 97 * c) % 1000] + c)
                 for c, key in enumerate(keys)
             ]
-            futures.append(durable.submit(writes))
-            if len(futures) >= 512:
-                for f in futures:
-                    f.result()
-                futures.clear()
-        for f in futures:
-            f.result()
-    finally:
-        durable.close()
-    seconds = time.perf_counter() - started
+
+    seconds = write_blocks(data_dir, requests(), in_flight=512)
     log(f"wrote {2 * total:,} points in {seconds:.0f}s")
     return {"points": 2 * total, "seconds": round(seconds, 1)}
 
@@ -134,16 +123,6 @@ def subscriptions(plan: LiveWindowsPlan) -> list[tuple[str, str, BenchSubscripti
                 out.append((arm, kind, BenchSubscription(kind, body, measure)))
                 n += 1
     return out
-
-
-def _batch_means(before: dict[str, float], after: dict[str, float], seconds: float) -> Json:
-    name = "sparkwire_microbatch_duration_seconds"
-    count = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
-    total = after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)
-    return {
-        "per_s": round(count / seconds, 2),
-        "callback_ms": round(1000 * total / count, 1) if count else None,
-    }
 
 
 def _arm_figures(
@@ -178,23 +157,14 @@ def _arm_figures(
 def _run(plan: LiveWindowsPlan, work: Path, server: ServerProcess, sampler: TreeSampler) -> Json:
     children: list[Child] = []
     try:
-        feed_spec = {
-            "port": server.port,
-            "rid": RID,
-            "channels": 2,
-            "rate_hz": plan.rate_hz,
-            "request_ms": plan.request_ms,
-            "duration_s": 24 * 3600,
-            "out": str(work / "feed.npy"),
-        }
-        feed = Child("bench.feed", [json.dumps(feed_spec)], work / "feed.log")
+        feed = feed_child(
+            server, RID, 2, plan.rate_hz, plan.request_ms, 24 * 3600, work / "feed.npy", work / "feed.log"
+        )
         children.append(feed)
         subs = subscriptions(plan)
         # round-robin over the connections (both arms on each); the clients number the
         # subscriptions connection by connection, so the frames' numbers are put back in `subs` order
-        conns: list[list[Json]] = [[] for _ in range(plan.connections)]
-        for i, (_, _, s) in enumerate(subs):
-            conns[i % plan.connections].append({"sub": s.body, "measure": s.measure})
+        conns = round_robin([{"sub": s.body, "measure": s.measure} for _, _, s in subs], plan.connections)
         numbered = [i for c in range(plan.connections) for i in range(c, len(subs), plan.connections)]
         spec = {
             "url": server.ws_url,
@@ -238,7 +208,7 @@ def _run(plan: LiveWindowsPlan, work: Path, server: ServerProcess, sampler: Tree
             else None,
             "usage": usage.as_dict(),
             "server_main_cpu_cores": round(main_cores, 2),
-            "batch": _batch_means(before, after, plan.measure_s),
+            "batch": batch_means(before, after, plan.measure_s),
             "clients": done,
             "feed": feed_done,
         }
@@ -255,18 +225,8 @@ def measure(
     results: Json = {"plan": dataclasses.asdict(plan)}
     results["history"] = write_history(plan, work / "server-data")
     log("starting the server")
-    server = start_server(
-        work / "server-data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
-    )
-    sampler = TreeSampler(server.pid).start()
-    try:
-        time.sleep(plan.settle_s)
+    with server_on(work, env, plan.settle_s, keep_log) as (server, sampler):
         results.update(_run(plan, work, server, sampler))
-    finally:
-        sampler.stop()
-        server.stop()
-        if not keep_log:
-            shutil.rmtree(work / "server-data", ignore_errors=True)
     return results
 
 

@@ -33,13 +33,13 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,9 @@ from bench.clients import BenchClient
 from bench.computations import bucketed
 from bench.machine import describe_machine
 from bench.plan import with_overrides
+from bench.prefilled_server import server_on, write_blocks
 from bench.procstat import TreeSampler, cpu_seconds, tree
-from bench.serverproc import ServerProcess, start_server
+from bench.serverproc import ServerProcess
 
 Json = Any
 NANOS = 1_000_000_000
@@ -116,15 +117,12 @@ def write_history(plan: LongWindowsPlan, data_dir: Path) -> Json:
     from bench.feed import channel_name
     from compute.storage.contract import SeriesWrite
     from compute.storage.series import SeriesKey, SeriesKind
-    from compute.storage.sqlite.writer import DurableLog
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    durable = DurableLog(data_dir / "log.db")
     rng = np.random.default_rng(7)
     end = time.time_ns()
-    started = time.perf_counter()
-    blocks = points = 0
-    try:
+    counts = {"blocks": 0, "points": 0}
+
+    def requests() -> Iterator[list[SeriesWrite]]:
         for channels, rate, span_s in (
             ([hour_channel(i) for i in range(plan.hour_channels)], plan.hour_rate_hz, plan.hour_s),
             ([DAY_CHANNEL], plan.day_rate_hz, plan.day_s),
@@ -133,24 +131,16 @@ def write_history(plan: LongWindowsPlan, data_dir: Path) -> Json:
             tick = NANOS // rate
             total = (span_s + plan.margin_s) * rate
             first = (end // tick - total) * tick
-            futures = []
             step = plan.block_points
             for k in range(0, total, step):
                 m = min(step, total - k)
                 ts = first + np.arange(k, k + m, dtype=np.int64) * tick
-                writes = [SeriesWrite(key, SeriesKind.NUMERIC, ts, rng.standard_normal(m)) for key in keys]
-                futures.append(durable.submit(writes))
-                if len(futures) >= 4096:
-                    for f in futures:
-                        f.result()
-                    futures.clear()
-            for f in futures:
-                f.result()
-            blocks += len(keys) * -(-total // step)
-            points += len(keys) * total
-    finally:
-        durable.close()
-    seconds = time.perf_counter() - started
+                yield [SeriesWrite(key, SeriesKind.NUMERIC, ts, rng.standard_normal(m)) for key in keys]
+            counts["blocks"] += len(keys) * -(-total // step)
+            counts["points"] += len(keys) * total
+
+    seconds = write_blocks(data_dir, requests(), in_flight=4096)
+    blocks, points = counts["blocks"], counts["points"]
     log(f"wrote {points:,} points in {blocks:,} blocks in {seconds:.0f}s")
     return {"points": points, "blocks": blocks, "seconds": round(seconds, 1)}
 
@@ -350,19 +340,9 @@ def measure(
     results: Json = {"plan": dataclasses.asdict(plan), "machine": describe_machine()}
     results["history"] = write_history(plan, work / "server-data")
     log("starting the server")
-    server = start_server(
-        work / "server-data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
-    )
-    sampler = TreeSampler(server.pid).start()
-    try:
-        time.sleep(plan.settle_s)
+    with server_on(work, env, plan.settle_s, keep_log) as (server, sampler):
         results["merged"] = wait_merged(work / "server-data", plan.merge_timeout_s)
         results.update(asyncio.run(_measure(plan, server, sampler)))
-    finally:
-        sampler.stop()
-        server.stop()
-        if not keep_log:
-            shutil.rmtree(work / "server-data", ignore_errors=True)
     return results
 
 

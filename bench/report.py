@@ -460,6 +460,15 @@ def _why(r: Json) -> list[str]:
     return out
 
 
+def _per_frame(f10: Json, client_cores: float) -> str:
+    """CPU per frame sent, the clients' beside the server's (the clients must cost less)."""
+    frames = f10.get("frames_per_s")
+    if not frames:
+        return ""
+    client_us, server_us = client_cores / frames * 1e6, f10["usage"]["cpu_cores"] / frames * 1e6
+    return f"; CPU per frame: clients {client_us:.0f} us, server {server_us:.0f} us"
+
+
 def _fanout10x_needs(f10: Json, client_cores: float) -> str:
     """What 500 ms would take at this run's own costs: every subscription gets a frame per
     micro-batch (every computation changes in every batch), so the p99 moves with the batch period;
@@ -724,7 +733,7 @@ def render(r: Json, kept: str = "") -> str:
                 f"{f10.get('frames_per_s', 0):,} frames/s, {f10.get('mb_per_s', 0)} MB/s; server CPU "
                 f"(user+sys) {100 * u['cpu_cores']:.0f}% of a core, its Python process "
                 f"{100 * f10.get('server_main_cpu_cores', 0):.0f}%; {len(clients)} client processes "
-                f"{100 * sum(clients):.0f}% of a core",
+                f"{100 * sum(clients):.0f}% of a core{_per_frame(f10, sum(clients))}",
             )
         )
         if f10.get("latency_sub_during"):

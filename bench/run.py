@@ -39,6 +39,7 @@ from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
+from bench.prefilled_server import batch_means, feed_child, round_robin
 from bench.procstat import TreeSampler, cpu_seconds
 from bench.report import render
 from bench.serverproc import ServerProcess, start_server
@@ -92,16 +93,10 @@ class Run:
         )
 
     def feed(self, server: ServerProcess, name: str, rate_hz: int, duration_s: float) -> Child:
-        spec = {
-            "port": server.port,
-            "rid": RID,
-            "channels": self.plan.channels,
-            "rate_hz": rate_hz,
-            "request_ms": self.plan.request_ms,
-            "duration_s": duration_s,
-            "out": str(self.work / f"{name}.npy"),
-        }
-        return Child("bench.feed", [json.dumps(spec)], self.work / f"{name}.log")
+        out, log_path = self.work / f"{name}.npy", self.work / f"{name}.log"
+        return feed_child(
+            server, RID, self.plan.channels, rate_hz, self.plan.request_ms, duration_s, out, log_path
+        )
 
     def stream_clients(
         self,
@@ -112,9 +107,7 @@ class Run:
         processes: int,
     ) -> list[Child]:
         """`subs` spread round-robin over `connections`, the connections over `processes`."""
-        conns: list[list[Json]] = [[] for _ in range(connections)]
-        for i, s in enumerate(subs):
-            conns[i % connections].append({"sub": s.body, "measure": s.measure})
+        conns = round_robin([{"sub": s.body, "measure": s.measure} for s in subs], connections)
         children = []
         for p in range(processes):
             spec = {
@@ -401,7 +394,7 @@ class Run:
             self.results["latency"] = {
                 "window": [t_from, t_to],
                 "usage": usage.as_dict(),
-                "batch": _batch_means(before, after, p.latency_s),
+                "batch": batch_means(before, after, p.latency_s),
             }
 
         # 2. fan-out: many subscriptions over distinct computations
@@ -549,7 +542,7 @@ class Run:
             "usage": usage.as_dict(),
             "server_main_cpu_cores": round(main_cores, 2),
             "client_cpu_cores": client_cores,
-            "batch": _batch_means(before, after, p.fanout10x_s),
+            "batch": batch_means(before, after, p.fanout10x_s),
             "kinds": {k: sum(1 for s in subs if s.kind == k) for k in comps.KINDS},
             "measurable": len({i for i, s in enumerate(subs) if s.measure != "none"}),
             "unsupported_kinds": [k for k in comps.KINDS if k not in supported],
@@ -613,18 +606,6 @@ def _metrics(server: ServerProcess) -> dict[str, float]:
     except OSError as exc:
         log(f"GET /metrics failed ({exc}): no micro-batch figures for this window")
         return {}
-
-
-def _batch_means(before: dict[str, float], after: dict[str, float], seconds: float) -> Json:
-    """The server's micro-batches between two /metrics samples: how many per second, and the mean
-    time each spent in the engine's callback (the narrow Spark job, then the evaluators)."""
-    name = "sparkwire_microbatch_duration_seconds"
-    count = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
-    total = after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)
-    return {
-        "per_s": round(count / seconds, 2),
-        "callback_ms": round(1000 * total / count, 1) if count else None,
-    }
 
 
 def split_overrides(

@@ -18,6 +18,7 @@ import numpy as np
 
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.results import (
+    PROVENANCE,
     AggregatedRanges,
     Cartesian3dBuckets,
     CartesianBuckets,
@@ -158,7 +159,8 @@ def _apply_delta(old: Output, part: dict[str, Any]) -> Output:
 
 
 def _fields(output: Output) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(output)
+    """The fields that say what an output holds (not where its rows came from: `PROVENANCE`)."""
+    return tuple(f for f in dataclasses.fields(output) if f.metadata != PROVENANCE)
 
 
 def _row_columns(output: Output) -> list[str]:

@@ -8,7 +8,7 @@ variant; an output whose `appendable` is false (a rangesSummary) is always sent 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +54,18 @@ def _first_diff(a: np.ndarray, b: np.ndarray) -> int | None:
     return None if len(a) == len(b) else n
 
 
+def _first_diff_columns(a: np.ndarray, b: np.ndarray) -> int | None:
+    """`_first_diff` of two matrices of int64 (a row per column): the first column index (a bucket)
+    where any row differs, in one comparison."""
+    n = min(a.shape[1], b.shape[1])
+    if n:
+        neq = (a[:, :n] != b[:, :n]).any(axis=0)
+        k = int(neq.argmax())
+        if neq[k]:
+            return k
+    return None if a.shape[1] == b.shape[1] else n
+
+
 @dataclass
 class NumericPoints:
     ts: np.ndarray  # int64 ns, ascending
@@ -79,6 +91,22 @@ class NumericPoints:
         return len(self.ts)
 
 
+@dataclass(frozen=True)
+class KnownSame:
+    """Rows an output took unchanged from an earlier one (the bucket memo's reused buckets): every
+    bucket whose end is in [first_end, last_end] is bit-identical in both, and both hold the same
+    ends there, so a diff skips them without reading them. `of` is the earlier output's `lineage`."""
+
+    of: object
+    first_end: int
+    last_end: int
+
+
+# Fields that describe where an output's rows came from, not what it holds: never on the wire, never
+# in a delta (compute/evaluation/deltas.py), never compared.
+PROVENANCE = {"provenance": True}
+
+
 @dataclass
 class NumericBuckets:
     width: int  # ns
@@ -93,7 +121,19 @@ class NumericBuckets:
     last_ts: np.ndarray
     last_value: np.ndarray
     # SummarizeSeries.numericAggregations: one column per requested name (a percentile, a sum, ...)
-    aggregations: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    aggregations: dict[str, np.ndarray] = field(default_factory=dict, kw_only=True)
+    # Where the rows came from, set by the bucket memo (compute/evaluation/summarize.py): `stacked` is
+    # every column above as one int64 matrix, a row per column in constructor order (the columns are
+    # views of its rows, doubles by their bits), so a diff reads all of them in one numpy call;
+    # `lineage` an identity kept by every cut (`since`); `known_same` the rows taken unchanged from
+    # an earlier output, which a diff does not read.
+    stacked: np.ndarray | None = field(
+        default=None, kw_only=True, compare=False, repr=False, metadata=PROVENANCE
+    )
+    lineage: object = field(default=None, kw_only=True, compare=False, repr=False, metadata=PROVENANCE)
+    known_same: KnownSame | None = field(
+        default=None, kw_only=True, compare=False, repr=False, metadata=PROVENANCE
+    )
     kind = "bucketedNumeric"
     appendable = True
 
@@ -115,33 +155,67 @@ class NumericBuckets:
     def first_change(self, old: NumericBuckets) -> int | None:
         if old.width != self.width:
             return int(self.end[0] - self.width) if len(self.end) else 0
-        ks = [
-            k
-            for k in (_first_diff(a, b) for a, b in zip(self._columns(), old._columns(), strict=True))
-            if k is not None
-        ]
-        if not ks:
+        if self.stacked is not None and old.stacked is not None:
+            k = self._first_diff_stacked(self.stacked, old.stacked, old)
+            if self.aggregations or old.aggregations:  # not in the matrix: read whole
+                if self.aggregations.keys() != old.aggregations.keys():
+                    k = 0
+                else:
+                    extra = (_first_diff(v, old.aggregations[n]) for n, v in self.aggregations.items())
+                    k = min((d for d in (k, *extra) if d is not None), default=None)
+        else:
+            ks = [
+                d
+                for d in (_first_diff(a, b) for a, b in zip(self._columns(), old._columns(), strict=True))
+                if d is not None
+            ]
+            k = min(ks, default=None)
+        if k is None:
             return None
-        k = min(ks)
         ends = [e[k] for e in (self.end, old.end) if k < len(e)]
         return int(min(ends)) - self.width
+
+    def _first_diff_stacked(self, rows: np.ndarray, old_rows: np.ndarray, old: NumericBuckets) -> int | None:
+        """The first bucket that differs in any column, reading only the buckets outside those
+        `known_same` says are unchanged since `old` (all of them when it says nothing of `old`)."""
+        known = self.known_same
+        if known is not None and old.lineage is not None and known.of is old.lineage:
+            i0 = int(self.end.searchsorted(known.first_end, side="left"))
+            i1 = int(self.end.searchsorted(known.last_end, side="right"))
+            j0 = int(old.end.searchsorted(known.first_end, side="left"))
+            j1 = int(old.end.searchsorted(known.last_end, side="right"))
+            if i0 == j0 and i1 - i0 == j1 - j0:  # where the hint says: skip the known rows
+                head = _first_diff_columns(rows[:, :i0], old_rows[:, :j0]) if i0 else None
+                if head is not None:
+                    return head
+                tail = _first_diff_columns(rows[:, i1:], old_rows[:, j1:])
+                return None if tail is None else i1 + tail
+        return _first_diff_columns(rows, old_rows)
 
     def since(self, start: int) -> NumericBuckets:
         # every bucket whose span reaches `start` or later (its end is after start)
         i = int(self.end.searchsorted(start, side="right"))
         return NumericBuckets(
             self.width,
-            self.end[i:],
-            self.min[i:],
-            self.max[i:],
-            self.mean[i:],
-            self.count[i:],
-            self.variance[i:],
-            self.first_ts[i:],
-            self.first_value[i:],
-            self.last_ts[i:],
-            self.last_value[i:],
-            {k: v[i:] for k, v in self.aggregations.items()},
+            *(
+                c[i:]
+                for c in (
+                    self.end,
+                    self.min,
+                    self.max,
+                    self.mean,
+                    self.count,
+                    self.variance,
+                    self.first_ts,
+                    self.first_value,
+                    self.last_ts,
+                    self.last_value,
+                )
+            ),
+            stacked=None if self.stacked is None else self.stacked[:, i:],
+            lineage=self.lineage,
+            known_same=self.known_same,
+            aggregations={k: v[i:] for k, v in self.aggregations.items()},
         )
 
     def __len__(self) -> int:

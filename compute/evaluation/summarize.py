@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.results import EnumBuckets, NumericBuckets, same_memory
+from compute.evaluation.results import PROVENANCE, EnumBuckets, KnownSame, NumericBuckets, same_memory
 
 MS = 1_000_000
 DEFAULT_BUCKETS = 1000
@@ -163,7 +162,12 @@ def _identical(a: np.ndarray, b: np.ndarray) -> bool:
     return same_memory(a, b) or np.array_equal(a, b)
 
 
-_COLUMNS = tuple(f.name for f in fields(NumericBuckets) if f.name not in ("width", "aggregations"))
+_COLUMNS = tuple(  # in constructor order
+    f.name
+    for f in fields(NumericBuckets)
+    if f.name not in ("width", "aggregations") and f.metadata != PROVENANCE
+)
+_INT_ROWS = frozenset(r for r, name in enumerate(_COLUMNS) if name in ("end", "count", "first_ts", "last_ts"))
 
 
 @dataclass
@@ -197,6 +201,9 @@ class BucketMemo:
         out = self._reuse(prev, ts, values, width, reductions or {}) if prev is not None else None
         if out is None:
             out = numeric_buckets(ts, values, width, reductions)
+            if values.dtype == np.float64:  # its columns as int64 bits, for the next `_reuse`
+                out = stacked(out)
+        out.lineage = object()  # the identity the next batch's `known_same` names
         self._last[key] = _Bucketed(ts, values, out)
         return out
 
@@ -208,7 +215,7 @@ class BucketMemo:
     def _reuse(
         prev: _Bucketed, ts: np.ndarray, values: np.ndarray, width: int, reductions: Reductions
     ) -> NumericBuckets | None:
-        if prev.out.width != width or not len(ts) or not len(prev.ts):
+        if prev.out.stacked is None or prev.out.width != width or not len(ts) or not len(prev.ts):
             return None
         if values.dtype != np.float64 or prev.values.dtype != np.float64:  # compared as int64 bits
             return None
@@ -221,33 +228,52 @@ class BucketMemo:
         # Buckets strictly between the first one (cut by the window's start) and the one holding the
         # last common point (it may go on in the new points) hold exactly the same points as before.
         first_key, last_key = int(ts[0]) // width, int(ts[m - 1]) // width
-        prev_keys = prev.out.end // width - 1
-        lo = int(prev_keys.searchsorted(first_key, side="right"))
-        hi = int(prev_keys.searchsorted(last_key, side="left"))
+        # a bucket's end is (its key + 1) * width: search the ends rather than divide every one
+        lo = int(prev.out.end.searchsorted((first_key + 1) * width, side="right"))
+        hi = int(prev.out.end.searchsorted((last_key + 1) * width, side="left"))
         if hi <= lo:
             return None
         head = int(ts.searchsorted((first_key + 1) * width, side="left"))
         tail = int(ts.searchsorted(last_key * width, side="left"))
         # The first bucket and the buckets from the tail on, bucketed in one call (each bucket's
         # figures depend on its own points only; a call's fixed cost is most of a small bucketing).
-        edge = numeric_buckets(
+        edge_buckets = numeric_buckets(
             np.concatenate((ts[:head], ts[tail:])),
             np.concatenate((values[:head], values[tail:])),
             width,
             reductions,
         )
-        first = 1 if head else 0  # ts[:head] is one bucket's points, or none
-        if set(prev.out.aggregations) != set(edge.aggregations):
+        if set(prev.out.aggregations) != set(edge_buckets.aggregations):
             return None
-        columns: dict[str, Any] = {
-            c: np.concatenate((e[:first], p[lo:hi], e[first:]))
-            for c, e, p in ((c, getattr(edge, c), getattr(prev.out, c)) for c in _COLUMNS)
+        edge = _matrix(edge_buckets)
+        first = 1 if head else 0  # ts[:head] is one bucket's points, or none
+        # one copy of every column at once; the diff against the last output reads only the first
+        # bucket and the tail (and the numericAggregations columns, outside the matrix, whole)
+        rows = np.concatenate((edge[:, :first], prev.out.stacked[:, lo:hi], edge[:, first:]), axis=1)
+        known = KnownSame(prev.out.lineage, int(prev.out.end[lo]), int(prev.out.end[hi - 1]))
+        aggregations = {
+            k: np.concatenate((e[:first], prev.out.aggregations[k][lo:hi], e[first:]))
+            for k, e in edge_buckets.aggregations.items()
         }
-        return NumericBuckets(
-            width=width,
-            **columns,
-            aggregations={
-                k: np.concatenate((e[:first], prev.out.aggregations[k][lo:hi], e[first:]))
-                for k, e in edge.aggregations.items()
-            },
-        )
+        return _from_matrix(width, rows, known, aggregations)
+
+
+def _matrix(out: NumericBuckets) -> np.ndarray:
+    """The columns of `out` as one int64 matrix, a row per column in constructor order."""
+    rows = np.empty((len(_COLUMNS), len(out)), np.int64)
+    for r, name in enumerate(_COLUMNS):
+        column = getattr(out, name)
+        rows[r] = column.view(np.int64) if column.dtype == np.float64 else column
+    return rows
+
+
+def _from_matrix(
+    width: int, rows: np.ndarray, known: KnownSame | None, aggregations: dict[str, np.ndarray]
+) -> NumericBuckets:
+    columns = (rows[r] if r in _INT_ROWS else rows[r].view(np.float64) for r in range(len(_COLUMNS)))
+    return NumericBuckets(width, *columns, aggregations=aggregations, stacked=rows, known_same=known)
+
+
+def stacked(out: NumericBuckets) -> NumericBuckets:
+    """The same buckets with their columns held as one matrix (`NumericBuckets.stacked`)."""
+    return _from_matrix(out.width, _matrix(out), None, out.aggregations)

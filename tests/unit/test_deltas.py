@@ -136,7 +136,7 @@ def test_numeric_aggregations_columns_survive_the_trip() -> None:
         ends = np.arange(1, n + 1, dtype=np.int64) * 10
         f, i = np.arange(n, dtype=np.float64) + shift, np.arange(n, dtype=np.int64)
         extra = {"p90": f * 2, "total": f + 0.5}
-        return NumericBuckets(10, ends, f, f, f, i + 1, f, i, f, i, f, extra)
+        return NumericBuckets(10, ends, f, f, f, i + 1, f, i, f, i, f, aggregations=extra)
 
     old, new = {(): buckets(3, 0.0)}, {(): buckets(5, 0.25)}
     for before in (old, {}):
