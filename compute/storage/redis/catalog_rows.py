@@ -2,13 +2,15 @@
 (edges, the compute tier, servers of `--role all` on one Redis), with the notice of each change
 written in the same script (docs/decisions/0066-catalog-edits-across-processes.md).
 
-- `{prefix}:catalog:{table}` (hash, rid -> JSON body): one per table (`assets`, `runs`);
+- `{prefix}:catalog:{table}` (hash, rid -> JSON body): one per table (`assets`, `runs`; the modules'
+  `modules`, `module_names`, `module_versions`: compute/storage/modules.py);
 - `{prefix}:catalog:changes` (stream): one entry per stored change, `k` its kind and `r` the rids
   (a JSON list). The entry id is the catalog's version: a process that has applied every notice up
   to an id holds the catalog's state as of it. Trimmed to about `CHANGES_KEPT` entries; a reader
   whose place was trimmed away (or a stream that restarted behind it) re-checks everything.
 
-A change and its notice are one Lua script, so no change is stored without its notice (a process
+A change and its notice are one Lua script (a single row's put, replace or delete, or a `write` of
+several rows, each only if still as its writer read it), so no change is stored without its notice (a process
 dying in between, or Redis going away, cannot split them); Redis' own persistence (append-only
 file) is what keeps both across its restart, as it keeps the points.
 """
