@@ -8,6 +8,7 @@ import asyncio
 import re
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -446,7 +447,7 @@ async def test_a_module_made_through_one_edge_is_computed_and_archived_on_every_
     503 and nothing changes; archived through A once it is back, the subscriptions on B and on A end
     with the error naming the module."""
     a, b = tier.edges
-    r, t0, name = unique_rid("modules"), time.time_ns() - 60 * NANOS, f"m_{new_id()}"
+    r, t0, name = unique_rid("modules"), time.time_ns() - 60 * NANOS, f"m_{uuid.uuid4().hex}"
     xs = [(t0, 1.0), (t0 + NANOS, 2.0)]
     await write_points(a.base_url, r, "x", xs)
     created = await modules.create_module(
