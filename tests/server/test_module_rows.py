@@ -1,8 +1,9 @@
 """Modules kept in the shared catalog's rows on a real redis-server, without Spark: two processes'
 `ModuleStore`s over one Redis read the same modules and versions, names stay unique and versions
 immutable whoever writes, each change reaches another process's `CatalogEdits` once as a `module`
-notice, and Redis away is `CatalogUnavailable` (docs/decisions/0062-modules-and-derived-series.md).
-The embedded store keeps the modules of a file written before the rows."""
+notice, and Redis away is `CatalogUnavailable` (to a compilation, `CatalogUnreachable`)
+(docs/decisions/0062-modules-and-derived-series.md). The embedded store keeps the modules of a file
+written before the rows."""
 
 from __future__ import annotations
 
@@ -18,18 +19,21 @@ import pytest
 
 from app.fanout.catalog_edits import CatalogEdits
 from app.tiers.catalog_feed import CatalogFeed
+from compute.evaluation import compile_derived
+from compute.evaluation.datasets import CatalogUnreachable
 from compute.storage.assets import CatalogUnavailable
 from compute.storage.modules import ModuleNameTaken, ModuleStore
 from compute.storage.redis.catalog_rows import connect_rows
 from tests.infra import RedisServer, start_redis
 from tests.server.test_catalog_feed import Recorder, until
+from tests.unit.test_derived import derived, plan, summarize
 
 pytestmark = pytest.mark.timeout(120)
 PREFIX = "modulerows"
 
 
 def definition(body: str) -> dict[str, object]:
-    node = {"type": "numeric", "numeric": {"type": "raw", "raw": {"type": "variable", "variable": body}}}
+    node = {"type": "numeric", "numeric": {"type": "raw", "raw": {"name": body}}}
     return {
         "functions": [
             {"name": "f", "description": "", "parameters": [], "functionNode": node, "isExported": True}
@@ -136,6 +140,15 @@ def test_redis_away_is_catalog_unavailable_and_nothing_changes(redis_server: Red
         a.module_named("kept")
     with pytest.raises(CatalogUnavailable):
         a.update(module.rid, "t", "", definition("y"), "u", 2)
+    # a derived subscription compiled meanwhile: the passing JobInvalidState a client retries
+    previous = compile_derived._modules
+    compile_derived.use_modules(a)
+    try:
+        with pytest.raises(CatalogUnreachable) as unreachable:
+            plan(summarize({"type": "derived", "derived": derived("kept", "f", {})}), {})
+        assert (unreachable.value.name, unreachable.value.status_code) == ("JobInvalidState", 503)
+    finally:
+        compile_derived.use_modules(previous)
 
 
 def test_a_modules_file_from_before_the_rows_keeps_its_modules(tmp_path: Path) -> None:
