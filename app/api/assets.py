@@ -45,7 +45,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class _CatalogRoute(APIRoute):
+class CatalogRoute(APIRoute):
     """A shared catalog out of reach (Redis away) is a 503 of every route: nothing was changed, the
     client may send the request again."""
 
@@ -61,7 +61,7 @@ class _CatalogRoute(APIRoute):
         return guarded
 
 
-router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS, route_class=_CatalogRoute)
+router = APIRouter(prefix="/assets/v1", tags=["assets and runs"], responses=ERRORS, route_class=CatalogRoute)
 STORE_FILE = "assets.sqlite"
 logger = logging.getLogger(__name__)
 

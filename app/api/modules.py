@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import re
 import time
 from typing import Any, Literal
@@ -21,12 +22,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.assets import CatalogRoute
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM, Principal
 from compute.evaluation.compile_derived import malformation, use_modules
-from compute.storage.modules import Module, ModuleNameTaken, ModuleStore, ModuleVersion
+from compute.storage.modules import KIND, Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -41,18 +43,34 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "Module:ModuleNameConflict, FunctionNameConflict, ParameterNameConflict",
         "content": _ERROR,
     },
+    503: {"description": "the module catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
 }
-router = APIRouter(prefix="/scout/v2/module", tags=["modules"], responses=ERRORS)
+router = APIRouter(prefix="/scout/v2/module", tags=["modules"], responses=ERRORS, route_class=CatalogRoute)
 STORE_FILE = "modules.sqlite"
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # Nominal's rule for module, function and parameter names
 MAX_FUNCTIONS = 100  # ModuleVersionDefinition.functions: "Limited to 100"
 MAX_PAGE = 1000
 USER_RID_PREFIX = "ri.sparkwire.main.user."
+logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> ModuleStore:
-    """The modules in the data dir, for these routes and for every plan compiled in this process."""
-    store = ModuleStore(settings.data_dir / STORE_FILE)
+    """The modules, for these routes and for every plan compiled in this process: in the data dir
+    with the embedded log; in Redis with the Redis log, beside the asset catalog, where every process
+    of it (the edges, the compute tier) reads the same modules and hears of each change."""
+    if settings.source == "redis":
+        from compute.storage.redis.catalog_rows import connect_rows
+
+        if (settings.data_dir / STORE_FILE).exists():  # from before the shared modules: not read
+            logger.warning(
+                "%s is not read: with the Redis log the modules are in Redis, shared by every process "
+                "(docs/decisions/0062); create its modules again through /scout/v2/module",
+                settings.data_dir / STORE_FILE,
+            )
+        rows = connect_rows(settings.redis_url, settings.redis_prefix, {}, what="the module catalog")
+        store = ModuleStore(rows=rows)
+    else:
+        store = ModuleStore(settings.data_dir / STORE_FILE)
     app.state.modules = store
     use_modules(store)
     return store
@@ -183,8 +201,10 @@ def _error(status: int, name: str, message: str, **params: str) -> HttpError:
 
 
 def _changed(request: Request, rid: str) -> None:
-    """Stored: the live subscriptions that resolved through this module re-resolve."""
-    request.app.state.sparkwire.catalog_edits.changed("module", rid)
+    """Stored: the live subscriptions that resolved through this module re-resolve (shared rows
+    announced it with the change: every process hears of it from Redis, this one too)."""
+    store: ModuleStore = request.app.state.modules
+    request.app.state.sparkwire.catalog_edits.changed(KIND, rid, announced=store.shared)
 
 
 def _checked(definition: ModuleVersionDefinition) -> dict[str, Any]:
@@ -291,6 +311,7 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
             f"a module is already named '{body.apiName}'",
             moduleApiName=body.apiName,
         ) from None
+    _changed(request, module.rid)
     return module_out(module, version)
 
 

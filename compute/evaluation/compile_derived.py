@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from compute.evaluation import compiler, nodes
+from compute.evaluation.datasets import CatalogUnreachable
 from compute.evaluation.errors import ComputeError
+from compute.storage.assets import CatalogUnavailable
 from compute.storage.modules import Module, ModuleVersion
 
 if TYPE_CHECKING:
@@ -66,6 +68,21 @@ def use_modules(catalog: ModuleCatalog | None) -> None:
     """The modules `derived` series resolve against (the server's store; None: none kept)."""
     global _modules
     _modules = catalog
+
+
+def _module_named(name: str) -> Module | None:
+    """A module out of reach (shared rows, Redis away) is a passing trouble, as an asset's is."""
+    try:
+        return _modules.module_named(name) if _modules is not None else None
+    except CatalogUnavailable as exc:
+        raise CatalogUnreachable(str(exc)) from None
+
+
+def _version_of(module: Module, version: int) -> ModuleVersion | None:
+    try:
+        return _modules.version(module, version) if _modules is not None else None
+    except CatalogUnavailable as exc:
+        raise CatalogUnreachable(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -119,7 +136,7 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             moduleVersion=version_text,
         )
-    module = _modules.module_named(module_name) if _modules is not None else None
+    module = _module_named(module_name)
     if module is None:
         raise _refused(f"no module is named '{module_name}'", "moduleName", moduleName=module_name)
     if module.archived_at_ns is not None:
@@ -129,7 +146,7 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             moduleRid=module.rid,
         )
-    version = _modules.version(module, int(version_text)) if _modules is not None else None
+    version = _version_of(module, int(version_text))
     if version is None:
         raise _refused(
             f"module '{module_name}' has no version {version_text} (its latest is {module.latest})",
@@ -219,8 +236,8 @@ def _function_at(
 ) -> tuple[ModuleVersion, Json] | None:
     if _modules is None or not VERSION.match(version_text):
         return None
-    module = _modules.module_named(module_name)
-    version = None if module is None else _modules.version(module, int(version_text))
+    module = _module_named(module_name)
+    version = None if module is None else _version_of(module, int(version_text))
     if version is None:
         return None
     for f in version.definition.get("functions") or []:

@@ -17,7 +17,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -223,6 +223,17 @@ class CatalogUnavailable(Exception):
 TABLE_KIND = {"assets": "asset", "runs": "run"}  # the kind a change of a table's row is announced as
 
 
+@dataclass(frozen=True)
+class RowWrite:
+    """One row of a `CatalogRows.write`: `body` is stored under (table, rid) if the row is still as
+    the writer read it: absent (`was` None) or holding exactly `was`."""
+
+    table: str
+    rid: str
+    body: str
+    was: str | None = None
+
+
 class CatalogRows(Protocol):
     """Where the catalog's bodies are kept: one JSON text per (table, rid)."""
 
@@ -238,16 +249,21 @@ class CatalogRows(Protocol):
 
     def delete(self, table: str, rid: str) -> bool: ...
 
+    def write(self, writes: Sequence[RowWrite], kind: str, rids: Collection[str]) -> bool:
+        """All of `writes` or, if any row is no longer as its writer read it, none (False: read
+        again and retry). A shared backend announces (kind, rids) with them, in the same step."""
+        ...
+
 
 class SqliteRows:
     """The rows in one SQLite file of this process's data dir, fsync'd on every change."""
 
     shared = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tables: Iterable[str] = TABLE_KIND) -> None:
         self.path = path
         with self._connect() as db:
-            for table in TABLE_KIND:
+            for table in tables:
                 db.execute(f"CREATE TABLE IF NOT EXISTS {table} (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
 
     @contextmanager
@@ -282,3 +298,14 @@ class SqliteRows:
     def delete(self, table: str, rid: str) -> bool:
         with self._connect() as db:
             return db.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,)).rowcount > 0
+
+    def write(self, writes: Sequence[RowWrite], kind: str, rids: Collection[str]) -> bool:
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")  # the checks and the writes, with no writer in between
+            for w in writes:
+                row = db.execute(f"SELECT body FROM {w.table} WHERE rid = ?", (w.rid,)).fetchone()
+                if (None if row is None else str(row[0])) != w.was:
+                    return False  # nothing was written: the transaction ends empty
+            for w in writes:
+                db.execute(f"INSERT OR REPLACE INTO {w.table} (rid, body) VALUES (?, ?)", (w.rid, w.body))
+        return True

@@ -6,9 +6,11 @@ version, once made, never changes, so a `derived` node pinned to it always compu
 thing. Archiving hides a module from search and from computation; unarchiving brings it back.
 Each version's definition is kept as Nominal's `ModuleVersionDefinition` JSON, as received.
 
-Kept in one SQLite file in the data dir beside the point log, written with `synchronous=FULL` so
-that an answered change survives a restart and a kill -9, as the asset catalog is
-(docs/decisions/0062-modules-and-derived-series.md)."""
+Kept in rows of the catalog (compute/storage/assets.py's `CatalogRows`): with the embedded log in
+one SQLite file in the data dir beside it, written with `synchronous=FULL` so that an answered change
+survives a restart and a kill -9, as the asset catalog is; with the Redis log in Redis, one copy
+shared by every process of it, each change written with its notice (kind `module`) in one script
+(docs/decisions/0062-modules-and-derived-series.md, docs/decisions/0066)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compute.storage.assets import CatalogRows, RowWrite, SqliteRows
+
 MODULE_RID_PREFIX = "ri.scout.main.module."
+KIND = "module"  # the kind a module's change is announced as (the kind its CatalogUse records)
+MODULES = "modules"  # rid -> the module's body
+NAMES = "module_names"  # API name -> rid: one row per name makes names unique, whoever writes
+VERSIONS = "module_versions"  # "<rid>/<version>" -> the version's body, written once, never replaced
+TABLES = (MODULES, NAMES, VERSIONS)
 
 
 class ModuleNameTaken(Exception):
@@ -54,26 +63,23 @@ class Module:
 
 
 class ModuleStore:
-    """Modules in `<data dir>/modules.sqlite`. Each call opens its own connection, so any thread
-    (the event loop's workers, the compute tier compiling a plan) may use it."""
+    """Modules in `SqliteRows` (`<data dir>/modules.sqlite`) or in shared rows (Redis). Every change
+    is one `CatalogRows.write` of the rows it read and the rows it makes: a version number or name
+    taken meanwhile by another process makes it read again (update) or fail (create), so versions
+    stay immutable and names unique however many processes write. Any thread may use it."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS modules (rid TEXT PRIMARY KEY, api_name TEXT NOT NULL UNIQUE,"
-                " body TEXT NOT NULL)"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS versions (rid TEXT NOT NULL, version INTEGER NOT NULL,"
-                " body TEXT NOT NULL, PRIMARY KEY (rid, version))"
-            )
+    def __init__(self, path: Path | None = None, *, rows: CatalogRows | None = None) -> None:
+        if rows is None:
+            assert path is not None, "a path for SqliteRows, or rows"
+            _migrate(path)
+            rows = SqliteRows(path, TABLES)
+        self.rows = rows
+        self._lock = threading.Lock()  # this process's writers in turn: a retry is for other processes
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=10)
-        db.execute("PRAGMA synchronous=FULL")  # fsync on commit: an answered change is on disk
-        return db
+    @property
+    def shared(self) -> bool:
+        """Whether every change is announced by the rows themselves to every process sharing them."""
+        return self.rows.shared
 
     # -- changes --------------------------------------------------------------------------------
     def create(
@@ -89,17 +95,14 @@ class ModuleStore:
         rid = MODULE_RID_PREFIX + str(uuid.uuid4())
         module = Module(rid, api_name, title, description, created_by, now_ns, None, workspace, 1)
         version = {"created_by": created_by, "created_at_ns": now_ns, "definition": definition}
-        with self._lock, self._connect() as db:
-            try:
-                db.execute(
-                    "INSERT INTO modules (rid, api_name, body) VALUES (?, ?, ?)",
-                    (rid, api_name, json.dumps(_module_body(module))),
-                )
-            except sqlite3.IntegrityError:
-                raise ModuleNameTaken(api_name) from None
-            db.execute(
-                "INSERT INTO versions (rid, version, body) VALUES (?, 1, ?)", (rid, json.dumps(version))
-            )
+        writes = [
+            RowWrite(NAMES, api_name, rid),
+            RowWrite(MODULES, rid, json.dumps(_module_body(module))),
+            RowWrite(VERSIONS, _version_key(rid, 1), json.dumps(version)),
+        ]
+        with self._lock:
+            if not self.rows.write(writes, KIND, [rid]):
+                raise ModuleNameTaken(api_name)  # the rid is new: only the name can be taken
         return module, self._version(module, 1, version)
 
     def update(
@@ -113,69 +116,65 @@ class ModuleStore:
     ) -> tuple[Module, ModuleVersion] | None:
         """A new version with this definition (and the module's new title and description); None:
         no such module."""
-        with self._lock, self._connect() as db:
-            module = self._module(db, rid)
-            if module is None:
-                return None
-            module = Module(
-                rid,
-                module.api_name,
-                title,
-                description,
-                module.created_by,
-                module.created_at_ns,
-                module.archived_at_ns,
-                module.workspace,
-                module.latest + 1,
-            )
-            version = {"created_by": created_by, "created_at_ns": now_ns, "definition": definition}
-            db.execute("UPDATE modules SET body = ? WHERE rid = ?", (json.dumps(_module_body(module)), rid))
-            db.execute(
-                "INSERT INTO versions (rid, version, body) VALUES (?, ?, ?)",
-                (rid, module.latest, json.dumps(version)),
-            )
-        return module, self._version(module, module.latest, version)
+        version = {"created_by": created_by, "created_at_ns": now_ns, "definition": definition}
+        with self._lock:
+            while True:  # until no other process changed the module between the read and the write
+                was = self.rows.get(MODULES, rid)
+                if was is None:
+                    return None
+                module = _module(json.loads(was))
+                module = Module(
+                    rid,
+                    module.api_name,
+                    title,
+                    description,
+                    module.created_by,
+                    module.created_at_ns,
+                    module.archived_at_ns,
+                    module.workspace,
+                    module.latest + 1,
+                )
+                writes = [
+                    RowWrite(MODULES, rid, json.dumps(_module_body(module)), was),
+                    RowWrite(VERSIONS, _version_key(rid, module.latest), json.dumps(version)),
+                ]
+                if self.rows.write(writes, KIND, [rid]):
+                    return module, self._version(module, module.latest, version)
 
     def set_archived(self, rids: list[str], archived_at_ns: int | None) -> list[str]:
         """Archive (a time) or unarchive (None) these modules; the rids that exist, in order given.
         Nothing changes unless all exist."""
-        with self._lock, self._connect() as db:
-            modules = [self._module(db, rid) for rid in rids]
-            if any(m is None for m in modules):
-                return [m.rid for m in modules if m is not None]
-            for m in modules:
-                assert m is not None
-                if (m.archived_at_ns is None) == (archived_at_ns is None):
-                    continue  # already so: archiving again keeps the first time
-                body = _module_body(m) | {"archived_at_ns": archived_at_ns}
-                db.execute("UPDATE modules SET body = ? WHERE rid = ?", (json.dumps(body), m.rid))
-        return rids
+        with self._lock:
+            while True:  # as in `update`
+                bodies = {rid: self.rows.get(MODULES, rid) for rid in rids}
+                if any(b is None for b in bodies.values()):
+                    return [rid for rid in rids if bodies[rid] is not None]
+                writes = []
+                for rid, was in bodies.items():
+                    assert was is not None
+                    body = json.loads(was)
+                    if (body["archived_at_ns"] is None) == (archived_at_ns is None):
+                        continue  # already so: archiving again keeps the first time
+                    body["archived_at_ns"] = archived_at_ns
+                    writes.append(RowWrite(MODULES, rid, json.dumps(body), was))
+                if not writes or self.rows.write(writes, KIND, [w.rid for w in writes]):
+                    return rids
 
     # -- reads ----------------------------------------------------------------------------------
     def module(self, rid: str) -> Module | None:
-        with self._connect() as db:
-            return self._module(db, rid)
+        body = self.rows.get(MODULES, rid)
+        return None if body is None else _module(json.loads(body))
 
     def module_named(self, api_name: str) -> Module | None:
-        with self._connect() as db:
-            row = db.execute("SELECT body FROM modules WHERE api_name = ?", (api_name,)).fetchone()
-        return None if row is None else _module(json.loads(row[0]))
+        rid = self.rows.get(NAMES, api_name)
+        return None if rid is None else self.module(rid)
 
     def modules(self) -> list[Module]:
-        with self._connect() as db:
-            return [_module(json.loads(r[0])) for r in db.execute("SELECT body FROM modules ORDER BY rid")]
+        return [m for rid in self.rows.rids(MODULES) if (m := self.module(rid)) is not None]
 
     def version(self, module: Module, version: int) -> ModuleVersion | None:
-        with self._connect() as db:
-            row = db.execute(
-                "SELECT body FROM versions WHERE rid = ? AND version = ?", (module.rid, version)
-            ).fetchone()
-        return None if row is None else self._version(module, version, json.loads(row[0]))
-
-    @staticmethod
-    def _module(db: sqlite3.Connection, rid: str) -> Module | None:
-        row = db.execute("SELECT body FROM modules WHERE rid = ?", (rid,)).fetchone()
-        return None if row is None else _module(json.loads(row[0]))
+        body = self.rows.get(VERSIONS, _version_key(module.rid, version))
+        return None if body is None else self._version(module, version, json.loads(body))
 
     @staticmethod
     def _version(module: Module, version: int, body: dict[str, Any]) -> ModuleVersion:
@@ -188,6 +187,35 @@ class ModuleStore:
             body["definition"],
             module.archived_at_ns is not None,
         )
+
+
+def _version_key(rid: str, version: int) -> str:
+    return f"{rid}/{version}"
+
+
+def _migrate(path: Path) -> None:
+    """A modules.sqlite from before the rows (tables `modules` with an `api_name` column, and
+    `versions`) is moved into them once, in one transaction: no module or version is lost."""
+    if not path.exists():
+        return
+    db = sqlite3.connect(path, timeout=10)
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(modules)")]
+        if "api_name" not in columns:
+            return
+        db.execute("PRAGMA synchronous=FULL")
+        with db:
+            db.execute("BEGIN IMMEDIATE")  # DDL opens no transaction by itself
+            db.execute("ALTER TABLE modules RENAME TO modules_before_rows")
+            for table in TABLES:
+                db.execute(f"CREATE TABLE {table} (rid TEXT PRIMARY KEY, body TEXT NOT NULL)")
+            db.execute(f"INSERT INTO {MODULES} SELECT rid, body FROM modules_before_rows")
+            db.execute(f"INSERT INTO {NAMES} SELECT api_name, rid FROM modules_before_rows")
+            db.execute(f"INSERT INTO {VERSIONS} SELECT rid || '/' || version, body FROM versions")
+            db.execute("DROP TABLE modules_before_rows")
+            db.execute("DROP TABLE versions")
+    finally:
+        db.close()
 
 
 def _module_body(m: Module) -> dict[str, Any]:

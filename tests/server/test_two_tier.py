@@ -8,6 +8,7 @@ import asyncio
 import re
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +17,14 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from nominal_api import module as nm
 from nominal_api import scout_compute_api as sc
 
 from tests.client_view import ResultView
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
 from tests.server import test_end_to_end
+from tests.server import test_modules as modules
 from tests.server import test_nominal_datasets as ds
 from tests.server.test_directory import directory_until
 from tests.server.test_end_to_end import unique_rid
@@ -411,6 +414,99 @@ async def test_catalog_edits_through_one_edge_reach_subscriptions_on_every_edge(
             error = await error_past_outages(client, "car")
             assert error["name"] == "PersistentCompute:InvalidComputation", error
             assert error["params"] == {"invalidTypes": "", "variant": "asset", "rid": asset["rid"]}, error
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def post_when_back(url: str, body: Any) -> httpx.Response:
+    """A change through an edge whose link to Redis may still be coming back (503 meanwhile)."""
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(timeout=60) as http:
+        while True:
+            response = await http.post(url, json=body)
+            if response.status_code != 503 or time.monotonic() > deadline:
+                assert response.status_code == 200, response.text
+                return response
+            await asyncio.sleep(0.5)
+
+
+async def readable_again(base_url: str, rid: str) -> None:
+    """Once the edge reads the module catalog again after Redis came back."""
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(timeout=60) as http:
+        while (await http.get(f"{base_url}/scout/v2/module/{rid}")).status_code == 503:
+            assert time.monotonic() < deadline, "the module catalog did not come back"
+            await asyncio.sleep(0.5)
+
+
+async def test_a_module_made_through_one_edge_is_computed_and_archived_on_every_edge(tier: Tier) -> None:
+    """A module created through edge A is found through edge B and by the compute tier (one set of
+    modules, in Redis): a derived subscription through B computes it. Updated through B, version 2
+    is A's latest too while version 1's subscriptions go on; with Redis away the module routes answer
+    503 and nothing changes; archived through A once it is back, the subscriptions on B and on A end
+    with the error naming the module."""
+    a, b = tier.edges
+    r, t0, name = unique_rid("modules"), time.time_ns() - 60 * NANOS, f"m_{uuid.uuid4().hex}"
+    xs = [(t0, 1.0), (t0 + NANOS, 2.0)]
+    await write_points(a.base_url, r, "x", xs)
+    created = await modules.create_module(
+        a.base_url,
+        nm.CreateModuleRequest(
+            api_name=name, title="Physics", description="", definition=modules.definition()
+        ),
+    )
+    rid = created.metadata.rid
+    [found] = await modules.batch_get(b.base_url, name, "1")
+    assert found.metadata.rid == rid and found.definition == created.definition
+
+    args = {"x": modules.variable("c"), "k": modules.double(2.0)}
+    node = modules.numeric_node(sc.NumericSeries(derived=modules.derived(name, "scaled", "1", args)))
+    variables = {"c": modules.channel(r, "x")}
+    clients = [await Client.connect(edge.ws_url) for edge in (b, a)]
+    try:
+        for client in clients:
+            view = await modules.subscribe(client, "scaled", node, variables)
+            assert modules.snapshot(view) == {(): [(t, 2 * v) for t, v in xs]}
+
+        update = nm.UpdateModuleRequest(
+            title="Physics 2", description="", definition=modules.definition(plus=10)
+        )
+        response = await modules.http_call("PUT", f"{b.base_url}/scout/v2/module/{rid}", modules.enc(update))
+        assert response.status_code == 200, response.text
+        [newest] = await modules.batch_get(a.base_url, name, None)
+        assert (newest.version_metadata.version, newest.metadata.title) == ("2", "Physics 2")
+        await write_points(b.base_url, r, "x", [(t0 + 2 * NANOS, 5.0)])
+        for client in clients:  # version 1 is unchanged: its subscriptions go on, an append comes
+            assert (await client.update("scaled", timeout=60))["type"] == "append"
+
+        port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
+        tier.redis.daemon.stop()
+        archive = modules.enc(nm.BatchArchiveModulesRequest(requests=[rid]))
+        async with httpx.AsyncClient(timeout=60) as http:  # meanwhile nothing can change or be read
+            for response in (
+                await http.post(f"{a.base_url}/scout/v2/module/archive", json=archive),
+                await http.get(f"{b.base_url}/scout/v2/module/{rid}"),
+            ):
+                assert response.status_code == 503, response.text
+                assert response.json()["errorName"] == "Sparkwire:ServiceUnavailable", response.text
+        tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
+        await readable_again(b.base_url, rid)
+        [kept] = await modules.batch_get(b.base_url, name, None)
+        assert kept.metadata.archived_at is None  # the refused archive changed nothing
+
+        response = await post_when_back(f"{a.base_url}/scout/v2/module/archive", archive)
+        assert response.json() == {"archivedModuleRids": [rid]}
+        for client in clients:
+            error = await error_past_outages(client, "scaled")
+            assert error["name"] == "PersistentCompute:InvalidComputation", error
+            assert error["params"] == {
+                "invalidTypes": "",
+                "variant": "derived",
+                "field": "moduleName",
+                "moduleName": name,
+                "moduleRid": rid,
+            }, error
     finally:
         for client in clients:
             await client.close()
