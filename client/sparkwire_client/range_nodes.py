@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 from sparkwire_client.nodes import (
     Computable,
@@ -31,6 +31,7 @@ from sparkwire_client.nodes import (
 )
 
 Series = NumericSeries | EnumSeries
+S = TypeVar("S", NumericSeries, EnumSeries)  # a node of the input's own family
 Side = Literal["start", "end", "both"]
 Comparison = Literal["gt", "ge", "lt", "le", "eq", "ne"]
 _PADDING = {"start": "PAD_START", "end": "PAD_END", "both": "PAD_START_AND_END"}
@@ -247,7 +248,7 @@ def value_map(
     return EnumSeries(_union("valueMap", body), x.variables)
 
 
-def within(x: Series, ranges: RangeSeries) -> Series:
+def within(x: S, ranges: RangeSeries) -> S:
     """The points of x (enum or numeric) inside the ranges (`filterTransformation`)."""
     body = {"input": x.json, "filter": ranges.json}
     return type(x)(_union("filterTransformation", body), _variables(x, ranges))
@@ -274,7 +275,7 @@ def enum_aggregation(x: EnumSeries, operator: Literal["min", "max"] = "max") -> 
     return EnumSeries(_union("enumAggregation", body), x.variables)
 
 
-def to_start_of_interval(x: Series, seconds: float) -> Series:
+def to_start_of_interval(x: S, seconds: float) -> S:
     """Every point of x moved to the start of its epoch-aligned interval of `seconds`
     (`toStartOfInterval`); points landing on one timestamp are all kept (see `aggregate`)."""
     body = {"input": x.json, "window": _compute_duration(seconds)}
@@ -286,7 +287,7 @@ def aggregate(x: EnumSeries, function: Literal["MIN", "MAX"] = "MAX") -> EnumSer
     return EnumSeries(_union("aggregate", {"input": x.json, "function": function}), x.variables)
 
 
-def every_nth(x: Series, n: int) -> Series:
+def every_nth(x: S, n: int) -> S:
     """Every n-th point of x, counted from the window's first (`nthPointDownsample`)."""
     return type(x)(_union("nthPointDownsample", {"input": x.json, "n": _literal(int(n))}), x.variables)
 

@@ -79,7 +79,11 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (S, "power"): n.series(temp**2),
     (S, "modulo"): n.series(temp % 7),
     (S, "atan2"): n.series(n.atan2(temp, rpm)),
-    **{(S, k): n.series(n.across(k, temp, rpm)) for k in ("max", "min", "mean", "sum", "product")},  # type: ignore[arg-type]
+    (S, "max"): n.series(n.across("max", temp, rpm)),
+    (S, "min"): n.series(n.across("min", temp, rpm)),
+    (S, "mean"): n.series(n.across("mean", temp, rpm)),
+    (S, "sum"): n.series(n.across("sum", temp, rpm)),
+    (S, "product"): n.series(n.across("product", temp, rpm)),
     (S, "union"): n.series(n.union_points(temp, rpm, operation="MAX")),
     (S, "selectNewestPoints"): n.series(temp.newest_points(10)),
     (S, "selectOldestPoints"): n.series(temp.oldest_points(10)),
@@ -106,8 +110,8 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (S, "absoluteTimestamp"): n.series(temp.absolute_timestamp("MILLISECONDS")),
     (S, "resample"): n.series(temp.resample_v1(0.5)),
     (S, "resampleV2"): n.series(temp.resample(0.5)),
-    (S, "nthPointDownsample"): n.series(r.every_nth(temp, 3)),  # type: ignore[arg-type]
-    (S, "toStartOfInterval"): n.series(r.to_start_of_interval(temp, 10)),  # type: ignore[arg-type]
+    (S, "nthPointDownsample"): n.series(r.every_nth(temp, 3)),
+    (S, "toStartOfInterval"): n.series(r.to_start_of_interval(temp, 10)),
     (S, "unitOverride"): n.series(temp.in_unit("[degF]")),
     (S, "unitConversion"): n.series(temp.in_unit("[degF]").convert_to("Cel")),
     (S, "filterTransformation"): n.series(temp.within(hot)),
@@ -151,8 +155,8 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (E, "resample"): n.series(r.resample(mode, 1, v1=True)),
     (E, "resampleV2"): n.series(r.resample(mode, 1)),
     (E, "union"): n.series(r.union([mode, gear], "MIN")),
-    (E, "enumAggregation"): n.series(r.enum_aggregation(r.to_start_of_interval(mode, 5), "min")),  # type: ignore[arg-type]
-    (E, "aggregate"): n.series(r.aggregate(r.to_start_of_interval(mode, 5))),  # type: ignore[arg-type]
+    (E, "enumAggregation"): n.series(r.enum_aggregation(r.to_start_of_interval(mode, 5), "min")),
+    (E, "aggregate"): n.series(r.aggregate(r.to_start_of_interval(mode, 5))),
     (E, "nthPointDownsample"): n.series(r.every_nth(mode, 2)),
     (E, "toStartOfInterval"): n.series(r.to_start_of_interval(mode, 5)),
     (E, "valueMap"): n.series(
@@ -311,7 +315,7 @@ def server_state(tmp_path: Path) -> Iterator[None]:
     modules.create("cover", "cover", "", {"functions": functions}, "u", 1)
     previous_modules, previous_catalog = compile_derived._modules, datasets._catalog
     compile_derived.use_modules(modules)
-    datasets.use_catalog(_Catalog())  # type: ignore[arg-type]
+    datasets.use_catalog(_Catalog())
     yield
     compile_derived.use_modules(previous_modules)
     datasets.use_catalog(previous_catalog)
