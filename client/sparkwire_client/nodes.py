@@ -808,6 +808,10 @@ def _series_union(node: NumericSeries | EnumSeries) -> Json:
 # SummarizeSeries.outputFormat's Arrow values and the bucket columns Nominal's NumericOutputField names.
 ArrowFormat = Literal["ARROW_V3", "ARROW_V4"]
 NumericOutputField = Literal["MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT"]
+NumericOutputFieldV2 = Literal[
+    "MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT",
+    "SUM", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE",
+]  # fmt: skip
 
 
 def series(
@@ -817,27 +821,56 @@ def series(
     *,
     arrow: ArrowFormat | None = None,
     fields: Sequence[NumericOutputField] | None = None,
+    fields_v2: Sequence[NumericOutputFieldV2 | float | tuple[str, float]] | None = None,
+    aggregations: Mapping[str, Aggregation | float] | None = None,
 ) -> Computable:
     """The series over the window: raw points while it holds at most `buckets` (default 1000)
     points, epoch-aligned buckets (min/max/mean/...) beyond. `arrow` asks for Nominal's ArrowPlot
     (an Arrow IPC stream; the view reads it with pyarrow) with the bucket columns `fields` names
-    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server."""
-    body: Json = {"input": _series_union(node), "numericAggregations": {}}
+    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server.
+    `fields_v2` (numericOutputFieldsV2, Arrow only, instead of `fields`): field names (SUM,
+    STANDARD_DEVIATION and ROOT_MEAN_SQUARE too), a percentile p in [0, 1] (column "pXX"), or a
+    (column name, p) pair. `aggregations` (numericAggregations): extra per-bucket columns, a name to
+    an aggregation or a percentile p."""
+    body: Json = {
+        "input": _series_union(node),
+        "numericAggregations": {k: _operator(v) for k, v in sorted((aggregations or {}).items())},
+    }
     if arrow is not None:
         if arrow not in ("ARROW_V3", "ARROW_V4"):
             raise ValueError(f"arrow must be ARROW_V3 or ARROW_V4, not {arrow!r}")
         body["outputFormat"] = arrow
+    for name, given in (("fields", fields), ("fields_v2", fields_v2)):
+        if given is not None:
+            if arrow is None:
+                raise ValueError(f"{name} apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
+            if not given:
+                raise ValueError(f"{name}: name at least one (or leave it out for the server's default)")
     if fields is not None:
-        if arrow is None:
-            raise ValueError("fields apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
-        if not fields:
-            raise ValueError("fields: name at least one (or leave it out for the server's default)")
         body["numericOutputFields"] = list(fields)
+    if fields_v2 is not None:
+        body["numericOutputFieldsV2"] = [_output_field_v2(f) for f in fields_v2]
     if buckets is not None:
         body["buckets"] = int(buckets)
     if resolution_seconds is not None:
         body["resolution"] = round(resolution_seconds * NANOS)
     return Computable(_union("series", body), node.variables)
+
+
+def _operator(aggregation: str | float) -> Json:
+    """A `NumericAggregationOperator`: an aggregation's name, or a percentile p."""
+    if isinstance(aggregation, str):
+        return _union(aggregation, {})
+    return _union("percentile", {"percentile": _literal(float(aggregation))})
+
+
+def _output_field_v2(field: str | float | tuple[str, float]) -> Json:
+    if isinstance(field, str):
+        return _union("field", field)
+    if isinstance(field, tuple):
+        name, p = field
+        return _union("percentile", {"percentile": _literal(float(p)), "outputName": name})
+    return _union("percentile", {"percentile": _literal(float(field))})
 
 
 def ranges(node: RangeSeries, max_ranges: int | None = None) -> Computable:
