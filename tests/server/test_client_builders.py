@@ -5,6 +5,7 @@ and checked against values worked out here from the points written."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from sparkwire_client import Client, Writer, expression, if_else, numeric_channe
 from sparkwire_client import nodes as n
 from sparkwire_client import range_nodes as r
 from tests.conftest import ServerProcess
+from tests.reference import bucket_width, reference_buckets
 from tests.wire import NANOS
 
 WINDOW_S = 3600.0
@@ -58,6 +60,9 @@ async def test_new_builders_compute_what_their_nodes_mean(server: ServerProcess)
             ),
             "newest": await client.subscribe(series(temp.newest_points(3)), window=WINDOW_S),
             "nominal_api": await client.subscribe(raw_node(nominal_node, temp.variables), window=WINDOW_S),
+            "fields_v2": await client.subscribe(
+                series(temp, buckets=4, arrow="ARROW_V4", fields_v2=["SUM", ("median", 0.5)]), window=WINDOW_S
+            ),
         }
         views = {k: await s.wait_for(lambda v: v.updates >= 1, timeout=120) for k, s in subs.items()}
 
@@ -78,3 +83,17 @@ async def test_new_builders_compute_what_their_nodes_mean(server: ServerProcess)
     assert points("labels_back") == [(t, 1.0) for t, lab in zip(stamps, labels, strict=True) if lab == "high"]
     assert points("newest") == list(zip(stamps[-3:], VALUES[-3:], strict=True))
     assert points("nominal_api") == [(t, v + 10) for t, v in zip(stamps, VALUES, strict=True)]
+    # numericOutputFieldsV2: each bucket's sum and median (a percentile column named as asked)
+    written = list(zip(stamps, VALUES, strict=True))
+    ends = [end for end, _ in reference_buckets(written, bucket_width(int(WINDOW_S * NANOS), 4))]
+    want = []
+    for end in ends:
+        inside = [v for t, v in written if t < end and not any(t < e for e in ends if e < end)]
+        want.append({"timestamp": end, "sum": sum(inside), "median": statistics.median(inside)})
+    assert views["fields_v2"].kind == "arrowBucketedNumeric"
+    got_buckets = views["fields_v2"].rows()
+    assert [r["timestamp"] for r in got_buckets] == [w["timestamp"] for w in want]
+    for got_row, want_row in zip(got_buckets, want, strict=True):
+        assert set(got_row) == {"timestamp", "sum", "median"}
+        assert got_row["sum"] == pytest.approx(want_row["sum"], rel=1e-12)
+        assert got_row["median"] == pytest.approx(want_row["median"], rel=1e-12)
