@@ -3,8 +3,10 @@
 One table maps each computing variant (union and name) to a client call that builds it. The set of
 variants is derived from the compiler's own registries, so a node added to the server without a
 client builder fails `test_the_table_covers_every_variant_the_server_compiles`. Each built request
-decodes into nominal-api's classes and encodes back unchanged (the wire form is Nominal's), and
-compiles on the server's compiler without a refusal."""
+decodes into nominal-api's classes and encodes back unchanged (the wire form is Nominal's: a
+missing required field fails to decode, a misnamed one is dropped, an unknown enum value becomes
+UNKNOWN), and compiles on the server's compiler without a refusal. The newer builders are also
+compared with the same nodes written field by field with nominal-api's classes."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 from conjure_python_client import ConjureDecoder, ConjureEncoder
+from nominal_api import api, scout_run_api
 from nominal_api import persistent_compute_api as pc
 from nominal_api import scout_compute_api as sc
 
@@ -352,3 +355,190 @@ def test_each_built_request_compiles_on_the_server(key: str, server_state: None)
         request["node"], 60 * 10**9, request["context"]["variables"], c.Limits(), c.ResultOptions()
     )
     assert plan.selectors, "the plan reads no channel"
+
+
+# -- the same nodes built with nominal-api's own classes, field by field -------------------------------
+def _ref(x: n.Node) -> sc.Reference:
+    (name,) = x.variables
+    return sc.Reference(name=name)
+
+
+def _num(x: n.Node) -> sc.NumericSeries:
+    return sc.NumericSeries(raw=_ref(x))
+
+
+def _lit(v: float) -> sc.DoubleConstant:
+    return sc.DoubleConstant(literal=v)
+
+
+def _const(v: float) -> sc.NumericSeries:
+    return sc.NumericSeries(constant=sc.ConstantNumericSeries(double=_lit(v)))
+
+
+def _seconds(s: int) -> sc.Duration:
+    return sc.Duration(seconds=sc.DurationSeconds(seconds=sc.IntegerConstant(literal=s)))
+
+
+T, P, M = _num(temp), _num(rpm), sc.EnumSeries(raw=_ref(mode))
+HOT = sc.RangeSeries(
+    threshold=sc.ThresholdingRanges(input=T, threshold=_lit(90.0), operator=sc.ThresholdOperator.GREATER_THAN)
+)
+NOMINAL: dict[str, tuple[n.Node, Any]] = {
+    "ifElse": (
+        n.if_else(temp.gt(90), temp, 0),
+        sc.NumericSeries(
+            if_else=sc.NumericIfElseSeries(
+                condition=sc.BooleanSeries(greater_than=sc.GreaterThanSeries(left=T, right=_const(90.0))),
+                true_value=T,
+                false_value=_const(0.0),
+            )
+        ),
+    ),
+    "arithmetic": (
+        n.expression("sin(x) * 2 + 1", {"x": temp}),
+        sc.NumericSeries(arithmetic=sc.ArithmeticSeries(inputs={"x": T}, expression="sin(x) * 2 + 1")),
+    ),
+    "filterByExpression": (
+        n.filter_by_expression("x", "x > y", {"x": temp, "y": rpm}),
+        sc.NumericSeries(
+            filter_by_expression=sc.FilterByExpressionSeries(
+                base="x", inputs={"x": T, "y": P}, expression="x > y"
+            )
+        ),
+    ),
+    "union": (
+        n.union_points(temp, rpm, operation="MEAN"),
+        sc.NumericSeries(union=sc.NumericUnionSeries(input=[T, P], operation=sc.NumericUnionOperation.MEAN)),
+    ),
+    "selectNewestPoints": (
+        temp.newest_points(5),
+        sc.NumericSeries(
+            select_newest_points=sc.SelectNewestPointsSeries(
+                input=T, num_points=sc.IntegerConstant(literal=5)
+            )
+        ),
+    ),
+    "approximateFilter": (
+        temp.near(20, 0.5, equal=False),
+        sc.NumericSeries(
+            approximate_filter=sc.NumericApproximateFilterSeries(
+                input=T,
+                threshold=_lit(20.0),
+                tolerance=_lit(0.5),
+                operator=sc.ApproximateThresholdOperator.NOT_EQUAL_TO,
+            )
+        ),
+    ),
+    "rollingPoints-percentile": (
+        temp.rolling_points(4, "percentile", 0.9),
+        sc.NumericSeries(
+            numeric_aggregation=sc.NumericAggregation(
+                input=sc.AggregationBuilder(
+                    rolling_points=sc.RollingPointsAggregationBuilder(
+                        input=sc.Series(numeric=T), points=sc.IntegerConstant(literal=4)
+                    )
+                ),
+                operator=sc.NumericAggregationOperator(percentile=sc.Percentile(percentile=_lit(0.9))),
+            )
+        ),
+    ),
+    "groupBy-every": (
+        temp.group_by("sum", every_seconds=2),
+        sc.NumericSeries(
+            numeric_aggregation=sc.NumericAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(numeric=T),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(every=_seconds(2)),
+                    )
+                ),
+                operator=sc.NumericAggregationOperator(sum=sc.Summation()),
+            )
+        ),
+    ),
+    "aggregateUnderRanges": (
+        n.under_ranges(temp, hot, "MAX"),
+        sc.NumericSeries(
+            aggregate_under_ranges=sc.AggregateUnderRangesSeries(
+                input=T, ranges=HOT, operation=sc.NumericAggregationFunction.MAX
+            )
+        ),
+    ),
+    "rangeDuration": (
+        n.range_duration(hot, "drop"),
+        sc.NumericSeries(
+            range_duration=sc.RangeDurationSeries(
+                input=HOT, unbounded_range_behavior=sc.UnboundedRangeBehavior(drop=api.Empty())
+            )
+        ),
+    ),
+    "enumToNumeric": (
+        n.enum_to_numeric(mode, {"PARK": 0}, default=-1),
+        sc.NumericSeries(
+            enum_to_numeric=sc.EnumToNumericSeries(
+                input=M, mapping={"PARK": _lit(0.0)}, default_value=_lit(-1.0)
+            )
+        ),
+    ),
+    "offset": (temp.offset(3), sc.NumericSeries(offset=sc.OffsetSeries(input=T, scalar=_lit(3.0)))),
+    "durationFilter": (
+        r.held_for(hot, 5, v1=True),
+        sc.RangeSeries(
+            duration_filter=sc.DurationFilterRanges(
+                input=HOT,
+                threshold=sc.DurationConstant(literal=scout_run_api.Duration(seconds=5, nanos=0)),
+                operator=sc.ThresholdOperator.GREATER_THAN,
+                unbounded_behavior=sc.UnboundedBehavior.INFINITY,
+            )
+        ),
+    ),
+    "booleanRanges": (
+        r.condition_ranges(temp.gt(20) & temp.le(80)),
+        sc.RangeSeries(
+            boolean_ranges=sc.BooleanRanges(
+                input=sc.BooleanSeries(
+                    and_=sc.AndSeries(
+                        left=sc.BooleanSeries(greater_than=sc.GreaterThanSeries(left=T, right=_const(20.0))),
+                        right=sc.BooleanSeries(
+                            less_than_or_equal_to=sc.LessThanOrEqualToSeries(left=T, right=_const(80.0))
+                        ),
+                    )
+                )
+            )
+        ),
+    ),
+    "peak": (
+        r.peaks(temp, "TROUGH"),
+        sc.RangeSeries(peak=sc.PeakRanges(input=T, return_type=sc.PeakType.TROUGH)),
+    ),
+    "categoricalOnChangeRangesV2": (
+        r.label_changes(mode),
+        sc.RangeSeries(categorical_on_change_ranges_v2=sc.CategoricalOnChangeRangesV2(input=M)),
+    ),
+    "enumAggregation": (
+        r.enum_aggregation(mode, "min"),
+        sc.EnumSeries(
+            enum_aggregation=sc.EnumAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(enum=M),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(current=api.Empty()),
+                    )
+                ),
+                operator=sc.EnumAggregationOperator(min=api.Empty()),
+            )
+        ),
+    ),
+    "enum timeShiftV2": (
+        mode.time_shift(2, v2=True),
+        sc.EnumSeries(time_shift_v2=sc.EnumTimeShiftSeriesV2(input=M, duration=_seconds(2))),
+    ),
+}
+
+
+@pytest.mark.parametrize("key", sorted(NOMINAL))
+def test_the_builders_equal_nodes_built_with_nominal_api_classes(key: str) -> None:
+    built, nominal = NOMINAL[key]
+    assert _drop_empty(built.json) == _drop_empty(ConjureEncoder.do_encode(nominal))
