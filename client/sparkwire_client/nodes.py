@@ -4,8 +4,13 @@
     node = series((temp - 32) / 1.8, buckets=500)        # a ComputableNode, ready to subscribe
     hot = ranges(temp.above(90))                         # threshold ranges
 
-Series nodes combine with Python operators (`+ - * /`, unary `-`, `abs()`); range series with
-`&` (intersection), `|` (union) and `~` (complement). Channels become variables of the request's
+    capped = if_else(temp.gt(120), 120, temp)          # ifElse over a condition (BooleanSeries)
+    formula = expression("sin(x) * 2 + 1", {"x": temp})  # Nominal's arithmetic expression node
+
+Series nodes combine with Python operators (`+ - * / // % **`, unary `-`, `abs()`); conditions
+with `&` and `|`; range series with `&` (intersection), `|` (union) and `~` (complement). The
+range, enum and value nodes are in `range_nodes`, the charts in `charts`; `raw_node` sends any
+node as it is (Conjure JSON or nominal-api objects). Channels become variables of the request's
 context, named after what they select, so identical requests from different programs are identical
 on the wire and share one computation on the server.
 """
