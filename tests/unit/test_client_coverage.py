@@ -23,6 +23,7 @@ from nominal_api import scout_compute_api as sc
 
 from compute.evaluation import compile_derived, compile_numeric, datasets
 from compute.evaluation import compiler as c
+from compute.evaluation.errors import ComputeError
 from compute.evaluation.nominal_variants import VARIANTS
 from compute.storage.assets import Asset, DataScope
 from compute.storage.modules import ModuleStore
@@ -259,6 +260,16 @@ def test_the_table_covers_every_variant_the_server_compiles() -> None:
     missing = sorted(computing - set(COVERAGE))
     assert not missing, f"no client builder in the table for {missing}"
     assert set(COVERAGE) <= computing, sorted(set(COVERAGE) - computing)
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED), ids=lambda k: f"{k[0]}.{k[1]}")
+def test_the_variants_left_out_are_refused_by_name_whatever_they_hold(key: tuple[str, str]) -> None:
+    """A variant is left out of the table only while the server refuses it outright: its builder
+    refuses before reading its body (one that computes would find the empty body malformed)."""
+    registry = {S: c.NUMERIC_BUILDERS, E: c.ENUM_BUILDERS, R: c.RANGE_BUILDERS}[key[0]]
+    with pytest.raises(ComputeError) as refusal:
+        registry[key[1]](c._Builder({}), {})
+    assert refusal.value.name in ("InvalidComputation", "PollingOnlyComputation")
 
 
 def _variants(value: Any) -> Iterator[str]:
