@@ -17,6 +17,7 @@ const DEFAULTS = {
   op: "GREATER_THAN",
   threshold: "88",
   formula: "", // a key of FORMULAS: the numeric channels charted through it
+  expression: "sin(x) * 2 + 1", // formula "expression": Nominal's arithmetic node over the channel x
   // Replay (docs/extensions.md): re-watch [replayFrom, replayTo) of the log; empty: live.
   replayFrom: "",
   replayTo: "",
@@ -80,7 +81,9 @@ function fillForm(config) {
 function showModeFields() {
   const mode = $("mode").value;
   $("buckets-field").hidden = mode !== "buckets" && mode !== "histogram";
-  $("threshold-field").hidden = mode !== "ranges" && mode !== "rangeValues";
+  const formula = $("formula").value;
+  $("threshold-field").hidden = mode !== "ranges" && mode !== "rangeValues" && formula !== "ifElse";
+  $("expression-field").hidden = formula !== "expression";
 }
 
 /** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
@@ -166,6 +169,14 @@ function channelVariable(rid, channel, tags, groupBy) {
 // The formula choices: NumericSeries nodes around the channel `x` (docs/protocol.md lists them all).
 const unary = (type) => (x) => ({ type, [type]: { x } });
 const seconds = (n) => ({ type: "seconds", seconds: { seconds: literal(n) } }); // a compute Duration
+const constant = (v) => ({ type: "constant", constant: { type: "double", double: literal(v) } });
+// the threshold field's ThresholdOperator as the BooleanSeries comparison ifElse takes
+const COMPARISONS = {
+  GREATER_THAN: "greaterThan",
+  GREATER_THAN_OR_EQUAL_TO: "greaterThanOrEqualTo",
+  LESS_THAN: "lessThan",
+  LESS_THAN_OR_EQUAL_TO: "lessThanOrEqualTo",
+};
 const FORMULAS = {
   "": (x) => x,
   abs: unary("abs"),
@@ -199,6 +210,14 @@ const FORMULAS = {
     type: "timeDifference",
     timeDifference: { input: { type: "numeric", numeric: x }, timeUnit: "SECONDS" },
   }),
+  // the typed expression over x (Nominal's arithmetic node); one the server refuses shows its error
+  expression: (x, config) => ({ type: "arithmetic", arithmetic: { inputs: { x }, expression: config.expression } }),
+  // x where x <op> threshold holds, else 0 (ifElse; the comparison and threshold of the threshold field)
+  ifElse: (x, config) => {
+    const comparison = COMPARISONS[config.op];
+    const condition = { type: comparison, [comparison]: { left: x, right: constant(Number(config.threshold)) } };
+    return { type: "ifElse", ifElse: { condition, trueValue: x, falseValue: constant(0) } };
+  },
 };
 
 // A channel of an asset's data scope (/assets/v1: the server resolves it, and checks the token
@@ -230,7 +249,7 @@ function request(config, channel, role) {
   const kind = channelTypes.get(`${sourceOf(config)}|${channel}`) === "string" ? "enum" : "numeric";
   const raw = { type: "raw", raw: { name: "x" } };
   const formula = FORMULAS[config.formula] ?? FORMULAS[""];
-  const input = { type: kind, [kind]: kind === "numeric" ? formula(raw) : raw };
+  const input = { type: kind, [kind]: kind === "numeric" ? formula(raw, config) : raw };
   let node;
   if (role === "ranges") {
     const threshold = { input: input[kind], threshold: literal(Number(config.threshold)), operator: config.op };
@@ -775,6 +794,7 @@ async function main() {
   $("rid").addEventListener("change", loadSeries);
   $("rid").addEventListener("input", fitRid);
   $("mode").addEventListener("change", showModeFields);
+  $("formula").addEventListener("change", showModeFields);
   turnByDragging($("side"));
   await pollReadiness();
   setInterval(pollReadiness, 2000);

@@ -1,18 +1,21 @@
 """Python client of Sparkwire: subscribe to live computations and read the merged window as a
 pandas DataFrame or plain lists (`Client`), build compute nodes (`nodes`), write points (`Writer`)."""
 
-from sparkwire_client import nodes
+from sparkwire_client import charts, nodes, range_nodes
 from sparkwire_client.assets import Catalog, CatalogError, DataScope
 from sparkwire_client.client import Client, LateReport, Replay, Subscription, SubscriptionError, ws_url
 from sparkwire_client.modules import Modules, derived_enum, derived_numeric, derived_ranges
 from sparkwire_client.nodes import (
     asset_channel,
     enum_channel,
+    expression,
     first_point,
     fluid_property,
+    if_else,
     last_point,
     numeric_channel,
     ranges,
+    raw_node,
     run_channel,
     series,
 )
@@ -34,16 +37,21 @@ __all__ = [
     "WriteError",
     "Writer",
     "asset_channel",
+    "charts",
     "derived_enum",
     "derived_numeric",
     "derived_ranges",
     "enum_channel",
+    "expression",
     "first_point",
     "fluid_property",
+    "if_else",
     "last_point",
     "nodes",
     "numeric_channel",
+    "range_nodes",
     "ranges",
+    "raw_node",
     "run_channel",
     "series",
     "ws_url",

@@ -4,8 +4,13 @@
     node = series((temp - 32) / 1.8, buckets=500)        # a ComputableNode, ready to subscribe
     hot = ranges(temp.above(90))                         # threshold ranges
 
-Series nodes combine with Python operators (`+ - * /`, unary `-`, `abs()`); range series with
-`&` (intersection), `|` (union) and `~` (complement). Channels become variables of the request's
+    capped = if_else(temp.gt(120), 120, temp)          # ifElse over a condition (BooleanSeries)
+    formula = expression("sin(x) * 2 + 1", {"x": temp})  # Nominal's arithmetic expression node
+
+Series nodes combine with Python operators (`+ - * / // % **`, unary `-`, `abs()`); conditions
+with `&` and `|`; range series with `&` (intersection), `|` (union) and `~` (complement). The
+range, enum and value nodes are in `range_nodes`, the charts in `charts`; `raw_node` sends any
+node as it is (Conjure JSON or nominal-api objects). Channels become variables of the request's
 context, named after what they select, so identical requests from different programs are identical
 on the wire and share one computation on the server.
 """
@@ -35,6 +40,10 @@ BoundsOperator = Literal[
 Aggregation = Literal["sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare"]
 BitOperation = Literal["bitAnd", "bitOr", "bitXor", "bitShiftLeft", "bitShiftRight", "bitTest"]
 Reduction = Literal["max", "min", "mean", "sum", "product"]
+AggregationFunction = Literal["SUM", "MEAN", "MIN", "MAX", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
+UnionOperation = Literal["MIN", "MAX", "MEAN", "SUM", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE"]
+UnaryOperation = Literal["COS", "SIN", "TAN", "ABS", "ASIN", "ACOS", "LOG", "LN", "SQRT"]
+BitFunction = Literal["and", "or", "xor", "shiftRight", "shiftLeft", "bitTest"]
 TimeUnit = Literal["DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS", "NANOSECONDS"]
 
 
@@ -215,6 +224,144 @@ class NumericSeries(Node):
             self.variables,
         )
 
+    def time_shift_v2(self, seconds: float) -> NumericSeries:
+        """`timeShiftV2`: as `time_shift`, the duration as a compute `Duration`."""
+        return self._unary("timeShiftV2", duration=_compute_duration(seconds))
+
+    def since(self, start_ns: int) -> NumericSeries:
+        """Only the points at or after `start_ns` (`timeRangeFilter`, a start only: an end cannot stream)."""
+        start = {"seconds": start_ns // NANOS, "nanos": start_ns % NANOS}
+        return self._unary("timeRangeFilter", startTime=_literal(start))
+
+    def near(self, value: float, tolerance: float, equal: bool = True) -> NumericSeries:
+        """The points within `tolerance` of `value` (`equal`), or the others (`approximateFilter`)."""
+        return self._unary(
+            "approximateFilter",
+            threshold=_literal(float(value)),
+            tolerance=_literal(float(tolerance)),
+            operator="EQUAL_TO" if equal else "NOT_EQUAL_TO",
+        )
+
+    def filter_where(self, condition: Condition) -> NumericSeries:
+        """The points where `condition` (over this series and constants) holds (`filterWhere`)."""
+        body = {"input": self.json, "condition": condition.json}
+        return NumericSeries(_union("filterWhere", body), Node._merge(self, condition))
+
+    def within(self, ranges: RangeSeries) -> NumericSeries:
+        """The points inside the ranges (`filterTransformation`)."""
+        body = {"input": self.json, "filter": ranges.json}
+        return NumericSeries(_union("filterTransformation", body), Node._merge(self, ranges))
+
+    def newest_points(self, n: int) -> NumericSeries:
+        """The window's last `n` points (`selectNewestPoints`)."""
+        return self._unary("selectNewestPoints", numPoints=_literal(int(n)))
+
+    def oldest_points(self, n: int) -> NumericSeries:
+        """The window's first `n` points (`selectOldestPoints`)."""
+        return self._unary("selectOldestPoints", numPoints=_literal(int(n)))
+
+    def offset(self, value: float) -> NumericSeries:
+        """x + value (`offset`, deprecated in Nominal: `x + value` builds `add`)."""
+        return self._unary("offset", scalar=_literal(float(value)))
+
+    def scale(self, value: float) -> NumericSeries:
+        """x * value (`scale`, deprecated in Nominal: `x * value` builds `multiply`)."""
+        return self._unary("scale", scalar=_literal(float(value)))
+
+    def unary_arithmetic(self, operation: UnaryOperation) -> NumericSeries:
+        """`unaryArithmetic` (deprecated in Nominal; LOG is base 10): `x.cos()` and the like build
+        the current nodes."""
+        return self._unary("unaryArithmetic", operation=operation)
+
+    def bit_operation(self, function: BitFunction, operand: int) -> NumericSeries:
+        """`bitOperation` (deprecated in Nominal: `bits` builds the current nodes); for bitTest the
+        operand is the bit index."""
+        key = "index" if function == "bitTest" else "operand"
+        return self._unary("bitOperation", function=_union(function, {key: int(operand)}))
+
+    def rolling_operation(self, window_seconds: float, aggregation: Aggregation) -> NumericSeries:
+        """`rollingOperation` (deprecated in Nominal: `rolling` builds numericAggregation)."""
+        window = _union("duration", _literal(_duration(window_seconds)))
+        return self._unary("rollingOperation", window=window, operator=_union(aggregation, {}))
+
+    def rolling_points(
+        self, points: int, aggregation: Aggregation | Literal["percentile"], percentile: float | None = None
+    ) -> NumericSeries:
+        """The aggregation over the last `points` points at every point (rollingPoints)."""
+        builder = _union(
+            "rollingPoints", {"input": _union("numeric", self.json), "points": _literal(int(points))}
+        )
+        return self._aggregation(builder, aggregation, percentile)
+
+    def group_by(
+        self,
+        aggregation: Aggregation | Literal["percentile"],
+        every_seconds: float | None = None,
+        tags: Iterable[str] | None = None,
+        percentile: float | None = None,
+    ) -> NumericSeries:
+        """The aggregation over the points sharing a timestamp (or an epoch-aligned interval of
+        `every_seconds`) and the group's tags (or only `tags`, a subset of them) (groupBy)."""
+        body = {
+            "input": _union("numeric", self.json),
+            "tags": _union("current", {})
+            if tags is None
+            else _union("subset", {"tags": [_literal(t) for t in sorted(set(tags))]}),
+            "timestamp": _union("current", {})
+            if every_seconds is None
+            else _union("every", _compute_duration(every_seconds)),
+        }
+        return self._aggregation(_union("groupBy", body), aggregation, percentile)
+
+    def _aggregation(self, builder: Json, aggregation: str, percentile: float | None) -> NumericSeries:
+        if (aggregation == "percentile") != (percentile is not None):
+            raise ValueError("give percentile (in [0, 1]) exactly when the aggregation is 'percentile'")
+        operator = _union(
+            aggregation, {} if percentile is None else {"percentile": _literal(float(percentile))}
+        )
+        return NumericSeries(
+            _union("numericAggregation", {"input": builder, "operator": operator}), self.variables
+        )
+
+    def aggregate_duplicates(self, function: AggregationFunction = "MEAN") -> NumericSeries:
+        """The points sharing a timestamp as one (`aggregate`, deprecated in Nominal)."""
+        return self._unary("aggregate", function=function, groupByTags=[])
+
+    def resample_v1(self, interval_seconds: float) -> NumericSeries:
+        """`resample` with forward fill (its default; Nominal's older form of `resample`)."""
+        config = {"interval": _literal(_duration(interval_seconds))}
+        return self._unary("resample", resampleConfiguration=config)
+
+    def absolute_timestamp(self, unit: TimeUnit = "SECONDS") -> NumericSeries:
+        """Each point's timestamp (since the epoch, in `unit`) as its value (`absoluteTimestamp`)."""
+        return NumericSeries(
+            _union("absoluteTimestamp", {"input": _union("numeric", self.json), "timeUnit": unit}),
+            self.variables,
+        )
+
+    # -- conditions (BooleanSeries: ifElse, filterWhere, condition_ranges) -------------------------
+    def _compare(self, kind: str, other: NumericSeries | float) -> Condition:
+        rhs = other if isinstance(other, NumericSeries) else constant(other)
+        return Condition(_union(kind, {"left": self.json, "right": rhs.json}), Node._merge(self, rhs))
+
+    def gt(self, other: NumericSeries | float) -> Condition:
+        return self._compare("greaterThan", other)
+
+    def ge(self, other: NumericSeries | float) -> Condition:
+        return self._compare("greaterThanOrEqualTo", other)
+
+    def lt(self, other: NumericSeries | float) -> Condition:
+        return self._compare("lessThan", other)
+
+    def le(self, other: NumericSeries | float) -> Condition:
+        return self._compare("lessThanOrEqualTo", other)
+
+    def eq(self, other: NumericSeries | float) -> Condition:
+        return self._compare("equalTo", other)
+
+    def ne(self, other: NumericSeries | float) -> Condition:
+        return self._compare("notEqualTo", other)
+
     # -- across groups (a channel's groupByTags) ------------------------------------------------
     def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> NumericSeries:
         """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
@@ -272,8 +419,123 @@ _INPUT_KEYED = frozenset(
         "unitOverride",
         "unitConversion",
         "dropNan",
+        "timeShiftV2",
+        "timeRangeFilter",
+        "approximateFilter",
+        "selectNewestPoints",
+        "selectOldestPoints",
+        "offset",
+        "scale",
+        "unaryArithmetic",
+        "bitOperation",
+        "rollingOperation",
+        "aggregate",
+        "resample",
     }
 )
+
+
+@dataclass(frozen=True)
+class Condition(Node):
+    """A `BooleanSeries`: a comparison of numeric series and constants (`x.gt(90)`), combined with
+    `&` and `|`; for `if_else`, `NumericSeries.filter_where` and `range_nodes.condition_ranges`."""
+
+    def __and__(self, other: Condition) -> Condition:
+        return Condition(_union("and", {"left": self.json, "right": other.json}), Node._merge(self, other))
+
+    def __or__(self, other: Condition) -> Condition:
+        return Condition(_union("or", {"left": self.json, "right": other.json}), Node._merge(self, other))
+
+
+def if_else(
+    condition: Condition, then: NumericSeries | float, otherwise: NumericSeries | float
+) -> NumericSeries:
+    """`then` where `condition` holds, else `otherwise`, all aligned at once (`ifElse`)."""
+    a = then if isinstance(then, NumericSeries) else constant(then)
+    b = otherwise if isinstance(otherwise, NumericSeries) else constant(otherwise)
+    body = {"condition": condition.json, "trueValue": a.json, "falseValue": b.json}
+    return NumericSeries(_union("ifElse", body), Node._merge(condition, a, b))
+
+
+def union_points(*inputs: NumericSeries, operation: UnionOperation | None = None) -> NumericSeries:
+    """Every input's points in one series (`union`); with `operation`, points sharing a timestamp
+    become one (MIN, MAX, MEAN, SUM, COUNT, ...)."""
+    body: Json = {"input": [x.json for x in inputs]}
+    if operation is not None:
+        body["operation"] = operation
+    return NumericSeries(_union("union", body), Node._merge(*inputs))
+
+
+def expression(text: str, inputs: Mapping[str, NumericSeries]) -> NumericSeries:
+    """A formula over named inputs, e.g. `expression("sin(x) * 2 + 1", {"x": temp})` (`arithmetic`;
+    docs/protocol.md lists what an expression may hold). The server refuses anything else by name."""
+    body = {"inputs": {k: x.json for k, x in inputs.items()}, "expression": text}
+    return NumericSeries(_union("arithmetic", body), Node._merge(*inputs.values()))
+
+
+def filter_by_expression(base: str, text: str, inputs: Mapping[str, NumericSeries]) -> NumericSeries:
+    """The points of input `base` where the boolean expression `text` over the inputs holds
+    (`filterByExpression`), e.g. `filter_by_expression("x", "x > 2 and y < 1", {"x": a, "y": b})`."""
+    body = {"base": base, "inputs": {k: x.json for k, x in inputs.items()}, "expression": text}
+    return NumericSeries(_union("filterByExpression", body), Node._merge(*inputs.values()))
+
+
+def binary_arithmetic(
+    input1: NumericSeries, input2: NumericSeries, operation: str = "ATAN2"
+) -> NumericSeries:
+    """`binaryArithmetic` (deprecated in Nominal; its one operation is ATAN2(input1, input2): `atan2`)."""
+    body = {"input1": input1.json, "input2": input2.json, "operation": operation}
+    return NumericSeries(_union("binaryArithmetic", body), Node._merge(input1, input2))
+
+
+def count_duplicates(*inputs: EnumSeries) -> NumericSeries:
+    """At every timestamp, how many points the enum inputs hold there (`countDuplicate`)."""
+    return NumericSeries(_union("countDuplicate", {"inputs": [x.json for x in inputs]}), Node._merge(*inputs))
+
+
+def enum_to_numeric(
+    x: EnumSeries, mapping: Mapping[str, float], default: float | None = None
+) -> NumericSeries:
+    """Each label's number; an unmapped label takes `default`, or is dropped (`enumToNumeric`)."""
+    body: Json = {"input": x.json, "mapping": {k: _literal(float(v)) for k, v in sorted(mapping.items())}}
+    if default is not None:
+        body["defaultValue"] = _literal(float(default))
+    return NumericSeries(_union("enumToNumeric", body), x.variables)
+
+
+def under_ranges(
+    x: NumericSeries, ranges: RangeSeries, function: AggregationFunction = "MEAN"
+) -> NumericSeries:
+    """One point per range, at its start: `function` over x's points inside it (`aggregateUnderRanges`)."""
+    body = {"input": x.json, "ranges": ranges.json, "operation": function}
+    return NumericSeries(_union("aggregateUnderRanges", body), Node._merge(x, ranges))
+
+
+def within_ranges(
+    x: NumericSeries,
+    ranges: RangeSeries,
+    aggregation: Aggregation | Literal["percentile"] = "average",
+    percentile: float | None = None,
+) -> NumericSeries:
+    """As `under_ranges`, with any aggregation operator (`groupWithinRangesV2`)."""
+    if (aggregation == "percentile") != (percentile is not None):
+        raise ValueError("give percentile (in [0, 1]) exactly when the aggregation is 'percentile'")
+    operator = _union(aggregation, {} if percentile is None else {"percentile": _literal(float(percentile))})
+    body = {"input": x.json, "ranges": ranges.json, "aggregation": operator}
+    return NumericSeries(_union("groupWithinRangesV2", body), Node._merge(x, ranges))
+
+
+def range_duration(
+    ranges: RangeSeries,
+    unbounded: Literal["clampToWindow", "drop"] = "clampToWindow",
+    unit: TimeUnit | None = None,
+) -> NumericSeries:
+    """Each range's duration (in `unit`, seconds by default) at its start (`rangeDuration`); an open
+    range lasts until now (clampToWindow) or is left out (drop)."""
+    body: Json = {"input": ranges.json, "unboundedRangeBehavior": _union(unbounded, {})}
+    if unit is not None:
+        body["timeUnit"] = unit
+    return NumericSeries(_union("rangeDuration", body), ranges.variables)
 
 
 def atan2(y: NumericSeries, x: NumericSeries | float) -> NumericSeries:
@@ -298,17 +560,30 @@ Substance = Literal[
 
 
 def fluid_property(
-    substance: Substance, output: FluidProperty, inputs: Mapping[FluidProperty, NumericSeries]
+    substance: Substance,
+    output: FluidProperty,
+    inputs: Mapping[FluidProperty, NumericSeries],
+    radius_seconds: float | None = None,
 ) -> NumericSeries:
     """`output` of `substance` from two state properties (refpropV2), in SI units (K, Pa, kg/m^3,
     J/kg, J/(kg K), Pa s); e.g. `fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": t,
-    "PRESSURE": p})`. Inputs align by forward fill within 1 s; a state without a solution is NaN."""
-    body = {
+    "PRESSURE": p})`. Inputs align by forward fill within 1 s, or within `radius_seconds` (then
+    the node is `refprop`, which has that field); a state without a solution is NaN."""
+    body: Json = {
         "inputs": {k: x.json for k, x in inputs.items()},
         "substance": substance,
         "outputProperty": output,
     }
-    return NumericSeries(_union("refpropV2", body), Node._merge(*inputs.values()))
+    kind = "refpropV2"
+    if radius_seconds is not None:
+        kind = "refprop"
+        body["interpolationConfiguration"] = _forward_fill(radius_seconds)
+    return NumericSeries(_union(kind, body), Node._merge(*inputs.values()))
+
+
+def _forward_fill(radius_seconds: float) -> Json:
+    ffill = {"interpolationRadius": _literal(_duration(radius_seconds))}
+    return _union("forwardFillInterpolation", ffill)
 
 
 def across(reduction: Reduction, *inputs: NumericSeries) -> NumericSeries:
@@ -337,6 +612,12 @@ class EnumSeries(Node):
     def select_tags(self, *keys: str) -> EnumSeries:
         """Each group keyed by only these tags; groups that then share them become one, every point kept."""
         return EnumSeries(_select_tags(self.json, keys), self.variables)
+
+    def time_shift(self, seconds: float, v2: bool = False) -> EnumSeries:
+        """Every point moved later by `seconds` (`timeShift`; `v2`: `timeShiftV2`)."""
+        duration = _compute_duration(seconds) if v2 else _literal(_duration(seconds))
+        body = {"input": self.json, "duration": duration}
+        return EnumSeries(_union("timeShiftV2" if v2 else "timeShift", body), self.variables)
 
 
 def _filter_by_tag(series: Json, key: str, values: Iterable[str], exclude: bool) -> Json:
@@ -453,6 +734,47 @@ def run_channel(
     return NumericSeries(_union("raw", {"name": name}), {name: variable})
 
 
+def _inline_channel(data_source_rid: str, channel: str, tags: Mapping[str, str] | None) -> Json:
+    source = {
+        "dataSourceRid": _literal(data_source_rid),
+        "channel": _literal(channel),
+        "tags": {k: _literal(v) for k, v in sorted((tags or {}).items())},
+        "tagsToGroupBy": [],
+    }
+    return _union("channel", _union("dataSource", source))
+
+
+def inline_numeric_channel(
+    data_source_rid: str, channel: str, tags: Mapping[str, str] | None = None
+) -> NumericSeries:
+    """A double channel written into the node itself (`NumericSeries.channel`, deprecated in
+    Nominal) rather than as a context variable (`numeric_channel`)."""
+    return NumericSeries(_inline_channel(data_source_rid, channel, tags))
+
+
+def inline_enum_channel(
+    data_source_rid: str, channel: str, tags: Mapping[str, str] | None = None
+) -> EnumSeries:
+    """A string channel written into the node itself (`EnumSeries.channel`)."""
+    return EnumSeries(_inline_channel(data_source_rid, channel, tags))
+
+
+def dataset_of(kind: Literal["asset", "run"], rid: str) -> Json:
+    """A `Dataset`: an asset's or a run's data, in Sparkwire's catalog (for `select_numeric`)."""
+    return _union(kind, {"rid": _literal(rid)})
+
+
+def select_numeric(channel: str, dataset: Json) -> NumericSeries:
+    """A double channel by name of a dataset (`selectNumeric`): `dataset_of("asset", rid)`, or
+    any other `Dataset` union as JSON."""
+    return NumericSeries(_union("selectNumeric", {"name": _literal(channel), "dataset": dataset}))
+
+
+def select_enum(channel: str, dataset: Json) -> EnumSeries:
+    """A string channel by name of a dataset (`selectEnum`)."""
+    return EnumSeries(_union("selectEnum", {"name": _literal(channel), "dataset": dataset}))
+
+
 def constant(value: float) -> NumericSeries:
     return NumericSeries(_union("constant", _union("double", _literal(float(value)))))
 
@@ -491,6 +813,10 @@ def _series_union(node: NumericSeries | EnumSeries) -> Json:
 # SummarizeSeries.outputFormat's Arrow values and the bucket columns Nominal's NumericOutputField names.
 ArrowFormat = Literal["ARROW_V3", "ARROW_V4"]
 NumericOutputField = Literal["MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT"]
+NumericOutputFieldV2 = Literal[
+    "MIN", "MAX", "MEAN", "COUNT", "VARIANCE", "FIRST_POINT", "LAST_POINT",
+    "SUM", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE",
+]  # fmt: skip
 
 
 def series(
@@ -500,27 +826,56 @@ def series(
     *,
     arrow: ArrowFormat | None = None,
     fields: Sequence[NumericOutputField] | None = None,
+    fields_v2: Sequence[NumericOutputFieldV2 | float | tuple[str, float]] | None = None,
+    aggregations: Mapping[str, Aggregation | float] | None = None,
 ) -> Computable:
     """The series over the window: raw points while it holds at most `buckets` (default 1000)
     points, epoch-aligned buckets (min/max/mean/...) beyond. `arrow` asks for Nominal's ArrowPlot
     (an Arrow IPC stream; the view reads it with pyarrow) with the bucket columns `fields` names
-    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server."""
-    body: Json = {"input": _series_union(node), "numericAggregations": {}}
+    (default: the server's, MEAN); `fields` without `arrow` is an error, as on the server.
+    `fields_v2` (numericOutputFieldsV2, Arrow only, instead of `fields`): field names (SUM,
+    STANDARD_DEVIATION and ROOT_MEAN_SQUARE too), a percentile p in [0, 1] (column "pXX"), or a
+    (column name, p) pair. `aggregations` (numericAggregations): extra per-bucket columns, a name to
+    an aggregation or a percentile p."""
+    body: Json = {
+        "input": _series_union(node),
+        "numericAggregations": {k: _operator(v) for k, v in sorted((aggregations or {}).items())},
+    }
     if arrow is not None:
         if arrow not in ("ARROW_V3", "ARROW_V4"):
             raise ValueError(f"arrow must be ARROW_V3 or ARROW_V4, not {arrow!r}")
         body["outputFormat"] = arrow
+    for name, given in (("fields", fields), ("fields_v2", fields_v2)):
+        if given is not None:
+            if arrow is None:
+                raise ValueError(f"{name} apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
+            if not given:
+                raise ValueError(f"{name}: name at least one (or leave it out for the server's default)")
     if fields is not None:
-        if arrow is None:
-            raise ValueError("fields apply only to Arrow output: give arrow='ARROW_V3' or 'ARROW_V4'")
-        if not fields:
-            raise ValueError("fields: name at least one (or leave it out for the server's default)")
         body["numericOutputFields"] = list(fields)
+    if fields_v2 is not None:
+        body["numericOutputFieldsV2"] = [_output_field_v2(f) for f in fields_v2]
     if buckets is not None:
         body["buckets"] = int(buckets)
     if resolution_seconds is not None:
         body["resolution"] = round(resolution_seconds * NANOS)
     return Computable(_union("series", body), node.variables)
+
+
+def _operator(aggregation: str | float) -> Json:
+    """A `NumericAggregationOperator`: an aggregation's name, or a percentile p."""
+    if isinstance(aggregation, str):
+        return _union(aggregation, {})
+    return _union("percentile", {"percentile": _literal(float(aggregation))})
+
+
+def _output_field_v2(field: str | float | tuple[str, float]) -> Json:
+    if isinstance(field, str):
+        return _union("field", field)
+    if isinstance(field, tuple):
+        name, p = field
+        return _union("percentile", {"percentile": _literal(float(p)), "outputName": name})
+    return _union("percentile", {"percentile": _literal(float(field))})
 
 
 def ranges(node: RangeSeries, max_ranges: int | None = None) -> Computable:
@@ -537,3 +892,19 @@ def first_point(node: NumericSeries | EnumSeries) -> Computable:
 
 def last_point(node: NumericSeries | EnumSeries) -> Computable:
     return Computable(_union("value", _union("lastPoint", _series_union(node))), node.variables)
+
+
+def _plain(value: Any) -> Any:
+    """Conjure JSON as is; a nominal-api object (anything conjure_python_client encodes) encoded."""
+    if isinstance(value, dict | list | str | int | float | bool) or value is None:
+        return value
+    from conjure_python_client import ConjureEncoder  # only where nominal-api's classes are used
+
+    return ConjureEncoder.do_encode(value)
+
+
+def raw_node(node: Any, variables: Mapping[str, Any] | None = None) -> Computable:
+    """Any `ComputableNode` as is: its Conjure JSON, or an object of nominal-api's classes
+    (`scout_compute_api.ComputableNode(...)`), with its context variables (name -> `VariableValue`,
+    JSON or nominal-api objects). For a node the builders here do not cover."""
+    return Computable(_plain(node), {k: _plain(v) for k, v in (variables or {}).items()})

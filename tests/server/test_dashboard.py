@@ -280,6 +280,59 @@ async def test_a_formula_charts_the_channel_through_a_numeric_node(server: Serve
         )
 
 
+async def test_the_expression_and_if_else_formulas_chart_and_a_refused_expression_shows_why(
+    server: ServerProcess, page: Page
+) -> None:
+    rid = unique_rid("expression")
+    now = time.time_ns()
+    history = [(now - (30 - i) * NANOS, float(i) * 0.7 - 5) for i in range(20)]
+    await write_points(server.base_url, rid, "p", history)
+    values = [v for _, v in history]
+    for params, want in (
+        ({"formula": "expression", "expression": "sin(x) * 2 + 1"}, [math.sin(v) * 2 + 1 for v in values]),
+        ({"formula": "expression", "expression": "max(x, 0) ** 2"}, [max(v, 0.0) ** 2 for v in values]),
+        (
+            {"formula": "ifElse", "op": "GREATER_THAN", "threshold": "1.5"},
+            [v if v > 1.5 else 0.0 for v in values],
+        ),
+        (
+            {"formula": "ifElse", "op": "LESS_THAN_OR_EQUAL_TO", "threshold": "-2.2"},
+            [v if v <= -2.2 else 0.0 for v in values],
+        ),
+    ):
+        await open_dashboard(page, server.base_url, rid=rid, channels="p", window="300", mode="raw", **params)
+        data = await until(page, lambda d: len(points_of(d, "p")) == len(history))
+        got = [v for _, v in points_of(data, "p")]
+        assert all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9) for g, w in zip(got, want, strict=True)), (
+            params
+        )
+        assert data["errors"] == []
+    # the fields follow the formula: the expression box for expression, the threshold for if/else
+    await expect(page.locator("#threshold-field")).to_be_visible()
+    await expect(page.locator("#expression-field")).to_be_hidden()
+    await page.select_option("#formula", "expression")
+    await expect(page.locator("#expression-field")).to_be_visible()
+    await expect(page.locator("#threshold-field")).to_be_hidden()
+
+    # an expression the server refuses: the page says what the server said, and charts nothing
+    await open_dashboard(
+        page,
+        server.base_url,
+        rid=rid,
+        channels="p",
+        window="300",
+        mode="raw",
+        formula="expression",
+        expression="system(x)",
+    )
+    data = await until(page, lambda d: bool(d["errors"]), timeout=60)
+    assert any("InvalidComputation" in e and "unknown function 'system'" in e for e in data["errors"]), data[
+        "errors"
+    ]
+    await expect(page.locator("#errors")).to_contain_text("unknown function 'system'")
+    assert points_of(data, "p") == []
+
+
 async def test_the_z_score_formula_charts_each_group_against_the_others(
     server: ServerProcess, page: Page
 ) -> None:
