@@ -86,12 +86,14 @@ def check_wheel(wheel: Path) -> None:
     assert metadata["Name"] == "sparkwire-client"
     requirements = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
     core = {r.name for r in requirements if r.marker is None}
-    with_pandas = {
-        r.name for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "pandas"})
-    }
+
+    def with_extra(extra: str) -> set[str]:
+        return {r.name for r in requirements if r.marker is not None and r.marker.evaluate({"extra": extra})}
+
     assert core == {"websockets"}, requirements
-    assert with_pandas == {"pandas"}, requirements
-    assert metadata.get_all("Provides-Extra") == ["pandas"]
+    assert with_extra("pandas") == {"pandas"}, requirements
+    assert with_extra("arrow") == {"pyarrow"}, requirements  # ArrowPlot results (series(arrow=...))
+    assert sorted(metadata.get_all("Provides-Extra")) == ["arrow", "pandas"]
 
     dist_info = metadata_name.split("/")[0]
     assert {n.split("/")[0] for n in names} == {"sparkwire_client", dist_info}, names
