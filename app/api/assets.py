@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.admission import Refused
-from app.protocol.auth import ADMIN_CLAIM
+from app.protocol.auth import ADMIN_CLAIM, Principal
 from compute.evaluation.datasets import CatalogKind, use_catalog
 from compute.storage.assets import (
     TABLE_KIND,
@@ -256,20 +256,26 @@ def run_out(r: Run) -> RunOut:
     )
 
 
-def _store(request: Request, admin: bool = False) -> AssetStore:
-    """The catalog, once the request is admitted (Origin, then token: app/protocol/admission.py);
-    changing it needs the admin claim."""
+def admit(request: Request, what: str, admin: bool = False) -> Principal:
+    """The request's principal, once admitted (Origin, then token: app/protocol/admission.py);
+    changing a catalog (`admin`) needs the admin claim. `what` completes "... to read or change"."""
     state: Any = request.app.state.sparkwire
     try:
-        principal = state.admission.admit(request.headers, "read or change assets and runs")
+        principal: Principal = state.admission.admit(request.headers, f"read or change {what}")
     except Refused as refused:
         raise HttpError(refused.status, refused.message) from None
     if admin and not principal.admin:  # ANONYMOUS (authentication off) is an admin
         raise HttpError(
             403,
-            f"changing assets and runs needs a token with the '{ADMIN_CLAIM}' claim",
+            f"changing {what} needs a token with the '{ADMIN_CLAIM}' claim",
             params={"claim": ADMIN_CLAIM},
         )
+    return principal
+
+
+def _store(request: Request, admin: bool = False) -> AssetStore:
+    """The asset and run catalog, once the request is admitted (`admit`)."""
+    admit(request, "assets and runs", admin)
     store: AssetStore = request.app.state.assets
     return store
 

@@ -22,11 +22,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.assets import CatalogRoute
+from app.api.assets import CatalogRoute, admit
 from app.config import Settings
 from app.http.errors import HttpError
-from app.protocol.admission import Refused
-from app.protocol.auth import ADMIN_CLAIM, Principal
+from app.protocol.auth import Principal
 from compute.evaluation.compile_derived import malformation, use_modules
 from compute.storage.modules import KIND, Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
@@ -179,19 +178,8 @@ def module_out(m: Module, v: ModuleVersion) -> dict[str, Any]:
 
 # -- admission and errors ------------------------------------------------------------------------
 def _admit(request: Request, admin: bool = False) -> tuple[ModuleStore, Principal]:
-    """The store, once the request is admitted (Origin, then token: app/protocol/admission.py);
-    changing it needs the admin claim."""
-    state: Any = request.app.state.sparkwire
-    try:
-        principal = state.admission.admit(request.headers, "read or change modules")
-    except Refused as refused:
-        raise HttpError(refused.status, refused.message) from None
-    if admin and not principal.admin:  # ANONYMOUS (authentication off) is an admin
-        raise HttpError(
-            403,
-            f"changing modules needs a token with the '{ADMIN_CLAIM}' claim",
-            params={"claim": ADMIN_CLAIM},
-        )
+    """The store and the principal, once the request is admitted as /assets/v1's are."""
+    principal = admit(request, "modules", admin)
     store: ModuleStore = request.app.state.modules
     return store, principal
 
