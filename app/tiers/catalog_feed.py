@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 BLOCK_MS = 1_000  # one XREAD waits this long for a notice before it asks again
 MAX_BACKOFF = 5.0
 READ_COUNT = 500
+STOP_TIMEOUT_S = 5.0  # how long a stop waits for the follower and the connection to close
 
 
 class CatalogFeed:
@@ -41,20 +42,26 @@ class CatalogFeed:
         self.version: str | None = None  # the last notice applied (None: not linked yet)
         self.links = 0  # how many times the feed (re)linked: each re-checked every subscription
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="catalog-feed")
 
     async def stop(self) -> None:
+        """Bounded: a read the Redis client is in when it is cancelled (or a connection to a port
+        that accepts and never answers) must not hold up a shutdown."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        await self.redis.aclose()
+            await asyncio.wait({self._task}, timeout=STOP_TIMEOUT_S)
+            if self._task.done() and not self._task.cancelled():
+                self._task.exception()  # retrieved: its end is this stop
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.redis.aclose(), STOP_TIMEOUT_S)
 
     async def _run(self) -> None:
         delay, linked = 0.1, False
-        while True:
+        while not self._stopping:
             try:
                 await self._link()
                 if not linked:

@@ -99,7 +99,7 @@ async def test_a_change_stored_by_one_process_reaches_another_once_and_a_lost_li
         await edits.idle()
         assert listener.asked == [(None, ()), ("run", (run.rid,))]
     finally:
-        await feed.stop()
+        await asyncio.wait_for(feed.stop(), 15)  # bounded itself: a hang here would hide the failure
 
 
 async def test_a_thousand_affected_subscriptions_are_re_resolved_in_slices() -> None:
