@@ -132,6 +132,11 @@ async def test_fluid_properties_match_the_standards_live_late_and_fresh(
     history = [(t0 + i * step, row) for i, row in enumerate(table[:3])]
     await write_points(server.base_url, rid, "T", [(t, row[0]) for t, row in history])
     await write_points(server.base_url, rid, "D", [(t, row[1]) for t, row in history])
+    # Every channel the computations read exists before they are created (a point each, 600 s ago:
+    # outside every instant checked below), so what this test follows is the nodes, not a series
+    # appearing mid-stream (tests/server/test_compute_numeric_nodes.py covers that).
+    for name, value in (("P", 101325.0), ("Pn", 101325.0), ("Dn", 300.0)):
+        await write_points(server.base_url, rid, name, [(t0, value)])
 
     ids = {name: f"fluid-{name}-{time.time_ns()}" for name in cases}
     await client.subscribe(
