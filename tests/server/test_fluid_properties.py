@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import scout_run_api
 
 from tests.client_view import ResultView
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, start_server
 from tests.server.test_compute_errors import assert_nominal_types
 from tests.wire import NANOS, Client, channel_variable, subscription, write_points
 
@@ -99,6 +100,17 @@ async def follow(client: Client, sub_id: str, view: ResultView, done: Any) -> No
     while not done() and time.monotonic() < deadline:
         update = await client.update(sub_id, timeout=max(1.0, deadline - time.monotonic()))
         view.apply(update)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server of this module's own. In the whole suite, on the shared server, the live part below
+    twice waited in vain for density_water's point at tp + 600 ms, which it gets every time it runs
+    alone. The cause is not known yet; this module tests what the nodes compute."""
+    base = tmp_path_factory.mktemp("fluids")
+    proc = start_server(base / "data", base / "server.log")
+    yield proc
+    proc.stop()
 
 
 @pytest.fixture
