@@ -71,13 +71,18 @@ def _time(ns: int) -> Json:
     return {"seconds": ns // NANOS, "nanos": ns % NANOS}
 
 
-class Catalog:
+class JsonService:
+    """One of the server's JSON HTTP services under `PREFIX`: the bearer token, Conjure errors as
+    `CatalogError`."""
+
+    PREFIX = ""
+
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
 
-    def _call(self, method: str, path: str, body: Json | None = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
@@ -85,13 +90,17 @@ class Catalog:
             headers["Content-Type"] = "application/json"
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(f"{self.base_url}/assets/v1/{path}", data, headers, method=method)
+        request = urllib.request.Request(f"{self.base_url}{self.PREFIX}{path}", data, headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 text = answer.read().decode()
         except urllib.error.HTTPError as exc:
             raise CatalogError(exc.code, exc.read().decode(errors="replace")) from None
         return json.loads(text) if text else None
+
+
+class Catalog(JsonService):
+    PREFIX = "/assets/v1/"
 
     def create_asset(
         self,

@@ -12,14 +12,11 @@ the `admin` claim. An update makes a new version; a derived series pins one."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from sparkwire_client.assets import CatalogError
+from sparkwire_client.assets import JsonService
 from sparkwire_client.nodes import EnumSeries, NumericSeries, RangeSeries
 
 Json = dict[str, Any]
@@ -105,28 +102,8 @@ def derived_ranges(module: str, name: str, version: str, args: Mapping[str, Argu
     return RangeSeries(*_derived(module, name, version, args))
 
 
-class Modules:
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 30.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if self.token is not None:
-            headers["Authorization"] = f"Bearer {self.token}"
-        url = f"{self.base_url}/scout/v2/module{path}"
-        request = urllib.request.Request(url, data, headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                text = answer.read().decode()
-        except urllib.error.HTTPError as exc:
-            raise CatalogError(exc.code, exc.read().decode(errors="replace")) from None
-        return json.loads(text) if text else None
+class Modules(JsonService):
+    PREFIX = "/scout/v2/module"
 
     def create(self, api_name: str, title: str, functions: list[Json], description: str = "") -> Json:
         """A new module (its version "1"); the answer is Nominal's `Module`."""
