@@ -96,9 +96,14 @@ def close(got: list[tuple[int, float]], expected: list[tuple[int, float]], rel: 
 
 
 async def follow(client: Client, sub_id: str, view: ResultView, done: Any) -> None:
+    """Apply `sub_id`'s updates until `done()`; on a timeout, fail with what the view holds (the
+    points and every append's span), so that a missing point says what did arrive."""
     deadline = time.monotonic() + 240
     while not done() and time.monotonic() < deadline:
-        update = await client.update(sub_id, timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            update = await client.update(sub_id, timeout=max(1.0, deadline - time.monotonic()))
+        except TimeoutError:
+            pytest.fail(f"{sub_id}: no further update; holds {points_of(view)}, appends {view.appends}")
         view.apply(update)
 
 
