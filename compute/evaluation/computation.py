@@ -32,11 +32,15 @@ from compute.evaluation.results import (
     AggregatedRanges,
     EnumBuckets,
     EnumPoints,
+    EnumValue,
     MultivariateBuckets,
     NumericBuckets,
     NumericPoints,
+    NumericValue,
     Output,
     Ranges,
+    RangeValue,
+    SinglePoint,
 )
 from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKind
@@ -424,27 +428,13 @@ class Computation:
                 full = full or not out.appendable or _bucket_vanished(settled, settled_old, start)
         if not starts and not full:
             return None
-        newest = max(
-            (
-                int(o.ts[-1])
-                for o in self.outputs.values()
-                if isinstance(o, NumericPoints | EnumPoints) and len(o)
-            ),
-            default=now,
-        )
-        # a range may end after the clock (paddedRanges pads ends): the append must reach it
-        newest_end = max(
-            (
-                int(e)
-                for o in self.outputs.values()
-                if isinstance(o, Ranges | AggregatedRanges)
-                for e in o.ends[-1:]
-                if e != OPEN_END
-            ),
-            default=now,
-        )
-        self.end = max(self.end, now, newest, newest_end)
-        return Change(start=max(min(starts, default=window_start), window_start), end=self.end, full=full)
+        start = max(min(starts, default=window_start), window_start)
+        # The append reaches the newest timestamp any output holds, which can be after the clock (a
+        # padded range's end; a point stamped ahead of the server's clock, which can start an open
+        # range or be the last value), and never ends before it starts.
+        newest = (_newest(o) for o in self.outputs.values())
+        self.end = max(self.end, now, start, *(t for t in newest if t is not None))
+        return Change(start=start, end=self.end, full=full)
 
     # -- reading (the event loop builds frames from these) -----------------------------------------
     def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
@@ -453,6 +443,20 @@ class Computation:
             if since is None:
                 return dict(self.outputs)
             return {k: v.since(since) for k, v in self.outputs.items()}
+
+
+def _newest(out: Output) -> int | None:
+    """The newest timestamp an output holds: its last point or value, the last range's start or
+    closed end. None for buckets (an append of buckets is spanned by their changes) and charts."""
+    if isinstance(out, NumericPoints | EnumPoints):
+        return int(out.ts[-1]) if len(out) else None
+    if isinstance(out, NumericValue | EnumValue | SinglePoint):
+        return out.ts
+    if isinstance(out, Ranges | AggregatedRanges):
+        return max((int(t) for t in (*out.starts[-1:], *out.ends[-1:]) if t != OPEN_END), default=None)
+    if isinstance(out, RangeValue):
+        return out.start if out.end == OPEN_END else max(out.start, out.end)
+    return None
 
 
 def _settled(out: Output, window_start: int) -> Output:
