@@ -218,18 +218,25 @@ class Engine:
         reader = self.spark.read.format(self._source).schema(records.POINT_SCHEMA_DDL)
         return reader.options(**options).load()
 
-    def _cancelled_by_stop(self, exc: BaseException) -> bool:
+    def _stop_cause(self, exc: BaseException) -> str | None:
+        """How the query's stop ended this batch's job, or None when the stop did not."""
         if not self._stopping:
-            return False
+            return None
         try:  # a Py4JJavaError's text comes from the JVM, which may be gone by now
-            return "SPARK_JOB_CANCELLED" in str(exc)
+            text = str(exc)
         except Exception:
-            return False
+            return None
+        # Under load the stop can land while the collect waits: the JVM then reports an interrupt
+        # of the batch's thread instead of a cancelled job. The same stop, the same uncommitted batch.
+        for cause in ("SPARK_JOB_CANCELLED", "java.lang.InterruptedException"):
+            if cause in text:
+                return cause
+        return None
 
     def _hide_cancelled_batch(self, record: logging.LogRecord) -> bool:
         """py4j's ERROR for the batch `_on_batch` already logged as cancelled by the stop: dropped."""
         exc = record.exc_info[1] if record.exc_info else None
-        return exc is None or not self._cancelled_by_stop(exc)
+        return exc is None or self._stop_cause(exc) is None
 
     # -- the micro-batch ---------------------------------------------------------------------------
     def _refresh_series(self) -> bool:
@@ -253,11 +260,9 @@ class Engine:
             else:
                 table = collect_arrow(in_use.select(*records.POINT_SCHEMA.names), records.POINT_SCHEMA)
         except Exception as exc:
-            if self._cancelled_by_stop(exc):
-                logger.info(
-                    "micro-batch %d cancelled by the query's stop (SPARK_JOB_CANCELLED), as expected",
-                    batch_id,
-                )
+            cause = self._stop_cause(exc)
+            if cause is not None:
+                logger.info("micro-batch %d cancelled by the query's stop (%s), as expected", batch_id, cause)
             raise  # the batch is not committed, whatever the reason
 
         now = time.time_ns()
