@@ -326,6 +326,52 @@ def test_bucket_memo_gives_bit_identical_buckets_as_the_window_slides(
         previous = got, expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 400), st.sampled_from([0.5, -1.25, 3.0, -0.0, 1e300, float("nan")])),
+        max_size=60,
+    ),
+    st.sampled_from([1, 7, 25, 1000]),
+)
+def test_buckets_built_as_one_matrix_equal_each_column_by_its_definition(
+    points: list[tuple[int, float]], width: int
+) -> None:
+    """numeric_buckets writes every column of float64 buckets into one int64 matrix (the bucket
+    memo's layout): each equals, bit for bit, its own reduction over each bucket's points."""
+    by_ts = dict(points)  # the last write of a timestamp, as a window holds it
+    ts = np.array(sorted(by_ts), np.int64)
+    values = np.array([by_ts[t] for t in ts.tolist()], np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e300 squared: inf
+        got = numeric_buckets(ts, values, width)
+        if not len(ts):
+            assert len(got) == 0
+            return
+        ids = ts // width
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        counts = np.diff(np.r_[starts, len(ts)]).astype(np.int64)
+        last = starts + counts - 1
+        mean = np.add.reduceat(values, starts) / counts
+        deviation = values - np.repeat(mean, counts)
+        expected = {
+            "end": (ids[starts] + 1) * width,
+            "min": np.minimum.reduceat(values, starts),
+            "max": np.maximum.reduceat(values, starts),
+            "mean": mean,
+            "count": counts,
+            "variance": np.add.reduceat(deviation * deviation, starts) / counts,
+            "first_ts": ts[starts],
+            "first_value": values[starts],
+            "last_ts": ts[last],
+            "last_value": values[last],
+        }
+    assert got.stacked is not None
+    for name, column in expected.items():
+        a = getattr(got, name)
+        assert a.dtype == column.dtype and a.tobytes() == column.tobytes(), name
+        assert np.shares_memory(a, got.stacked), name  # a row of the matrix, not a copy
+
+
 def test_first_change_of_views_of_one_window_sees_only_what_was_appended() -> None:
     """Two views of the same window memory compare without reading it (results.same_memory); an
     append past them is still the change, and equal contents in other memory are no change."""
