@@ -358,6 +358,8 @@ class Ranges:
 
     def clip(self, start: int) -> Ranges:
         """The part from `start` on: ranges ending before are dropped, one spanning it begins there."""
+        if not len(self.starts) or self.starts[0] >= start:
+            return self  # sorted: every range starts at or after `start` already (a clipped output)
         cut = self.since(start)
         return Ranges(np.maximum(cut.starts, start), cut.ends)
 

@@ -37,6 +37,7 @@ from compute.evaluation.nodes.base import (
     SeriesNode,
     clamp,
     numeric,
+    reach_of,
 )
 from compute.evaluation.results import EnumPoints, NumericPoints
 from compute.storage.series import TagCondition
@@ -109,7 +110,7 @@ def _changes(node: Node, changed: Mapping[GroupKey, int], family: Family) -> dic
     if isinstance(node, CrossGroup):
         return node.changes(_changes(node.input, changed, family), family)
     groups = groups_of(node, family)
-    reach = node.reach()
+    reach = reach_of(node)
     if reach is None:
         return dict.fromkeys(groups, EARLIEST)
     per_child: list[Mapping[GroupKey, int]] = []
