@@ -372,6 +372,49 @@ def test_buckets_built_as_one_matrix_equal_each_column_by_its_definition(
         assert np.shares_memory(a, got.stacked), name  # a row of the matrix, not a copy
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 400), st.sampled_from([0.5, -1.25, -0.0, float("nan")])), max_size=30
+            ),
+            st.integers(0, 400),
+            st.integers(-10, 450),
+        ),
+        min_size=2,
+        max_size=20,
+    ),
+    st.sampled_from([1, 7, 25]),
+)
+def test_a_diff_cut_by_index_equals_the_diff_of_the_cut_outputs(
+    steps: list[tuple[list[tuple[int, float]], int, int]], width: int
+) -> None:
+    """first_change(old, since) (the live diff, computation._settled_change) finds what a full read
+    of `since`'s cuts finds: for points that are views of one window (appended, overwritten,
+    trimmed: the same-memory shortcut) against copies in other memory, and for the bucket memo's
+    outputs (their known-same spans skipped) against buckets made afresh (read whole)."""
+    window = SeriesWindow(np.float64)
+    memo = BucketMemo()
+    old: tuple[NumericPoints, NumericPoints, NumericBuckets, NumericBuckets] | None = None
+    for points, trim, cut in steps:
+        window.insert(np.array([t for t, _ in points], np.int64), np.array([v for _, v in points]))
+        window.trim_before(trim)
+        with np.errstate(invalid="ignore"):
+            buckets = memo.buckets("g", window.ts, window.values, width)
+            fresh = numeric_buckets(window.ts, window.values, width)
+        view = NumericPoints(window.ts, window.values)
+        copied = NumericPoints(window.ts.copy(), window.values.copy())
+        if old is not None:
+            expected = copied.since(cut).first_change(old[1].since(cut))
+            assert view.first_change(old[0], since=cut) == expected
+            assert copied.first_change(old[0], since=cut) == expected
+            assert fresh.known_same is None
+            expected = fresh.since(cut).first_change(old[3].since(cut))
+            assert buckets.first_change(old[2], since=cut) == expected
+        old = view, copied, buckets, fresh
+
+
 def test_first_change_of_views_of_one_window_sees_only_what_was_appended() -> None:
     """Two views of the same window memory compare without reading it (results.same_memory); an
     append past them is still the change, and equal contents in other memory are no change."""
