@@ -183,59 +183,87 @@ def measure_arm(plan: LiveEvalPlan, window_s: int) -> dict[str, Any]:
     }
 
 
-def measure_mix2b(computations: int = 1000, channels: int = 10, batches: int = 20) -> dict[str, Any]:
-    """Workload 2b's evaluations: CPU per micro-batch of all `computations`, per kind."""
-    from bench.computations import KINDS, mix
-    from bench.feed import channel_name
+@dataclass
+class Mix2b:
+    """Workload 2b's computations, back-filled, and the micro-batches that follow (`next_batch`)."""
 
-    rate_hz, batch_ms, history_s = 1000, 100, 70
-    step = NANOS // rate_hz
-    now = 1_800_000_000 * NANOS
-    history = history_s * rate_hz
-    infos = [
-        SeriesInfo(100 + c, SeriesKey.of(RID, channel_name(c), {}), SeriesKind.NUMERIC)
-        for c in range(channels)
-    ]
-    built: list[tuple[str, Computation]] = []
-    for i, sub in enumerate(mix(RID, computations, list(KINDS), channels)):
-        request = sub.body["computeRequest"]
-        width = request["windowWidth"]
-        plan = compile_plan(
-            request["node"],
-            width["seconds"] * NANOS + width["nanos"],
-            request["context"]["variables"],
-            Limits(),
-            ResultOptions(),
-        )
-        c = Computation(f"mix-{i}", plan, allowed_lateness_ns=None)
-        for info in infos:
-            c.route(info)
-        built.append((sub.kind, c))
+    built: list[tuple[str, Computation]]  # (kind, computation)
+    infos: list[SeriesInfo]
+    t: int  # the clock: the newest point written
+    seq: int
 
-    def rows(start: int, count: int, seq0: int) -> dict[int, Rows]:
+    rate_hz = 1000
+    batch_ms = 100
+    history_s = 70
+
+    @classmethod
+    def setup(cls, computations: int = 1000, channels: int = 10) -> Mix2b:
+        from bench.computations import KINDS, mix
+        from bench.feed import channel_name
+
+        infos = [
+            SeriesInfo(100 + c, SeriesKey.of(RID, channel_name(c), {}), SeriesKind.NUMERIC)
+            for c in range(channels)
+        ]
+        built: list[tuple[str, Computation]] = []
+        for i, sub in enumerate(mix(RID, computations, list(KINDS), channels)):
+            request = sub.body["computeRequest"]
+            width = request["windowWidth"]
+            plan = compile_plan(
+                request["node"],
+                width["seconds"] * NANOS + width["nanos"],
+                request["context"]["variables"],
+                Limits(),
+                ResultOptions(),
+            )
+            c = Computation(f"mix-{i}", plan, allowed_lateness_ns=None)
+            for info in infos:
+                c.route(info)
+            built.append((sub.kind, c))
+        now = 1_800_000_000 * NANOS
+        history = cls.history_s * cls.rate_hz
+        mix2b = cls(built, infos, now, history + 1)
+        start = now - history * mix2b.step
+        for _, c in built:
+            c.backfill_seq = history
+            c.load_backfill(
+                {sid: r for sid, r in mix2b.rows(start, history, 1).items() if sid in c.routes}, now
+            )
+        return mix2b
+
+    @property
+    def step(self) -> int:
+        return NANOS // self.rate_hz
+
+    def rows(self, start: int, count: int, seq0: int) -> dict[int, Rows]:
         i = np.arange(count, dtype=np.int64)
-        ts = start + i * step
+        ts = start + i * self.step
         return {
-            info.id: Rows(seq0 + i, ts.copy(), np.sin(ts / NANOS + c) * 2 + c) for c, info in enumerate(infos)
+            info.id: Rows(seq0 + i, ts.copy(), np.sin(ts / NANOS + c) * 2 + c)
+            for c, info in enumerate(self.infos)
         }
 
-    start = now - history * step
-    for _, c in built:
-        c.backfill_seq = history
-        c.load_backfill({sid: r for sid, r in rows(start, history, 1).items() if sid in c.routes}, now)
-    per_batch = rate_hz * batch_ms // 1000
-    t, seq = now, history + 1
+    def next_batch(self) -> dict[int, Rows]:
+        """The next `batch_ms` of every channel; the clock moves to its newest point."""
+        per_batch = self.rate_hz * self.batch_ms // 1000
+        batch = self.rows(self.t + self.step, per_batch, self.seq)
+        self.t += per_batch * self.step
+        self.seq += per_batch
+        return batch
+
+
+def measure_mix2b(computations: int = 1000, channels: int = 10, batches: int = 20) -> dict[str, Any]:
+    """Workload 2b's evaluations: CPU per micro-batch of all `computations`, per kind."""
+    mix2b = Mix2b.setup(computations, channels)
     totals: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for _ in range(batches):
-        batch = rows(t + step, per_batch, seq)
-        t += per_batch * step
-        seq += per_batch
+        batch = mix2b.next_batch()
         spent: dict[str, float] = {}
-        for kind, c in built:
+        for kind, c in mix2b.built:
             own = {sid: r for sid, r in batch.items() if sid in c.routes}  # as the driver hands them
             began = time.thread_time()
-            c.apply_batch(own, t)
+            c.apply_batch(own, mix2b.t)
             spent[kind] = spent.get(kind, 0.0) + (time.thread_time() - began) * 1000
         for kind, ms in spent.items():
             by_kind.setdefault(kind, []).append(ms)

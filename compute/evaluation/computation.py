@@ -52,6 +52,12 @@ __all__ = ["Change", "Computation", "GroupKey", "LateDrops", "RowFacts", "Rows"]
 
 LATE_HISTORY = 256  # drop events remembered for `LateDrops.newest_since` (ten micro-batches a second)
 
+# Output kinds the diff tells apart, as tuples: `A | B` would build a union object on every call
+_POINTS = (NumericPoints, EnumPoints)
+_RANGES = (Ranges, AggregatedRanges)
+_BUCKETS = (NumericBuckets, EnumBuckets, MultivariateBuckets)
+_VALUES = (NumericValue, EnumValue, SinglePoint)
+
 
 @dataclass(frozen=True)
 class RowFacts:
@@ -269,7 +275,7 @@ class Computation:
             rows = self._after_backfill(rows)
             if not rows:
                 return None
-            before = dict(self.outputs)
+            before = self.outputs  # replaced, never changed in place, by `_evaluate`
             accepted_from = self._apply(rows, now, live=True)
             if accepted_from is None:
                 return None
@@ -278,6 +284,8 @@ class Computation:
 
     def _after_backfill(self, rows: Batch) -> Batch:
         """The rows with seq above the back-fill's mark (the back-fill holds the others)."""
+        if all(r.facts.seq_min > self.backfill_seq for r in rows.values()):
+            return rows  # the common case once live: nothing to cut, no new dict
         out: Batch = {}
         for sid, r in rows.items():
             after = _after(r, self.backfill_seq)
@@ -375,7 +383,7 @@ class Computation:
             series: dict[int, NumericPoints | EnumPoints] = {}
             for index, window in group.windows.items():
                 window.trim_before(keep_from)
-                if window.values.dtype == np.int32:
+                if window.dtype == np.int32:
                     series[index] = EnumPoints(window.ts, window.values, self.categories)
                 else:
                     series[index] = NumericPoints(window.ts, window.values)
@@ -421,20 +429,23 @@ class Computation:
             if old is None or old.kind != out.kind:
                 full = True
                 continue
-            settled, settled_old = _settled(out, window_start), _settled(old, window_start)
-            start = settled.first_change(settled_old)  # type: ignore[arg-type]
+            start, vanished = _settled_change(out, old, window_start)
             if start is not None:
                 starts.append(start)
-                full = full or not out.appendable or _bucket_vanished(settled, settled_old, start)
+                full = full or not out.appendable or vanished
         if not starts and not full:
             return None
         start = max(min(starts, default=window_start), window_start)
         # The append reaches the newest timestamp any output holds, which can be after the clock (a
         # padded range's end; a point stamped ahead of the server's clock, which can start an open
         # range or be the last value), and never ends before it starts.
-        newest = (_newest(o) for o in self.outputs.values())
-        self.end = max(self.end, now, start, *(t for t in newest if t is not None))
-        return Change(start=start, end=self.end, full=full)
+        end = max(self.end, now, start)
+        for o in self.outputs.values():
+            newest = _newest(o)
+            if newest is not None and newest > end:
+                end = newest
+        self.end = end
+        return Change(start=start, end=end, full=full)
 
     # -- reading (the event loop builds frames from these) -----------------------------------------
     def snapshot(self, since: int | None) -> dict[GroupKey, Output]:
@@ -448,11 +459,11 @@ class Computation:
 def _newest(out: Output) -> int | None:
     """The newest timestamp an output holds: its last point or value, the last range's start or
     closed end. None for buckets (an append of buckets is spanned by their changes) and charts."""
-    if isinstance(out, NumericPoints | EnumPoints):
+    if isinstance(out, _POINTS):
         return int(out.ts[-1]) if len(out) else None
-    if isinstance(out, NumericValue | EnumValue | SinglePoint):
+    if isinstance(out, _VALUES):
         return out.ts
-    if isinstance(out, Ranges | AggregatedRanges):
+    if isinstance(out, _RANGES):
         return max((int(t) for t in (*out.starts[-1:], *out.ends[-1:]) if t != OPEN_END), default=None)
     if isinstance(out, RangeValue):
         return out.start if out.end == OPEN_END else max(out.start, out.end)
@@ -462,28 +473,49 @@ def _newest(out: Output) -> int | None:
 def _settled(out: Output, window_start: int) -> Output:
     """The part of an output that only new points can change: a bucket cut by the window's start
     changes as time passes, and clients trim it themselves, so it is not announced as a change."""
-    if isinstance(out, NumericBuckets | EnumBuckets | MultivariateBuckets):
+    if isinstance(out, _BUCKETS):
         return out.since(window_start + out.width - 1)
     if isinstance(out, Ranges):
         return out.clip(window_start)
     return out.since(window_start)
 
 
-def _bucket_vanished(out: Output, old: Output, start: int) -> bool:
-    """Whether a bucket the client holds (after `start`, inside the window) is gone from `out`. An
-    append of buckets replaces the client's buckets with the same end and removes none, so a bucket
-    left empty (its points dropped: a derivative's first point losing the point before it when the
-    held history's start moves, an overwrite a filter now rejects) needs a FullResult."""
-    buckets = NumericBuckets | EnumBuckets | MultivariateBuckets
-    if not isinstance(out, buckets) or not isinstance(old, buckets):
+def _settled_change(out: Output, old: Output, window_start: int) -> tuple[int | None, bool]:
+    """Where the settled parts (`_settled`) of two outputs of one kind first differ, and whether a
+    bucket the client holds vanished. Points and float buckets (most outputs) are cut by index
+    inside `first_change`, with no cut outputs built: this runs for every computation every batch."""
+    if isinstance(out, NumericPoints) and isinstance(old, NumericPoints):
+        return out.first_change(old, since=window_start), False
+    if isinstance(out, NumericBuckets) and isinstance(old, NumericBuckets) and out.width == old.width:
+        cut = window_start + out.width - 1
+        start = out.first_change(old, since=cut)
+        if start is None:
+            return None, False
+        ends = out.end[int(out.end.searchsorted(cut, side="right")) :]
+        old_ends = old.end[int(old.end.searchsorted(cut, side="right")) :]
+        return start, _bucket_vanished(ends, old_ends, start)
+    settled, settled_old = _settled(out, window_start), _settled(old, window_start)
+    start = settled.first_change(settled_old)  # type: ignore[arg-type]
+    if start is None:
+        return None, False
+    if isinstance(settled, _BUCKETS) and isinstance(settled_old, _BUCKETS):
+        return start, _bucket_vanished(settled.end, settled_old.end, start)
+    return start, False
+
+
+def _bucket_vanished(ends: np.ndarray, old_ends: np.ndarray, start: int) -> bool:
+    """Whether a bucket the client holds (after `start`, inside the window: one of `old_ends`) is
+    gone from `ends`. An append of buckets replaces the client's buckets with the same end and
+    removes none, so a bucket left empty (its points dropped: a derivative's first point losing the
+    point before it when the held history's start moves, an overwrite a filter now rejects) needs a
+    FullResult."""
+    held = old_ends[int(old_ends.searchsorted(start, side="right")) :]  # ascending: those after `start`
+    if not len(held):
         return False
-    ends = old.end[old.end > start]
     if not len(ends):
-        return False
-    if not len(out.end):
         return True
-    at = out.end.searchsorted(ends)  # both ascending: a binary search, not np.isin's sort
-    return not bool((out.end[np.minimum(at, len(out.end) - 1)] == ends).all())
+    at = ends.searchsorted(held)  # both ascending: a binary search, not np.isin's sort
+    return not bool((ends[np.minimum(at, len(ends) - 1)] == held).all())
 
 
 def _after(r: Rows, seq: int) -> Rows | None:

@@ -42,6 +42,10 @@ class SeriesWindow:
     def values(self) -> np.ndarray:
         return self._values[self._start : self._end]
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self._values.dtype
+
     def replace(self, ts: np.ndarray, values: np.ndarray) -> None:
         """Take these sorted, de-duplicated columns as the whole window."""
         self._ts, self._values = ts, values

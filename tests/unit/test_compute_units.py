@@ -326,6 +326,95 @@ def test_bucket_memo_gives_bit_identical_buckets_as_the_window_slides(
         previous = got, expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 400), st.sampled_from([0.5, -1.25, 3.0, -0.0, 1e300, float("nan")])),
+        max_size=60,
+    ),
+    st.sampled_from([1, 7, 25, 1000]),
+)
+def test_buckets_built_as_one_matrix_equal_each_column_by_its_definition(
+    points: list[tuple[int, float]], width: int
+) -> None:
+    """numeric_buckets writes every column of float64 buckets into one int64 matrix (the bucket
+    memo's layout): each equals, bit for bit, its own reduction over each bucket's points."""
+    by_ts = dict(points)  # the last write of a timestamp, as a window holds it
+    ts = np.array(sorted(by_ts), np.int64)
+    values = np.array([by_ts[t] for t in ts.tolist()], np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e300 squared: inf
+        got = numeric_buckets(ts, values, width)
+        if not len(ts):
+            assert len(got) == 0
+            return
+        ids = ts // width
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        counts = np.diff(np.r_[starts, len(ts)]).astype(np.int64)
+        last = starts + counts - 1
+        mean = np.add.reduceat(values, starts) / counts
+        deviation = values - np.repeat(mean, counts)
+        expected = {
+            "end": (ids[starts] + 1) * width,
+            "min": np.minimum.reduceat(values, starts),
+            "max": np.maximum.reduceat(values, starts),
+            "mean": mean,
+            "count": counts,
+            "variance": np.add.reduceat(deviation * deviation, starts) / counts,
+            "first_ts": ts[starts],
+            "first_value": values[starts],
+            "last_ts": ts[last],
+            "last_value": values[last],
+        }
+    assert got.stacked is not None
+    for name, column in expected.items():
+        a = getattr(got, name)
+        assert a.dtype == column.dtype and a.tobytes() == column.tobytes(), name
+        assert np.shares_memory(a, got.stacked), name  # a row of the matrix, not a copy
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 400), st.sampled_from([0.5, -1.25, -0.0, float("nan")])), max_size=30
+            ),
+            st.integers(0, 400),
+            st.integers(-10, 450),
+        ),
+        min_size=2,
+        max_size=20,
+    ),
+    st.sampled_from([1, 7, 25]),
+)
+def test_a_diff_cut_by_index_equals_the_diff_of_the_cut_outputs(
+    steps: list[tuple[list[tuple[int, float]], int, int]], width: int
+) -> None:
+    """first_change(old, since) (the live diff, computation._settled_change) finds what a full read
+    of `since`'s cuts finds: for points that are views of one window (appended, overwritten,
+    trimmed: the same-memory shortcut) against copies in other memory, and for the bucket memo's
+    outputs (their known-same spans skipped) against buckets made afresh (read whole)."""
+    window = SeriesWindow(np.float64)
+    memo = BucketMemo()
+    old: tuple[NumericPoints, NumericPoints, NumericBuckets, NumericBuckets] | None = None
+    for points, trim, cut in steps:
+        window.insert(np.array([t for t, _ in points], np.int64), np.array([v for _, v in points]))
+        window.trim_before(trim)
+        with np.errstate(invalid="ignore"):
+            buckets = memo.buckets("g", window.ts, window.values, width)
+            fresh = numeric_buckets(window.ts, window.values, width)
+        view = NumericPoints(window.ts, window.values)
+        copied = NumericPoints(window.ts.copy(), window.values.copy())
+        if old is not None:
+            expected = copied.since(cut).first_change(old[1].since(cut))
+            assert view.first_change(old[0], since=cut) == expected
+            assert copied.first_change(old[0], since=cut) == expected
+            assert fresh.known_same is None
+            expected = fresh.since(cut).first_change(old[3].since(cut))
+            assert buckets.first_change(old[2], since=cut) == expected
+        old = view, copied, buckets, fresh
+
+
 def test_first_change_of_views_of_one_window_sees_only_what_was_appended() -> None:
     """Two views of the same window memory compare without reading it (results.same_memory); an
     append past them is still the change, and equal contents in other memory are no change."""

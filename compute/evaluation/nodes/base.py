@@ -84,6 +84,16 @@ class Reach:
     shift_ns: int = 0
 
 
+def reach_of(node: Node) -> Reach | None:
+    """`node.reach()`, kept on the node: a live evaluation asks it of every node a few times per
+    micro-batch, and a node's fields (all its reach depends on) never change once compiled."""
+    known = node.__dict__
+    if "_reach" not in known:
+        known["_reach"] = node.reach()
+    reach: Reach | None = known["_reach"]
+    return reach
+
+
 def clamp(t: int) -> int:
     return max(EARLIEST, min(UNCHANGED, t))
 
@@ -131,7 +141,7 @@ class Node:
 
     def changed_from(self, changed: int) -> int:
         """The earliest output time that can differ when the channels changed from `changed` on."""
-        reach = self.reach()
+        reach = reach_of(self)
         if reach is None:
             return EARLIEST
         inner = min((c.changed_from(changed) for c in self.children()), default=UNCHANGED)
@@ -144,7 +154,7 @@ class Node:
         (true of every node whose reach is a time span within its lookback). A derivative's or a
         range's first point depends on the held point before it, so a tree holding one is
         re-evaluated whole when its held history's start moves (computation.py)."""
-        reach = self.reach()
+        reach = reach_of(self)
         return reach is not None and reach.points == 0 and all(c.head_stable() for c in self.children())
 
     def head_settled(self, env: EvalEnv, since: int) -> bool:
@@ -153,7 +163,7 @@ class Node:
         point at or after `env.held_from` (a dense channel under `derivative(x)` or `threshold(x)`),
         so the computation need not re-evaluate it whole when the held start moves. False when
         it cannot tell cheaply."""
-        reach = self.reach()
+        reach = reach_of(self)
         if reach is None:
             return False
         start = clamp(since - reach.shift_ns - reach.ns) if since > EARLIEST else EARLIEST
@@ -170,7 +180,7 @@ class Node:
 
     def input_since(self, child: Node, env: EvalEnv, since: int) -> Any:
         """`child`'s output from where this node's reach says its output from `since` needs it."""
-        reach = self.reach()
+        reach = reach_of(self)
         assert reach is not None, "input_since is for nodes that declare a reach"
         start = clamp(since - reach.shift_ns - reach.ns) if since > EARLIEST else EARLIEST
         if not reach.points or start <= EARLIEST:
@@ -189,7 +199,7 @@ class Node:
 
 def lead_ns(node: Node) -> int:
     """How far before the held history a node's output can reach (the sum of negative shifts)."""
-    reach = node.reach()
+    reach = reach_of(node)
     own = max(-reach.shift_ns, 0) if reach is not None else 0
     return own + max((lead_ns(c) for c in node.children()), default=0)
 

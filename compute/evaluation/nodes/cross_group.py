@@ -37,6 +37,7 @@ from compute.evaluation.nodes.base import (
     SeriesNode,
     clamp,
     numeric,
+    reach_of,
 )
 from compute.evaluation.results import EnumPoints, NumericPoints
 from compute.storage.series import TagCondition
@@ -57,8 +58,13 @@ class Family:
 
 
 def crosses(node: Node) -> bool:
-    """Whether a node of the tree acts across groups."""
-    return isinstance(node, CrossGroup) or any(crosses(c) for c in node.children())
+    """Whether a node of the tree acts across groups. Asked of the root's input on every live
+    evaluation (twice), so the answer is kept on the node: a tree never changes once compiled."""
+    known: bool | None = node.__dict__.get("_crosses")
+    if known is None:
+        known = isinstance(node, CrossGroup) or any(crosses(c) for c in node.children())
+        node.__dict__["_crosses"] = known
+    return known
 
 
 def groups_of(node: Node, family: Family) -> Mapping[GroupKey, EvalEnv]:
@@ -104,7 +110,7 @@ def _changes(node: Node, changed: Mapping[GroupKey, int], family: Family) -> dic
     if isinstance(node, CrossGroup):
         return node.changes(_changes(node.input, changed, family), family)
     groups = groups_of(node, family)
-    reach = node.reach()
+    reach = reach_of(node)
     if reach is None:
         return dict.fromkeys(groups, EARLIEST)
     per_child: list[Mapping[GroupKey, int]] = []
