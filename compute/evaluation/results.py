@@ -38,6 +38,18 @@ def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
+def _extends(ts: np.ndarray, column: np.ndarray, old_ts: np.ndarray, old_column: np.ndarray) -> bool:
+    """Whether the old points are the start of these in memory (a window or a held output appended
+    in place): then only points past them can differ, told in O(1)."""
+    n = len(old_ts)
+    return n <= len(ts) and same_memory(ts[:n], old_ts) and same_memory(column[:n], old_column)
+
+
+def _first_appended(ts: np.ndarray, old_ts: np.ndarray) -> int | None:
+    """The first point appended past `old_ts` (when `_extends`), None when there is none."""
+    return None if len(old_ts) == len(ts) else int(ts[len(old_ts)])
+
+
 def _first_diff(a: np.ndarray, b: np.ndarray) -> int | None:
     """Index of the first position where a and b differ, None if identical. Doubles compare by
     their bits (one pass, no temporaries for NaN): a NaN equals the same NaN, and 0.0 against -0.0
@@ -81,9 +93,8 @@ class NumericPoints:
         if since is not None:
             at, old_at = ts.searchsorted(since, side="left"), old_ts.searchsorted(since, side="left")
             ts, values, old_ts, old_values = ts[at:], values[at:], old_ts[old_at:], old_values[old_at:]
-        n = len(old_ts)
-        if n <= len(ts) and same_memory(ts[:n], old_ts) and same_memory(values[:n], old_values):
-            return None if n == len(ts) else int(ts[n])  # points appended past `old`
+        if _extends(ts, values, old_ts, old_values):
+            return _first_appended(ts, old_ts)
         i = _first_diff(ts, old_ts)
         j = _first_diff(values, old_values)
         k = min(x for x in (i, j, INT64_MAX) if x is not None)
@@ -255,9 +266,8 @@ class EnumPoints:
     appendable = True
 
     def first_change(self, old: EnumPoints) -> int | None:
-        n = len(old.ts)
-        if n <= len(self.ts) and same_memory(self.ts[:n], old.ts) and same_memory(self.codes[:n], old.codes):
-            return None if n == len(self.ts) else int(self.ts[n])  # points appended past `old`
+        if _extends(self.ts, self.codes, old.ts, old.codes):
+            return _first_appended(self.ts, old.ts)
         i = _first_diff(self.ts, old.ts)
         j = _first_diff(self.codes, old.codes)
         ks = [k for k in (i, j) if k is not None]

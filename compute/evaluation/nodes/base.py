@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -84,14 +84,22 @@ class Reach:
     shift_ns: int = 0
 
 
-def reach_of(node: Node) -> Reach | None:
-    """`node.reach()`, kept on the node: a live evaluation asks it of every node a few times per
-    micro-batch, and a node's fields (all its reach depends on) never change once compiled."""
+T = TypeVar("T")
+
+
+def kept_on(node: Node, name: str, compute: Callable[[], T]) -> T:
+    """A fact of a compiled node, computed once and kept on it: a tree never changes once compiled,
+    and a live evaluation asks some facts of every node several times per micro-batch."""
     known = node.__dict__
-    if "_reach" not in known:
-        known["_reach"] = node.reach()
-    reach: Reach | None = known["_reach"]
-    return reach
+    if name not in known:
+        known[name] = compute()
+    fact: T = known[name]
+    return fact
+
+
+def reach_of(node: Node) -> Reach | None:
+    """`node.reach()`, kept on the node (its fields, all its reach depends on, never change)."""
+    return kept_on(node, "_reach", node.reach)
 
 
 def clamp(t: int) -> int:

@@ -36,6 +36,7 @@ from compute.evaluation.nodes.base import (
     Series,
     SeriesNode,
     clamp,
+    kept_on,
     numeric,
     reach_of,
 )
@@ -60,11 +61,9 @@ class Family:
 def crosses(node: Node) -> bool:
     """Whether a node of the tree acts across groups. Asked of the root's input on every live
     evaluation (twice), so the answer is kept on the node: a tree never changes once compiled."""
-    known: bool | None = node.__dict__.get("_crosses")
-    if known is None:
-        known = isinstance(node, CrossGroup) or any(crosses(c) for c in node.children())
-        node.__dict__["_crosses"] = known
-    return known
+    return kept_on(
+        node, "_crosses", lambda: isinstance(node, CrossGroup) or any(crosses(c) for c in node.children())
+    )
 
 
 def groups_of(node: Node, family: Family) -> Mapping[GroupKey, EvalEnv]:
