@@ -75,6 +75,7 @@ class Bystander:
         creation = await self._client.creation("bystander", 60)
         assert creation["type"] == "success", creation
         self._stop = asyncio.Event()
+        self._writes: set[asyncio.Task[None]] = set()
         self._tasks = [asyncio.create_task(self._write_loop()), asyncio.create_task(self._read_loop())]
         # Measure from a live subscription: wait until the first point is seen.
         deadline = time.monotonic() + 60
@@ -125,7 +126,8 @@ class Bystander:
         next_at = time.monotonic()
         while not self._stop.is_set():
             # Writes are not awaited one after another: a stalled write must not hide later ones.
-            asyncio.create_task(self._write(seq))
+            self._writes.add(task := asyncio.create_task(self._write(seq)))
+            task.add_done_callback(self._writes.discard)
             seq += 1
             next_at += PERIOD_S
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -153,10 +155,11 @@ class Bystander:
     def summary(self) -> str:
         lat = self.update_latencies()
         writes = sorted(self.write_latencies)
+        worst = lat[-1] if lat else math.nan
         return (
             f"bystander: {len(writes)} writes (max {writes[-1] if writes else math.nan:.3f} s, "
             f"{len(self.write_failures)} failed {self.write_failures[:3]}), {len(lat)} points followed "
-            f"(p50 {_pct(lat, 0.5):.3f} s, p90 {_pct(lat, 0.9):.3f} s, max {lat[-1] if lat else math.nan:.3f} s)"
+            f"(p50 {_pct(lat, 0.5):.3f} s, p90 {_pct(lat, 0.9):.3f} s, max {worst:.3f} s)"
         )
 
     def assert_unharmed(
