@@ -11,6 +11,19 @@ from pydantic.alias_generators import to_camel
 from schemas.timestamps import NANOS_PER_SECOND, to_nanos
 
 
+def absent_nulls(value: Any) -> Any:
+    """The JSON with every object member whose value is `null` left out. Conjure reads a present
+    `null` as an absent optional field, and nominal-api's Python encoder writes every unset optional
+    as `null` (`{"input": ..., "timeUnit": null}`): one rule for the whole message, applied once where
+    it is decoded, so no reader downstream has to tell the two apart. List items stay as they are.
+    Callers bound the nesting first (app/protocol/limits.py), so the recursion is shallow."""
+    if isinstance(value, dict):
+        return {k: absent_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [absent_nulls(v) for v in value]
+    return value
+
+
 class ConjureModel(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown keys are ignored as Conjure clients do."""
 
