@@ -43,10 +43,11 @@ java:  # what `make run` needs beyond Python, checked before anything is install
 
 # The server, with the demo feed writing synthetic telemetry into it (it waits for the server).
 # Only what the server needs is installed (not the test extra, not .venv-nominal): ready sooner.
+# The shell becomes the server (exec), so the demo's --stop-with $$ is the server's pid: however the
+# server ends (Ctrl+C, a refused start, kill -9), the demo stops within a second.
 run: java $(VENV)/.installed-run
-	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) & demo=$$!; \
-	trap 'kill $$demo 2>/dev/null' EXIT; \
-	$(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) --stop-with $$$$ & \
+	exec $(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

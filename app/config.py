@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from compute.evaluation.compiler import Limits
@@ -25,7 +25,7 @@ class Settings(BaseSettings):
         "(compute and edge need source=redis)",
     )
     host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8000, description="port to listen on")
+    port: int = Field(8000, ge=1, le=65535, description="port to listen on")
     data_dir: Path = Field(Path("./data"), description="where the embedded log and Spark checkpoints live")
     checkpoint_dir: Path | None = Field(
         None, description="where the stream's checkpoint goes (default DATA_DIR/checkpoints), e.g. /dev/shm"
@@ -67,7 +67,9 @@ class Settings(BaseSettings):
     max_replays: int = Field(
         16, ge=0, description="replays running at once, all connections (TooManyReplays)"
     )
-    log_level: str = Field("INFO", description="Python log level")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "INFO", description="Python log level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)"
+    )
     log_format: Literal["text", "json"] = Field(
         "text", description="text lines, or one JSON object per line (Spark's own output: DATA_DIR/spark.log)"
     )
@@ -143,6 +145,11 @@ class Settings(BaseSettings):
     # -- recovery (compute/spark/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level_in_any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _roles_share_redis(self) -> Settings:

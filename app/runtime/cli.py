@@ -8,6 +8,7 @@ import asyncio
 import importlib.metadata
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -19,11 +20,14 @@ from app.api.state import ServerState
 from app.config import Settings
 from app.runtime import demo
 from app.runtime.allocator import keep_freed_memory
+from app.runtime.data_dir_lock import DataDirInUse, DataDirLock
+from app.runtime.listen import CannotListen, bind_listener
 from app.runtime.logging_setup import configure_logging
+from app.runtime.redis_check import RedisUnreachable, check_redis, needs_redis
 from app.runtime.server import create_app
 from app.runtime.shutdown import drain
-from app.transport.http_protocol import http_protocol_with_read_deadline
-from app.transport.ws_protocol import FanOutWebSocketProtocol
+from app.transport.http_protocol import HeaderLimits, http_protocol_with_read_deadline
+from app.transport.ws_protocol import websocket_protocol
 
 logger = logging.getLogger("app.runtime.cli")
 SPARK_WATCH_SECONDS = 1.0  # how often the server checks that Spark's JVM is still there
@@ -51,6 +55,23 @@ class DrainingServer(uvicorn.Server):
             await super().serve(sockets)
         finally:
             watch.cancel()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.started:
+            return
+        # uvicorn names the address only when it binds it itself; serve() bound it beforehand.
+        host, port = self.config.host, self.config.port
+        shown = f"[{host}]" if ":" in host else host
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
+        )
+        state = self._state()
+        if state is not None and state.settings.role != "edge" and not state.ready:
+            logger.info(
+                "Spark is warming up (half a minute or more on a busy machine): /readyz answers 503 "
+                "until the streaming query runs, then a 'ready:' line follows"
+            )
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         state = self._state()
@@ -104,6 +125,17 @@ def _find_app(app: object) -> object:
 
 def serve(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format, settings.access_log)
+    # What would make the start fail, checked before Spark spends half a minute starting: one line
+    # each, exit status 1.
+    data_dir_lock = DataDirLock(settings.data_dir)  # held as long as the process lives
+    try:
+        data_dir_lock.acquire()
+        listener = bind_listener(settings.host, settings.port)
+        if needs_redis(settings):
+            check_redis(settings.redis_url)
+    except (DataDirInUse, CannotListen, RedisUnreachable) as exc:
+        logger.error("%s", exc)
+        sys.exit(1)
     keep_freed_memory()  # before the server starts its threads (app/runtime/allocator.py)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
@@ -117,11 +149,16 @@ def serve(settings: Settings) -> None:
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
-        http=http_protocol_with_read_deadline(settings.handshake_timeout, settings.min_body_rate),
-        ws=FanOutWebSocketProtocol,
+        http=http_protocol_with_read_deadline(
+            settings.handshake_timeout,
+            settings.min_body_rate,
+            HeaderLimits(settings.max_header_bytes, settings.max_header_count),
+        ),
+        ws=websocket_protocol(settings.max_pings_per_second),
     )
     server = DrainingServer(config)
-    server.run()
+    server.run(sockets=[listener])
+    data_dir_lock.release()
     if server.exit_status:
         sys.exit(server.exit_status)
 
@@ -153,6 +190,29 @@ def settings_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error("; ".join(problems))
 
 
+def add_serve_arguments(serve_p: argparse.ArgumentParser) -> None:
+    """A flag per setting; a boolean one is a switch (--access-log, --no-access-log) that also
+    takes a value (--access-log false), as its variable does."""
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        text = f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})"
+        if field.annotation is bool:
+            serve_p.add_argument(
+                flag,
+                dest=name,
+                default=None,
+                nargs="?",
+                const="true",
+                metavar="true|false",
+                help=text.replace("%", "%%"),
+            )
+            serve_p.add_argument(
+                "--no-" + flag[2:], dest=name, action="store_const", const="false", help=f"{flag} false"
+            )
+            continue
+        serve_p.add_argument(flag, dest=name, default=None, help=text.replace("%", "%%"))
+
+
 def main(argv: list[str] | None = None) -> None:
     from app.runtime import tail  # beside demo: the subcommands that talk to a running server
 
@@ -163,10 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     serve_p = sub.add_parser(
         "serve", help="run the Sparkwire server", usage="%(prog)s [-h] [--OPTION VALUE ...]"
     )
-    for name, field in Settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        text = f"{field.description} (env SPARKWIRE_{name.upper()}, default {field.default})"
-        serve_p.add_argument(flag, dest=name, default=None, help=text.replace("%", "%%"))
+    add_serve_arguments(serve_p)
     demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
     tail.add_arguments(sub.add_parser("tail", help=tail.HELP, description=tail.__doc__))
     args = parser.parse_args(argv)

@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +28,7 @@ WRITER_PATH = "/storage/writer/v1"
 NANOS = 1_000_000_000
 MODES = ("PARK", "DRIVE", "NEUTRAL", "REVERSE")
 NUMERIC_CHANNELS = ("engine.temp", "engine.rpm", "battery.voltage", "speed")
+STOP_WITH_POLL_SECONDS = 0.5
 STRING_CHANNEL = "drive.mode"
 
 
@@ -39,6 +42,7 @@ class DemoConfig:
     late_fraction: float = 0.02
     seed: int | None = None
     wait_for_server: float = 180.0
+    stop_with: int | None = None  # a process id: the demo stops when that process has ended
 
 
 @dataclass
@@ -121,18 +125,70 @@ class DemoStats:
     requests: int = 0
 
 
+class NoServer(Exception):
+    """No server answered within the demo's wait (the message says where it looked)."""
+
+
 async def wait_for_server(url: str, timeout: float) -> None:
+    """Until `url` answers /healthz; one line says so if it does not at once, then it retries quietly."""
     deadline = time.monotonic() + timeout
+    said = False
     async with httpx.AsyncClient(base_url=url, timeout=2) as http:
         while True:
             try:
                 if (await http.get("/healthz")).status_code == 200:
+                    if said:
+                        logger.info("demo feed: the server at %s answers", url)
                     return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no Sparkwire server answered at {url} within {timeout:.0f}s")
+                raise NoServer(
+                    f"demo feed: no Sparkwire server answered at {url} within {timeout:.0f}s; "
+                    "start one (sparkwire serve) or give its address with --url"
+                )
+            if not said:
+                logger.info("demo feed: waiting for the Sparkwire server at %s (up to %.0fs)", url, timeout)
+                said = True
             await asyncio.sleep(0.5)
+
+
+class ProcessWatch:
+    """Whether a process has ended. When it is the demo's parent (make run's server is: the shell
+    that started the demo becomes the server with `exec`), it counts as ended as soon as the demo
+    is handed to another parent, before whoever started it has reaped it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.was_parent = os.getppid() == pid
+
+    def ended(self) -> bool:
+        if self.was_parent and os.getppid() != self.pid:
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # someone else's process: it is there
+            return False
+        return False
+
+
+async def run_until_ended(config: DemoConfig) -> DemoStats | None:
+    """The demo; with `config.stop_with`, stopped (with one line) once that process has ended."""
+    feed = asyncio.ensure_future(run_demo(config))
+    if config.stop_with is None:
+        return await feed
+    pid, watch = config.stop_with, ProcessWatch(config.stop_with)
+    while not feed.done():
+        await asyncio.wait({feed}, timeout=STOP_WITH_POLL_SECONDS)
+        if not feed.done() and watch.ended():
+            logger.info("demo feed: process %d (the server) has ended; the demo stops too", pid)
+            feed.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await feed
+            return None
+    return feed.result()
 
 
 async def run_demo(config: DemoConfig) -> DemoStats:
@@ -210,6 +266,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--late-fraction", type=float, default=defaults.late_fraction, help="share sent late")
     parser.add_argument("--seed", type=int, default=None, help="random seed, for a repeatable feed")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=defaults.wait_for_server,
+        help="seconds to wait for the server (at start, and after it went away) before giving up",
+    )
+    parser.add_argument(
+        "--stop-with",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="stop when process PID ends (make run: the server the demo feeds)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -223,6 +292,13 @@ def run(args: argparse.Namespace) -> None:
         duration=args.duration,
         late_fraction=args.late_fraction,
         seed=args.seed,
+        wait_for_server=args.wait,
+        stop_with=args.stop_with,
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_demo(config))
+    try:
+        asyncio.run(run_until_ended(config))
+    except KeyboardInterrupt:  # Ctrl+C: the feed simply stops
+        pass
+    except NoServer as exc:
+        logger.error("%s", exc)
+        sys.exit(1)

@@ -42,11 +42,13 @@ from app.metrics import Metrics
 from app.runtime.logging_setup import spark_output_path
 from app.runtime.open_log import open_point_log
 from app.runtime.readiness_log import ReadinessLog
+from app.runtime.spark_jvm import end_starting_jvms
 from app.tiers.catalog_feed import CatalogFeed
 from app.tiers.edge import RemoteComputations
 
 logger = logging.getLogger(__name__)
 START_ATTEMPTS = 3
+STARTER_JOIN_SECONDS = 1.0  # how long a stop waits for Spark's start-up to reach its next step
 
 
 def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
@@ -122,6 +124,9 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         logger.info("streaming query running")
         loop.call_soon_threadsafe(state.ready_event.set)
     except Exception as exc:
+        if state.draining:  # stopped under it by a shutdown (the lifespan did not wait): no news
+            logger.info("Spark start-up ended by the shutdown (%s)", exc)
+            return
         logger.exception("Spark failed to start")
         state.startup_error = str(exc)
 
@@ -131,6 +136,26 @@ def _shutting_down(state: ServerState) -> bool:
     if state.draining:
         logger.info("shutting down: Spark start-up stops here")
     return state.draining
+
+
+async def _stop_spark(state: ServerState) -> None:
+    """What _start_spark started, in order (none of it in the edge role)."""
+    if state.tier is not None:
+        await asyncio.to_thread(state.tier.stop)
+    if state.supervisor is not None:
+        await asyncio.to_thread(state.supervisor.stop)
+    if state.engine is not None:
+        from compute.spark.session import stop_session  # as in _start_spark: pyspark loads late
+
+        await asyncio.to_thread(state.engine.stop)
+        await asyncio.to_thread(stop_session, state.engine.spark)
+
+
+async def _spark_start_ended(starter: threading.Thread) -> bool:
+    """Whether the start-up thread has ended (or ends within a moment), so what it started can be
+    stopped in order."""
+    await asyncio.to_thread(starter.join, STARTER_JOIN_SECONDS)
+    return not starter.is_alive()
 
 
 def _start_edge(state: ServerState) -> RemoteComputations:
@@ -201,17 +226,14 @@ def create_app(settings: Settings) -> FastAPI:
                 await remote.stop()
             if feed is not None:
                 await feed.stop()
-            if starter is not None:
-                await asyncio.to_thread(starter.join)
-            if state.tier is not None:
-                await asyncio.to_thread(state.tier.stop)
-            if state.supervisor is not None:
-                await asyncio.to_thread(state.supervisor.stop)
-            if state.engine is not None:
-                from compute.spark.session import stop_session  # as in _start_spark: pyspark loads late
-
-                await asyncio.to_thread(state.engine.stop)
-                await asyncio.to_thread(stop_session, state.engine.spark)
+            state.draining = True  # also when uvicorn stopped before a drain began: Spark's start stops
+            if starter is not None and not await _spark_start_ended(starter):
+                # A stop (SIGTERM, Ctrl+C) while Spark starts: its steps cannot be interrupted (a
+                # session takes 10-30 s), so the process stops without waiting for them.
+                logger.info("Spark was still starting: stopping without waiting for it")
+                end_starting_jvms()
+            else:
+                await _stop_spark(state)
             await asyncio.to_thread(state.decoders.close)
             log.close()
             logger.info("stopped")
