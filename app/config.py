@@ -135,6 +135,31 @@ class Settings(BaseSettings):
     max_tag_value_length: int = Field(1024, gt=0, description="characters of a tag value (400)")
     max_channel_length: int = Field(1024, gt=0, description="characters of a channel name (400)")
     max_data_source_rid_length: int = Field(256, gt=0, description="characters of a dataSourceRid (400)")
+    max_future_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="a point stamped further ahead of the server's clock is refused (400, nothing of the "
+        "request stored): it would move a live window's end past every real point to come; 0 = no limit",
+    )
+    # -- the HTTP and WebSocket edge (app/http/admitted_route.py, app/transport/): checked as bytes arrive
+    max_json_body_bytes: int = Field(
+        1 << 20,
+        gt=0,
+        description="largest JSON body of /assets/v1 and /scout/v2/module, bytes after Content-Encoding "
+        "is undone (413); read only once the token is checked",
+    )
+    max_header_bytes: int = Field(
+        64 << 10, gt=0, description="request line and headers of one HTTP request, bytes (431, then closed)"
+    )
+    max_header_count: int = Field(
+        100, gt=0, description="header lines of one HTTP request (431, then closed)"
+    )
+    max_pings_per_second: float = Field(
+        10.0,
+        gt=0,
+        description="WebSocket control frames (ping, pong) a client may send per second, bursts 2x; "
+        "past it the connection is closed with 1008",
+    )
     # -- where JSON write bodies are decoded (app/ingest/workers.py)
     ingest_decode_workers: int = Field(
         1, ge=0, description="processes decoding large JSON write bodies off the event loop (0 = none)"

@@ -16,12 +16,11 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
+from app.http.admitted_route import AdmittedRoute, admit_request
 from app.http.errors import HttpError
-from app.protocol.admission import Refused
 from app.protocol.auth import ADMIN_CLAIM, Principal
 from compute.evaluation.datasets import CatalogKind, use_catalog
 from compute.storage.assets import (
@@ -45,9 +44,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class CatalogRoute(APIRoute):
-    """A shared catalog out of reach (Redis away) is a 503 of every route: nothing was changed, the
-    client may send the request again."""
+class CatalogRoute(AdmittedRoute):
+    """Admitted before its body is read (app/http/admitted_route.py). A shared catalog out of reach
+    (Redis away) is a 503 of every route: nothing was changed, the client may send the request again."""
+
+    doing = "read or change assets and runs"
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -88,11 +89,18 @@ def open_store(app: FastAPI, settings: Settings) -> AssetStore:
     return store
 
 
+# Items in one list or map of a body: with the body limit (SPARKWIRE_MAX_JSON_BODY_BYTES) it bounds
+# what one request makes the server validate and keep; pydantic refuses a longer list before
+# validating its items (400), so a body of a million empty items costs microseconds, not seconds.
+MAX_ITEMS = 1000
+MAX_SERIES_TAGS = 64  # as an ingested series' tags (SPARKWIRE_MAX_TAGS_PER_SERIES' default)
+
+
 class DataScopeBody(BaseModel):
     dataScopeName: str = Field(min_length=1)
     dataSourceRid: str = Field(min_length=1)
     seriesTags: dict[str, str] = Field(
-        default_factory=dict, description="tags that pre-filter the data source"
+        default_factory=dict, max_length=MAX_SERIES_TAGS, description="tags that pre-filter the data source"
     )
 
 
@@ -150,19 +158,19 @@ def _typed_out(typed: dict[str, TypedValue]) -> dict[str, TypedPropertyValue]:
 
 class CreateAsset(BaseModel):
     title: str = Field(min_length=1)
-    dataScopes: list[DataScopeBody]
-    properties: dict[str, str] = Field(default_factory=dict)
-    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict)
+    dataScopes: list[DataScopeBody] = Field(max_length=MAX_ITEMS)
+    properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_ITEMS)
+    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict, max_length=MAX_ITEMS)
 
 
 class CreateRun(BaseModel):
     title: str = Field(min_length=1)
-    assetRids: list[str] = Field(default_factory=list)
+    assetRids: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
     start: Time
     end: Time | None = Field(default=None, description="absent: the run is still going (it can stream)")
-    dataScopes: list[DataScopeBody] = Field(default_factory=list)
-    properties: dict[str, str] = Field(default_factory=dict)
-    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict)
+    dataScopes: list[DataScopeBody] = Field(default_factory=list, max_length=MAX_ITEMS)
+    properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_ITEMS)
+    typedProperties: dict[str, TypedPropertyValue] = Field(default_factory=dict, max_length=MAX_ITEMS)
 
 
 class UpdateAsset(BaseModel):
@@ -171,9 +179,9 @@ class UpdateAsset(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     title: str | None = Field(default=None, min_length=1)
-    dataScopes: list[DataScopeBody] | None = None
-    properties: dict[str, str] | None = None
-    typedProperties: dict[str, TypedPropertyValue] | None = None
+    dataScopes: list[DataScopeBody] | None = Field(default=None, max_length=MAX_ITEMS)
+    properties: dict[str, str] | None = Field(default=None, max_length=MAX_ITEMS)
+    typedProperties: dict[str, TypedPropertyValue] | None = Field(default=None, max_length=MAX_ITEMS)
 
 
 class UpdateRun(BaseModel):
@@ -182,12 +190,12 @@ class UpdateRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     title: str | None = Field(default=None, min_length=1)
-    assetRids: list[str] | None = None
+    assetRids: list[str] | None = Field(default=None, max_length=MAX_ITEMS)
     start: Time | None = None
     end: Time | None = None
-    dataScopes: list[DataScopeBody] | None = None
-    properties: dict[str, str] | None = None
-    typedProperties: dict[str, TypedPropertyValue] | None = None
+    dataScopes: list[DataScopeBody] | None = Field(default=None, max_length=MAX_ITEMS)
+    properties: dict[str, str] | None = Field(default=None, max_length=MAX_ITEMS)
+    typedProperties: dict[str, TypedPropertyValue] | None = Field(default=None, max_length=MAX_ITEMS)
 
 
 class DataScopeOut(DataScopeBody):
@@ -259,11 +267,7 @@ def run_out(r: Run) -> RunOut:
 def admit(request: Request, what: str, admin: bool = False) -> Principal:
     """The request's principal, once admitted (Origin, then token: app/protocol/admission.py);
     changing a catalog (`admin`) needs the admin claim. `what` completes "... to read or change"."""
-    state: Any = request.app.state.sparkwire
-    try:
-        principal: Principal = state.admission.admit(request.headers, f"read or change {what}")
-    except Refused as refused:
-        raise HttpError(refused.status, refused.message) from None
+    principal = admit_request(request, f"read or change {what}")  # once per request: its route did
     if admin and not principal.admin:  # ANONYMOUS (authentication off) is an admin
         raise HttpError(
             403,

@@ -44,11 +44,18 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     503: {"description": "the module catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
 }
-router = APIRouter(prefix="/scout/v2/module", tags=["modules"], responses=ERRORS, route_class=CatalogRoute)
+
+
+class ModuleRoute(CatalogRoute):
+    doing = "read or change modules"
+
+
+router = APIRouter(prefix="/scout/v2/module", tags=["modules"], responses=ERRORS, route_class=ModuleRoute)
 STORE_FILE = "modules.sqlite"
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # Nominal's rule for module, function and parameter names
 MAX_FUNCTIONS = 100  # ModuleVersionDefinition.functions: "Limited to 100"
 MAX_PAGE = 1000
+MAX_ITEMS = 1000  # items of one list in a body (as /assets/v1's: app/api/assets.py MAX_ITEMS)
 USER_RID_PREFIX = "ri.sparkwire.main.user."
 logger = logging.getLogger(__name__)
 
@@ -97,7 +104,7 @@ class FunctionParameter(BaseModel):
 class Function(BaseModel):
     name: str
     description: str
-    parameters: list[FunctionParameter]
+    parameters: list[FunctionParameter] = Field(max_length=MAX_ITEMS)
     functionNode: dict[str, Any] = Field(
         description="a FunctionNode: numeric, enum or ranges (udf is refused)"
     )
@@ -105,7 +112,8 @@ class Function(BaseModel):
 
 
 class ModuleVersionDefinition(BaseModel):
-    functions: list[Function]
+    # one more than allowed: `_checked` then answers Nominal's message; a million is refused unread
+    functions: list[Function] = Field(max_length=MAX_FUNCTIONS + 1)
 
 
 class CreateModuleRequest(BaseModel):
@@ -124,12 +132,12 @@ class UpdateModuleRequest(BaseModel):
 
 class BatchGetModulesRequest(BaseModel):
     requests: list[dict[str, Any]] = Field(
-        description="RequestModuleRef: name or rid, with a versionStrategy"
+        max_length=MAX_ITEMS, description="RequestModuleRef: name or rid, with a versionStrategy"
     )
 
 
 class BatchArchiveModulesRequest(BaseModel):
-    requests: list[str]
+    requests: list[str] = Field(max_length=MAX_ITEMS)
 
 
 class SearchModulesSortOptions(BaseModel):

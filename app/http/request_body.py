@@ -1,6 +1,8 @@
 """An ingest request's body, read as a stream and decoded under a size limit.
 
-The limit (`SPARKWIRE_MAX_REQUEST_BYTES`, default 64 MiB) counts the bytes the decoder will see, after
+The limit (`SPARKWIRE_MAX_REQUEST_BYTES`, default 64 MiB, for ingest;
+`SPARKWIRE_MAX_JSON_BODY_BYTES`, default 1 MiB, for the JSON bodies of /assets/v1 and
+/scout/v2/module: app/http/admitted_route.py) counts the bytes the decoder will see, after
 `Content-Encoding` is undone. It is enforced while the body arrives: a `Content-Length` above it is
 refused before a byte is read, the bytes received are counted chunk by chunk, and a compressed body
 is decompressed as its chunks arrive, never producing more than the limit (plus one bounded step):
@@ -45,13 +47,14 @@ ZLIB_STEP = 1 << 20
 
 
 class BodyTooLarge(HttpError):
-    def __init__(self, limit: int, what: str) -> None:
+    def __init__(self, limit: int, what: str, setting: str = "max_request_bytes") -> None:
+        name = f"SPARKWIRE_{setting.upper()}"
         super().__init__(
             413,
             f"the request body {what} is larger than the limit of {limit} bytes "
-            "(SPARKWIRE_MAX_REQUEST_BYTES; counted after Content-Encoding is undone)",
+            f"({name}; counted after Content-Encoding is undone)",
             REQUEST_ENTITY_TOO_LARGE,
-            {"limit": str(limit), "setting": "SPARKWIRE_MAX_REQUEST_BYTES"},
+            {"limit": str(limit), "setting": name},
         )
 
 
@@ -189,13 +192,13 @@ def _decoder(header: str | None) -> _Decoder:
     )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, setting: str = "max_request_bytes") -> bytes:
     """The body, decoded per its Content-Encoding; raises HttpError (413, 415, 400) before more
-    than the limit of it is held."""
+    than the limit of it is held. `setting`: the limit's name in Settings, for the 413."""
     decoder = _decoder(request.headers.get("content-encoding"))
     length = request.headers.get("content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
-        raise BodyTooLarge(limit, f"(Content-Length {int(length)})")
+        raise BodyTooLarge(limit, f"(Content-Length {int(length)})", setting)
     received = 0
     size = 0
     parts: list[bytes] = []
@@ -205,12 +208,12 @@ async def read_body(request: Request, limit: int) -> bytes:
                 continue
             received += len(chunk)
             if received > limit:
-                raise BodyTooLarge(limit, "as sent")
+                raise BodyTooLarge(limit, "as sent", setting)
             for part in decoder.feed(chunk, limit - size):
                 size += len(part)
                 parts.append(part)
             if size > limit:
-                raise BodyTooLarge(limit, "decompressed")
+                raise BodyTooLarge(limit, "decompressed", setting)
     except ClientDisconnect:
         raise HttpError(400, "the client disconnected before sending the whole body") from None
     decoder.finish()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -58,7 +60,7 @@ def fast_writes(body: bytes) -> list[SeriesWrite] | None:
     same writes for the same body, so the HTTP behaviour is the validator's alone."""
     try:
         request = write_request_decoder.decode(body)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):  # msgspec recurses into unknown fields' objects
         return None
     rid = request.dataSourceRid
     writes: list[SeriesWrite] = []
@@ -191,8 +193,8 @@ def _over(what: str, where: str, actual: int, limit: int, setting: str, status: 
 
 
 def check_limits(writes: list[SeriesWrite], settings: Settings) -> None:
-    """Raise HttpError if the decoded writes exceed an ingest limit. Costs O(series + tags): the
-    points of a series are only counted (len), never visited.
+    """Raise HttpError if the decoded writes exceed an ingest limit. Costs O(series + tags), and
+    one pass in C over each series' timestamps (`_newest`) for the points stamped too far ahead.
 
     Too many points is 413 REQUEST_ENTITY_TOO_LARGE: the request is valid, only too big, and a
     client splitting it into smaller requests succeeds (Nominal's writers split large batches). The
@@ -246,6 +248,8 @@ def check_limits(writes: list[SeriesWrite], settings: Settings) -> None:
                     "max_tag_value_length",
                 )
         total += len(write.ts)
+    if settings.max_future_seconds > 0:
+        _check_future(writes, settings.max_future_seconds)
     if total > settings.max_points_per_request:
         raise _over(
             "the number of points",
@@ -255,6 +259,35 @@ def check_limits(writes: list[SeriesWrite], settings: Settings) -> None:
             "max_points_per_request",
             413,
         )
+
+
+def _newest(ts: Sequence[int] | np.ndarray) -> int:
+    if isinstance(ts, np.ndarray):
+        return int(ts.max()) if len(ts) else -1
+    return max(ts, default=-1)
+
+
+def _check_future(writes: list[SeriesWrite], max_future_seconds: float) -> None:
+    """A point stamped more than `max_future_seconds` after the server's clock is refused: stored,
+    it would move its live windows' end years ahead, and every real point after it would then be
+    late and never shown (issue 44). The bound leaves room for a writer's clock running ahead."""
+    limit = time.time_ns() + int(max_future_seconds * NANOS_PER_SECOND)
+    for i, write in enumerate(writes):
+        newest = _newest(write.ts)
+        if newest > limit:
+            ahead = (newest - limit) / NANOS_PER_SECOND + max_future_seconds
+            raise HttpError(
+                400,
+                f"series {i} (channel {_shown(write.key.channel)}): a point is stamped {ahead:.0f} s "
+                f"ahead of the server's clock, more than the limit of {max_future_seconds:g} s "
+                "(SPARKWIRE_MAX_FUTURE_SECONDS); nothing of the request was stored",
+                INVALID_ARGUMENT,
+                {
+                    "limit": f"{max_future_seconds:g}",
+                    "actual": f"{ahead:.0f}",
+                    "setting": "SPARKWIRE_MAX_FUTURE_SECONDS",
+                },
+            )
 
 
 def _denied(principal: Principal, writes: list[SeriesWrite]) -> JSONResponse | None:
