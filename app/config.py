@@ -40,6 +40,19 @@ class Settings(BaseSettings):
     ping_timeout: float = Field(20.0, gt=0, description="seconds to wait for a pong before closing")
     max_window_seconds: float = Field(86400.0, gt=0, description="largest windowWidth accepted")
     max_points: int = Field(1_000_000, gt=0, description="most points/buckets a result may ask for")
+    max_compile_nodes: int = Field(
+        5_000,
+        gt=0,
+        description="nodes one subscription may expand to, counting every reference, dataset, variable, "
+        "module function and expression operator each time it is expanded (ComputationTooComplex)",
+    )
+    max_compile_depth: int = Field(
+        100,
+        gt=0,
+        le=200,  # each level is a few Python frames: well under the interpreter's recursion limit
+        description="nesting of one subscription once its references, variables, module functions and "
+        "expressions are expanded (ComputationTooComplex)",
+    )
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     resume_linger_seconds: float = Field(
         60.0,
@@ -188,7 +201,12 @@ class Settings(BaseSettings):
     @property
     def compute_limits(self) -> Limits:
         """What a computation may ask for (compute/evaluation/compiler.py)."""
-        return Limits(int(self.max_window_seconds * NANOS_PER_SECOND), self.max_points)
+        return Limits(
+            int(self.max_window_seconds * NANOS_PER_SECOND),
+            self.max_points,
+            max_compile_nodes=self.max_compile_nodes,
+            max_compile_depth=self.max_compile_depth,
+        )
 
     @property
     def retention(self) -> float:

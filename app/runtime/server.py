@@ -39,10 +39,10 @@ from app.ingest.nominal import write_nominal
 from app.ingest.workers import DecodeWorkers
 from app.ingest.writes import write_points
 from app.metrics import Metrics
+from app.runtime.early_stop import end_starting_jvms, end_worker_processes, signals_ignored_by_new_processes
 from app.runtime.logging_setup import spark_output_path
 from app.runtime.open_log import open_point_log
 from app.runtime.readiness_log import ReadinessLog
-from app.runtime.spark_jvm import end_starting_jvms
 from app.tiers.catalog_feed import CatalogFeed
 from app.tiers.edge import RemoteComputations
 
@@ -186,9 +186,10 @@ def create_app(settings: Settings) -> FastAPI:
             settings.max_lingering_computations,
         )
         if settings.role != "compute":  # the edges take the writes
-            decoders = DecodeWorkers(
-                settings.ingest_decode_workers, settings.ingest_decode_min_bytes, metrics.bodies_decoded
-            )
+            with signals_ignored_by_new_processes():
+                decoders = DecodeWorkers(
+                    settings.ingest_decode_workers, settings.ingest_decode_min_bytes, metrics.bodies_decoded
+                )
         else:
             decoders = DecodeWorkers(0, 0, metrics.bodies_decoded)  # every body decoded inline
         assets.open_store(app, settings)  # the asset and run catalog beside the log (app/api/assets.py)
@@ -232,6 +233,7 @@ def create_app(settings: Settings) -> FastAPI:
                 # session takes 10-30 s), so the process stops without waiting for them.
                 logger.info("Spark was still starting: stopping without waiting for it")
                 end_starting_jvms()
+                end_worker_processes()
             else:
                 await _stop_spark(state)
             await asyncio.to_thread(state.decoders.close)

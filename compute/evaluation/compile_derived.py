@@ -118,7 +118,13 @@ def _variant(b: _Builder, value: Json, what: str, allowed: frozenset[str]) -> tu
 
 def resolve(b: _Builder, value: Json) -> Application:
     """The module function a `DerivedSeries` applies, with its arguments checked against the
-    function's parameters; every way it can fail is refused by name (`field` says where)."""
+    function's parameters; every way it can fail is refused by name (`field` says where). Each
+    resolution is a step of the compile budget, however often the same function is applied."""
+    with b.budget:
+        return _resolve(b, value)
+
+
+def _resolve(b: _Builder, value: Json) -> Application:
     _, inner = _variant(b, value, "DerivedSeries", frozenset(["function"]))
     o = b.obj(inner, "FunctionDerivedSeries")
     module_name = b.string_constant(b.get(o, "moduleName", "FunctionDerivedSeries"))
@@ -136,7 +142,7 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             moduleVersion=version_text,
         )
-    module = _module_named(module_name)
+    module = _cached(b, ("module", module_name), lambda: _module_named(module_name))
     if module is None:
         raise _refused(f"no module is named '{module_name}'", "moduleName", moduleName=module_name)
     if module.archived_at_ns is not None:
@@ -146,7 +152,8 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             moduleRid=module.rid,
         )
-    version = _version_of(module, int(version_text))
+    found = module
+    version = _cached(b, ("version", module.rid, version_text), lambda: _version_of(found, int(version_text)))
     if version is None:
         raise _refused(
             f"module '{module_name}' has no version {version_text} (its latest is {module.latest})",
@@ -176,7 +183,7 @@ def resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             functionName=function_name,
         )
-    _refuse_cycles(b, version, function_name, node, [])
+    _refuse_cycles(b, version, function_name, node)
     parameters = {p["name"]: p["type"] for p in function.get("parameters") or []}
     bindings = _arguments(b, o, parameters, function_name)
     return Application(version, function_name, kind, node, bindings)
@@ -210,25 +217,122 @@ def _literal(value: Json) -> str | None:
     return None
 
 
-def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Json, path: list[str]) -> None:
+FunctionKey = tuple[str, str, str]  # (module name, version, function name)
+Lookup = Callable[[str, str, str], Json | None]  # a function's node, None: no such function
+
+
+class _Cycle(Exception):
+    def __init__(self, path: list[FunctionKey]) -> None:
+        self.path = path
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _CallGraph:
+    """The functions a function's body applies, walked once each: a function applied from many
+    places is looked up and walked once, so a module whose functions fan out twice per level costs
+    one step per function, not one per path (2^depth)."""
+
+    def __init__(self, lookup: Lookup, charge: Callable[[], None]) -> None:
+        self.lookup, self.charge = lookup, charge
+        self.heights: dict[FunctionKey, int] = {}  # functions walked: how deep they nest
+        self.stack: list[FunctionKey] = []  # the functions whose bodies led here, outermost first
+
+    def height(self, key: FunctionKey, node: Json) -> int:
+        """How many functions deep `key` nests (1: it applies none); raises _Cycle or _TooDeep."""
+        if key in self.heights:
+            return self.heights[key]
+        if key in self.stack:
+            raise _Cycle([*self.stack[self.stack.index(key) :], key])
+        if len(self.stack) >= MAX_DEPTH:
+            raise _TooDeep()
+        self.charge()
+        self.stack.append(key)
+        height = 1
+        for callee in dict.fromkeys(_applied_in(node)):  # each once, in order
+            if callee in self.heights:
+                height = max(height, 1 + self.heights[callee])
+                continue
+            body = self.lookup(*callee)
+            if body is not None:  # one that does not resolve is refused where it is built
+                height = max(height, 1 + self.height(callee, body))
+        self.stack.pop()
+        if height > MAX_DEPTH:
+            raise _TooDeep()
+        self.heights[key] = height
+        return height
+
+
+def _label(key: FunctionKey) -> str:
+    return f"{key[0]} v{key[1]} {key[2]}"
+
+
+def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Json) -> None:
     """A function whose body applies itself, directly or through other functions' bodies, or
     nests functions deeper than MAX_DEPTH, is refused by name (the outermost function named)
-    before anything is built. `path`: the functions whose bodies led here, outermost first."""
-    label = f"{version.api_name} v{version.version} {function}"
-    if label in path or len(path) >= MAX_DEPTH:
-        root_module, _, root_function = path[0].split(" ")  # names hold no spaces (app/api/modules.py)
-        raise _refused(
-            f"function {path[0]} applies itself (through {' -> '.join([*path[1:], label])})"
-            if label in path
-            else f"function {path[0]} nests functions more than {MAX_DEPTH} deep",
-            "functionName",
-            moduleName=root_module,
-            functionName=root_function,
+    before anything is built."""
+    key = (version.api_name, str(version.version), function)
+    graph = b.derived_cache.get("graph")
+    if graph is None:  # one per compilation: a function applied again is not walked again
+        graph = b.derived_cache["graph"] = _CallGraph(
+            lambda *callee: _cached(b, ("function", *callee), lambda: _stored_function(*callee)),
+            b.budget.charge,
         )
-    for module_name, version_text, function_name in _applied_in(node):
-        inner = _function_at(module_name, version_text, function_name)
-        if inner is not None:  # one that does not resolve is refused where it is built
-            _refuse_cycles(b, inner[0], function_name, inner[1], [*path, label])
+    try:
+        graph.height(key, node)
+    except _Cycle as cycle:
+        raise _refused(
+            f"function {_label(key)} applies itself (through {' -> '.join(map(_label, cycle.path))})",
+            "functionName",
+            moduleName=version.api_name,
+            functionName=function,
+        ) from None
+    except _TooDeep:
+        raise _refused(
+            f"function {_label(key)} nests functions more than {MAX_DEPTH} deep",
+            "functionName",
+            moduleName=version.api_name,
+            functionName=function,
+        ) from None
+
+
+def _cached(b: _Builder, key: tuple[str, ...], lookup: Callable[[], T]) -> T:
+    """A catalog lookup, once per compilation (a module applied 5,000 times is read once)."""
+    if key not in b.derived_cache:
+        b.derived_cache[key] = lookup()
+    found: T = b.derived_cache[key]
+    return found
+
+
+def _stored_function(module_name: str, version_text: str, function_name: str) -> Json | None:
+    found = _function_at(module_name, version_text, function_name)
+    return None if found is None else found[1]
+
+
+def definition_cycle(api_name: str, version: int, functions: list[dict[str, Json]]) -> list[str] | None:
+    """A cycle among the functions of a module version about to be stored (`functions`: its
+    definition's), through its own functions and those of the stored modules: the functions of the
+    cycle, the first again at its end (each "module vN function"), or None. A definition applying
+    itself is refused when it is created rather than when a subscription applies it."""
+    own = {str(f.get("name")): f.get("functionNode") for f in functions}
+    version_text = str(version)
+
+    def lookup(module_name: str, version_of: str, function_name: str) -> Json | None:
+        if module_name == api_name and version_of == version_text:
+            return own.get(function_name)
+        return _stored_function(module_name, version_of, function_name)
+
+    graph = _CallGraph(lookup, lambda: None)
+    for name, node in own.items():
+        try:
+            graph.height((api_name, version_text, name), node)
+        except _Cycle as cycle:
+            return [_label(k) for k in cycle.path]
+        except _TooDeep:  # nesting is refused where it is applied (its depth counts what it applies)
+            graph.stack.clear()
+    return None
 
 
 def _function_at(

@@ -388,7 +388,7 @@ def _expression(b: _Builder, o: dict[str, Json], what: str, names: list[str], bo
     if not isinstance(source, str):
         raise _malformed(f"{what}.expression must be a string")
     try:
-        return compile_expression(source, names, boolean)
+        return compile_expression(source, names, boolean, b.budget.charge_subtree)
     except InvalidExpression as e:
         raise _refuse(what, "expression", f"{what}.expression {source[:200]!r}: {e}") from None
 

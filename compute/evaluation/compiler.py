@@ -64,6 +64,76 @@ class Limits:
     max_window_ns: int = 24 * 3600 * NANOS_PER_SECOND
     max_points: int = 1_000_000  # TooManyPoints: a result may not ask for more buckets/points than this
     max_lookback_ns: int = 24 * 3600 * NANOS_PER_SECOND  # history a node may need before the window
+    max_compile_nodes: int = 5_000  # ComputationTooComplex: nodes after expanding every reference
+    max_compile_depth: int = 100  # ComputationTooComplex: nesting after expanding every reference
+
+
+class CompileBudget:
+    """What one compilation may expand: every expansion step (a series, a range, a dataset, a
+    variable or module function, a channel read, an expression's operator) is charged before it
+    recurses, so a request that references itself exponentially (`d_i = combine([d_{i-1},
+    d_{i-1}])`) is refused after at most `max_nodes` steps, never after 2^N, and no chain of
+    references recurses deeper than `max_depth`.
+
+    `with budget:` charges one node and one level of nesting for the block."""
+
+    __slots__ = ("depth", "max_depth", "max_nodes", "nodes")
+
+    def __init__(self, max_nodes: int = Limits.max_compile_nodes, max_depth: int = Limits.max_compile_depth):
+        self.max_nodes, self.max_depth = max_nodes, max_depth
+        self.nodes = self.depth = 0
+
+    def charge(self, count: int = 1) -> None:
+        self.nodes += count
+        if self.nodes > self.max_nodes:
+            raise too_complex(
+                f"more than {self.max_nodes} nodes once its references, datasets, variables and module "
+                "functions are expanded",
+                self.max_nodes,
+                "SPARKWIRE_MAX_COMPILE_NODES",
+            )
+
+    def charge_subtree(self, nodes: int, depth: int) -> None:
+        """A part measured whole before it is built (an expression's operators), at this depth."""
+        self.charge(nodes)
+        self._nest(depth)
+
+    def _nest(self, levels: int) -> None:
+        if self.depth + levels > self.max_depth:
+            raise too_complex(
+                f"nested more than {self.max_depth} deep once its references, datasets, variables, "
+                "module functions and expressions are expanded",
+                self.max_depth,
+                "SPARKWIRE_MAX_COMPILE_DEPTH",
+            )
+
+    def __enter__(self) -> CompileBudget:
+        self.charge()
+        self._nest(1)
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+
+
+def permission_denied(rids: list[str]) -> ComputeError:
+    """The token does not reach these data sources."""
+    return ComputeError(
+        "PermissionDenied",
+        "the token does not reach these data sources: " + ", ".join(rids),
+        {"rids": ",".join(rids)},
+        status_code=403,
+    )
+
+
+def too_complex(what: str, limit: int, setting: str) -> ComputeError:
+    """The compile budget's refusal: which limit (`setting`) and its value (`limit`)."""
+    return ComputeError(
+        "ComputationTooComplex",
+        f"the computation is too complex: {what} (the limit is {limit}, {setting})",
+        {"limit": str(limit), "setting": setting},
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +185,12 @@ class _Builder:
     bases: list[datasets.View] = field(default_factory=list)  # the withSeries inputs being built
     dataset_references: Mapping[str, Json] = field(default_factory=dict)  # Context.datasetReferences
     catalog: datasets.CatalogReads = field(default_factory=datasets.CatalogReads)  # assets and runs read
+    budget: CompileBudget = field(default_factory=CompileBudget)  # what it may still expand
+    # compile_derived.py's module lookups and the functions it has checked, once per compilation
+    derived_cache: dict[Any, Any] = field(default_factory=dict)
+    # Whether the token may read a data source: checked at each read as the tree is expanded, so a
+    # refused request costs no more than the steps up to its first read (None: any may be read).
+    may_read: Callable[[str], bool] | None = None
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -236,6 +312,10 @@ class _Builder:
         name = ref.get("name")
         if not isinstance(name, str):
             raise MalformedNode("a Reference needs a 'name'")
+        with self.budget:
+            return self._variable_series(name, expect)
+
+    def _variable_series(self, name: str, expect: str | None) -> nodes.SeriesNode:
         kind, value = self.typed_variable(name, ("channel", "series", "computeNode", "derived"))
         if kind == "channel":
             return self.channel_series(value, expect)
@@ -432,11 +512,22 @@ class _Builder:
         return reads[0] if len(reads) == 1 else nodes_union.MergedBranches(reads)
 
     def read(self, selector: ChannelSelector, expect: str | None) -> nodes.ChannelInput:
+        self.budget.charge()
+        self.refuse_unreachable(selector.data_source_rid)
         self.selectors.append(selector)
         return nodes.ChannelInput(len(self.selectors) - 1, expect)
 
+    def refuse_unreachable(self, data_source_rid: str) -> None:
+        """PermissionDenied, at once, for a data source the token does not reach."""
+        if self.may_read is not None and not self.may_read(data_source_rid):
+            raise permission_denied([data_source_rid])
+
     # -- series, ranges ----------------------------------------------------------------------------
     def series(self, value: Json) -> nodes.SeriesNode:
+        with self.budget:
+            return self._series(value)
+
+    def _series(self, value: Json) -> nodes.SeriesNode:
         kind, inner = self.variant("Series", value)
         if kind == "raw":
             return self.channel_input(inner, None)
@@ -451,7 +542,8 @@ class _Builder:
         build = NUMERIC_BUILDERS.get(kind)
         if build is None:
             raise self.unsupported("NumericSeries", kind)
-        return build(self, inner)
+        with self.budget:
+            return build(self, inner)
 
     def enum(self, value: Json, constant_ok: bool = False) -> nodes.SeriesNode:
         """An enum series; a label without timestamps (`selectCategoricalProperty`) only where the
@@ -460,7 +552,8 @@ class _Builder:
         build = ENUM_BUILDERS.get(kind)
         if build is None:
             raise self.unsupported("EnumSeries", kind)
-        node = build(self, inner)
+        with self.budget:
+            node = build(self, inner)
         if isinstance(node, nodes.EnumConstant) and not constant_ok:
             raise not_supported(
                 f"'{kind}' is a label with no timestamps of its own (it stands at every time, as a "
@@ -475,7 +568,8 @@ class _Builder:
         build = RANGE_BUILDERS.get(kind)
         if build is None:
             raise self.unsupported("RangeSeries", kind)
-        return build(self, inner)
+        with self.budget:
+            return build(self, inner)
 
     def condition(self, value: Json, subject: _Subject, what: str, field_name: str) -> nodes.Condition:
         """A `BooleanSeries` whose operands are constants or one and the same series (`subject`):
@@ -487,8 +581,9 @@ class _Builder:
         o = self.obj(inner, kind)
         left, right = self.get(o, "left", kind), self.get(o, "right", kind)
         if kind in ("and", "or"):
-            a = self.condition(left, subject, what, field_name)
-            b = self.condition(right, subject, what, field_name)
+            with self.budget:
+                a = self.condition(left, subject, what, field_name)
+                b = self.condition(right, subject, what, field_name)
             return nodes.BothHold(a, b) if kind == "and" else nodes.EitherHolds(a, b)
         return nodes.Comparison(
             BOOLEAN_COMPARISONS[kind],
@@ -941,9 +1036,12 @@ def compile_plan(
     limits: Limits,
     options: ResultOptions,
     references: Mapping[str, Json] | None = None,
+    may_read: Callable[[str], bool] | None = None,
 ) -> Plan:
-    """`context`: the variables; `references`: the datasets `DatasetReference` names. Raises
-    ComputeError for a valid request Sparkwire refuses, MalformedNode for a broken one."""
+    """`context`: the variables; `references`: the datasets `DatasetReference` names; `may_read`:
+    whether the token reaches a data source (None: every one), checked at each read. Raises
+    ComputeError for a valid request Sparkwire refuses (`ComputationTooComplex` as soon as it
+    expands past `limits`' compile budget), MalformedNode for a broken one."""
     if window_ns < 0:
         raise ComputeError(
             "WindowNegative", f"windowWidth is negative ({window_ns} ns)", {"window": str(window_ns)}
@@ -954,7 +1052,8 @@ def compile_plan(
             f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
-    b = _Builder(context, window_ns=window_ns)
+    budget = CompileBudget(limits.max_compile_nodes, limits.max_compile_depth)
+    b = _Builder(context, window_ns=window_ns, budget=budget, may_read=may_read)
     b.dataset_references = context_references(b, references)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)

@@ -325,13 +325,16 @@ class Resolver:
 
     def resolve(self, value: Json) -> View:
         kind, inner = self.b.variant("Dataset", value)
-        return self.kinds[kind](self.b.obj(inner, kind))
+        with self.b.budget:  # a reference is resolved as often as it is referenced: each time charged
+            return self.kinds[kind](self.b.obj(inner, kind))
 
     def rid(self, o: dict[str, Json], what: str) -> str:
         return self.b.string_constant(self.b.get(o, "rid", what))
 
     def saved(self, o: dict[str, Json]) -> View:
-        return View((Branch(self.rid(o, "SavedDataset")),))
+        rid = self.rid(o, "SavedDataset")
+        self.b.refuse_unreachable(rid)  # before anything else is expanded
+        return View((Branch(rid),))
 
     def asset(self, o: dict[str, Json]) -> View:
         return View(tuple(asset_branches(self.b.catalog.asset(self.rid(o, "Asset")), {})))
@@ -532,12 +535,16 @@ class Resolver:
         catalog = self.b.catalog
         branches: list[Branch] = []
         if target == "assets":
-            assets = [a for a in catalog.all_assets() if self.matches(query, a.properties)]
+            every = catalog.all_assets()
+            self.b.budget.charge(len(every))  # each entry read is a step: a search referenced often adds up
+            assets = [a for a in every if self.matches(query, a.properties)]
             for asset in assets[:limit]:
                 catalog.found(asset)
                 branches += asset_branches(asset, {})
         else:
-            runs = [r for r in catalog.all_runs() if self.matches(query, r.properties)]
+            every_run = catalog.all_runs()
+            self.b.budget.charge(len(every_run))
+            runs = [r for r in every_run if self.matches(query, r.properties)]
             for run in runs[:limit]:
                 branches += run_branches(catalog.run(run.rid), catalog)  # a run that has ended is refused
         return View(tuple(branches))

@@ -6,6 +6,7 @@ travels as JSON from an edge to the compute tier, which compiles it itself (app/
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -32,9 +33,10 @@ class ComputationRequest:
         append-only ranges)."""
         return json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
 
-    def compile(self, limits: Limits) -> Plan:
+    def compile(self, limits: Limits, may_read: Callable[[str], bool] | None = None) -> Plan:
+        """`may_read`: whether the token reaches a data source (compile_plan checks each read)."""
         return compile_plan(
-            self.node, self.window_ns, self.context, limits, self.options, self.dataset_references
+            self.node, self.window_ns, self.context, limits, self.options, self.dataset_references, may_read
         )
 
     def resolved(self, plan: Plan) -> ComputationRequest:

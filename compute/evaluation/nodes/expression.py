@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,19 +81,55 @@ def _spelling(source: str) -> str:
     return re.sub(r"!(?!=)", " not ", source)
 
 
-def compile_expression(source: str, names: Sequence[str], boolean: bool) -> Compiled:
-    """The expression as a function of the named columns; `boolean`: it must be a condition."""
+def compile_expression(
+    source: str, names: Sequence[str], boolean: bool, charge: Callable[[int, int], None] | None = None
+) -> Compiled:
+    """The expression as a function of the named columns; `boolean`: it must be a condition.
+    `charge(nodes, depth)`, given the size of the parsed expression before it is compiled, raises
+    if it is too big (the compile budget): compiling and evaluating recurse once per level, and
+    evaluating holds up to one temporary array per level."""
     if len(source) > MAX_EXPRESSION_LENGTH:
         raise InvalidExpression(f"longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
         tree = ast.parse(_spelling(source).strip(), mode="eval")
     except SyntaxError as e:
         raise InvalidExpression(f"not an expression: {e.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own nesting limits (ast construction, its stack)
+        raise InvalidExpression("nested too deeply to parse") from None
+    nodes, depth = _size(tree.body)
+    if charge is not None:
+        charge(nodes, depth)
     typed = _compile(tree.body, frozenset(names))
     if typed.boolean != boolean:
         wanted = "a condition is required" if boolean else "a number is required, not a condition"
         raise InvalidExpression(wanted)
     return typed.f
+
+
+def _size(root: ast.AST) -> tuple[int, int]:
+    """(nodes, depth) of an expression's tree, walked without recursion (it may be thousands deep).
+    Only the nodes `_compile` recurses through count: operators, operands and calls."""
+    nodes = depth = 0
+    stack = [(root, 1)]
+    while stack:
+        node, level = stack.pop()
+        nodes += 1
+        depth = max(depth, level)
+        stack.extend((child, level + 1) for child in _operands(node))
+    return nodes, depth
+
+
+def _operands(node: ast.AST) -> Iterator[ast.AST]:
+    if isinstance(node, ast.BinOp):
+        yield from (node.left, node.right)
+    elif isinstance(node, ast.UnaryOp):
+        yield node.operand
+    elif isinstance(node, ast.BoolOp):
+        yield from node.values
+    elif isinstance(node, ast.Compare):
+        yield from (node.left, *node.comparators)
+    elif isinstance(node, ast.Call):
+        yield from node.args
 
 
 def _numbers(t: _Typed, what: str) -> Compiled:
