@@ -10,9 +10,11 @@ The principal is kept on the request (`principal_of`) so the route does not auth
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
+import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
@@ -21,6 +23,7 @@ from app.http.request_body import read_body
 from app.protocol.admission import Refused
 from app.protocol.auth import Principal
 from app.protocol.limits import MAX_JSON_DEPTH, json_depth
+from schemas.conjure import absent_nulls
 
 _PRINCIPAL = "sparkwire_principal"  # where the admitted principal is kept on request.state
 BODY_SETTING = "max_json_body_bytes"
@@ -59,6 +62,9 @@ class AdmittedRoute(APIRoute):
                 if json_depth(raw) > MAX_JSON_DEPTH:
                     raise HttpError(400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
                 request._body = raw  # what FastAPI's `await request.body()` then returns
+                with contextlib.suppress(orjson.JSONDecodeError):  # FastAPI answers a bad body itself
+                    # A present null is an absent optional field, as on the WebSocket (Conjure's rule).
+                    request._json = absent_nulls(orjson.loads(raw))
             return await handler(request)
 
         return admitted

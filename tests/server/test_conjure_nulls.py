@@ -160,3 +160,21 @@ async def test_an_unset_time_unit_sent_as_null_means_seconds(server: ServerProce
         assert [v for _, v in entries] == [2.0, 2.0, 2.0]  # points 2 s apart, in seconds
     finally:
         await client.close()
+
+
+async def test_a_null_field_of_a_catalog_body_is_an_absent_one(server: ServerProcess) -> None:
+    """The same rule on HTTP bodies (app/http/admitted_route.py): `properties: null` is no properties,
+    not a 400 for a map that is not one."""
+    rid = f"ri.test.nulls.{uuid.uuid4().hex[:12]}"
+    scopes = [{"dataScopeName": "main", "dataSourceRid": rid, "seriesTags": None}]
+    body = {"title": "rig", "dataScopes": scopes, "properties": None, "typedProperties": None}
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+        created = await http.post("/assets/v1/assets", json=body)
+        assert created.status_code == 200, created.text
+        asset = created.json()
+        assert asset["properties"] == {} and asset["dataScopes"][0]["seriesTags"] == {}
+        url = f"/assets/v1/assets/{asset['rid']}"
+        assert (await http.put(url, json={"properties": {"k": "v"}})).status_code == 200
+        renamed = await http.put(url, json={"title": "rig 2", "properties": None})  # null: left as it is
+        assert renamed.status_code == 200, renamed.text
+        assert renamed.json()["title"] == "rig 2" and renamed.json()["properties"] == {"k": "v"}
