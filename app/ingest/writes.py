@@ -34,6 +34,7 @@ from app.protocol.auth import Principal
 from app.protocol.limits import MAX_JSON_DEPTH, json_depth
 from compute.storage.contract import InsufficientStorage, LogUnavailable, SeriesWrite, WriteRejected
 from compute.storage.series import SeriesKey, SeriesKind
+from schemas.conjure import absent_nulls
 from schemas.ingest import (
     StrictDoublePoint,
     StrictDoublePoints,
@@ -119,7 +120,8 @@ def validated_writes(body: bytes) -> list[SeriesWrite]:
     if json_depth(body) > MAX_JSON_DEPTH:
         raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return to_writes(write_request_adapter.validate_python(orjson.loads(body)))
+        # A null member is an absent field (Conjure's rule, schemas.conjure.absent_nulls).
+        return to_writes(write_request_adapter.validate_python(absent_nulls(orjson.loads(body))))
     except orjson.JSONDecodeError as exc:
         raise InvalidWrite(f"body is not JSON: {exc}") from None
     except ValidationError as exc:

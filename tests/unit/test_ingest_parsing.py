@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.ingest.writes import InvalidWrite, fast_writes, to_writes
+from app.ingest.writes import InvalidWrite, fast_writes, json_writes, to_writes
 from schemas.ingest import write_request_adapter
 
 # JSON text cannot carry lone surrogates; everything else may appear in names, tags and values.
@@ -96,3 +96,13 @@ def test_declined_requests_still_get_the_validators_verdict() -> None:
     raw = _request(timestamp={"seconds": 2**62, "nanos": 0})
     with pytest.raises(InvalidWrite, match="outside"):
         to_writes(write_request_adapter.validate_python(raw))
+
+
+def test_a_null_member_is_an_absent_field() -> None:
+    """nominal-api's encoder writes unset optionals as null (`"unit": null`, `"sessionName": null`);
+    Conjure reads them as absent, so `tags: null` is no tags, not a 400 for a map that is not one."""
+    point = {"timestamp": {"seconds": 5, "nanos": 0}, "value": 1.5}
+    batch = {"channel": "c", "tags": None, "unit": None, "points": {"type": "double", "double": [point]}}
+    body = orjson.dumps({"dataSourceRid": "ri.x", "batches": [batch], "sessionName": None})
+    (write,) = json_writes(body)
+    assert write.key.tags == () and list(write.values) == [1.5]
