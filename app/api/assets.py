@@ -32,6 +32,7 @@ from compute.storage.assets import (
     Run,
     TypedValue,
 )
+from compute.storage.catalog_reach import Reach
 from schemas.timestamps import NANOS_PER_SECOND
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -277,11 +278,37 @@ def admit(request: Request, what: str, admin: bool = False) -> Principal:
     return principal
 
 
-def _store(request: Request, admin: bool = False) -> AssetStore:
-    """The asset and run catalog, once the request is admitted (`admit`)."""
-    admit(request, "assets and runs", admin)
+def reach_of(principal: Principal) -> Reach:
+    """The catalog entries a token may see (compute/storage/catalog_reach.py): those behind the data
+    sources its `dataSourceRids` reach; an admin's (authentication off: everyone's) all of them."""
+    return Reach(principal.data_source_patterns, everything=principal.admin)
+
+
+def _store(request: Request, admin: bool = False) -> tuple[AssetStore, Reach]:
+    """The asset and run catalog and the reach of the request's token, once it is admitted (`admit`).
+    An entry out of that reach is answered as one that does not exist (404, or left out of a list),
+    for every route: that it exists is not told either."""
+    principal = admit(request, "assets and runs", admin)
     store: AssetStore = request.app.state.assets
-    return store
+    return store, reach_of(principal)
+
+
+def _visible_asset(store: AssetStore, reach: Reach, rid: str) -> Asset | None:
+    asset = store.asset(rid)
+    return asset if asset is not None and reach.sees_asset(asset) else None
+
+
+def _visible_run(store: AssetStore, reach: Reach, rid: str) -> Run | None:
+    run = store.run(rid)
+    return run if run is not None and reach.sees_run(run, store.asset) else None
+
+
+def _visible_runs(store: AssetStore, reach: Reach) -> list[Run]:
+    runs = store.runs()
+    if reach.everything:
+        return runs
+    assets = {a.rid: a for a in store.assets()}
+    return [r for r in runs if reach.sees_run(r, assets.get)]
 
 
 def _changed(request: Request, kind: CatalogKind, rid: str) -> None:
@@ -299,7 +326,7 @@ def _missing(what: str, rid: str) -> HttpError:
 
 @router.post("/assets", summary="Create an asset (admin)", response_model=AssetOut)
 async def create_asset(body: CreateAsset, request: Request) -> AssetOut:
-    store = _store(request, admin=True)
+    store, _ = _store(request, admin=True)
     scopes = _scopes_in(body.dataScopes)
     typed = _typed_in(body.typedProperties)
     asset = await asyncio.to_thread(store.create_asset, body.title, scopes, body.properties, typed)
@@ -309,12 +336,13 @@ async def create_asset(body: CreateAsset, request: Request) -> AssetOut:
 
 @router.get("/assets", summary="List the assets", response_model=list[AssetOut])
 async def list_assets(request: Request) -> list[AssetOut]:
-    return [asset_out(a) for a in await asyncio.to_thread(_store(request).assets)]
+    store, reach = _store(request)
+    return [asset_out(a) for a in await asyncio.to_thread(store.assets) if reach.sees_asset(a)]
 
 
 @router.get("/assets/{rid}", summary="One asset", response_model=AssetOut)
 async def get_asset(rid: str, request: Request) -> AssetOut:
-    asset = await asyncio.to_thread(_store(request).asset, rid)
+    asset = await asyncio.to_thread(_visible_asset, *_store(request), rid)
     if asset is None:
         raise _missing("asset", rid)
     return asset_out(asset)
@@ -322,7 +350,9 @@ async def get_asset(rid: str, request: Request) -> AssetOut:
 
 @router.put("/assets/{rid}", summary="Update an asset (admin)", response_model=AssetOut)
 async def update_asset(rid: str, body: UpdateAsset, request: Request) -> AssetOut:
-    store = _store(request, admin=True)
+    store, reach = _store(request, admin=True)
+    if await asyncio.to_thread(_visible_asset, store, reach, rid) is None:
+        raise _missing("asset", rid)
     scopes = None if body.dataScopes is None else _scopes_in(body.dataScopes)
     typed = _typed_in(body.typedProperties)
     asset = await asyncio.to_thread(store.update_asset, rid, body.title, scopes, body.properties, typed)
@@ -334,15 +364,18 @@ async def update_asset(rid: str, body: UpdateAsset, request: Request) -> AssetOu
 
 @router.delete("/assets/{rid}", summary="Delete an asset (admin)", status_code=204)
 async def delete_asset(rid: str, request: Request) -> None:
-    if not await asyncio.to_thread(_store(request, admin=True).delete_asset, rid):
+    store, reach = _store(request, admin=True)
+    if await asyncio.to_thread(_visible_asset, store, reach, rid) is None:
+        raise _missing("asset", rid)
+    if not await asyncio.to_thread(store.delete_asset, rid):
         raise _missing("asset", rid)
     _changed(request, "asset", rid)
 
 
 @router.post("/runs", summary="Create a run (admin)", response_model=RunOut)
 async def create_run(body: CreateRun, request: Request) -> RunOut:
-    store = _store(request, admin=True)
-    await _known_assets(store, body.assetRids)
+    store, reach = _store(request, admin=True)
+    await _known_assets(store, reach, body.assetRids)
     start, end = body.start.ns(), None if body.end is None else body.end.ns()
     _check_times(start, end)
     scopes = _scopes_in(body.dataScopes)
@@ -354,9 +387,9 @@ async def create_run(body: CreateRun, request: Request) -> RunOut:
     return run_out(run)
 
 
-async def _known_assets(store: AssetStore, rids: list[str]) -> None:
+async def _known_assets(store: AssetStore, reach: Reach, rids: list[str]) -> None:
     for rid in rids:
-        if await asyncio.to_thread(store.asset, rid) is None:
+        if await asyncio.to_thread(_visible_asset, store, reach, rid) is None:
             raise HttpError(400, f"run names an unknown asset {rid!r}", params={"assetRid": rid})
 
 
@@ -367,12 +400,12 @@ def _check_times(start: int, end: int | None) -> None:
 
 @router.get("/runs", summary="List the runs", response_model=list[RunOut])
 async def list_runs(request: Request) -> list[RunOut]:
-    return [run_out(r) for r in await asyncio.to_thread(_store(request).runs)]
+    return [run_out(r) for r in await asyncio.to_thread(_visible_runs, *_store(request))]
 
 
 @router.get("/runs/{rid}", summary="One run", response_model=RunOut)
 async def get_run(rid: str, request: Request) -> RunOut:
-    run = await asyncio.to_thread(_store(request).run, rid)
+    run = await asyncio.to_thread(_visible_run, *_store(request), rid)
     if run is None:
         raise _missing("run", rid)
     return run_out(run)
@@ -380,8 +413,8 @@ async def get_run(rid: str, request: Request) -> RunOut:
 
 @router.put("/runs/{rid}", summary="Update a run (admin)", response_model=RunOut)
 async def update_run(rid: str, body: UpdateRun, request: Request) -> RunOut:
-    store = _store(request, admin=True)
-    current = await asyncio.to_thread(store.run, rid)
+    store, reach = _store(request, admin=True)
+    current = await asyncio.to_thread(_visible_run, store, reach, rid)
     if current is None:
         raise _missing("run", rid)
     start = current.start_ns if body.start is None else body.start.ns()
@@ -395,7 +428,7 @@ async def update_run(rid: str, body: UpdateRun, request: Request) -> RunOut:
     if body.title is not None:
         changes["title"] = body.title
     if body.assetRids is not None:
-        await _known_assets(store, body.assetRids)
+        await _known_assets(store, reach, body.assetRids)
         changes["asset_rids"] = body.assetRids
     if body.dataScopes is not None:
         changes["data_scopes"] = _scopes_in(body.dataScopes)
@@ -412,6 +445,9 @@ async def update_run(rid: str, body: UpdateRun, request: Request) -> RunOut:
 
 @router.delete("/runs/{rid}", summary="Delete a run (admin)", status_code=204)
 async def delete_run(rid: str, request: Request) -> None:
-    if not await asyncio.to_thread(_store(request, admin=True).delete_run, rid):
+    store, reach = _store(request, admin=True)
+    if await asyncio.to_thread(_visible_run, store, reach, rid) is None:
+        raise _missing("run", rid)
+    if not await asyncio.to_thread(store.delete_run, rid):
         raise _missing("run", rid)
     _changed(request, "run", rid)

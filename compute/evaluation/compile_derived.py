@@ -143,6 +143,9 @@ def _resolve(b: _Builder, value: Json) -> Application:
             moduleVersion=version_text,
         )
     module = _cached(b, ("module", module_name), lambda: _module_named(module_name))
+    reach = b.catalog.reach
+    if module is not None and reach is not None and not reach.sees_module(module.reach):
+        module = None  # another tenant's (compute/storage/catalog_reach.py): as if none had the name
     if module is None:
         raise _refused(f"no module is named '{module_name}'", "moduleName", moduleName=module_name)
     if module.archived_at_ns is not None:

@@ -38,6 +38,7 @@ from compute.evaluation.nominal_variants import (
 from compute.evaluation.output_format import ArrowFormat, arrow_format
 from compute.evaluation.results import INT64_MAX
 from compute.evaluation.summarize import Decimation
+from compute.storage.catalog_reach import Reach
 from compute.storage.series import ChannelSelector
 from schemas.timestamps import NANOS_PER_SECOND, to_nanos
 
@@ -1037,6 +1038,7 @@ def compile_plan(
     options: ResultOptions,
     references: Mapping[str, Json] | None = None,
     may_read: Callable[[str], bool] | None = None,
+    reach: Reach | None = None,
 ) -> Plan:
     """`context`: the variables; `references`: the datasets `DatasetReference` names; `may_read`:
     whether the token reaches a data source (None: every one), checked at each read. Raises
@@ -1054,6 +1056,7 @@ def compile_plan(
         )
     budget = CompileBudget(limits.max_compile_nodes, limits.max_compile_depth)
     b = _Builder(context, window_ns=window_ns, budget=budget, may_read=may_read)
+    b.catalog.reach = reach  # the catalog entries the token may see (None: all)
     b.dataset_references = context_references(b, references)
     kind, value = b.variant("ComputableNode", node)
     build = OUTPUT_BUILDERS.get(kind)

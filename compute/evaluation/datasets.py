@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run, TypedValue
+from compute.storage.catalog_reach import Reach
 from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
@@ -159,6 +160,17 @@ def refuse(kind: str, reason: str) -> ComputeError:
     return not_supported(f"Dataset '{kind}' is not supported by Sparkwire: {reason}", kind)
 
 
+def _hidden(what: str, rid: str) -> ComputeError:
+    """An asset or run the token may not see (compute/storage/catalog_reach.py), refused as a channel
+    of a data source it does not reach is (app/protocol/ws_session.py), naming the rid it gave."""
+    return ComputeError(
+        "PermissionDenied",
+        f"the token reaches none of the data sources behind {what} '{rid}'",
+        {"rids": rid},
+        status_code=403,
+    )
+
+
 def _unknown(what: str, rid: str) -> ComputeError:
     return ComputeError(
         "InvalidComputation",
@@ -196,6 +208,9 @@ class CatalogUse:
     rids: frozenset[str]
     searched: frozenset[CatalogKind]
     digest: str
+    # The reach a search found its entries with (None: no search, or every entry): what a search
+    # finds depends on who asks, so the request carries it (request.py).
+    reach: Reach | None = None
 
     def affected_by(self, kind: str, rid: str) -> bool:
         """Whether creating, changing or deleting this asset or run can change the resolution."""
@@ -204,10 +219,14 @@ class CatalogUse:
 
 @dataclass
 class CatalogReads:
-    """The catalog as one compilation reads it: every lookup goes through here and is recorded."""
+    """The catalog as one compilation reads it: every lookup goes through here and is recorded.
+    `reach`: the subscribing token's (None: every entry, as the compute tier compiles a request its
+    edge admitted); an asset or run it does not see is refused when named and never found by a
+    search, before anything of it (a property, a scope) can reach a result or an error message."""
 
     entries: dict[str, Asset | Run | ModuleVersion] = field(default_factory=dict)
     searched: set[CatalogKind] = field(default_factory=set)
+    reach: Reach | None = None
 
     def asset(self, rid: str) -> Asset:
         catalog = _catalog
@@ -215,6 +234,19 @@ class CatalogReads:
         if asset is None:
             raise _unknown("asset", rid)
         self.entries[rid] = asset
+        if self.reach is not None and not self.reach.sees_asset(asset):
+            raise _hidden("asset", rid)
+        return asset
+
+    def sees_run(self, run: Run) -> bool:
+        """Its assets are read (and recorded: an edit of their scopes can show or hide the run)."""
+        return self.reach is None or self.reach.sees_run(run, self._asset_if_any)
+
+    def _asset_if_any(self, rid: str) -> Asset | None:
+        catalog = _catalog
+        asset = _read(lambda: catalog.asset(rid)) if catalog is not None else None
+        if asset is not None:
+            self.entries[rid] = asset
         return asset
 
     def run(self, rid: str) -> Run:
@@ -225,6 +257,8 @@ class CatalogReads:
         if run is None:
             raise _unknown("run", rid)
         self.entries[rid] = run
+        if not self.sees_run(run):
+            raise _hidden("run", rid)
         if run.end_ns is not None:
             raise ComputeError(
                 "InvalidComputation",
@@ -238,12 +272,19 @@ class CatalogReads:
         are recorded with `found`)."""
         self.searched.add("asset")
         catalog = _catalog
-        return _read(catalog.assets) if catalog is not None else []
+        assets = _read(catalog.assets) if catalog is not None else []
+        return assets if self.reach is None else [a for a in assets if self.reach.sees_asset(a)]
 
     def all_runs(self) -> list[Run]:
+        """Every run this reach sees; an asset's edit can show or hide a run, so it re-resolves too."""
         self.searched.add("run")
         catalog = _catalog
-        return _read(catalog.runs) if catalog is not None else []
+        runs = _read(catalog.runs) if catalog is not None else []
+        if self.reach is None or self.reach.everything:
+            return runs
+        self.searched.add("asset")
+        assets = {a.rid: a for a in (_read(catalog.assets) if catalog is not None else [])}
+        return [r for r in runs if self.reach.sees_run(r, assets.get)]
 
     def found(self, entry: Asset | Run | ModuleVersion) -> None:
         self.entries[entry.rid] = entry
@@ -258,7 +299,10 @@ class CatalogReads:
         ]
         text = json.dumps([read, sorted(self.searched)], sort_keys=True, separators=(",", ":"))
         return CatalogUse(
-            frozenset(self.entries), frozenset(self.searched), hashlib.sha256(text.encode()).hexdigest()[:32]
+            frozenset(self.entries),
+            frozenset(self.searched),
+            hashlib.sha256(text.encode()).hexdigest()[:32],
+            self.reach if self.searched and self.reach is not None and not self.reach.everything else None,
         )
 
 

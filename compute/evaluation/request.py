@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from compute.evaluation.compiler import Json, Limits, Plan, ResultOptions, compile_plan
+from compute.storage.catalog_reach import Reach
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class ComputationRequest:
     # The digest of the assets and runs its plan resolved through (`Plan.catalog`), None if none:
     # the same request compiled after an edit of them is another computation.
     resolution: str | None = None
+    # The token's reach, kept only when the plan searched the catalog (`CatalogUse.reach`): a search
+    # finds what its token may see, so the compute tier searches with it too, and tokens of other
+    # reach have computations of their own.
+    reach: Reach | None = None
 
     @cached_property
     def key(self) -> str:
@@ -33,21 +38,35 @@ class ComputationRequest:
         append-only ranges)."""
         return json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
 
-    def compile(self, limits: Limits, may_read: Callable[[str], bool] | None = None) -> Plan:
-        """`may_read`: whether the token reaches a data source (compile_plan checks each read)."""
+    def compile(
+        self, limits: Limits, may_read: Callable[[str], bool] | None = None, reach: Reach | None = None
+    ) -> Plan:
+        """`may_read`: whether the token reaches a data source (compile_plan checks each read);
+        `reach`: the catalog entries it may see (None: this request's own, if any)."""
         return compile_plan(
-            self.node, self.window_ns, self.context, limits, self.options, self.dataset_references, may_read
+            self.node,
+            self.window_ns,
+            self.context,
+            limits,
+            self.options,
+            self.dataset_references,
+            may_read,
+            reach if reach is not None else self.reach,
         )
 
     def resolved(self, plan: Plan) -> ComputationRequest:
         """This request keyed by how `plan` (its compilation) resolved against the catalog."""
-        return replace(self, resolution=plan.catalog.digest if plan.catalog is not None else None)
+        if plan.catalog is None:
+            return replace(self, resolution=None, reach=None)
+        return replace(self, resolution=plan.catalog.digest, reach=plan.catalog.reach)
 
     def _fields(self) -> list[Any]:
         options = [self.options.append_only, self.options.decimate]
         fields = [self.node, self.window_ns, self.context, self.allowed_lateness_ns, options]
         if self.dataset_references or self.resolution is not None:  # keys of older requests unchanged
             fields += [self.dataset_references, self.resolution]
+        if self.reach is not None:
+            fields.append(self.reach.to_json())
         return fields
 
     def to_json(self) -> str:
@@ -56,6 +75,7 @@ class ComputationRequest:
     @classmethod
     def from_json(cls, text: str | bytes) -> ComputationRequest:
         node, window_ns, context, lateness, (append_only, decimate), *rest = json.loads(text)
-        references, resolution = rest if rest else ({}, None)
+        references, resolution = rest[:2] if rest else ({}, None)
+        reach = Reach.from_json(rest[2]) if len(rest) > 2 else None
         options = ResultOptions(bool(append_only), bool(decimate))
-        return cls(node, int(window_ns), context, lateness, options, references, resolution)
+        return cls(node, int(window_ns), context, lateness, options, references, resolution, reach)

@@ -60,6 +60,9 @@ class Module:
     archived_at_ns: int | None
     workspace: str | None
     latest: int  # the newest version number
+    # The `dataSourceRids` of the token that created it: who may see it (compute/storage/catalog_reach.py);
+    # a module from before this was kept: everyone's, as it was then.
+    reach: tuple[str, ...] = ("*",)
 
 
 class ModuleStore:
@@ -91,9 +94,10 @@ class ModuleStore:
         created_by: str,
         now_ns: int,
         workspace: str | None = None,
+        reach: tuple[str, ...] = ("*",),
     ) -> tuple[Module, ModuleVersion]:
         rid = MODULE_RID_PREFIX + str(uuid.uuid4())
-        module = Module(rid, api_name, title, description, created_by, now_ns, None, workspace, 1)
+        module = Module(rid, api_name, title, description, created_by, now_ns, None, workspace, 1, reach)
         version = {"created_by": created_by, "created_at_ns": now_ns, "definition": definition}
         writes = [
             RowWrite(NAMES, api_name, rid),
@@ -133,6 +137,7 @@ class ModuleStore:
                     module.archived_at_ns,
                     module.workspace,
                     module.latest + 1,
+                    module.reach,
                 )
                 writes = [
                     RowWrite(MODULES, rid, json.dumps(_module_body(module)), was),
@@ -229,6 +234,7 @@ def _module_body(m: Module) -> dict[str, Any]:
         "archived_at_ns": m.archived_at_ns,
         "workspace": m.workspace,
         "latest": m.latest,
+        "reach": list(m.reach),
     }
 
 
@@ -243,4 +249,5 @@ def _module(b: dict[str, Any]) -> Module:
         b["archived_at_ns"],
         b["workspace"],
         b["latest"],
+        tuple(b.get("reach") or ("*",)),
     )
