@@ -26,7 +26,7 @@ from app.api.assets import CatalogRoute, admit
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.auth import Principal
-from compute.evaluation.compile_derived import malformation, use_modules
+from compute.evaluation.compile_derived import definition_cycle, malformation, use_modules
 from compute.storage.modules import KIND, Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -272,6 +272,20 @@ def _checked(definition: ModuleVersionDefinition) -> dict[str, Any]:
     return definition.model_dump(mode="json")
 
 
+async def _refuse_cycles(api_name: str, version: int, definition: dict[str, Any]) -> None:
+    """A version whose functions apply themselves, directly or through other functions (its own or
+    stored modules'), is refused before it is stored, naming the cycle (each function once, in
+    order, the first again at the end). The stored modules are read off the event loop."""
+    cycle = await asyncio.to_thread(definition_cycle, api_name, version, definition["functions"])
+    if cycle is not None:
+        raise _error(
+            400,
+            "InvalidFunctionCycle",
+            f"function {cycle[0]} applies itself: {' -> '.join(cycle)}",
+            functions=" -> ".join(cycle),
+        )
+
+
 def _user(principal: Principal) -> str:
     return USER_RID_PREFIX + principal.subject
 
@@ -289,6 +303,7 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
             moduleApiName=body.apiName,
         )
     definition = _checked(body.definition)
+    await _refuse_cycles(body.apiName, 1, definition)
     try:
         module, version = await asyncio.to_thread(
             store.create,
@@ -315,6 +330,9 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
 async def update_module(moduleRid: str, body: UpdateModuleRequest, request: Request) -> dict[str, Any]:
     store, principal = _admit(request, admin=True)
     definition = _checked(body.definition)
+    existing = await asyncio.to_thread(store.module, moduleRid)
+    if existing is not None:  # none: answered 404 below
+        await _refuse_cycles(existing.api_name, existing.latest + 1, definition)
     done = await asyncio.to_thread(
         store.update, moduleRid, body.title, body.description, definition, _user(principal), time.time_ns()
     )

@@ -13,6 +13,7 @@ import itertools
 import logging
 import time
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope
@@ -253,11 +254,22 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
         return None
 
 
-def _receive(session: Session, data: str | bytes) -> list[Action]:
-    """The session's answer to one message. A message it fails on is a bug of ours, logged as one;
-    the client is told its message was not handled and keeps its connection and subscriptions."""
+# Decoding a message and compiling its subscriptions (`Session.prepare`) runs here, never on the
+# event loop: two threads, so that at most two compilations compete with the loop for the GIL
+# (each bounded by the compile budget, compute/evaluation/compiler.py `CompileBudget`).
+PREPARING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare-message")
+
+
+async def _receive(session: Session, data: str | bytes) -> list[Action]:
+    """The session's answer to one message, its decoding and compiling done off the event loop.
+    A message it fails on is a bug of ours, logged as one; the client is told its message was not
+    handled and keeps its connection and subscriptions."""
     try:
-        return session.receive(data, _now())
+        text = session.admit(data, _now())
+        if isinstance(text, list):
+            return text
+        prepared = await asyncio.get_running_loop().run_in_executor(PREPARING, session.prepare, text)
+        return session.handle(prepared, _now())
     except Exception:
         logger.exception("%s: a client message could not be handled", session.label)
         return [Send(frames.client_message_error("the server could not handle this message"))]
@@ -333,7 +345,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             data = message.get("text")
             if data is None:
                 data = message.get("bytes") or b""
-            close = driver.perform(_receive(session, data))
+            close = driver.perform(await _receive(session, data))
             if close is not None:
                 await connection.close(close.code, close.reason)
                 break

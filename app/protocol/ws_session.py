@@ -46,6 +46,7 @@ from schemas.client import (
     Unsubscribe,
     client_message_adapter,
 )
+from schemas.conjure import absent_nulls
 from schemas.timestamps import NANOS_PER_SECOND, split_nanos
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,16 @@ class DisarmExpiry:
 Action = Send | Close | StartSubscription | StopSubscription | ArmExpiry | DisarmExpiry
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A message as `Session.prepare` left it: the answer to one that is not valid (`message`
+    None), or the message and, for a subscribe, each subscription's plan or refusal."""
+
+    answer: list[Action]
+    message: object = None
+    compiled: dict[str, Plan | ComputeError] = field(default_factory=dict)
+
+
 class Session:
     """The subscriptions of one connection, the token they were made with, and its liveness."""
 
@@ -195,7 +206,12 @@ class Session:
 
     # -- messages -------------------------------------------------------------------------------
     def receive(self, data: str | bytes, now: Instant) -> list[Action]:
-        """One WebSocket message (text, or binary holding UTF-8 JSON)."""
+        """One WebSocket message (text, or binary holding UTF-8 JSON): `admit`, `prepare`, `handle`."""
+        text = self.admit(data, now)
+        return text if isinstance(text, list) else self.handle(self.prepare(text), now)
+
+    def admit(self, data: str | bytes, now: Instant) -> list[Action] | str:
+        """Liveness, the message rate and size: the message's text to `prepare`, or the answer."""
         self._last_heard, self._awaiting_pong_since = now.monotonic, None  # any message is a sign of life
         if self.closed:
             return []
@@ -211,15 +227,38 @@ class Session:
                 data = data.decode()
             except UnicodeDecodeError:
                 return [_client_error("binary frame is not UTF-8 JSON")]
-        raw = data.encode()
-        if len(raw) > self.config.max_message_bytes:
+        if len(data.encode()) > self.config.max_message_bytes:
             return self._close(MESSAGE_TOO_BIG, "message too big")
+        return data
+
+    def prepare(self, text: str) -> Prepared:
+        """The message decoded and, if it subscribes, its subscriptions compiled (or refused). It
+        changes nothing of the session, so the I/O layer runs it off the event loop (app/api/ws.py)
+        and `handle`s what it gives back there."""
+        raw = text.encode()
         if json_depth(raw) > MAX_JSON_DEPTH:
-            return [_client_error(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
+            return Prepared([_client_error(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")])
         try:
-            message = client_message_adapter.validate_python(orjson.loads(data))
+            message = client_message_adapter.validate_python(absent_nulls(orjson.loads(text)))
         except (orjson.JSONDecodeError, ValidationError, ValueError) as exc:
-            return [_client_error(_describe(exc))]
+            return Prepared([_client_error(_describe(exc))])
+        if not isinstance(message, Subscribe):
+            return Prepared([], message)
+        compiled: dict[str, Plan | ComputeError] = {}
+        for sub_id, sub in message.subscribe.items():
+            try:
+                compiled[sub_id] = self._compile(sub)
+            except MalformedNode as exc:  # one malformed subscription: the whole message is refused
+                return Prepared([_client_error(f"subscription {sub_id}: {exc}")])
+            except ComputeError as exc:
+                compiled[sub_id] = exc
+        return Prepared([], message, compiled)
+
+    def handle(self, prepared: Prepared, now: Instant) -> list[Action]:
+        """What a `prepare`d message does to the session."""
+        message = prepared.message
+        if self.closed or message is None:
+            return [] if self.closed else prepared.answer
         if isinstance(message, ClientPing):
             return [Send(frames.pong(_iso(message.ping.sent_at)))]
         if isinstance(message, ClientPong):
@@ -229,7 +268,7 @@ class Session:
         if isinstance(message, Subscribe):
             if not message.subscribe:
                 return [_client_error("subscribe names no subscriptions: nothing was subscribed")]
-            return self._subscribe(message, now)
+            return self._subscribe(message, prepared.compiled, now)
         if isinstance(message, ClientUpdateToken):
             return self._update_token(message.update_token.token)
         return []
@@ -285,18 +324,12 @@ class Session:
         return [DisarmExpiry() if expires_at is None else ArmExpiry(expires_at)]
 
     # -- subscriptions --------------------------------------------------------------------------
-    def _subscribe(self, message: Subscribe, now: Instant) -> list[Action]:
-        compiled: list[tuple[str, StreamingComputeNodeSubscription, Plan | ComputeError]] = []
-        for sub_id, sub in message.subscribe.items():
-            try:
-                outcome: Plan | ComputeError = self._compile(sub)
-            except MalformedNode as exc:  # one malformed subscription: the whole message is refused
-                return [_client_error(f"subscription {sub_id}: {exc}")]
-            except ComputeError as exc:
-                outcome = exc
-            compiled.append((sub_id, sub, outcome))
+    def _subscribe(
+        self, message: Subscribe, compiled: dict[str, Plan | ComputeError], now: Instant
+    ) -> list[Action]:
         actions: list[Action] = []
-        for sub_id, sub, outcome in compiled:
+        for sub_id, sub in message.subscribe.items():
+            outcome = compiled[sub_id]
             actions += self._drop(sub_id)  # re-using a live id replaces that subscription
             replay = sub.sparkwire.replay if sub.sparkwire is not None else None
             if isinstance(outcome, Plan):
@@ -319,6 +352,13 @@ class Session:
         return actions
 
     def _compile(self, sub: StreamingComputeNodeSubscription) -> Plan:
+        """The subscription's plan. The token's reach is checked first and at each read as the tree
+        is expanded, and the compile budget (Limits) as each step is: a request refused costs only
+        the steps up to its refusal."""
+        if not self.principal.admin and not self.principal.data_source_patterns:
+            raise ComputeError(
+                "PermissionDenied", "the token reaches no data source", {"rids": ""}, status_code=403
+            )
         context = sub.compute_request.context
         refuse_unhonoured_context(
             {
@@ -328,7 +368,7 @@ class Session:
                 "functionVariables": context.function_variables,
             }
         )
-        return _request(sub).compile(self.config.limits)
+        return _request(sub).compile(self.config.limits, self.principal.allows)
 
     def _refusal(self, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this connection may not have this (valid) subscription, if it may not."""

@@ -24,6 +24,7 @@ from app.protocol.ws_session import (
 )
 from compute.evaluation.compiler import ResultOptions
 from compute.evaluation.request import ComputationRequest
+from schemas.conjure import absent_nulls
 from tests.wire import (
     channel_variable,
     decode_server_message,
@@ -113,8 +114,9 @@ def subscribe(session: Session, subs: dict[str, dict[str, Any]], t: float = 1) -
 
 
 def key_of(sub: dict[str, Any]) -> str:
-    """The computation key of a subscription as a Nominal client sends it."""
-    [sent_sub] = json.loads(subscribe_message({"id": sub}))["subscribe"].values()
+    """The computation key of a subscription as a Nominal client sends it (its nulls absent, as the
+    session reads them: schemas.conjure.absent_nulls)."""
+    [sent_sub] = absent_nulls(json.loads(subscribe_message({"id": sub})))["subscribe"].values()
     request, options = sent_sub["computeRequest"], sent_sub["subscriptionOptions"]
     window, lateness = request["windowWidth"], options.get("allowedLateness")
     rc = options.get("resultConfiguration")
