@@ -201,6 +201,11 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
             (t // width * width, v)
             for t, v in r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
         ]
+    if kind == "timeRangeFilter":  # the points at or after startTime (a start only: an end cannot stream)
+        start = r._duration(body["startTime"]["literal"])
+        return [
+            (t, v) for t, v in r._points(r.series(env, {"type": "enum", "enum": body["input"]})) if t >= start
+        ]
     if kind == "nthPointDownsample":  # every n-th from the earliest (every point written is in the window)
         return r._points(r.series(env, {"type": "enum", "enum": body["input"]}))[:: body["n"]["literal"]]
     if kind in ("filterByTag", "selectTags"):

@@ -619,6 +619,13 @@ class EnumSeries(Node):
         body = {"input": self.json, "duration": duration}
         return EnumSeries(_union("timeShiftV2" if v2 else "timeShift", body), self.variables)
 
+    def since(self, start_ns: int) -> EnumSeries:
+        """Only the points at or after `start_ns` (`timeRangeFilter`, a start only: an end cannot stream)."""
+        start = {"seconds": start_ns // NANOS, "nanos": start_ns % NANOS}
+        return EnumSeries(
+            _union("timeRangeFilter", {"input": self.json, "startTime": _literal(start)}), self.variables
+        )
+
 
 def _filter_by_tag(series: Json, key: str, values: Iterable[str], exclude: bool) -> Json:
     kind = "notIn" if exclude else "in"

@@ -641,18 +641,24 @@ def _timestamp_constant(b: _Builder, value: Json) -> int:
     return seconds * 1_000_000_000 + nanos
 
 
-def _time_range_filter(b: _Builder, v: Json) -> nodes.SeriesNode:
-    what = "timeRangeFilter"
-    o = b.obj(v, what)
-    if o.get("endTime") is not None:
-        raise ComputeError(
-            "InvalidComputation",
-            f"{what} with an endTime has a fixed end: nothing after it can stream",
-            {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
-        )
-    x = b.timed(b.numeric(b.get(o, "input", what)), what)
-    start = o.get("startTime")
-    return x if start is None else SinceTime(x, _timestamp_constant(b, start))
+def time_range_filter(categorical: bool) -> Callable[[_Builder, Json], nodes.SeriesNode]:
+    """`timeRangeFilter`, NumericSeries or (`categorical`) EnumSeries: the points from startTime on.
+    An endTime is a fixed end, which nothing after it can stream (Nominal's own refusal)."""
+
+    def build(b: _Builder, v: Json) -> nodes.SeriesNode:
+        what = "timeRangeFilter"
+        o = b.obj(v, what)
+        if o.get("endTime") is not None:
+            raise ComputeError(
+                "InvalidComputation",
+                f"{what} with an endTime has a fixed end: nothing after it can stream",
+                {"invalidTypes": "TIME_RANGE_FILTER_WITH_FIXED_END", "field": "endTime"},
+            )
+        x = _family_input(b, o, what, categorical)
+        start = o.get("startTime")
+        return x if start is None else SinceTime(x, _timestamp_constant(b, start), categorical=categorical)
+
+    return build
 
 
 # -- what stays refused, and why ------------------------------------------------------------------
@@ -789,7 +795,7 @@ BUILDERS: dict[str, Callable[[_Builder, Json], nodes.SeriesNode]] = {
     "nthPointDownsample": nth_point(categorical=False),
     "resampleV2": _resample_v2,
     "resample": _resample,
-    "timeRangeFilter": _time_range_filter,
+    "timeRangeFilter": time_range_filter(categorical=False),
     **{kind: _refused(kind) for kind in (*REFUSED, *POLLING_ONLY)},
     "arithmetic": _arithmetic,
     "filterByExpression": _filter_by_expression,

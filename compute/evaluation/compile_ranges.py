@@ -459,6 +459,7 @@ ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
     "nthPointDownsample": compile_numeric.nth_point(categorical=True),  # one builder for both families
     "toStartOfInterval": compile_numeric.to_start_of_interval(categorical=True),
+    "timeRangeFilter": compile_numeric.time_range_filter(categorical=True),
     "valueMap": _value_map,
     "filterTransformation": _enum_filter_transformation,
     "aggregate": _aggregate,

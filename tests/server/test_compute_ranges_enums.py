@@ -47,6 +47,7 @@ WINDOW_S = 3600.0
 WINDOW_NS = int(WINDOW_S * NANOS)
 REL = 1e-9
 S = NANOS
+SINCE = time.time_ns() - 150 * S  # timeRangeFilter's start: within the history the scenario writes
 Json = dict[str, Any]
 
 
@@ -428,6 +429,14 @@ CASES: dict[str, Json] = {
                     )
                 ),
                 operator=sc.EnumAggregationOperator(min=api.Empty()),
+            )
+        )
+    ),
+    "time_range_filter_since": enum_node(
+        sc.EnumSeries(
+            time_range_filter=sc.EnumTimeRangeFilterSeries(
+                input=E,
+                start_time=sc.TimestampConstant(literal=api.Timestamp(seconds=SINCE // S, nanos=SINCE % S)),
             )
         )
     ),

@@ -163,6 +163,7 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (E, "aggregate"): n.series(r.aggregate(r.to_start_of_interval(mode, 5))),
     (E, "nthPointDownsample"): n.series(r.every_nth(mode, 2)),
     (E, "toStartOfInterval"): n.series(r.to_start_of_interval(mode, 5)),
+    (E, "timeRangeFilter"): n.series(mode.since(1_763_769_600_123_456_789)),
     (E, "valueMap"): n.series(
         r.value_map(temp, [(None, 20, "cold"), (20, 80, "warm"), (80, None, "hot")], "?")
     ),

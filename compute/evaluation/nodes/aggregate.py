@@ -421,13 +421,20 @@ class ResampleForwardFill(SeriesNode):
 
 @dataclass
 class SinceTime(PointByPoint):
-    """`timeRangeFilter` with a start only: the points at or after it (an end is refused: Nominal's
-    TIME_RANGE_FILTER_WITH_FIXED_END)."""
+    """`timeRangeFilter` with a start only, NumericSeries or (`categorical`) EnumSeries: the points at
+    or after it (an end is refused: Nominal's TIME_RANGE_FILTER_WITH_FIXED_END)."""
 
     input: SeriesNode
     start_ns: int
+    categorical: bool = False  # built as an EnumSeries
 
-    def apply(self, x: Series) -> NumericPoints:
-        s = numeric(x, "timeRangeFilter")
-        first = int(np.searchsorted(s.ts, self.start_ns, side="left"))
-        return NumericPoints(s.ts[first:], s.values[first:])
+    def evaluate(self, env: EvalEnv) -> Series:
+        return self.apply(_typed(self.input.evaluate(env), self.categorical, "timeRangeFilter", env))
+
+    def evaluate_since(self, env: EvalEnv, since: int) -> Series:
+        x = self.input_since(self.input, env, since)
+        return self.apply(_typed(x, self.categorical, "timeRangeFilter", env))
+
+    def apply(self, x: Series) -> Series:
+        assert isinstance(x, NumericPoints | EnumPoints), "typed by evaluate"
+        return x.since(self.start_ns)
