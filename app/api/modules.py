@@ -22,11 +22,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.assets import CatalogRoute, admit
+from app.api.assets import CatalogRoute, admit, reach_of
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.auth import Principal
 from compute.evaluation.compile_derived import definition_cycle, malformation, use_modules
+from compute.storage.catalog_reach import Reach
 from compute.storage.modules import KIND, Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}  # app/openapi.py
@@ -314,6 +315,7 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
             _user(principal),
             time.time_ns(),
             body.workspace,
+            principal.data_source_patterns,  # whose module it is (compute/storage/catalog_reach.py)
         )
     except ModuleNameTaken:
         raise _error(
@@ -329,10 +331,11 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
 @router.put("/{moduleRid}", summary="Update a module (admin): a new version")
 async def update_module(moduleRid: str, body: UpdateModuleRequest, request: Request) -> dict[str, Any]:
     store, principal = _admit(request, admin=True)
+    existing = await asyncio.to_thread(_visible, store, reach_of(principal), moduleRid)
+    if existing is None:
+        raise _error(404, "ModuleRidsNotFound", f"no module has the rid {moduleRid!r}", moduleRids=moduleRid)
     definition = _checked(body.definition)
-    existing = await asyncio.to_thread(store.module, moduleRid)
-    if existing is not None:  # none: answered 404 below
-        await _refuse_cycles(existing.api_name, existing.latest + 1, definition)
+    await _refuse_cycles(existing.api_name, existing.latest + 1, definition)
     done = await asyncio.to_thread(
         store.update, moduleRid, body.title, body.description, definition, _user(principal), time.time_ns()
     )
@@ -345,14 +348,17 @@ async def update_module(moduleRid: str, body: UpdateModuleRequest, request: Requ
 @router.get("/{moduleRid}", summary="One module by rid (Sparkwire's; Nominal has batch-get)")
 async def get_module(moduleRid: str, request: Request, version: str | None = None) -> dict[str, Any]:
     """Its latest version, or `?version=N`."""
-    store, _ = _admit(request)
+    store, principal = _admit(request)
     strategy = (
         {"type": "latest", "latest": {}}
         if version is None
         else {"type": "pinned", "pinned": {"version": version}}
     )
     found = await asyncio.to_thread(
-        _resolve, store, {"type": "rid", "rid": {"rid": moduleRid, "versionStrategy": strategy}}
+        _resolve,
+        store,
+        reach_of(principal),
+        {"type": "rid", "rid": {"rid": moduleRid, "versionStrategy": strategy}},
     )
     if found is None:
         raise _error(
@@ -372,8 +378,16 @@ def _union(value: Any, what: str, allowed: tuple[str, ...]) -> tuple[str, Any]:
     return value["type"], value[value["type"]]
 
 
-def _resolve(store: ModuleStore, ref: Any) -> tuple[Module, ModuleVersion] | None:
-    """A `RequestModuleRef` (by name or rid, latest or pinned version); None: not found."""
+def _visible(store: ModuleStore, reach: Reach, rid: str) -> Module | None:
+    """The module, if this reach sees it (compute/storage/catalog_reach.py): another tenant's is
+    answered as one that does not exist, at every route, so that it exists is not told either."""
+    module = store.module(rid)
+    return module if module is not None and reach.sees_module(module.reach) else None
+
+
+def _resolve(store: ModuleStore, reach: Reach, ref: Any) -> tuple[Module, ModuleVersion] | None:
+    """A `RequestModuleRef` (by name or rid, latest or pinned version); None: not found, or not
+    seen by this reach."""
     kind, inner = _union(ref, "RequestModuleRef", ("name", "rid"))
     if not isinstance(inner, dict):
         raise HttpError(400, "RequestModuleRef must be an object", params={"field": "RequestModuleRef"})
@@ -381,7 +395,7 @@ def _resolve(store: ModuleStore, ref: Any) -> tuple[Module, ModuleVersion] | Non
     if not isinstance(key, str):
         raise HttpError(400, f"RequestModuleRef.{kind} needs {'apiName' if kind == 'name' else 'rid'}")
     module = store.module_named(key) if kind == "name" else store.module(key)
-    if module is None:
+    if module is None or not reach.sees_module(module.reach):
         return None
     strategy, pinned = _union(inner.get("versionStrategy"), "versionStrategy", ("latest", "pinned"))
     number = module.latest
@@ -401,8 +415,9 @@ def _resolve(store: ModuleStore, ref: Any) -> tuple[Module, ModuleVersion] | Non
 
 @router.post("/batch-get", summary="Modules by name or rid, latest or pinned version")
 async def batch_get_modules(body: BatchGetModulesRequest, request: Request) -> list[dict[str, Any]]:
-    store, _ = _admit(request)
-    found = [await asyncio.to_thread(_resolve, store, ref) for ref in body.requests]
+    store, principal = _admit(request)
+    reach = reach_of(principal)
+    found = [await asyncio.to_thread(_resolve, store, reach, ref) for ref in body.requests]
     missing = [_ref_text(ref) for ref, f in zip(body.requests, found, strict=True) if f is None]
     if missing:
         raise _error(404, "ModulesNotFound", f"modules not found: {missing}", moduleRefs=",".join(missing))
@@ -415,10 +430,12 @@ def _ref_text(ref: dict[str, Any]) -> str:
 
 
 async def _set_archived(request: Request, body: BatchArchiveModulesRequest, archived: bool) -> list[str]:
-    store, _ = _admit(request, admin=True)
+    store, principal = _admit(request, admin=True)
+    reach = reach_of(principal)
+    hidden = [rid for rid in body.requests if await asyncio.to_thread(_visible, store, reach, rid) is None]
     at = time.time_ns() if archived else None
-    done = await asyncio.to_thread(store.set_archived, body.requests, at)
-    missing = [rid for rid in body.requests if rid not in done]
+    done = [] if hidden else await asyncio.to_thread(store.set_archived, body.requests, at)
+    missing = hidden or [rid for rid in body.requests if rid not in done]
     if missing:
         raise _error(
             404, "ModuleRidsNotFound", f"no module has the rid(s) {missing}", moduleRids=",".join(missing)
@@ -461,10 +478,12 @@ def _matches(query: Any, module: Module, last_updated_by: str) -> bool:
     return all(results) if kind == "and" else any(results)
 
 
-def _search(store: ModuleStore, body: SearchModulesRequest) -> dict[str, Any]:
+def _search(store: ModuleStore, reach: Reach, body: SearchModulesRequest) -> dict[str, Any]:
     statuses = set(body.archivedStatuses or ["NOT_ARCHIVED"])
     rows: list[tuple[Module, ModuleVersion]] = []
     for module in store.modules():
+        if not reach.sees_module(module.reach):
+            continue
         if ("ARCHIVED" if module.archived_at_ns is not None else "NOT_ARCHIVED") not in statuses:
             continue
         latest = store.version(module, module.latest)
@@ -493,5 +512,5 @@ def _search(store: ModuleStore, body: SearchModulesRequest) -> dict[str, Any]:
 
 @router.post("/search", summary="Search modules (not archived unless archivedStatuses says)")
 async def search_modules(body: SearchModulesRequest, request: Request) -> dict[str, Any]:
-    store, _ = _admit(request)
-    return await asyncio.to_thread(_search, store, body)
+    store, principal = _admit(request)
+    return await asyncio.to_thread(_search, store, reach_of(principal), body)

@@ -12,6 +12,7 @@ an input too, so the bookkeeping of which subscriptions are live stays here.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
@@ -35,6 +36,7 @@ from compute.evaluation.compiler import (
 from compute.evaluation.datasets import CatalogKind, CatalogUnreachable, CatalogUse
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
+from compute.storage.catalog_reach import Reach
 from schemas.client import (
     ClientPing,
     ClientPong,
@@ -270,7 +272,7 @@ class Session:
                 return [_client_error("subscribe names no subscriptions: nothing was subscribed")]
             return self._subscribe(message, prepared.compiled, now)
         if isinstance(message, ClientUpdateToken):
-            return self._update_token(message.update_token.token)
+            return self._update_token(message.update_token.token, now)
         return []
 
     # -- liveness -------------------------------------------------------------------------------
@@ -300,7 +302,7 @@ class Session:
             actions.append(Send(frames.subscription_update(sub_id, frames.error_update(err))))
         return actions + self._close(POLICY_VIOLATION, "token expired")
 
-    def _update_token(self, token: str) -> list[Action]:
+    def _update_token(self, token: str, now: Instant) -> list[Action]:
         """`updateToken` (extension): a fresh token replaces the old one before it expires."""
         if self._authenticate is None:  # said, so a client does not wait for an effect that never comes
             return [_client_error("updateToken: authentication is off on this server; no token is used")]
@@ -317,6 +319,9 @@ class Session:
                 actions += self._drop(sub_id)
                 update = frames.error_update(_permission_denied(denied))
                 actions.append(Send(frames.subscription_update(sub_id, update)))
+        for sub_id in list(self._resolved):  # nor may it see every asset, run or module they resolved
+            with contextlib.suppress(CatalogUnreachable):  # out of reach: checked at its next edit
+                actions += self.re_resolve(sub_id, now)
         return actions
 
     def _expiry_timer(self) -> list[Action]:
@@ -368,7 +373,12 @@ class Session:
                 "functionVariables": context.function_variables,
             }
         )
-        return _request(sub).compile(self.config.limits, self.principal.allows)
+        return _request(sub).compile(self.config.limits, self.principal.allows, reach=self._catalog_reach)
+
+    @property
+    def _catalog_reach(self) -> Reach:
+        """The catalog entries this token may see (compute/storage/catalog_reach.py)."""
+        return Reach(self.principal.data_source_patterns, everything=self.principal.admin)
 
     def _refusal(self, plan: Plan, now: Instant) -> ComputeError | None:
         """Why this connection may not have this (valid) subscription, if it may not."""

@@ -646,14 +646,15 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
             assert denied["name"] == "PersistentCompute:PermissionDenied", denied
             assert denied["params"] == {"rids": "ri.secret.b"}, denied
             # nor does an edit: a scope moved to a data source the token does not reach ends the
-            # subscription over it as its creation would now be refused
+            # subscription over it as its creation would now be refused; the asset now stands on no
+            # data source the token reaches, so it is refused by its own rid (catalog_reach.py)
             moved = [DataScope("open", "ri.secret.c"), DataScope("secret", "ri.secret.b", {"k": "v"})]
             await asyncio.to_thread(
                 Catalog(server.base_url, token=admin).update_asset, created["rid"], data_scopes=moved
             )
             denied = await next_error(ws, "open")
             assert denied["name"] == "PersistentCompute:PermissionDenied", denied
-            assert denied["params"] == {"rids": "ri.secret.c"}, denied
+            assert denied["params"] == {"rids": created["rid"]}, denied
             with pytest.raises(CatalogError) as refused_edit:
                 Catalog(server.base_url, token=reader).update_asset(created["rid"], title="mine")
             assert refused_edit.value.status == 403
