@@ -2,10 +2,12 @@
 `ChannelSeries.asset`, `ChannelSeries.run`, `Dataset.asset` and `Dataset.run` resolve against
 (compute/storage/assets.py).
 
-Reading needs a token as ingest does (authentication on); changing needs the `admin` claim. An asset
-names data sources, it does not grant them: a subscription through an asset is checked against the
-data sources behind it, as if it had named them itself. Every change, once stored, reaches the live
-subscriptions that resolved through it (app/fanout/catalog_edits.py)."""
+Reading needs a token as ingest does (authentication on); changing needs the `admin` claim. A token
+sees only the assets and runs behind a data source it reaches (compute/storage/catalog_reach.py);
+any other is left out of lists and answered 404 as a rid no entry has. An asset names data sources,
+it does not grant them: a subscription through an asset is checked against the data sources behind
+it, as if it had named them itself. Every change, once stored, reaches the live subscriptions that
+resolved through it (app/fanout/catalog_edits.py)."""
 
 from __future__ import annotations
 

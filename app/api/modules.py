@@ -5,7 +5,10 @@ compute/evaluation/compile_derived.py). Plus one read Nominal's service has not:
 rid (`GET /scout/v2/module/{moduleRid}`).
 
 Admitted as the asset catalog is (app/api/assets.py): reading needs a token (authentication on),
-changing needs the `admin` claim. Errors carry Nominal's `Module:` error names. Archiving or
+changing needs the `admin` claim. A module belongs to its creator's `dataSourceRids` (kept with it):
+a token whose reach does not overlap them finds no module there, as if none existed
+(compute/storage/catalog_reach.py).
+Errors carry Nominal's `Module:` error names. Archiving or
 unarchiving, once stored, reaches the live subscriptions that resolved through the module
 (app/fanout/catalog_edits.py); an update adds a version, and a `derived` node pins one, so it
 changes no live result."""
