@@ -7,6 +7,7 @@ hold no ERROR line and no traceback."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import struct
@@ -28,6 +29,8 @@ SECRET = "bounded-http-secret-that-is-long-enough-for-hs256"
 WRITE = "/storage/writer/v1"
 JSON_BODY_LIMIT = 1 << 20  # SPARKWIRE_MAX_JSON_BODY_BYTES' default
 MiB = 1 << 20
+ATTACK_S = 5.0  # each attack goes on this long at least: the bystander measures 20 of its points
+BAD_TOKEN = {"Authorization": "Bearer not-a-token"}
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +53,18 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     assert " ERROR " not in log, [line for line in log.splitlines() if " ERROR " in line][:5]
 
 
-async def _warmed_up(server: ServerProcess, timeout: float = 120) -> None:
-    """Until a bystander's points arrive live within a second: a fresh server's first micro-batches
-    take seconds (Spark warming up), which no attack should be blamed for."""
-    deadline = time.monotonic() + timeout
+async def _warmed_up(server: ServerProcess, timeout: float = 90) -> None:
+    """Until a bystander's last points arrive live within its budget (2 s), for at most `timeout`: a
+    fresh server's first micro-batches take seconds (Spark warming up), which no attack should be
+    blamed for. A machine too busy for that is left for the tests' bystanders to report."""
+    deadline, kept_up = time.monotonic() + timeout, 0
     async with bystander(server) as b:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and kept_up < 3:  # three seconds running
             await asyncio.sleep(1.0)
-            recent = [s for s, t in b.sent_at.items() if time.monotonic() - 3.0 < t < time.monotonic() - 1.0]
-            if recent and all(s in b.seen_at and b.seen_at[s] - b.sent_at[s] < 1.0 for s in recent):
-                return
-    raise AssertionError(f"the server never kept up with one bystander: {b.summary()}")
+            now = time.monotonic()
+            recent = [s for s, t in b.sent_at.items() if now - 3.0 < t < now - 2.0]
+            on_time = all(s in b.seen_at and b.seen_at[s] - b.sent_at[s] < 2.0 for s in recent)
+            kept_up = kept_up + 1 if recent and on_time else 0
 
 
 def token(rids: list[str], admin: bool = False) -> str:
@@ -103,8 +107,9 @@ async def test_unauthenticated_bodies_are_refused_401_unread(edge: ServerProcess
     bodies = {path: empty_items(template, 3 * MiB) for path, template in CATALOG_BODIES.items()}
     before = rss_bytes(edge.pid)
     async with bystander(edge) as b, httpx.AsyncClient(base_url=edge.base_url, timeout=60) as http:
-        for path, body in [*bodies.items()] * 3:  # for some seconds: the bystander measures them
-            for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+        attack_ends = time.monotonic() + ATTACK_S
+        while time.monotonic() < attack_ends:
+            for (path, body), headers in itertools.product(bodies.items(), ({}, BAD_TOKEN)):
                 started = time.monotonic()
                 r = await http.post(
                     path, content=body, headers={"Content-Type": "application/json", **headers}
@@ -115,6 +120,7 @@ async def test_unauthenticated_bodies_are_refused_401_unread(edge: ServerProcess
                 assert took < 3.0, (path, took)
     grown = rss_bytes(edge.pid) - before
     assert grown < 64 * MiB, f"the server's RSS grew by {grown / MiB:.0f} MiB"
+    print(b.summary())  # shown with -rP: what the bystander measured
     b.assert_unharmed()
 
 
@@ -127,7 +133,10 @@ async def test_an_admitted_body_over_the_limit_is_413_as_it_streams(edge: Server
             yield body[i : i + 65536]
 
     async with bystander(edge) as b, httpx.AsyncClient(base_url=edge.base_url, timeout=60) as http:
-        for content in (body, chunks()):
+        attack_ends, rounds = time.monotonic() + ATTACK_S, 0
+        while time.monotonic() < attack_ends or rounds == 0:
+            rounds += 1
+            content = body if rounds % 2 else chunks()
             r = await http.post(
                 "/assets/v1/assets", content=content, headers={"Content-Type": "application/json", **admin}
             )
@@ -138,17 +147,22 @@ async def test_an_admitted_body_over_the_limit_is_413_as_it_streams(edge: Server
                 "limit": str(JSON_BODY_LIMIT),
                 "setting": "SPARKWIRE_MAX_JSON_BODY_BYTES",
             }
-        # Within the limit, a list longer than its cap is refused before its items are validated.
-        started = time.monotonic()
-        r = await http.post(
-            "/assets/v1/assets",
-            content=empty_items(ASSET, JSON_BODY_LIMIT - 4096),
-            headers={"Content-Type": "application/json", **admin},
-        )
-        assert r.status_code == 400 and "at most 1000 items" in r.text, r.text[:300]
-        # ~0.5 s on this shared 2-core machine (JSON parsing and the depth scan of 1 MiB); 5.4 s
-        # when pydantic validated each of the 350,000 items
-        assert time.monotonic() - started < 2.5
+        # Within the limit, 350,000 empty items: refused by their count before one is built (JSON
+        # parsing and pydantic's validation of each took 5.4 s); 5,000 of them: pydantic refuses the
+        # list, longer than its cap, before validating its items.
+        for size, says in (
+            (JSON_BODY_LIMIT - 4096, "more than 100000 JSON values"),
+            (15_000, "at most 1000 items"),
+        ):
+            started = time.monotonic()
+            r = await http.post(
+                "/assets/v1/assets",
+                content=empty_items(ASSET, size),
+                headers={"Content-Type": "application/json", **admin},
+            )
+            took = time.monotonic() - started
+            assert r.status_code == 400 and says in r.text, r.text[:300]
+            assert took < 1.0, took
         # A JSON body nested deeper than the WebSocket's messages may be is refused before parsing.
         r = await http.post("/scout/v2/module/search", content=b"[" * 5000 + b"]" * 5000, headers={**admin})
         assert r.status_code == 400 and "nested deeper" in r.text, r.text[:300]
@@ -160,6 +174,7 @@ async def test_an_admitted_body_over_the_limit_is_413_as_it_streams(edge: Server
             headers=admin,
         )
         assert r.status_code == 200, r.text
+    print(b.summary())  # shown with -rP: what the bystander measured
     b.assert_unharmed()
 
 
@@ -201,17 +216,22 @@ async def test_streamed_request_headers_are_cut_off_with_431(edge: ServerProcess
     accepted until the 10 s read deadline, RSS 213 MB -> 6.2 GB."""
     before = rss_bytes(edge.pid)
     async with bystander(edge) as b:
-        started = time.monotonic()
-        results = await asyncio.gather(*(_stream_header_lines(edge.port, 8192, 16 * MiB) for _ in range(20)))
-        took = time.monotonic() - started
+        attack_ends, results = time.monotonic() + ATTACK_S, []
+        while time.monotonic() < attack_ends:  # rounds of 20 connections at once
+            started = time.monotonic()
+            results += await asyncio.gather(
+                *(_stream_header_lines(edge.port, 8192, 16 * MiB) for _ in range(20))
+            )
+            took = time.monotonic() - started
+            assert took < 5.0, took  # answered at the limit, not at the read deadline (10 s)
     grown = rss_bytes(edge.pid) - before
     for sent, answer in results:
         assert answer.startswith(b"HTTP/1.1 431"), (sent, answer[:200])
         body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
         assert body["parameters"]["setting"] == "SPARKWIRE_MAX_HEADER_BYTES", body
         assert sent < 16 * MiB, sent  # cut off: what was sent beyond 64 KiB is what the kernel buffered
-    assert took < 5.0, took  # answered at the limit, not at the read deadline (10 s)
     assert grown < 32 * MiB, f"the server's RSS grew by {grown / MiB:.0f} MiB"
+    print(b.summary())  # shown with -rP: what the bystander measured
     b.assert_unharmed()
     # Many small header lines: the count limit.
     sent, answer = await _stream_header_lines(edge.port, 10, 1 * MiB)
@@ -239,18 +259,21 @@ async def test_a_ping_flood_is_closed_1008(edge: ServerProcess) -> None:
             await asyncio.wait_for(await calm.ping(), 10)
             await asyncio.sleep(0.3)
         await still_usable(calm)
-        flooder = await connect(edge.ws_url, additional_headers=headers)
-        started = time.monotonic()
-        transport: Any = flooder.transport
-        for _ in range(20):  # 2M frames, 12 MB, as fast as the socket takes them
-            if transport.is_closing():
-                break
-            transport.write(_masked_pings(100_000))
-            await asyncio.sleep(0.05)
-        assert await close_code(flooder, timeout=30) == 1008
-        assert time.monotonic() - started < 10
+        attack_ends = time.monotonic() + ATTACK_S
+        while time.monotonic() < attack_ends:  # one flooder after another
+            flooder = await connect(edge.ws_url, additional_headers=headers)
+            started = time.monotonic()
+            transport: Any = flooder.transport
+            for _ in range(20):  # up to 2M frames, 12 MB, as fast as the socket takes them
+                if transport.is_closing():
+                    break
+                transport.write(_masked_pings(100_000))
+                await asyncio.sleep(0.05)
+            assert await close_code(flooder, timeout=30) == 1008
+            assert time.monotonic() - started < 10
         await still_usable(calm)
         await calm.close()
+    print(b.summary())  # shown with -rP: what the bystander measured
     b.assert_unharmed()
 
 
@@ -325,7 +348,10 @@ async def test_a_text_frame_that_is_not_utf8_is_closed_1007_without_an_error(edg
     transport: Any = ws.transport
     transport.write(b"\x81" + struct.pack("B", 0x80 | len(frame)) + mask + masked)
     assert await close_code(ws, timeout=30) == 1007
-    # the module's teardown checks the log: no ERROR line, no traceback (uvicorn logged both)
+    await asyncio.sleep(0.5)  # the log line is written
+    log = edge.log_text()
+    assert "not UTF-8" in log  # one INFO line says why the connection was closed
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]  # uvicorn logged both
 
 
 @pytest.mark.parametrize("size", ["small", "large"])  # on the event loop; in a decode worker
