@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from compute.evaluation.compiler import Limits
+from compute.evaluation.cost import EvaluationBudget
 from schemas.timestamps import NANOS_PER_SECOND
 
 EMBEDDED_RETENTION_S = 7 * 86400.0
@@ -180,6 +181,49 @@ class Settings(BaseSettings):
     ingest_decode_min_bytes: int = Field(
         64 << 10, ge=0, description="a JSON write body this large or larger goes to a decode process"
     )
+    # -- the evaluation cost model (compute/evaluation/cost.py, app/fanout/ledger.py): checked when a
+    # subscription is made, and before each expensive step of an evaluation
+    max_result_points_per_connection: int = Field(
+        4_000_000,
+        gt=0,
+        description="result points/buckets/ranges a connection's live subscriptions may hold, one group's "
+        "worth each (TooManyPoints)",
+    )
+    max_result_points_per_tenant: int = Field(
+        8_000_000, gt=0, description="the same, summed over a token subject's connections (TooManyPoints)"
+    )
+    max_result_points: int = Field(
+        32_000_000, gt=0, description="the same, summed over every connection (TooManyPoints)"
+    )
+    max_subscriptions_per_tenant: int = Field(
+        1024,
+        gt=0,
+        description="live subscriptions of one token subject, all connections (TooManySubscriptions)",
+    )
+    max_subscriptions: int = Field(
+        16_384, gt=0, description="live subscriptions, all connections (TooManySubscriptions)"
+    )
+    max_resample_points: int = Field(
+        1_000_000,
+        gt=0,
+        description="grid points of one resample over a group's held history, up to the clock "
+        "(TooManyPoints)",
+    )
+    max_groups: int = Field(
+        10_000, gt=0, description="groups (tag value sets) of one computation (TooManyGroups)"
+    )
+    max_evaluation_work: int = Field(
+        100_000_000,
+        gt=0,
+        description="values one node may reduce in one evaluation, e.g. rollingPoints: points x count; "
+        "checked before the work (TooManyPoints, the computation stops)",
+    )
+    max_evaluation_cpu_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="CPU seconds one computation's evaluation of a live batch may take; one that overran "
+        "is stopped (EvaluationBudgetExceeded)",
+    )
     # -- recovery (compute/spark/supervisor.py)
     stream_restart_delay: float = Field(1.0, gt=0, le=5, description="seconds before the 1st query restart")
     stream_restart_max_delay: float = Field(30.0, gt=0, description="longest wait between query restarts")
@@ -197,6 +241,13 @@ class Settings(BaseSettings):
                 "redis-url; the compute tier and the edges find each other through that Redis"
             )
         return self
+
+    @property
+    def evaluation_budget(self) -> EvaluationBudget:
+        """The evaluation cost model's limits (compute/evaluation/cost.py)."""
+        return EvaluationBudget(
+            **{name: getattr(self, name) for name in EvaluationBudget.__dataclass_fields__}
+        )
 
     @property
     def compute_limits(self) -> Limits:

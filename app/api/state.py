@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.fanout.catalog_edits import CatalogEdits
 from app.fanout.hub import Hub
+from app.fanout.ledger import CostLedger
 from app.ingest.workers import DecodeWorkers
 from app.metrics import Metrics
 from app.protocol.admission import Admission
 from app.protocol.ws_session import SessionConfig
 from app.transport.liveness import Liveness
+from compute.evaluation import cost
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
@@ -45,10 +47,13 @@ class ServerState:
     catalog_edits: CatalogEdits = field(default_factory=CatalogEdits)  # asset and run edits, to sessions
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
+    ledger: CostLedger = field(init=False)  # what live subscriptions cost, per connection, tenant, server
 
     def __post_init__(self) -> None:
         self.admission = Admission.from_settings(self.settings)
         settings = self.settings
+        self.ledger = CostLedger(settings.evaluation_budget)
+        cost.configure(settings.evaluation_budget)  # the evaluations' run-time checks (process-wide)
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)
         self.liveness = Liveness(min(1.0, settings.slow_consumer_timeout / 4, heartbeat.heartbeat_period))
 

@@ -63,6 +63,7 @@ def session_config(settings: Settings) -> SessionConfig:
         replay_available=settings.role == "all",  # replay reads the log with this process's Spark
         retention_s=settings.retention,
         max_replays=settings.max_replays_per_connection,
+        budget=settings.evaluation_budget,
     )
 
 
@@ -322,6 +323,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             _now(),
             authenticate=state.admission.auth.authenticate if state.admission.auth is not None else None,
             label=f"connection {connection.id}",
+            ledger=state.ledger,
         )
         driver = SessionDriver(state, connection, session)
         driver.act(session.start())

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from app.fanout.memory import MemoryGiveBack, released_bytes
 from app.fanout.resume import ChangeHistory, Refused, Resumed, Tokens
 from app.fanout.sink import Sink
 from app.metrics import Metrics
@@ -117,6 +118,7 @@ class FrameCache:
 
     def __init__(self) -> None:
         self._frames: dict[LiveResult, dict[tuple[int | None, int, bool], SharedPayload]] = {}
+        self.built_bytes = 0  # encoded since the hub last read it (app/fanout/memory.py)
 
     def invalidate(self, computation: LiveResult) -> None:
         self._frames.pop(computation, None)
@@ -135,6 +137,7 @@ class FrameCache:
         frame = frames_of.get(key)
         if frame is None:
             frame = frames_of[key] = SharedPayload(_encode(computation, start, end, full))
+            self.built_bytes += len(frame.data)
         return frame
 
 
@@ -146,6 +149,8 @@ def _encode(computation: LiveResult, start: int | None, end: int, full: bool) ->
         start = end - computation.plan.window_ns
     return frames.append_update(computation.snapshot(start), grouped, start, end, arrow)
 
+
+LARGE_FRAME_BYTES = 1 << 20  # a frame this large counts towards giving memory back once freed
 
 Changes = Sequence[tuple[LiveResult, Change | ComputeError]]
 
@@ -179,6 +184,7 @@ class Hub:
         self._left_by: dict[LiveResult, int] = {}  # a lingering computation: the connection's id
         self._creating: dict[str, asyncio.Task[LiveResult]] = {}
         self._cache = FrameCache()
+        self.memory = MemoryGiveBack(loop)  # what large computations and frames let go, given back
 
     @property
     def computations(self) -> Computations:
@@ -297,6 +303,7 @@ class Hub:
         self._histories.pop(computation.key, None)
         self._resumable.discard(computation.key)
         self.computations.remove(computation)
+        self.memory.released(released_bytes(computation))
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.active = False
@@ -423,6 +430,9 @@ class Hub:
         if pending is None:
             return None
         update = self._cache.get(subscriber.computation, pending, subscriber.options)
+        if self._cache.built_bytes >= LARGE_FRAME_BYTES:  # freed once sent and replaced
+            self.memory.released(self._cache.built_bytes)
+        self._cache.built_bytes = 0
         subscriber.last_sent = time.monotonic()
         self.metrics.frames_sent.inc()
         if not pending.first:

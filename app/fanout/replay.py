@@ -25,8 +25,6 @@ plain subscribe would, and gets its FullResult.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.fanout.hub import Hub, LiveResult, Subscriber
+from app.fanout.memory import give_back_freed_memory
 from app.fanout.sink import Sink
 from app.metrics import Metrics
 from app.protocol import frames
@@ -49,23 +48,6 @@ if TYPE_CHECKING:
     from compute.spark.engine import Engine
 
 logger = logging.getLogger(__name__)
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None  # glibc only
-    return trim if callable(trim) else None
-
-
-MALLOC_TRIM = _malloc_trim()
-
-
-def give_back_freed_memory() -> None:
-    """A replay's history and held outputs are the server's largest short-lived allocations, and
-    glibc keeps what they free for reuse; once no replay runs, return it to the system
-    (bench/results/replay-memory.md: without this the RSS after replays never came down)."""
-    if MALLOC_TRIM is not None:
-        MALLOC_TRIM(0)
 
 
 STEP_NS = 100_000_000  # replay time per step: the stream's micro-batch cadence

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
+from app.fanout.ledger import CostLedger
 from app.protocol import frames
 from app.protocol.auth import AuthError, Principal
 from app.protocol.close_codes import GOING_AWAY, MESSAGE_TOO_BIG, POLICY_VIOLATION
@@ -33,6 +34,7 @@ from compute.evaluation.compiler import (
     ResultOptions,
     refuse_unhonoured_context,
 )
+from compute.evaluation.cost import EvaluationBudget
 from compute.evaluation.datasets import CatalogKind, CatalogUnreachable, CatalogUse
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
@@ -78,6 +80,7 @@ class SessionConfig:
     replay_available: bool = True
     retention_s: float = 0.0
     max_replays: int = 4  # replay subscriptions one connection may hold (until it unsubscribes them)
+    budget: EvaluationBudget = field(default_factory=EvaluationBudget)  # the cost model's limits
 
     @property
     def heartbeat_period(self) -> float:
@@ -177,13 +180,16 @@ class Session:
         *,
         authenticate: Callable[[str], Principal] | None = None,
         label: str = "session",
+        ledger: CostLedger | None = None,
     ) -> None:
         """`authenticate` checks an updateToken's token (raising AuthError); None when
-        authentication is off, and updateToken is then ignored."""
+        authentication is off, and updateToken is then ignored. `ledger`: the server's cost totals
+        (app/fanout/ledger.py); None: this session's alone."""
         self.principal = principal
         self.config = config
         self.label = label  # for logs, e.g. "connection 7"
         self._authenticate = authenticate
+        self._costs = (ledger or CostLedger(config.budget)).account(principal.subject)
         self._subscriptions: dict[str, list[str]] = {}  # id -> the data sources it reads
         # Live (not replay) subscriptions that resolved through the asset and run catalog: what they
         # asked and what they read of it, to compile them again when it is edited.
@@ -246,6 +252,7 @@ class Session:
             return Prepared([_client_error(_describe(exc))])
         if not isinstance(message, Subscribe):
             return Prepared([], message)
+        message, past_cap = _within_cap(message, self.config.max_subscriptions)
         compiled: dict[str, Plan | ComputeError] = {}
         for sub_id, sub in message.subscribe.items():
             try:
@@ -254,7 +261,7 @@ class Session:
                 return Prepared([_client_error(f"subscription {sub_id}: {exc}")])
             except ComputeError as exc:
                 compiled[sub_id] = exc
-        return Prepared([], message, compiled)
+        return Prepared(past_cap, message, compiled)
 
     def handle(self, prepared: Prepared, now: Instant) -> list[Action]:
         """What a `prepare`d message does to the session."""
@@ -270,7 +277,7 @@ class Session:
         if isinstance(message, Subscribe):
             if not message.subscribe:
                 return [_client_error("subscribe names no subscriptions: nothing was subscribed")]
-            return self._subscribe(message, prepared.compiled, now)
+            return self._subscribe(message, prepared.compiled, now) + prepared.answer
         if isinstance(message, ClientUpdateToken):
             return self._update_token(message.update_token.token, now)
         return []
@@ -341,6 +348,8 @@ class Session:
                 outcome = self._refusal(outcome, now) or outcome
             if isinstance(outcome, Plan) and replay is not None:
                 outcome = self._replay_refusal(replay, outcome, now) or outcome
+            if isinstance(outcome, Plan):  # the cost model's budgets, charged if it passes them
+                outcome = self._costs.admit(sub_id, outcome) or outcome
             if isinstance(outcome, ComputeError):
                 actions.append(Send(frames.creation_error(sub_id, outcome)))
                 continue
@@ -507,6 +516,7 @@ class Session:
     def subscription_failed(self, sub_id: str, error: Exception) -> list[Action]:
         """A StartSubscription failed: the client gets the error as the subscription's update (a
         replay whose creation is not answered yet: as its creation error)."""
+        self._costs.release(sub_id)
         self._replays.discard(sub_id)
         self._resolved.pop(sub_id, None)
         if self._subscriptions.pop(sub_id, None) is None or self.closed:
@@ -531,6 +541,7 @@ class Session:
         return actions
 
     def _drop(self, sub_id: str) -> list[Action]:
+        self._costs.release(sub_id)
         self._unanswered.pop(sub_id, None)
         self._replays.discard(sub_id)
         self._resolved.pop(sub_id, None)
@@ -551,6 +562,7 @@ class Session:
         self._unanswered.clear()
         self._replays.clear()
         self._resolved.clear()
+        self._costs.release_all()
         return [*actions, DisarmExpiry()]
 
 
@@ -587,6 +599,23 @@ def _start(
     if not resume:
         return StartSubscription(sub_id, request, plan, delivery)
     return StartSubscription(sub_id, request, plan, delivery, extensions.resume_token, extensions.replay)
+
+
+def _within_cap(message: Subscribe, limit: int) -> tuple[Subscribe, list[Action]]:
+    """A subscribe's first `limit` subscriptions (no connection holds more), and for those past
+    them one answer naming them instead of a creation error each: 1,700 of those overflowed the
+    send queue and the connection was closed with 4008 (issue 44)."""
+    if len(message.subscribe) <= limit:
+        return message, []
+    ids = list(message.subscribe)
+    kept = {sub_id: message.subscribe[sub_id] for sub_id in ids[:limit]}
+    over = [_short(sub_id) for sub_id in ids[limit:]]
+    shown = ", ".join(over[:10]) + (f" and {len(over) - 10} more" if len(over) > 10 else "")
+    refusal = _client_error(
+        f"subscribe names {len(ids)} subscriptions; a connection holds at most {limit} "
+        f"(TooManySubscriptions, SPARKWIRE_MAX_SUBSCRIPTIONS_PER_CONNECTION): {shown} not subscribed"
+    )
+    return message.model_copy(update={"subscribe": kept}), [refusal]
 
 
 def _client_error(message: str) -> Send:

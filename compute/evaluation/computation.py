@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compute.evaluation import cost
 from compute.evaluation.compiler import Plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import EvalEnv, GroupKey
@@ -192,6 +193,10 @@ class Computation:
         self._held_from: int | None = None  # where the held history started at the last evaluation
         self._head_stable = plan.root.input.head_stable()
         self._lead_ns = lead_ns(plan.root.input)
+        # Groups routed (max_groups, compute/evaluation/cost.py), and the series left unrouted
+        # because their group would pass it: the next evaluation fails on them.
+        self._group_keys: set[GroupKey] = set()
+        self._unrouted = 0
 
     # -- wiring ------------------------------------------------------------------------------------
     def route(self, info: SeriesInfo) -> bool:
@@ -201,6 +206,12 @@ class Computation:
             for i, sel in enumerate(self.plan.selectors)
             if sel.matches(info.key)
         ]
+        if routes and self.plan.grouped:
+            new = {r.group for r in routes if r.group != SHARED} - self._group_keys
+            if new and len(self._group_keys) + len(new) > cost.budget().max_groups:
+                self._unrouted += 1  # its points are never held: the evaluation fails instead
+                return False
+            self._group_keys |= new
         if routes:
             self.routes[info.id] = routes
             self._source_of[info.id] = info.key.data_source_rid
@@ -279,7 +290,13 @@ class Computation:
             accepted_from = self._apply(rows, now, live=True)
             if accepted_from is None:
                 return None
+            cpu_from = time.thread_time()
             self._evaluate(now, whole=False)
+            try:  # one that overran would take as much again with every batch, delaying the others
+                cost.check_cpu(time.thread_time() - cpu_from)
+            except ComputeError as exc:
+                self.error = exc
+                raise
             return self._diff(before, now)
 
     def _after_backfill(self, rows: Batch) -> Batch:
@@ -373,6 +390,9 @@ class Computation:
         return (now - self.plan.window_ns - self.plan.lookback_ns) // step * step
 
     def _evaluate(self, now: int, whole: bool) -> None:
+        if self._unrouted:
+            self.error = cost.too_many_groups(len(self._group_keys), self._unrouted)
+            raise self.error
         window_start = now - self.plan.window_ns
         keep_from = self.held_from(now)
         moved = keep_from != self._held_from and not self._head_stable

@@ -28,6 +28,7 @@ from tests.wire import Client, channel_variable, series_node, subscription, ts
 PERIOD_S = 0.25
 WRITE_BUDGET_S = 2.0
 UPDATE_P90_BUDGET_S = 2.0
+LATENESS_S = 30.0
 
 
 def rss_bytes(pid: int) -> int:
@@ -70,7 +71,11 @@ class Bystander:
         kwargs: dict[str, Any] = {"additional_headers": headers} if headers else {}
         self._client = await Client.connect(self.ws_url, **kwargs)
         await self._write(0)  # the channel exists before the subscription reads it
-        sub = subscription(series_node(), {"x": channel_variable(self.rid, self.channel)}, 60)
+        # Its writes are concurrent, so under load one can be stored after the next: with the default
+        # lateness (100 ms behind the series' newest point) it was dropped as late and counted as
+        # never seen. The bystander measures latency, so it allows what any reordering can take.
+        variables = {"x": channel_variable(self.rid, self.channel)}
+        sub = subscription(series_node(), variables, 60, lateness_s=LATENESS_S)
         await self._client.subscribe({"bystander": sub})
         creation = await self._client.creation("bystander", 60)
         assert creation["type"] == "success", creation

@@ -274,19 +274,33 @@ def test_reusing_a_live_id_replaces_the_subscription() -> None:
 def test_a_connection_holds_at_most_max_subscriptions() -> None:
     session = new_session(config=SessionConfig(max_subscriptions=2))
     ids = [new_id() for _ in range(4)]
-    actions = subscribe(session, {i: sub_of() for i in ids[:3]})
-    results = [creation(f, i) for f, i in zip(sent(actions), ids[:3], strict=True)]
-    assert [r["type"] for r in results] == ["success", "success", "error"]
-    error = results[2]["error"]["serializableError"]
+    actions = subscribe(session, {i: sub_of() for i in ids[:2]})
+    assert [creation(f, i)["type"] for f, i in zip(sent(actions), ids[:2], strict=True)] == ["success"] * 2
+    refused = subscribe(session, {ids[2]: sub_of()}, t=1)
+    error = creation(sent(refused)[0], ids[2])["error"]["serializableError"]
     assert error["name"] == "PersistentCompute:TooManySubscriptions"
     assert error["params"] == {"limit": "2"}
-    assert len(of_type(actions, StartSubscription)) == 2
+    assert len(of_type(actions + refused, StartSubscription)) == 2
 
     # Unsubscribing frees room; re-using a live id takes no more room.
     session.receive(json.dumps({"type": "unsubscribe", "unsubscribe": ids[:1]}), at(2))
     again = subscribe(session, {ids[1]: sub_of(), ids[3]: sub_of()}, t=3)
     assert [creation(f, i)["type"] for f, i in zip(sent(again), ids[1::2], strict=True)] == ["success"] * 2
     assert sorted(session.live) == sorted(ids[1::2])
+
+
+def test_subscriptions_past_the_cap_in_one_message_are_refused_in_one_frame() -> None:
+    """1,700 in one message were 1,700 creation frames, past the send queue's limit (issue 44)."""
+    session = new_session(config=SessionConfig(max_subscriptions=3))
+    ids = [new_id() for _ in range(300)]
+    actions = subscribe(session, {i: sub_of() for i in ids})
+    frames = sent(actions)
+    assert len(frames) == 4
+    assert [creation(f, i)["type"] for f, i in zip(frames, ids[:3], strict=False)] == ["success"] * 3
+    message = frames[3]["health"]["clientMessageError"]["error"]["message"]
+    assert "subscribe names 300 subscriptions; a connection holds at most 3" in message
+    assert "and 287 more not subscribed" in message
+    assert sorted(session.live) == sorted(ids[:3])
 
 
 def test_a_data_source_the_token_does_not_reach_is_permission_denied() -> None:

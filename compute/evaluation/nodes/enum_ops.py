@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compute.evaluation import cost
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import (
     EvalEnv,
@@ -19,6 +20,7 @@ from compute.evaluation.nodes.base import (
     Series,
     SeriesNode,
     enum,
+    grid_end,
     numeric,
 )
 from compute.evaluation.results import EnumPoints, Ranges
@@ -106,15 +108,13 @@ class EnumAggregateDuplicates(PointByPoint):
         return EnumPoints(ts[keep], codes[keep], s.categories)
 
 
-MAX_RESAMPLED_POINTS = 1_000_000  # as compiler.Limits.max_points: a grid finer than this is refused
-
-
 @dataclass
 class EnumResample(SeriesNode):
     """`resample` (forward fill) / `resampleV2`: a point at every multiple of `interval_ns` (since the
-    epoch) from the first input point's timestamp rounded up to one, through the last's rounded up,
-    each taking the label of the newest input point at or before it. Its first grid point in the
-    window needs the point before it: that much history is declared, one interval."""
+    epoch) from the first input point's timestamp rounded up to one, through the last's rounded up
+    but not past the clock (`grid_end`), each taking the label of the newest input point at or
+    before it. Its first grid point in the window needs the point before it: that much history is
+    declared, one interval. A grid over `max_resample_points` is refused (compute/evaluation/cost.py)."""
 
     input: SeriesNode
     interval_ns: int
@@ -130,14 +130,12 @@ class EnumResample(SeriesNode):
         if not len(s):
             return s
         step = self.interval_ns
-        first, last = -(-int(s.ts[0]) // step) * step, -(-int(s.ts[-1]) // step) * step
+        first = -(-int(s.ts[0]) // step) * step
+        last = min(-(-int(s.ts[-1]) // step) * step, grid_end(env, step))
+        if last < first:
+            return EnumPoints(s.ts[:0], s.codes[:0], s.categories)
         count = (last - first) // step + 1
-        if count > MAX_RESAMPLED_POINTS:
-            raise ComputeError(
-                "TooManyPoints",
-                f"resampling every {step} ns gives {count} points, beyond {MAX_RESAMPLED_POINTS}",
-                {"limit": str(MAX_RESAMPLED_POINTS)},
-            )
+        cost.check_grid(count, f"resample every {step} ns")
         grid = first + step * np.arange(count, dtype=np.int64)
         at = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
         return EnumPoints(grid, s.codes[at], s.categories)
