@@ -20,7 +20,7 @@ from app.api.state import ServerState
 from app.config import Settings
 from app.runtime import demo
 from app.runtime.allocator import keep_freed_memory
-from app.runtime.data_dir_lock import DataDirInUse, DataDirLock
+from app.runtime.data_dir_lock import DataDirLock, DataDirUnavailable
 from app.runtime.listen import CannotListen, bind_listener
 from app.runtime.logging_setup import configure_logging
 from app.runtime.redis_check import RedisUnreachable, check_redis, needs_redis
@@ -133,7 +133,7 @@ def serve(settings: Settings) -> None:
         listener = bind_listener(settings.host, settings.port)
         if needs_redis(settings):
             check_redis(settings.redis_url)
-    except (DataDirInUse, CannotListen, RedisUnreachable) as exc:
+    except (DataDirUnavailable, CannotListen, RedisUnreachable) as exc:
         logger.error("%s", exc)
         sys.exit(1)
     keep_freed_memory()  # before the server starts its threads (app/runtime/allocator.py)

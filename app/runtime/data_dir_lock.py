@@ -15,8 +15,8 @@ from pathlib import Path
 LOCK_NAME = "sparkwire.lock"
 
 
-class DataDirInUse(Exception):
-    """Another process holds the data dir (the message names it)."""
+class DataDirUnavailable(Exception):
+    """Another process holds the data dir (the message names it), or it cannot be used at all."""
 
 
 class DataDirLock:
@@ -25,17 +25,22 @@ class DataDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise DataDirInUse at once (no waiting). The descriptor is not inherited
+        """Take the lock or raise DataDirUnavailable at once (no waiting). The descriptor is not inherited
         by the processes the server starts (Python opens files close-on-exec), so none of them can
         keep the lock after the server has gone."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # not writable, not a directory, ...
+            raise DataDirUnavailable(
+                f"cannot use data dir {self.path.parent}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise DataDirInUse(
+            raise DataDirUnavailable(
                 f"data dir {self.path.parent} is in use by another Sparkwire server (pid {holder}); "
                 "stop that one first, or give this one another --data-dir"
             ) from None
