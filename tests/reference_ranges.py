@@ -193,7 +193,11 @@ def enum_series(env: r.Env, kind: str, body: dict[str, Any]) -> r.Points:
         x = r._points(r.series(env, {"type": "enum", "enum": body["input"]}))
         return _duplicates_as_one(x, max if body["function"] == "MAX" else min)
     if kind == "enumAggregation":  # groupBy current tags and timestamps: each timestamp's points as one
-        x = r._points(r.series(env, body["input"]["groupBy"]["input"]))
+        group = body["input"]["groupBy"]
+        x = r._points(r.series(env, group["input"]))
+        if group["timestamp"]["type"] == "every":  # "[floor(t / window) * window, +window)", one point
+            width = r._duration_expression(env, group["timestamp"]["every"])  # "at the bucket start"
+            x = [(t // width * width, v) for t, v in x]
         return _duplicates_as_one(x, max if body["operator"]["type"] == "max" else min)
     if kind == "toStartOfInterval":  # floor(t / window) * window; colliding points all kept
         width = r._duration_expression(env, body["window"])

@@ -10,6 +10,7 @@ from compute.evaluation import compile_numeric
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.evaluation.nodes import EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
+from compute.evaluation.nodes.aggregate import ToStartOfInterval
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
     EnumAggregateDuplicates,
@@ -420,8 +421,8 @@ def _enum_union(b: B, v: Json) -> SeriesNode:
 def _enum_aggregation(b: B, v: Json) -> SeriesNode:
     """`enumAggregation` with min or max over `groupBy` of the current tags and the current
     timestamps: a Sparkwire series holds one value per timestamp of a group, so each aggregate is
-    that point (as `aggregate`). Tumbling windows (`every`), tag subsets, alignment, rolling
-    builders and UDFs are refused by name."""
+    that point (as `aggregate`); with tumbling windows (`every`), one point per window at its start.
+    Tag subsets, alignment, rolling builders and UDFs are refused by name."""
     what = "enumAggregation"
     o = b.obj(v, what)
     operator, _ = _union(b.get(o, "operator", what), "EnumAggregationOperator", ("min", "max", "udf"))
@@ -432,16 +433,23 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
         raise _refuse(what, "input", f"'{shape}': only the groupBy shape is accepted (as Nominal's docs say)")
     g = b.obj(builder, "groupBy")
     tags, _ = _union(b.get(g, "tags", "groupBy"), "GroupByTags", ("current", "subset"))
-    timestamp, _ = _union(b.get(g, "timestamp", "groupBy"), "GroupByTimestamp", ("current", "every"))
-    for field_name, kind in (("tags", tags), ("timestamp", timestamp)):
-        if kind != "current":
-            raise _refuse(what, f"input.groupBy.{field_name}", f"'{kind}' is not supported; use current")
+    timestamp, every = _union(b.get(g, "timestamp", "groupBy"), "GroupByTimestamp", ("current", "every"))
+    if tags != "current":
+        raise _refuse(what, "input.groupBy.tags", f"'{tags}' is not supported; use current")
     if g.get("alignment") is not None:
         raise _refuse(what, "input.groupBy.alignment", "alignment is not supported")
     series = b.get(g, "input", "groupBy")
     if b.variant("Series", series)[0] == "numeric":
         raise _refuse(what, "input.groupBy.input", f"{operator} needs a categorical series (Nominal's docs)")
-    return EnumAggregateDuplicates(b.timed(b.series(series), what), operator.upper())
+    x = b.timed(b.series(series), what)
+    if timestamp == "every":
+        # Nominal's docs: a point at t falls into the epoch-aligned bucket [floor(t / w) * w, + w), one
+        # point per bucket at its start: the points snapped as toStartOfInterval does, then merged.
+        width = b.duration_expression(every)
+        if width <= 0:
+            raise _refuse(what, "input.groupBy.timestamp", f"every must be positive, got {width} ns")
+        x = ToStartOfInterval(x, width, categorical=True)
+    return EnumAggregateDuplicates(x, operator.upper())
 
 
 def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:

@@ -432,6 +432,20 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    "enum_aggregation_every_max": enum_node(
+        sc.EnumSeries(
+            enum_aggregation=sc.EnumAggregation(
+                input=sc.AggregationBuilder(
+                    group_by=sc.GroupByAggregationBuilder(
+                        input=sc.Series(enum=E),
+                        tags=sc.GroupByTags(current=api.Empty()),
+                        timestamp=sc.GroupByTimestamp(every=seconds(5)),
+                    )
+                ),
+                operator=sc.EnumAggregationOperator(max=api.Empty()),
+            )
+        )
+    ),
     "time_range_filter_since": enum_node(
         sc.EnumSeries(
             time_range_filter=sc.EnumTimeRangeFilterSeries(
@@ -717,23 +731,6 @@ REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
             )
         ),
         {"invalidTypes": "", "variant": "numericEqualityRangesV2", "field": "inputs"},
-    ),
-    "enum_aggregation_every": (
-        enum_node(
-            sc.EnumSeries(
-                enum_aggregation=sc.EnumAggregation(
-                    input=sc.AggregationBuilder(
-                        group_by=sc.GroupByAggregationBuilder(
-                            input=sc.Series(enum=E),
-                            tags=sc.GroupByTags(current=api.Empty()),
-                            timestamp=sc.GroupByTimestamp(every=seconds(5)),
-                        )
-                    ),
-                    operator=sc.EnumAggregationOperator(min=api.Empty()),
-                )
-            )
-        ),
-        {"invalidTypes": "", "variant": "enumAggregation", "field": "input.groupBy.timestamp"},
     ),
     "histogram_of_z_score": (  # a chart holds its inputs per computation group: no regrouping under it
         histogram_node({"z": sc.NumericSeries(z_score=sc.ZscoreSeries(input=G, group_by_tags=[]))}),
