@@ -35,6 +35,7 @@ from app.protocol.ws_session import (
     Close,
     DisarmExpiry,
     Instant,
+    Prepared,
     Send,
     Session,
     SessionConfig,
@@ -259,21 +260,36 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
 # event loop: two threads, so that at most two compilations compete with the loop for the GIL
 # (each bounded by the compile budget, compute/evaluation/compiler.py `CompileBudget`).
 PREPARING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare-message")
+# The share of a core one connection's messages may take to prepare: after a message that took t
+# seconds of CPU (beyond PREPARE_FREE_S), the connection's next message is read t * (1 / share - 1)
+# later. A client sending costly requests back to back (each refused by the compile budget, or not)
+# slows itself, not the others, whose updates wait on the same GIL.
+PREPARE_SHARE = 0.25
+PREPARE_FREE_S = 0.01
 
 
-async def _receive(session: Session, data: str | bytes) -> list[Action]:
-    """The session's answer to one message, its decoding and compiling done off the event loop.
-    A message it fails on is a bug of ours, logged as one; the client is told its message was not
-    handled and keeps its connection and subscriptions."""
+def _prepare(session: Session, text: str) -> tuple[Prepared, float]:
+    """`Session.prepare`, and the CPU time it took (this thread's)."""
+    started = time.thread_time()
+    return session.prepare(text), time.thread_time() - started
+
+
+async def _receive(session: Session, data: str | bytes) -> tuple[list[Action], float]:
+    """The session's answer to one message, its decoding and compiling done off the event loop,
+    and how long to wait before reading the connection's next message (PREPARE_SHARE). A message
+    it fails on is a bug of ours, logged as one; the client is told its message was not handled
+    and keeps its connection and subscriptions."""
     try:
         text = session.admit(data, _now())
         if isinstance(text, list):
-            return text
-        prepared = await asyncio.get_running_loop().run_in_executor(PREPARING, session.prepare, text)
-        return session.handle(prepared, _now())
+            return text, 0.0
+        loop = asyncio.get_running_loop()
+        prepared, cpu_s = await loop.run_in_executor(PREPARING, _prepare, session, text)
+        pause_s = (cpu_s - PREPARE_FREE_S) * (1 / PREPARE_SHARE - 1) if cpu_s > PREPARE_FREE_S else 0.0
+        return session.handle(prepared, _now()), pause_s
     except Exception:
         logger.exception("%s: a client message could not be handled", session.label)
-        return [Send(frames.client_message_error("the server could not handle this message"))]
+        return [Send(frames.client_message_error("the server could not handle this message"))], 0.0
 
 
 WS_PATH = "/persistent-compute/ws"
@@ -347,10 +363,13 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             data = message.get("text")
             if data is None:
                 data = message.get("bytes") or b""
-            close = driver.perform(await _receive(session, data))
+            actions, pause_s = await _receive(session, data)
+            close = driver.perform(actions)
             if close is not None:
                 await connection.close(close.code, close.reason)
                 break
+            if pause_s:  # its answer is sent; its next message waits (PREPARE_SHARE)
+                await asyncio.sleep(pause_s)
     except WebSocketDisconnect:
         pass
     finally:
