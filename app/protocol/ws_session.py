@@ -318,7 +318,7 @@ class Session:
         except AuthError as exc:
             logger.info("%s: updateToken refused: %s", self.label, exc)
             return self._close(POLICY_VIOLATION, f"updateToken refused: {exc}"[:120])
-        self.principal = principal
+        previous, self.principal = self.principal, principal
         actions = self._expiry_timer()
         for sub_id, rids in list(self._subscriptions.items()):  # the new claim may reach less
             denied = principal.denied(rids)
@@ -326,6 +326,8 @@ class Session:
                 actions += self._drop(sub_id)
                 update = frames.error_update(_permission_denied(denied))
                 actions.append(Send(frames.subscription_update(sub_id, update)))
+        if _reach(principal) == _reach(previous):  # a token refreshed: nothing compiled (on the loop)
+            return actions
         for sub_id in list(self._resolved):  # nor may it see every asset, run or module they resolved
             with contextlib.suppress(CatalogUnreachable):  # out of reach: checked at its next edit
                 actions += self.re_resolve(sub_id, now)
@@ -644,6 +646,11 @@ def iso_ns(ns: int) -> str:
     except (ValueError, OverflowError, OSError):  # outside the calendar's years 1..9999
         return f"{ns} ns since the epoch"
     return _iso(moment)
+
+
+def _reach(principal: Principal) -> tuple[tuple[str, ...], bool]:
+    """What a token may read and see: two tokens of the same reach resolve every request alike."""
+    return principal.data_source_patterns, principal.admin
 
 
 def _permission_denied(rids: list[str]) -> ComputeError:

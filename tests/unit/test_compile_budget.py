@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from compute.evaluation import compile_derived
+from compute.evaluation import compile_derived, datasets
 from compute.evaluation.compiler import CompileBudget, Limits, ResultOptions, compile_plan
 from compute.evaluation.errors import ComputeError
 from compute.storage.modules import ModuleStore
@@ -158,3 +158,34 @@ def test_a_cycle_in_a_definition_is_found_before_it_is_stored(store: ModuleStore
     store.create("other", "other", "", {"functions": [g]}, "u", 1)
     f = function("f", {"x": "NUMERIC_SERIES"}, applied("other", "g", args))
     assert compile_derived.definition_cycle("m", 2, [f]) == ["m v2 f", "other v1 g", "m v2 f"]
+
+
+def test_a_refreshed_token_of_the_same_reach_compiles_nothing_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """updateToken is handled on the event loop: only a token of another reach compiles the
+    subscriptions that resolved through the catalog again (every one of them, up to the budget)."""
+    from app.protocol.ws_session import Session
+    from tests.unit.test_catalog_edits import ASSET, Catalog, over, scope_channel
+    from tests.unit.test_session import at, new_session, principal, subscribe, update_token
+
+    previous = datasets._catalog
+    datasets.use_catalog(Catalog())
+    try:
+        same, narrower = principal("ri.session.*"), principal("ri.session.one")
+        session = new_session(principal("ri.session.*"), tokens={"same": same, "narrower": narrower})
+        subscribe(session, {"a": over(scope_channel("asset", ASSET))})
+        compiles: list[str] = []
+        real = Session._compile
+
+        def counted(self: Session, sub: Any) -> Any:
+            compiles.append("c")
+            return real(self, sub)
+
+        monkeypatch.setattr(Session, "_compile", counted)
+        session.receive(update_token("same"), at(2))
+        assert compiles == []
+        session.receive(update_token("narrower"), at(3))
+        assert compiles == ["c"]
+    finally:
+        datasets.use_catalog(previous)
