@@ -516,4 +516,23 @@ def _search(store: ModuleStore, reach: Reach, body: SearchModulesRequest) -> dic
 @router.post("/search", summary="Search modules (not archived unless archivedStatuses says)")
 async def search_modules(body: SearchModulesRequest, request: Request) -> dict[str, Any]:
     store, principal = _admit(request)
+    if (terms := _terms(body.query)) > MAX_ITEMS:  # each is evaluated once per module
+        raise HttpError(
+            400,
+            f"SearchModulesQuery: {terms} terms, more than the limit of {MAX_ITEMS}",
+            params={"limit": str(MAX_ITEMS)},
+        )
     return await asyncio.to_thread(_search, store, reach_of(principal), body)
+
+
+def _terms(query: Any) -> int:
+    """The objects of a query (its terms, `and`/`or`/`not` included), counted without recursion."""
+    count, stack = 0, [query]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += 1
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count

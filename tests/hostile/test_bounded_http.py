@@ -166,6 +166,14 @@ async def test_an_admitted_body_over_the_limit_is_413_as_it_streams(edge: Server
         # A JSON body nested deeper than the WebSocket's messages may be is refused before parsing.
         r = await http.post("/scout/v2/module/search", content=b"[" * 5000 + b"]" * 5000, headers={**admin})
         assert r.status_code == 400 and "nested deeper" in r.text, r.text[:300]
+        # A module search of 1,001 terms (each evaluated per module) is refused before it runs.
+        terms = [{"type": "searchText", "searchText": "x"}] * 1001
+        r = await http.post(
+            "/scout/v2/module/search",
+            json={"query": {"type": "or", "or": terms}, "pageSize": 10},
+            headers=admin,
+        )
+        assert r.status_code == 400 and "more than the limit of 1000" in r.text, r.text[:300]
         # And an ordinary request still works.
         rid = unique_rid("asset-scope")
         r = await http.post(
