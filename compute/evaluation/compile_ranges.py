@@ -9,7 +9,7 @@ import math
 from compute.evaluation import compile_numeric
 from compute.evaluation import compiler as c
 from compute.evaluation.errors import ComputeError, not_supported
-from compute.evaluation.nodes import EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
+from compute.evaluation.nodes import Constant, EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.aggregate import ToStartOfInterval
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.enum_ops import (
@@ -211,8 +211,10 @@ def _categorical_on_change(b: B, v: Json) -> RangeNode:
 def _crossover(b: B, v: Json) -> RangeNode:
     what = "seriesCrossoverRangesNode"
     o = b.obj(v, what)
-    x = b.timed(b.numeric(b.get(o, "inputA", what)), what)
-    return Crossover(x, b.timed(b.numeric(b.get(o, "inputB", what)), what))
+    x, y = b.numeric(b.get(o, "inputA", what)), b.numeric(b.get(o, "inputB", what))
+    if isinstance(x, Constant) and isinstance(y, Constant):  # two fixed levels never cross
+        b.timed(x, what)
+    return Crossover(x, y)
 
 
 def _extrema(what: str) -> c.RangeBuilder:

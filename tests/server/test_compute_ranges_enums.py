@@ -330,6 +330,13 @@ CASES: dict[str, Json] = {
     "crossover": ranges_node(
         sc.RangeSeries(series_crossover_ranges_node=sc.SeriesCrossoverRanges(input_a=A, input_b=B))
     ),
+    "crossover_of_a_fixed_level": ranges_node(  # a constant side stands at every point of the other
+        sc.RangeSeries(
+            series_crossover_ranges_node=sc.SeriesCrossoverRanges(
+                input_a=sc.NumericSeries(constant=sc.ConstantNumericSeries(double=lit(1.0))), input_b=A
+            )
+        )
+    ),
     "peak_default": ranges_node(sc.RangeSeries(peak=sc.PeakRanges(input=A))),
     "extrema_v2_both": ranges_node(
         sc.RangeSeries(extrema_ranges_v2=sc.ExtremaRangesV2(input=B, selection=sc.PeakType.BOTH))

@@ -13,6 +13,7 @@ import numpy as np
 
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS, forward_fill
 from compute.evaluation.nodes.base import EvalEnv, Node, RangeNode, SeriesNode, numeric
+from compute.evaluation.nodes.inputs import Constant
 from compute.evaluation.results import EnumPoints, Ranges
 
 
@@ -47,7 +48,8 @@ class OnChange(RangeNode):
 class Crossover(RangeNode):
     """`seriesCrossoverRangesNode`: the two series aligned as arithmetic aligns them (forward
     fill, 1 s radius); an instant at the first point where a - b has the opposite sign of the last
-    non-zero difference before it. Points where they are equal (or either is NaN) only touch."""
+    non-zero difference before it. Points where they are equal (or either is NaN) only touch. One
+    side may be a constant (a fixed level, its commonest use): it stands at every point of the other."""
 
     a: SeriesNode
     b: SeriesNode
@@ -59,14 +61,25 @@ class Crossover(RangeNode):
         return FFILL_RADIUS_NS
 
     def evaluate(self, env: EvalEnv) -> Ranges:
-        a = numeric(self.a.evaluate(env), "seriesCrossoverRangesNode")
-        b = numeric(self.b.evaluate(env), "seriesCrossoverRangesNode")
-        ts, (va, vb) = forward_fill([a, b])
+        ts, difference = self._difference(env)
         with np.errstate(invalid="ignore"):
-            sign = np.nan_to_num(np.sign(va - vb), nan=0.0)
+            sign = np.nan_to_num(np.sign(difference), nan=0.0)
         signed = np.flatnonzero(sign)
         flips = signed[1:][sign[signed[1:]] != sign[signed[:-1]]]
         return instants(ts[flips])
+
+    def _difference(self, env: EvalEnv) -> tuple[np.ndarray, np.ndarray]:
+        """a - b at each aligned timestamp (the compiler lets at most one side be a constant)."""
+        if isinstance(self.b, Constant):
+            a = numeric(self.a.evaluate(env), "seriesCrossoverRangesNode")
+            return a.ts, a.values - self.b.value
+        if isinstance(self.a, Constant):
+            b = numeric(self.b.evaluate(env), "seriesCrossoverRangesNode")
+            return b.ts, self.a.value - b.values
+        a = numeric(self.a.evaluate(env), "seriesCrossoverRangesNode")
+        b = numeric(self.b.evaluate(env), "seriesCrossoverRangesNode")
+        ts, (va, vb) = forward_fill([a, b])
+        return ts, va - vb
 
 
 @dataclass
