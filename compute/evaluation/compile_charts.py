@@ -10,6 +10,7 @@ import numpy as np
 
 from compute.evaluation import compiler as c
 from compute.evaluation.compile_ranges import _refuse, _union
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import OutputNode, SeriesNode
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
@@ -185,7 +186,9 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
             b.get(b.obj(fill, "forwardFillInterpolation"), "interpolationRadius", what)
         )
         if radius < 0:
-            raise _refuse("multivariate", "interpolationConfiguration", f"a negative radius ({radius} ns)")
+            raise _refuse(
+                "multivariate", "interpolationConfiguration", f"a negative radius ({human_duration(radius)})"
+            )
     inputs = b.get(o, "inputs", what)
     if not isinstance(inputs, list):
         raise c.MalformedNode(f"{what}.inputs must be a list")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compute.evaluation import nodes
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError, not_supported, polling_only
 from compute.evaluation.nodes.aggregate import (
     FUNCTION_OPERATORS,
@@ -90,7 +91,9 @@ def radius(b: _Builder, o: dict[str, Json], what: str) -> int:
     ns = b.duration_constant(b.get(ffill, "interpolationRadius", "forwardFillInterpolation"))
     if ns < 0:
         raise _refuse(
-            what, "interpolationConfiguration", f"{what}: a negative interpolation radius ({ns} ns)"
+            what,
+            "interpolationConfiguration",
+            f"{what}: a negative interpolation radius ({human_duration(ns)})",
         )
     return ns
 
@@ -358,7 +361,11 @@ def _rolling_operation(b: _Builder, v: Json) -> nodes.SeriesNode:
     _, window = b.variant("Window", b.get(o, "window", "rollingOperation"))
     window_ns = b.duration_constant(window)
     if window_ns <= 0:
-        raise _refuse("rollingOperation", "window", f"a rolling window must be positive, got {window_ns} ns")
+        raise _refuse(
+            "rollingOperation",
+            "window",
+            f"a rolling window must be positive, got {human_duration(window_ns)}",
+        )
     x = b.timed(b.numeric(b.get(o, "input", "rollingOperation")), "rollingOperation")
     return RollingAggregation(x, window_ns, operator)
 
@@ -449,7 +456,9 @@ def aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
         window_ns = b.duration_expression(b.get(inner, "window", shape))
         if window_ns <= 0:
             raise not_supported(
-                f"a rolling window must be positive, got {window_ns} ns", "rollingTime", field="window"
+                f"a rolling window must be positive, got {human_duration(window_ns)}",
+                "rollingTime",
+                field="window",
             )
         if op.name in ROLLING_OPERATORS:
             return RollingAggregation(x, window_ns, op.name)
@@ -474,7 +483,9 @@ def aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     stamp_kind, every = b.variant("GroupByTimestamp", b.get(inner, "timestamp", shape))
     width = None if stamp_kind == "current" else b.duration_expression(every)
     if width is not None and width <= 0:
-        raise _refuse("groupBy", "timestamp", f"groupBy.timestamp every must be positive, got {width} ns")
+        raise _refuse(
+            "groupBy", "timestamp", f"groupBy.timestamp every must be positive, got {human_duration(width)}"
+        )
     return GroupByTime(x, width, op)
 
 
@@ -558,7 +569,7 @@ def to_start_of_interval(categorical: bool) -> Callable[[_Builder, Json], nodes.
         o = b.obj(v, what)
         width = b.duration_expression(b.get(o, "window", what))
         if width <= 0:
-            raise _refuse(what, "window", f"{what}.window must be positive, got {width} ns")
+            raise _refuse(what, "window", f"{what}.window must be positive, got {human_duration(width)}")
         return ToStartOfInterval(_family_input(b, o, what, categorical), width, categorical=categorical)
 
     return build
@@ -587,11 +598,12 @@ def _resample_v2(b: _Builder, v: Json) -> nodes.SeriesNode:
     o = b.obj(v, what)
     interval = b.duration_expression(b.get(o, "interval", what))
     if interval <= 0:
-        raise _refuse(what, "interval", f"{what}.interval must be positive, got {interval} ns")
+        raise _refuse(what, "interval", f"{what}.interval must be positive, got {human_duration(interval)}")
     if b.window_ns // interval > MAX_RESAMPLE_POINTS:
         raise ComputeError(
             "TooManyPoints",
-            f"{what} every {interval} ns over a {b.window_ns} ns window exceeds {MAX_RESAMPLE_POINTS} points",
+            f"{what} every {human_duration(interval)} over a {human_duration(b.window_ns)} window exceeds "
+            f"{MAX_RESAMPLE_POINTS:,} points",
             {"limit": str(MAX_RESAMPLE_POINTS)},
         )
     return ResampleForwardFill(b.timed(b.numeric(b.get(o, "input", what)), what), interval, b.window_ns)
@@ -618,12 +630,15 @@ def _resample(b: _Builder, v: Json) -> nodes.SeriesNode:
             )
     if interval <= 0:
         raise _refuse(
-            what, "resampleConfiguration.interval", f"{what}.interval must be positive, got {interval} ns"
+            what,
+            "resampleConfiguration.interval",
+            f"{what}.interval must be positive, got {human_duration(interval)}",
         )
     if b.window_ns // interval > MAX_RESAMPLE_POINTS:
         raise ComputeError(
             "TooManyPoints",
-            f"{what} every {interval} ns over a {b.window_ns} ns window exceeds {MAX_RESAMPLE_POINTS} points",
+            f"{what} every {human_duration(interval)} over a {human_duration(b.window_ns)} window exceeds "
+            f"{MAX_RESAMPLE_POINTS:,} points",
             {"limit": str(MAX_RESAMPLE_POINTS)},
         )
     node = b.timed(b.numeric(b.get(o, "input", what)), what)

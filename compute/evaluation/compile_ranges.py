@@ -8,6 +8,7 @@ import math
 
 from compute.evaluation import compile_numeric
 from compute.evaluation import compiler as c
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.evaluation.nodes import Constant, EnumConstant, OutputNode, RangeNode, SeriesNode, Threshold
 from compute.evaluation.nodes.aggregate import ToStartOfInterval
@@ -103,7 +104,9 @@ def _padded(version: str) -> c.RangeBuilder:
         if config not in ("PAD_START", "PAD_END", "PAD_START_AND_END"):
             raise c.MalformedNode(f"{version}.paddingConfiguration: not a padding configuration: {config!r}")
         if padding < 0:
-            raise _refuse(version, "padding", f"a negative padding ({padding} ns) is not supported")
+            raise _refuse(
+                version, "padding", f"a negative padding ({human_duration(padding)}) is not supported"
+            )
         ranges = b.ranges(b.get(o, "input", version))
         return PaddedRanges(ranges, padding, pad_start=config != "PAD_END", pad_end=config != "PAD_START")
 
@@ -177,7 +180,7 @@ def _stability(version: str) -> c.RangeBuilder:
             window_ns = b.duration_expression(b.get(o, "window", version))
             min_points_json = o.get("minPoints")
         if window_ns <= 0:
-            raise _refuse(version, "window", f"must be strictly positive, got {window_ns} ns")
+            raise _refuse(version, "window", f"must be strictly positive, got {human_duration(window_ns)}")
         min_points = 2 if min_points_json is None else b.integer_constant(min_points_json)
         if min_points < 0:
             raise _refuse(version, "minPoints", f"must be non-negative, got {min_points}")
@@ -403,7 +406,7 @@ def _resample(version: str) -> c.SeriesBuilder:
         else:
             interval_ns = b.duration_expression(b.get(o, "interval", version))
         if interval_ns <= 0:
-            raise _refuse(version, "interval", f"must be positive, got {interval_ns} ns")
+            raise _refuse(version, "interval", f"must be positive, got {human_duration(interval_ns)}")
         return EnumResample(b.timed(b.enum(b.get(o, "input", version)), version), interval_ns)
 
     return build
@@ -449,7 +452,9 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
         # point per bucket at its start: the points snapped as toStartOfInterval does, then merged.
         width = b.duration_expression(every)
         if width <= 0:
-            raise _refuse(what, "input.groupBy.timestamp", f"every must be positive, got {width} ns")
+            raise _refuse(
+                what, "input.groupBy.timestamp", f"every must be positive, got {human_duration(width)}"
+            )
         x = ToStartOfInterval(x, width, categorical=True)
     return EnumAggregateDuplicates(x, operator.upper())
 

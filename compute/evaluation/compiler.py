@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from compute.evaluation import compile_numeric, datasets, nodes
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError, invalid_computation, not_supported, polling_only
 from compute.evaluation.nodes import union as nodes_union
 from compute.evaluation.nodes.arithmetic import apply_binary, apply_unary
@@ -707,7 +708,8 @@ def _time_shift(version: str, family: str) -> SeriesBuilder:
         if abs(shift_ns) > INT64_MAX:
             raise ComputeError(
                 "InvalidComputation",
-                f"{version}.duration of {shift_ns} ns is beyond int64 nanoseconds (about 292 years)",
+                f"{version}.duration of {human_duration(shift_ns)} is beyond int64 nanoseconds "
+                "(about 292 years)",
                 {"invalidTypes": "", "variant": version, "field": "duration"},
             )
         return nodes.TimeShift(x, shift_ns)
@@ -744,7 +746,9 @@ def _numeric_aggregation(b: _Builder, v: Json) -> nodes.SeriesNode:
     window_ns = b.duration_expression(b.get(rolling, "window", "rollingTime"))
     if window_ns <= 0:
         raise not_supported(
-            f"a rolling window must be positive, got {window_ns} ns", "rollingTime", field="window"
+            f"a rolling window must be positive, got {human_duration(window_ns)}",
+            "rollingTime",
+            field="window",
         )
     x = b.timed(b.series(b.get(rolling, "input", "rollingTime")), "numericAggregation")
     return nodes.RollingAggregation(x, window_ns, operator)
@@ -803,7 +807,7 @@ def _persistence_v2(b: _Builder, o: dict[str, Json], what: str) -> None:
     if min_points is not None and (points := b.integer_constant(min_points)) != 1:
         refusal = ("minPoints", points)
     elif min_duration is not None and (duration_ns := b.duration_expression(min_duration)) > 1:
-        refusal = ("minDuration", f"{duration_ns} ns")
+        refusal = ("minDuration", human_duration(duration_ns))
     elif start is not None and (kind := b.enum_value("RangeStart", start, "rangeStart")) != "CONDITION_START":
         refusal = ("rangeStart", kind)
     if refusal is not None:
@@ -1046,12 +1050,16 @@ def compile_plan(
     expands past `limits`' compile budget), MalformedNode for a broken one."""
     if window_ns < 0:
         raise ComputeError(
-            "WindowNegative", f"windowWidth is negative ({window_ns} ns)", {"window": str(window_ns)}
+            "WindowNegative",
+            f"windowWidth is negative ({human_duration(window_ns)})",
+            {"window": str(window_ns)},
         )
     if window_ns > limits.max_window_ns:
         raise ComputeError(
             "WindowTooLarge",
-            f"windowWidth {window_ns} ns exceeds {limits.max_window_ns} ns",
+            f"windowWidth {human_duration(window_ns)} exceeds the limit of "
+            f"{human_duration(limits.max_window_ns)} "
+            "(SPARKWIRE_MAX_WINDOW_SECONDS)",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
     budget = CompileBudget(limits.max_compile_nodes, limits.max_compile_depth)
@@ -1068,8 +1076,8 @@ def compile_plan(
     if lookback > limits.max_lookback_ns:
         raise ComputeError(
             "WindowWithLookBackTooLarge",
-            f"the computation needs {lookback} ns of history before the window; the limit is "
-            f"{limits.max_lookback_ns} ns",
+            f"the computation needs {human_duration(lookback)} of history before the window; the limit is "
+            f"{human_duration(limits.max_lookback_ns)}",
         )
     group_sets = {s.group_by for s in b.selectors if s.group_by}
     if len(group_sets) > 1:

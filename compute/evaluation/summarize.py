@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.results import PROVENANCE, EnumBuckets, KnownSame, NumericBuckets, same_memory
 
@@ -43,7 +44,7 @@ class Decimation:
         if raw_width < MS and resolution_ns is not None:
             raise ComputeError(
                 "UnsupportedGranularity",
-                f"bucket width {raw_width} ns is below 1 ms",
+                f"bucket width {human_duration(raw_width)} is below 1 ms",
                 {"resolution": str(raw_width)},
             )
         width = max(MS, math.ceil(raw_width / MS) * MS)

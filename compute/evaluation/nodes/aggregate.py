@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation import cost
+from compute.evaluation.durations import human_duration
 from compute.evaluation.nodes.base import (
     EvalEnv,
     Node,
@@ -432,7 +433,7 @@ class ResampleForwardFill(SeriesNode):
         last = min(last, grid_end(env, iv))
         if last < first:
             return NumericPoints(s.ts[:0], s.values[:0])
-        cost.check_grid((last - first) // iv + 1, f"resample every {iv} ns")
+        cost.check_grid((last - first) // iv + 1, f"resample every {human_duration(iv)}")
         grid = np.arange(first, last + 1, iv, dtype=np.int64)
         idx = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
         return NumericPoints(grid, s.values[idx])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compute.evaluation import cost
+from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import (
     EvalEnv,
@@ -135,7 +136,7 @@ class EnumResample(SeriesNode):
         if last < first:
             return EnumPoints(s.ts[:0], s.codes[:0], s.categories)
         count = (last - first) // step + 1
-        cost.check_grid(count, f"resample every {step} ns")
+        cost.check_grid(count, f"resample every {human_duration(step)}")
         grid = first + step * np.arange(count, dtype=np.int64)
         at = np.searchsorted(s.ts, grid, side="right") - 1  # >= 0: grid[0] >= the first point
         return EnumPoints(grid, s.codes[at], s.categories)
