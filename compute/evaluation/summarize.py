@@ -31,7 +31,9 @@ class Decimation:
                 {"invalidTypes": "", "variant": "SummarizeSeries", "field": "buckets"},
             )
         if resolution_ns is not None and resolution_ns <= 0:
-            raise ComputeError("UnsupportedGranularity", f"resolution must be positive, got {resolution_ns}")
+            raise ComputeError(
+                "UnsupportedGranularity", f"resolution must be positive, got {human_duration(resolution_ns)}"
+            )
         if buckets is not None:
             b = buckets
         elif resolution_ns is not None:
