@@ -51,7 +51,6 @@ class MemoryGiveBack:
         self._released = 0
         self._timer: asyncio.TimerHandle | None = None
         self._trimming = False
-        self.trims = 0  # for tests and the summary
 
     def released(self, nbytes: int) -> None:
         """About `nbytes` were let go (on the loop)."""
@@ -73,6 +72,5 @@ class MemoryGiveBack:
 
     def _trimmed(self, future: asyncio.Future[None]) -> None:
         self._trimming = False
-        self.trims += 1
         if future.exception() is not None:
             logger.warning("malloc_trim failed: %s", future.exception())

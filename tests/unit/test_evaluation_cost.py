@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.fanout.ledger import CostLedger
 from compute.evaluation import cost
 from compute.evaluation.compiler import Limits, Plan, ResultOptions, compile_plan
+from compute.evaluation.computation import Computation
 from compute.evaluation.cost import EvaluationBudget
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes.aggregate import Operator, ResampleForwardFill, RollingPoints
+from compute.evaluation.nodes.base import EvalEnv
+from compute.evaluation.nodes.inputs import ChannelInput
+from compute.evaluation.results import NumericPoints
+from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests.wire import channel_variable, series_node
 
 pytestmark = pytest.mark.unit
@@ -85,3 +92,61 @@ def test_the_ledger_refuses_by_the_first_budget_passed_and_releases() -> None:
     other.release_all()
     assert ledger.server.points == 0 and ledger.server.subscriptions == 0
     assert [two.admit(f"t{i}", thousand) for i in range(3)] == [None] * 3
+
+
+def test_a_resample_grid_stops_at_the_clock_whatever_lies_ahead() -> None:
+    """Issue 44, finding 6: one point 6 days ahead stretched the grid to it (~70M points)."""
+    now = 1_000 * NANOS
+    ts = np.array([now - 5 * NANOS, now - NANOS, now + 6 * 86_400 * NANOS], np.int64)
+    env = EvalEnv({0: NumericPoints(ts, np.array([1.0, 2.0, 3.0]))}, now - 10 * NANOS, now)
+    out = ResampleForwardFill(ChannelInput(0), NANOS, 10 * NANOS).evaluate(env)
+    assert out.ts.tolist() == [now - 5 * NANOS + i * NANOS for i in range(6)]  # through the clock
+    assert out.values.tolist() == [1.0, 1.0, 1.0, 1.0, 2.0, 2.0]
+
+
+def test_rolling_points_is_charged_before_it_reduces() -> None:
+    """Issue 44, finding 7: points x count values reduced, refused past max_evaluation_work."""
+    n, count = 1_000, 100
+    ts = np.arange(n, dtype=np.int64) * 1_000_000
+    env = EvalEnv({0: NumericPoints(ts, np.ones(n))}, 0, int(ts[-1]))
+    node = RollingPoints(ChannelInput(0), count, Operator("average"), NANOS)
+    try:
+        cost.configure(EvaluationBudget(max_evaluation_work=n * count))
+        assert node.evaluate(env).values.tolist() == [1.0] * n
+        cost.configure(EvaluationBudget(max_evaluation_work=n * count - 1))
+        with pytest.raises(ComputeError) as refused:
+            node.evaluate(env)
+        assert refused.value.name == "TooManyPoints"
+        assert refused.value.params["asked"] == str(n * count)
+        assert refused.value.params["setting"] == "SPARKWIRE_MAX_EVALUATION_WORK"
+        assert len(node.evaluate_since(env, int(ts[-5]))) == 5  # a live batch's few new points
+    finally:
+        cost.configure(EvaluationBudget())
+
+
+def test_series_of_groups_past_max_groups_are_never_held_and_the_evaluation_says_so() -> None:
+    """Issue 44, finding 9: 100,000 groups in one computation (an 18.8 MB FullResult after 12.8 s)."""
+    variables = {"x": channel_variable(RID, "p", group_by=["unit"])}
+    p = compile_plan(series_node(), 60 * NANOS, variables, Limits(), ResultOptions())
+    try:
+        cost.configure(EvaluationBudget(max_groups=3))
+        c = Computation("groups", p, None)
+        routed = [
+            c.route(SeriesInfo(i, SeriesKey.of(RID, "p", {"unit": str(i)}), SeriesKind.NUMERIC))
+            for i in range(5)
+        ]
+        assert routed == [True, True, True, False, False]
+        assert c.route(
+            SeriesInfo(9, SeriesKey.of(RID, "p", {"unit": "1"}), SeriesKind.NUMERIC)
+        )  # a known group
+        with pytest.raises(ComputeError) as refused:
+            c.load_backfill({}, 100 * NANOS)
+        assert refused.value.name == "TooManyGroups"
+        assert refused.value.params == {
+            "limit": "3",
+            "setting": "SPARKWIRE_MAX_GROUPS",
+            "asked": "more than 3",
+        }
+        assert c.error is refused.value
+    finally:
+        cost.configure(EvaluationBudget())
