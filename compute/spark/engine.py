@@ -163,7 +163,7 @@ class Engine:
             return "no reason available"
         if exc is None:
             return "stopped without an error" if self._query is not None else "no query"
-        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return error_line(exc)
 
     def warm_up(self) -> None:
         """Run one tiny job so the first subscriber does not pay the JVM's start-up."""
@@ -337,3 +337,21 @@ def split_by_series(table: pa.Table) -> dict[int, Rows]:
         is_enum = str_all is not None and str_all[idx[0]] is not None  # string points are never NULL
         out[s] = Rows(seq[idx], ts[idx], str_all[idx] if is_enum else values_all[idx])  # type: ignore[index]
     return out
+
+
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
+
+
+def error_line(exc: BaseException | str) -> str:
+    """An error in one line, for a log line, /readyz and a subscriber's error. A Spark error from a
+    Python data source carries the worker's Python traceback (and the JVM's stack after it): its
+    first line ends in "Traceback (most recent call last):", which says nothing, so the traceback's
+    own last line, the Python exception (a Redis outage's `ConnectionError: Error 111 connecting
+    ...`), stands in for it."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    first = lines[0]
+    if PYTHON_TRACEBACK in first:
+        # the traceback's frames are indented; the first line after them is its exception
+        raised = next((line for line in lines[1:] if line and not line[0].isspace()), "")
+        first = first.replace(PYTHON_TRACEBACK, "").rstrip(": ") + (f": {raised.strip()}" if raised else "")
+    return first[:300]

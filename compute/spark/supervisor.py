@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from compute.evaluation.errors import ComputeError
-from compute.spark.engine import Engine
+from compute.spark.engine import Engine, error_line
 from compute.spark.session import jvm_exit_status
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class StreamSupervisor:
                     self.last_error = f"Spark's JVM exited (status {jvm_status})"
                     logger.error("restarting the streaming query failed: %s; not retried", self.last_error)
                     return
-                self.last_error = f"restart failed: {_one_line(exc)}"
+                self.last_error = f"restart failed: {error_line(exc)}"
                 delay = min(self.max_delay, delay * 2)
                 # One line per attempt: an outage (the Redis log away) fails every attempt the same
                 # way, and a traceback each time told nothing new (issue 44). DEBUG keeps it.
@@ -168,9 +168,3 @@ class StreamSupervisor:
         self.restarts += 1
         logger.info("streaming query restarted after %d attempt(s)", attempt)
         self.on_recovered()
-
-
-def _one_line(exc: BaseException) -> str:
-    """An exception in a line: its message's first line (a py4j error's is followed by the JVM's
-    stack), or its type when it has no message."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -17,6 +17,7 @@ from tests.server.test_two_tier import Tier
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
+OUTAGE_S = 8.0
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,7 @@ async def test_a_redis_outage_answers_503_and_the_first_new_subscription_after_w
             assert int(response.headers["Retry-After"]) > 0
             error = response.json()
             assert error["errorName"] == "Storage:LogUnavailable" and error["errorCode"] == "CUSTOM_SERVER"
+        await asyncio.sleep(OUTAGE_S)  # the compute tier's restarts of its query fail meanwhile
         tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
         deadline = time.monotonic() + 120
         while (await old.update(old_id, timeout=120))["type"] != "full":  # every client re-synced
@@ -81,6 +83,12 @@ async def test_a_redis_outage_answers_503_and_the_first_new_subscription_after_w
     log = edge.log_text()
     assert "Traceback" not in log, log[-4000:]
     assert " ERROR " not in log, [line for line in log.splitlines() if " ERROR " in line][:5]
+    # The compute tier says the query stopped (one ERROR line) and each failed restart in one
+    # WARNING line, no traceback (issue 44: 7 for an 8 s outage).
+    assert tier.compute is not None
+    log = tier.compute.log_text()
+    assert "Traceback" not in log, [line for line in log.splitlines() if "Traceback" in line][:5]
+    assert "restarting the streaming query failed (attempt 1)" in log, log[-4000:]
 
 
 async def _subscribed(url: str, rid: str, window_s: int) -> tuple[Client, dict]:
