@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import websockets
 
+from sparkwire_client.catalog_hint import channels_read, empty_hint, http_base, listed_series
 from sparkwire_client.nodes import Computable, Json
 from sparkwire_client.view import View
 
@@ -107,7 +108,11 @@ class Subscription:
 
     Iterating ends after a replay's period with `then="stop"`. A transient error (the compute tier
     or Spark's query is away: `TRANSIENT_ERRORS`) does not end it: `healthy` turns False and
-    `outage` holds the error until the next FullResult; `healthy_changed` is set at each change."""
+    `outage` holds the error until the next FullResult; `healthy_changed` is set at each change.
+
+    When the first FullResult is empty, `notice` says why, as the dashboard does (a data source,
+    channel or tag never written, and the ones that were, from the server's catalog), is logged as
+    a warning, and the view is yielded again with it; it is cleared when points arrive."""
 
     def __init__(self, client: Client, sub_id: str, request: Json, window_ns: int) -> None:
         self.client = client
@@ -123,6 +128,9 @@ class Subscription:
         self.healthy = True  # False from a transient error until the next FullResult
         self.outage: SubscriptionError | None = None  # that transient error, while it lasts
         self.healthy_changed = asyncio.Event()  # set at each change of `healthy` (clear it to wait again)
+        self.notice: str | None = None  # why the view is empty (catalog_hint.py), while it is
+        self._explained = False  # whether the first FullResult was looked at for a notice
+        self._explaining: asyncio.Task[None] | None = None
         self._changed = asyncio.Condition()
         self._version = 0
         self._view_version = 0  # updates that changed the view
@@ -187,15 +195,15 @@ class Subscription:
         """The merged view after each update (a slow reader skips to the newest), until a replay
         with `then="stop"` has ended. A transient outage yields the unchanged view once with
         `healthy` False; the next FullResult comes with `healthy` True again."""
-        seen, yielded, health = 0, 0, True
+        seen, yielded, health, notice = 0, 0, True, None
         while True:
             if self.replay_ended == "stop" and self._view_version == yielded:
                 return
             view = await self.next(after=seen)
             seen = self._version
-            if self._view_version == yielded and self.healthy == health:
+            if self._view_version == yielded and self.healthy == health and self.notice == notice:
                 continue  # nothing to show: a late report, a replay's end
-            yielded, health = self._view_version, self.healthy
+            yielded, health, notice = self._view_version, self.healthy, self.notice
             yield view
 
     async def dataframes(self) -> AsyncIterator[Any]:
@@ -205,6 +213,30 @@ class Subscription:
 
     async def unsubscribe(self) -> None:
         await self.client.unsubscribe(self)
+
+    def _look_at_view(self, full: bool) -> None:
+        """After an update: explain an empty first FullResult (in the background: it reads the
+        catalog over HTTP), and drop a notice once points arrive."""
+        if self.notice is not None and self.view.rows():
+            self.notice = None
+        if full and not self._explained:
+            self._explained = True
+            if not self.view.rows():
+                self._explaining = asyncio.create_task(
+                    self._explain_empty(), name=f"sparkwire-hint-{self.id}"
+                )
+
+    async def _explain_empty(self) -> None:
+        listed = await listed_series(http_base(self.client.url))
+        if self.view.rows() or self.error is not None:
+            return  # points arrived meanwhile
+        window = self.view.window_ns / 1e9
+        if listed is None:
+            self.notice = f"No points in the last {window:g} s (the catalog, GET /series, could not be read)."
+        else:
+            self.notice = empty_hint(channels_read(self.request.get("computeRequest")), listed, window)
+        logger.warning("subscription %s: %s", self.id, self.notice)
+        await self._updated()
 
 
 class _Link:
@@ -271,6 +303,9 @@ class Client:
         self.state = "closed"
         if self._replacing is not None:
             self._replacing.cancel()
+        for sub in self.subscriptions.values():
+            if sub._explaining is not None:
+                sub._explaining.cancel()
         for link in list(self._links):
             await self._drop(link)
 
@@ -418,6 +453,7 @@ class Client:
         if update["type"] == "full":
             sub._set_healthy(True)
         sub.view.apply(update)
+        sub._look_at_view(full=update["type"] == "full")
         await sub._updated(view_changed=True)
 
     async def _on_health(self, link: _Link, health: Json) -> None:

@@ -166,7 +166,7 @@ async def test_tail_prints_each_new_point_and_ends_cleanly_on_ctrl_c(server: Ser
         # --tag fleet=x selects nothing: the tail says so rather than print nothing
         warning = await read_until(process.stderr, lambda lines: lines)
         assert warning == [
-            "# nothing in the window yet (a mistyped channel or tag? GET /series lists what was written)"
+            f"# No series of temp in {rid} has the tags fleet=x (its series: vehicle=a1, vehicle=b2)."
         ]
     finally:
         process.send_signal(signal.SIGINT)
