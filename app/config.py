@@ -54,6 +54,12 @@ class Settings(BaseSettings):
         description="nesting of one subscription once its references, variables, module functions and "
         "expressions are expanded (ComputationTooComplex)",
     )
+    max_compile_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="CPU seconds compiling one subscription may take, whatever its steps cost "
+        "(ComputationTooComplex)",
+    )
     max_message_bytes: int = Field(1 << 20, gt=0, description="largest client message, decompressed")
     resume_linger_seconds: float = Field(
         60.0,
@@ -257,6 +263,7 @@ class Settings(BaseSettings):
             self.max_points,
             max_compile_nodes=self.max_compile_nodes,
             max_compile_depth=self.max_compile_depth,
+            max_compile_seconds=self.max_compile_seconds,
         )
 
     @property

@@ -9,6 +9,7 @@ a Nominal node at all.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,7 @@ class Limits:
     max_lookback_ns: int = 24 * 3600 * NANOS_PER_SECOND  # history a node may need before the window
     max_compile_nodes: int = 5_000  # ComputationTooComplex: nodes after expanding every reference
     max_compile_depth: int = 100  # ComputationTooComplex: nesting after expanding every reference
+    max_compile_seconds: float = 2.0  # ComputationTooComplex: CPU seconds one compilation may take
 
 
 class CompileBudget:
@@ -77,13 +79,23 @@ class CompileBudget:
     d_{i-1}])`) is refused after at most `max_nodes` steps, never after 2^N, and no chain of
     references recurses deeper than `max_depth`.
 
+    A step's cost is not always the same (a catalog lookup, a large variable's JSON), so the CPU
+    time the compilation has taken is checked too, every CLOCK_EVERY steps, against `max_seconds`.
+
     `with budget:` charges one node and one level of nesting for the block."""
 
-    __slots__ = ("depth", "max_depth", "max_nodes", "nodes")
+    __slots__ = ("depth", "max_depth", "max_nodes", "max_seconds", "nodes", "started")
+    CLOCK_EVERY = 16
 
-    def __init__(self, max_nodes: int = Limits.max_compile_nodes, max_depth: int = Limits.max_compile_depth):
-        self.max_nodes, self.max_depth = max_nodes, max_depth
+    def __init__(
+        self,
+        max_nodes: int = Limits.max_compile_nodes,
+        max_depth: int = Limits.max_compile_depth,
+        max_seconds: float = Limits.max_compile_seconds,
+    ):
+        self.max_nodes, self.max_depth, self.max_seconds = max_nodes, max_depth, max_seconds
         self.nodes = self.depth = 0
+        self.started = time.thread_time()  # CPU time of this thread: a busy machine does not count
 
     def charge(self, count: int = 1) -> None:
         self.nodes += count
@@ -93,6 +105,12 @@ class CompileBudget:
                 "functions are expanded",
                 self.max_nodes,
                 "SPARKWIRE_MAX_COMPILE_NODES",
+            )
+        if self.nodes % self.CLOCK_EVERY < count and time.thread_time() - self.started > self.max_seconds:
+            raise too_complex(
+                f"more than {self.max_seconds:g} s of CPU to compile",
+                self.max_seconds,
+                "SPARKWIRE_MAX_COMPILE_SECONDS",
             )
 
     def charge_subtree(self, nodes: int, depth: int) -> None:
@@ -129,12 +147,12 @@ def permission_denied(rids: list[str]) -> ComputeError:
     )
 
 
-def too_complex(what: str, limit: int, setting: str) -> ComputeError:
+def too_complex(what: str, limit: float, setting: str) -> ComputeError:
     """The compile budget's refusal: which limit (`setting`) and its value (`limit`)."""
     return ComputeError(
         "ComputationTooComplex",
-        f"the computation is too complex: {what} (the limit is {limit}, {setting})",
-        {"limit": str(limit), "setting": setting},
+        f"the computation is too complex: {what} (the limit is {limit:g}, {setting})",
+        {"limit": f"{limit:g}", "setting": setting},
     )
 
 
@@ -190,6 +208,8 @@ class _Builder:
     budget: CompileBudget = field(default_factory=CompileBudget)  # what it may still expand
     # compile_derived.py's module lookups and the functions it has checked, once per compilation
     derived_cache: dict[Any, Any] = field(default_factory=dict)
+    # a variable's value and the dataset references in scope as JSON text (`json_key`), by identity
+    json_keys: dict[tuple[int, int], tuple[Json, Json, str]] = field(default_factory=dict)
     # Whether the token may read a data source: checked at each read as the tree is expanded, so a
     # refused request costs no more than the steps up to its first read (None: any may be read).
     may_read: Callable[[str], bool] | None = None
@@ -317,6 +337,18 @@ class _Builder:
         with self.budget:
             return self._variable_series(name, expect)
 
+    def json_key(self, value: Json) -> str:
+        """`[value, the dataset references in scope]` as JSON text, made once per pair of objects: a
+        large variable referenced 2,000 times is written once, not 2,000 times (each entry keeps
+        its objects, so an id is never reused while it is cached)."""
+        references = self.dataset_references
+        memo = (id(value), id(references))
+        hit = self.json_keys.get(memo)
+        if hit is None or hit[0] is not value or hit[1] is not references:
+            hit = (value, references, json.dumps([value, references], sort_keys=True))
+            self.json_keys[memo] = hit
+        return hit[2]
+
     def _variable_series(self, name: str, expect: str | None) -> nodes.SeriesNode:
         kind, value = self.typed_variable(name, ("channel", "series", "computeNode", "derived"))
         if kind == "channel":
@@ -324,7 +356,7 @@ class _Builder:
         # a variable referenced again is the node already built (read once, evaluated once); keyed
         # by its JSON too, since a computeNode's own context may bind the same name to another value
         # (and by the dataset references in scope, which the same JSON may resolve against)
-        key = (name, json.dumps([value, self.dataset_references], sort_keys=True), expect)
+        key = (name, self.json_key(value), expect)
         if key in self.bound:
             return self.bound[key]
         if kind == "series":
@@ -1062,7 +1094,7 @@ def compile_plan(
             "(SPARKWIRE_MAX_WINDOW_SECONDS)",
             {"maxWindowNanos": str(limits.max_window_ns)},
         )
-    budget = CompileBudget(limits.max_compile_nodes, limits.max_compile_depth)
+    budget = CompileBudget(limits.max_compile_nodes, limits.max_compile_depth, limits.max_compile_seconds)
     b = _Builder(context, window_ns=window_ns, budget=budget, may_read=may_read)
     b.catalog.reach = reach  # the catalog entries the token may see (None: all)
     b.dataset_references = context_references(b, references)
