@@ -400,10 +400,9 @@ class Resolver:
         if not isinstance(inputs, list):
             raise malformed("CombinedDataset.inputs must be a list")
         views = [self._plain(self.resolve(d), "combine") for d in inputs]
-        return View(
-            tuple(br for v in views for br in v.branches),
-            dropped=frozenset().union(*(v.dropped for v in views)),
-        )
+        branches = tuple(br for v in views for br in v.branches)
+        self.b.budget.charge(len(branches))  # each a channel to read: combining copies multiply them
+        return View(branches, dropped=frozenset().union(*(v.dropped for v in views)))
 
     def tag(self, o: dict[str, Json]) -> View:
         view = self._plain(self.resolve(self.b.get(o, "input", "TaggedDataset")), "tag")

@@ -215,3 +215,37 @@ def test_compiling_stops_at_its_cpu_time_limit() -> None:
         compiled(node, None, references, max_compile_seconds=1e-9)
     assert refused.value.name == "ComputationTooComplex"
     assert refused.value.params == {"limit": "1e-09", "setting": "SPARKWIRE_MAX_COMPILE_SECONDS"}
+
+
+def test_combining_a_dataset_of_many_branches_charges_each_branch() -> None:
+    """The doubling references over an asset of 1,000 data scopes: a few steps, but each combine
+    copies every branch (2 s of CPU, to the time limit, before each branch was charged)."""
+    from compute.storage.assets import Asset, DataScope
+
+    asset = Asset("ri.budget.asset", "big", [DataScope(f"s{i}", RID, {"k": str(i)}) for i in range(1000)], {})
+
+    class OneAsset:
+        def asset(self, rid: str) -> Asset | None:
+            return asset if rid == asset.rid else None
+
+        def run(self, rid: str) -> None:
+            return None
+
+        def assets(self) -> list[Asset]:
+            return [asset]
+
+        def runs(self) -> list[Any]:
+            return []
+
+    previous = datasets._catalog
+    datasets.use_catalog(OneAsset())
+    try:
+        node, references = doubling_datasets(RID, 12)
+        references["d0"] = {"type": "asset", "asset": {"rid": {"type": "literal", "literal": asset.rid}}}
+        started = time.thread_time()
+        with pytest.raises(ComputeError) as refused:
+            compiled(node, None, references)
+        assert refused.value.params == NODES
+        assert time.thread_time() - started < 0.5
+    finally:
+        datasets.use_catalog(previous)
