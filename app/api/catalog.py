@@ -125,8 +125,9 @@ async def get_enriched_datasets(request: Request) -> JSONResponse:
         principal = state.admission.admit(request.headers, "read the catalog")
     except Refused as refused:
         raise HttpError(refused.status, refused.message) from None
-    # Read like an ingest body: the `nominal` SDK zstd-compresses every body it sends.
-    raw = await read_body(request, state.settings.max_request_bytes)
+    # Read like an ingest body (the `nominal` SDK zstd-compresses every body it sends), under the
+    # JSON bodies' limit: 1,000 rids of at most 256 characters are ~260 KB.
+    raw = await read_body(request, state.settings.max_json_body_bytes, "max_json_body_bytes")
     if json_depth(raw) > MAX_JSON_DEPTH:
         raise HttpError(400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
