@@ -101,6 +101,7 @@ class LateReport:
 # restarting), not that the subscription is wrong: the server keeps it and sends a fresh FullResult
 # when it can compute again, so the subscription stays (`Subscription.healthy` says which it is).
 TRANSIENT_ERRORS = frozenset({"PersistentCompute:JobInvalidState"})
+CATALOG_FRESH = 5.0  # seconds a catalog read explains the empty views of other subscriptions too
 
 
 class Subscription:
@@ -219,7 +220,7 @@ class Subscription:
         catalog over HTTP), and drop a notice once points arrive."""
         if self.notice is not None and self.view.rows():
             self.notice = None
-        if full and not self._explained:
+        if full and not self._explained and self.client.explain_empty:
             self._explained = True
             if not self.view.rows():
                 self._explaining = asyncio.create_task(
@@ -227,7 +228,7 @@ class Subscription:
                 )
 
     async def _explain_empty(self) -> None:
-        listed = await listed_series(http_base(self.client.url))
+        listed = await self.client._catalog()
         if self.view.rows() or self.error is not None:
             return  # points arrived meanwhile
         window = self.view.window_ns / 1e9
@@ -265,9 +266,11 @@ class Client:
         keepalive_interval: float | None = 20.0,
         handover_timeout: float = 30.0,
         extensions: bool = True,
+        explain_empty: bool = True,
     ) -> None:
         """`extensions=False` asks for nothing beyond Nominal's protocol (no resume tokens, no
-        late-point reports), as for a server that is not Sparkwire."""
+        late-point reports), as for a server that is not Sparkwire. `explain_empty=False`: no
+        catalog read for a subscription whose first view is empty (`Subscription.notice`)."""
         self.url = ws_url(url)
         self.extensions = extensions
         self.backoff_initial = backoff_initial
@@ -285,6 +288,10 @@ class Client:
         self._replacing: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.explain_empty = explain_empty
+        # GET /series, read once for every subscription explained within CATALOG_FRESH seconds
+        self._catalog_read: asyncio.Task[list[Json] | None] | None = None
+        self._catalog_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def __aenter__(self) -> Client:
@@ -306,6 +313,8 @@ class Client:
         for sub in self.subscriptions.values():
             if sub._explaining is not None:
                 sub._explaining.cancel()
+        if self._catalog_read is not None:
+            self._catalog_read.cancel()
         for link in list(self._links):
             await self._drop(link)
 
@@ -325,6 +334,16 @@ class Client:
             await link.ws.close()
         if link.reader is not None and link.reader is not asyncio.current_task():
             link.reader.cancel()
+
+    async def _catalog(self) -> list[Json] | None:
+        """The server's catalog (GET /series), one request shared by the subscriptions that ask
+        within CATALOG_FRESH seconds of each other (a client subscribing to many empty channels
+        reads it once, not once each)."""
+        now = asyncio.get_running_loop().time()
+        if self._catalog_read is None or now - self._catalog_at > CATALOG_FRESH:
+            self._catalog_read = asyncio.create_task(listed_series(http_base(self.url)))
+            self._catalog_at = now
+        return await asyncio.shield(self._catalog_read)
 
     # -- subscriptions -----------------------------------------------------------------------------
     async def subscribe(
