@@ -55,7 +55,7 @@ class Settings(BaseSettings):
         "expressions are expanded (ComputationTooComplex)",
     )
     max_compile_seconds: float = Field(
-        2.0,
+        1.0,
         gt=0,
         description="CPU seconds compiling one subscription may take, whatever its steps cost "
         "(ComputationTooComplex)",

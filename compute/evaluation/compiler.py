@@ -69,7 +69,7 @@ class Limits:
     max_lookback_ns: int = 24 * 3600 * NANOS_PER_SECOND  # history a node may need before the window
     max_compile_nodes: int = 5_000  # ComputationTooComplex: nodes after expanding every reference
     max_compile_depth: int = 100  # ComputationTooComplex: nesting after expanding every reference
-    max_compile_seconds: float = 2.0  # ComputationTooComplex: CPU seconds one compilation may take
+    max_compile_seconds: float = 1.0  # ComputationTooComplex: CPU seconds one compilation may take
 
 
 class CompileBudget:
