@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
+from app.ingest.columnar import COLUMNAR_PATH, NOMINAL_COLUMNAR_PATH
+from schemas.columnar import WriteColumnBatchesRequest
 from schemas.conjure import SerializableError
 from schemas.ingest import write_request_adapter
 
@@ -67,6 +70,29 @@ def _body_schemas() -> dict[str, Any]:
     return schemas
 
 
+def _document_columnar(schema: dict[str, Any]) -> None:
+    """The columnar writers (app/ingest/columnar.py): their JSON body's schema from schemas/columnar.py."""
+    if COLUMNAR_PATH not in schema["paths"]:  # a compute tier serves no writers
+        return
+    (body,), components = msgspec.json.schema_components(
+        [WriteColumnBatchesRequest], ref_template=REF.format(model="{name}")
+    )
+    schema["components"]["schemas"].update(components)
+    columnar = schema["paths"][COLUMNAR_PATH]["post"]
+    columnar["summary"] = "Write columns of points, one series a batch (200 once every point is durable)"
+    columnar["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    columnar["responses"] = _writer_responses()
+    twin = schema["paths"][NOMINAL_COLUMNAR_PATH]["post"]
+    twin["summary"] = "Write columns of points as protobuf (200 once every point is durable)"
+    twin["requestBody"] = {
+        "required": True,
+        "description": "a nominal.direct_channel_writer.v2.WriteBatchesRequest protobuf (package "
+        "nominal-api-protos), Content-Encoding zstd, gzip or none",
+        "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
+    }
+    twin["responses"] = _writer_responses()
+
+
 def install(app: FastAPI) -> None:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -92,6 +118,7 @@ def install(app: FastAPI) -> None:
                 "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
             }
             nominal["responses"] = _writer_responses()
+            _document_columnar(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -35,6 +35,12 @@ from app.config import Settings
 from app.fanout.hub import Hub
 from app.fanout.late_reports import LateReports
 from app.http.errors import install_error_handlers
+from app.ingest.columnar import (
+    COLUMNAR_PATH,
+    NOMINAL_COLUMNAR_PATH,
+    write_columnar,
+    write_nominal_columnar,
+)
 from app.ingest.nominal import write_nominal
 from app.ingest.workers import DecodeWorkers
 from app.ingest.writes import write_points
@@ -257,6 +263,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(dashboard.router)
         app.add_api_route("/storage/writer/v1", write_points, methods=["POST"])
         app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
+        app.add_api_route(COLUMNAR_PATH, write_columnar, methods=["POST"])  # app/ingest/columnar.py
+        app.add_api_route(NOMINAL_COLUMNAR_PATH, write_nominal_columnar, methods=["POST"])
         app.add_api_websocket_route(WS_PATH, websocket_endpoint)  # documented; served by the fast path
         app.add_middleware(WebSocketFastPath)  # added last: the outermost (app/api/ws.py)
     else:

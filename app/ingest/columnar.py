@@ -1,0 +1,187 @@
+"""The columnar writers: each series' timestamps and values sent as two columns, through the same
+pipeline as the row writers (app/ingest/writes.py `accept_writes`: Origin, bearer token, the body
+streamed under its limit with its Content-Encoding undone, the ingest limits, the data sources the
+token reaches, the durable log before the 200, nothing stored on a refusal, Conjure errors).
+
+- `POST /storage/writer/v1/columnar`: nominal-api's WriteColumnBatchesRequest as Conjure JSON.
+- `POST /storage/writer/v1/nominal-columnar`: its protobuf twin, nominal-api-protos'
+  `nominal.direct_channel_writer.v2.WriteBatchesRequest` (the data source named in the body).
+
+What is stored, as on the protobuf row writer (app/ingest/nominal.py):
+- doubles and strings: numeric and enum series;
+- ints and uint64s: numeric series, as doubles. A value a double cannot hold exactly (beyond 2^53)
+  is refused (400, naming the series, the point and the value), never rounded;
+- arrays, structs (and the protobuf's log points and units): refused by name, 400, nothing stored.
+`sessionName` is accepted and not used: Sparkwire has no sessions and it changes no answer.
+
+The values go to numpy in one call per column (a JSON list of numbers, a packed protobuf repeated
+field); timestamps are read per point (they are objects on both wires)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+from fastapi import Request
+from fastapi.responses import Response
+from google.protobuf.message import DecodeError
+from nominal.protos.direct_channel_writer.v2.direct_nominal_channel_writer_pb2 import (
+    WriteBatchesRequest as ColumnarProtobufRequest,
+)
+
+from app.http.errors import error_response
+from app.ingest.nominal import PROTOBUF_TYPES, _numeric, _timestamps
+from app.ingest.writes import InvalidWrite, accept_writes
+from app.protocol.limits import MAX_JSON_DEPTH, json_depth
+from compute.storage.contract import SeriesWrite
+from compute.storage.series import SeriesKey, SeriesKind
+from schemas.columnar import (
+    ArraysColumn,
+    DoublesColumn,
+    IntsColumn,
+    StringsColumn,
+    StructsColumn,
+    column_request_decoder,
+)
+
+COLUMNAR_PATH = "/storage/writer/v1/columnar"
+NOMINAL_COLUMNAR_PATH = "/storage/writer/v1/nominal-columnar"
+
+UNSUPPORTED = "(doubles, strings, ints and uint64s are); nothing of the request was stored"
+
+
+async def write_columnar(request: Request) -> Response:
+    """`POST /storage/writer/v1/columnar`: nominal-api's WriteColumnBatchesRequest (JSON)."""
+
+    async def decode(body: bytes) -> list[SeriesWrite]:
+        return columnar_json_writes(body)
+
+    return await accept_writes(request, decode)
+
+
+async def write_nominal_columnar(request: Request) -> Response:
+    """`POST /storage/writer/v1/nominal-columnar`: the columnar WriteBatchesRequest protobuf."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type not in PROTOBUF_TYPES:
+        shown = content_type or "none"
+        return error_response(
+            415,
+            f"Content-Type {shown}: this endpoint takes a nominal.direct_channel_writer.v2."
+            "WriteBatchesRequest protobuf (application/x-protobuf); JSON goes to POST " + COLUMNAR_PATH,
+            params={"contentType": shown},
+        )
+
+    async def decode(body: bytes) -> list[SeriesWrite]:
+        return columnar_protobuf_writes(body)
+
+    return await accept_writes(request, decode)
+
+
+def columnar_json_writes(body: bytes) -> list[SeriesWrite]:
+    """A WriteColumnBatchesRequest JSON body to the log's writes; InvalidWrite says what is wrong
+    and where for anything the log would not store exactly."""
+    if json_depth(body) > MAX_JSON_DEPTH:  # msgspec recurses into what it skips
+        raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        request = column_request_decoder.decode(body)
+    except msgspec.DecodeError as exc:  # ValidationError included: msgspec names the path ($.batches[0]...)
+        raise InvalidWrite(f"body is not a WriteColumnBatchesRequest: {exc}") from None
+    except RecursionError:
+        raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    rid = request.dataSourceRid
+    if not rid:
+        raise InvalidWrite("dataSourceRid: must not be empty")
+    writes = []
+    for i, batch in enumerate(request.batches):
+        where = f"batches.{i} (channel {batch.channel!r})"
+        if not batch.channel:
+            raise InvalidWrite(f"batches.{i}.channel: must not be empty")
+        values = batch.values
+        if isinstance(values, ArraysColumn | StructsColumn):
+            kind = "arrays" if isinstance(values, ArraysColumn) else "structs"
+            raise InvalidWrite(f"{where}.values: {kind} are not supported {UNSUPPORTED}")
+        stamps = batch.timestamps
+        seconds = [t.seconds for t in stamps]
+        nanos = [t.nanos for t in stamps]
+        raw: list[Any]
+        if isinstance(values, DoublesColumn):
+            kind, raw = "doubles", values.doubles
+        elif isinstance(values, StringsColumn):
+            kind, raw = "strings", values.strings
+        elif isinstance(values, IntsColumn):
+            kind, raw = "ints", values.ints
+        else:
+            kind, raw = "uint64s", values.uint64s
+        key = SeriesKey.of(rid, batch.channel, batch.tags or {})
+        writes.append(_write(key, kind, seconds, nanos, raw, where))
+    return writes
+
+
+# the protobuf's oneof members, by the JSON union's names (the messages the error texts name)
+_PROTOBUF_KINDS = {
+    "double_points": "doubles",
+    "string_points": "strings",
+    "int_points": "ints",
+    "uint64_points": "uint64s",
+}
+_PROTOBUF_REFUSED = {"array_points": "arrays", "struct_points": "structs", "log_points": "log points"}
+
+
+def columnar_protobuf_writes(body: bytes) -> list[SeriesWrite]:
+    """A serialized nominal.direct_channel_writer.v2.WriteBatchesRequest to the log's writes."""
+    request = ColumnarProtobufRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise InvalidWrite(f"body is not a WriteBatchesRequest protobuf: {exc}") from None
+    rid = request.data_source_rid
+    if not rid:
+        raise InvalidWrite("data_source_rid: must not be empty")
+    writes = []
+    for i, batch in enumerate(request.batches):
+        where = f"batches.{i} (channel {batch.channel!r})"
+        if not batch.channel:
+            raise InvalidWrite(f"batches.{i}.channel: must not be empty")
+        if batch.HasField("unit"):
+            # Sparkwire keeps no units: stored without it, a unit-aware reader would be told wrong
+            raise InvalidWrite(
+                f"{where}.unit: units are not supported (send the batch without a unit); "
+                "nothing of the request was stored"
+            )
+        points = batch.points
+        member = points.WhichOneof("points")
+        if member is None:
+            raise InvalidWrite(f"{where}.points: holds none of double, string, int or uint64 points")
+        if member in _PROTOBUF_REFUSED:
+            raise InvalidWrite(f"{where}.points: {_PROTOBUF_REFUSED[member]} are not supported {UNSUPPORTED}")
+        stamps = points.timestamps
+        seconds = [t.seconds for t in stamps]
+        nanos = [t.nanos for t in stamps]
+        raw = getattr(points, member).points  # a packed repeated field: numpy reads it in one call
+        key = SeriesKey.of(rid, batch.channel, dict(batch.tags))
+        writes.append(_write(key, _PROTOBUF_KINDS[member], seconds, nanos, raw, where))
+    return writes
+
+
+def _write(key: SeriesKey, kind: str, seconds: Any, nanos: Any, raw: Any, where: str) -> SeriesWrite:
+    """One series' write, its columns checked: as many values as timestamps, timestamps in range,
+    integers exact as doubles."""
+    if len(raw) != len(seconds):
+        raise InvalidWrite(
+            f"{where}: {len(seconds)} timestamps and {len(raw)} values; a batch needs one value per timestamp"
+        )
+    ts = _timestamps(seconds, nanos, f"{where}.timestamps")
+    if kind == "strings":
+        return SeriesWrite(key, SeriesKind.ENUM, ts, list(raw))
+    if kind == "doubles":
+        # np.asarray takes "NaN", "Infinity" and "-Infinity" (the decoder admits only those strings)
+        return SeriesWrite(key, SeriesKind.NUMERIC, ts, np.asarray(raw, dtype=np.float64))
+    dtype = np.int64 if kind == "ints" else np.uint64
+    try:
+        exact = np.asarray(raw, dtype=dtype)
+    except OverflowError:
+        raise InvalidWrite(
+            f"{where}.values.{kind}: a value is outside the {np.dtype(dtype).name} range"
+        ) from None
+    return SeriesWrite(key, SeriesKind.NUMERIC, ts, _numeric(exact, dtype, f"{where}.values.{kind}"))

@@ -1,0 +1,321 @@
+"""The columnar writers (app/ingest/columnar.py) against a real server: nominal-api's own
+WriteColumnBatchesRequest, encoded by conjure_python_client's ConjureEncoder, and its protobuf twin
+(nominal-api-protos' direct_channel_writer.v2.WriteBatchesRequest). What they wrote must reach a live
+subscriber exactly; a refused request stores nothing; the auth of the row writers applies."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import zstandard
+from conjure_python_client import ConjureEncoder
+from nominal.protos.direct_channel_writer.v2 import direct_nominal_channel_writer_pb2 as columnar_pb
+from nominal.protos.direct_channel_writer_common.v2 import direct_channel_writer_common_pb2 as common_pb
+from nominal.protos.types.time.time_pb2 import Timestamp
+from nominal_api import api
+from nominal_api import storage_writer_api as w
+
+from tests.client_view import ResultView
+from tests.conftest import ServerProcess, start_server
+from tests.hostile import make_jwt
+from tests.log_file import stored_rows
+from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
+
+COLUMNAR = "/storage/writer/v1/columnar"
+NOMINAL_COLUMNAR = "/storage/writer/v1/nominal-columnar"
+JSON = {"Content-Type": "application/json"}
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+def new_rid() -> str:
+    return f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+
+
+def batch(channel: str, points: list[tuple[int, Any]], kind: str, tags: dict[str, str] | None = None) -> Any:
+    stamps = [api.Timestamp(seconds=t // NANOS, nanos=t % NANOS) for t, _ in points]
+    column: dict[str, Any] = {kind: [v for _, v in points]}
+    values = w.ColumnValues(**column)
+    return w.ColumnBatch(channel=channel, tags=tags or {}, timestamps=stamps, values=values)
+
+
+def conjure_body(rid: str, *batches: Any) -> bytes:
+    request = w.WriteColumnBatchesRequest(batches=list(batches), data_source_rid=rid, session_name="tests")
+    return json.dumps(ConjureEncoder().default(request)).encode()
+
+
+def proto_batch(channel: str, points: list[tuple[int, Any]], kind: str, **extra: Any) -> Any:
+    stamps = [Timestamp(seconds=t // NANOS, nanos=t % NANOS) for t, _ in points]
+    member = {"double_points": common_pb.DoublePoints, "string_points": common_pb.StringPoints}.get(kind)
+    member = member or {"int_points": common_pb.IntPoints, "uint64_points": common_pb.Uint64Points}[kind]
+    values = member(points=[v for _, v in points])
+    return common_pb.RecordsBatch(
+        channel=channel, points=common_pb.Points(timestamps=stamps, **{kind: values}), **extra
+    )
+
+
+def proto_body(rid: str, *batches: Any) -> bytes:
+    return columnar_pb.WriteBatchesRequest(data_source_rid=rid, batches=list(batches)).SerializeToString()
+
+
+def post(server: ServerProcess, path: str, body: bytes, headers: dict[str, str], **kw: Any) -> httpx.Response:
+    return httpx.post(f"{server.base_url}{path}", content=body, headers=headers, timeout=30, **kw)
+
+
+async def seen_by_subscriber(
+    server: ServerProcess, rid: str, channel: str, tags: dict[str, str] | None = None, kind: str = "numeric"
+) -> list[tuple[int, Any]]:
+    """(timestamp ns, value) of a fresh subscription's FullResult over the last hour."""
+    client = await Client.connect(server.ws_url)
+    try:
+        sub_id = new_id()
+        variables = {"x": channel_variable(rid, channel, tags)}
+        await client.subscribe({sub_id: subscription(series_node(kind=kind), variables, 3600)})
+        assert (await client.creation(sub_id))["type"] == "success"
+        result_kind, entries = full_entries(await client.update(sub_id))
+        assert result_kind == kind
+        return entries
+    finally:
+        await client.close()
+
+
+async def test_a_live_subscriber_sees_columnar_json_points_as_they_are_written(server: ServerProcess) -> None:
+    rid = new_rid()
+    client = await Client.connect(server.ws_url)
+    try:
+        sub_id = new_id()
+        variables = {"x": channel_variable(rid, "speed", {"car": "c1"})}
+        await client.subscribe({sub_id: subscription(series_node(), variables, 600, lateness_s=600)})
+        assert (await client.creation(sub_id))["type"] == "success"
+        view = ResultView(600 * NANOS)
+        view.apply(await client.update(sub_id))
+        t0 = time.time_ns() - 30 * NANOS
+        speeds = [(t0 + i * 250_000_001, 10.0 + i / 4) for i in range(40)]
+        body = gzip.compress(conjure_body(rid, batch("speed", speeds, "doubles", {"car": "c1"})))
+        r = post(server, COLUMNAR, body, {**JSON, "Content-Encoding": "gzip"})
+        assert r.status_code == 200, r.text
+        while view.ungrouped().point_count() < len(speeds):
+            view.apply(await client.update(sub_id, timeout=60))
+        assert view.ungrouped().normalized() == speeds
+    finally:
+        await client.close()
+
+
+async def test_every_column_kind_is_stored_exactly_from_nominal_apis_request(server: ServerProcess) -> None:
+    rid = new_rid()
+    t0 = time.time_ns() - 60 * NANOS + 17
+    doubles = [(t0, -1.5), (t0 + 1, 2.25), (t0 + 2, math.inf)]
+    ints = [(t0, -(2**53)), (t0 + 1, 0), (t0 + 2, 2**53)]  # int64 up to 2^53: exact as doubles
+    uints = [(t0, 2**63), (t0 + 1, 2**64 - 2**11)]  # beyond int64, yet exact as doubles
+    modes = [(t0, "park"), (t0 + NANOS, "drive")]
+    body = conjure_body(
+        rid,
+        batch("temp", doubles, "doubles", {"unit": "a"}),
+        batch("count", ints, "ints"),
+        batch("odometer", uints, "uint64s"),
+        batch("mode", modes, "strings"),
+    )
+    r = post(
+        server, COLUMNAR, zstandard.ZstdCompressor().compress(body), {**JSON, "Content-Encoding": "zstd"}
+    )
+    assert r.status_code == 200, r.text
+    assert await seen_by_subscriber(server, rid, "temp", {"unit": "a"}) == [
+        (t, v if math.isfinite(v) else "Infinity") for t, v in doubles
+    ]
+    assert await seen_by_subscriber(server, rid, "count") == [(t, float(v)) for t, v in ints]
+    assert await seen_by_subscriber(server, rid, "odometer") == [(t, float(v)) for t, v in uints]
+    assert await seen_by_subscriber(server, rid, "mode", kind="enum") == modes
+
+
+async def test_the_protobuf_twin_is_stored_exactly(server: ServerProcess) -> None:
+    rid = new_rid()
+    t0 = time.time_ns() - 60 * NANOS + 3
+    doubles = [(t0 + i * NANOS, i * 0.5) for i in range(20)]
+    ints = [(t0, -7), (t0 + 1, 2**53)]
+    modes = [(t0, "a"), (t0 + 1, "b")]
+    body = proto_body(
+        rid,
+        proto_batch("v", doubles, "double_points", tags={"k": "1"}),
+        proto_batch("n", ints, "int_points"),
+        proto_batch("u", [(t0, 2**63)], "uint64_points"),
+        proto_batch("s", modes, "string_points"),
+    )
+    r = post(
+        server,
+        NOMINAL_COLUMNAR,
+        zstandard.ZstdCompressor().compress(body),
+        {**PROTOBUF, "Content-Encoding": "zstd"},
+    )
+    assert r.status_code == 200, r.text
+    assert await seen_by_subscriber(server, rid, "v", {"k": "1"}) == doubles
+    assert await seen_by_subscriber(server, rid, "n") == [(t, float(v)) for t, v in ints]
+    assert await seen_by_subscriber(server, rid, "u") == [(t0, float(2**63))]
+    assert await seen_by_subscriber(server, rid, "s", kind="enum") == modes
+
+
+def test_nan_is_stored_as_conjure_sends_it(server: ServerProcess) -> None:
+    rid = new_rid()
+    t = 1_700_000_000 * NANOS
+    r = post(server, COLUMNAR, conjure_body(rid, batch("x", [(t, math.nan), (t + 1, 1.0)], "doubles")), JSON)
+    assert r.status_code == 200, r.text
+    assert [(c, ts, v) for c, _, ts, v, _ in stored_rows(server.data_dir, rid)] == [
+        ("x", t, None),
+        ("x", t + 1, 1.0),
+    ]
+
+
+T = 1_700_000_000 * NANOS
+GOOD = batch("fine", [(T, 1.0)], "doubles")
+# name: (body, status, errorName, a part of the message); each beside a valid batch
+JSON_REFUSALS: dict[str, tuple[bytes, int, str, str]] = {
+    "more timestamps than values": (
+        json.dumps(
+            {
+                "dataSourceRid": "R",
+                "batches": [
+                    {
+                        "channel": "c",
+                        "timestamps": [{"seconds": 1, "nanos": 0}] * 2,
+                        "values": {"type": "doubles", "doubles": [1.0]},
+                    }
+                ],
+            }
+        ).encode(),
+        400,
+        "Default:InvalidArgument",
+        "2 timestamps and 1 values",
+    ),
+    "an integer a double cannot hold": (
+        conjure_body("R", GOOD, batch("big", [(T, 2**53 + 1)], "ints")),
+        400,
+        "Default:InvalidArgument",
+        "9007199254740993 has no exact double",
+    ),
+    "structs": (
+        conjure_body("R", GOOD, batch("s", [(T, '{"a": 1}')], "structs")),
+        400,
+        "Default:InvalidArgument",
+        "structs are not supported",
+    ),
+    "arrays": (
+        conjure_body(
+            "R",
+            GOOD,
+            w.ColumnBatch(
+                "a", {}, [api.Timestamp(1, 0)], w.ColumnValues(arrays=w.ArraysValues(doubles1d=[[1.0]]))
+            ),
+        ),
+        400,
+        "Default:InvalidArgument",
+        "arrays are not supported",
+    ),
+    "an unknown field": (
+        conjure_body("R", GOOD)[:-1] + b', "compress": true}',
+        400,
+        "Default:InvalidArgument",
+        "unknown field `compress`",
+    ),
+    "a timestamp before the epoch": (
+        conjure_body("R", GOOD, batch("old", [(-5 * NANOS, 1.0)], "doubles")),
+        400,
+        "Default:InvalidArgument",
+        "seconds -5",
+    ),
+    "not JSON": (b"{nope", 400, "Default:InvalidArgument", "not a WriteColumnBatchesRequest"),
+}
+
+
+@pytest.mark.parametrize("name", list(JSON_REFUSALS))
+def test_refused_columnar_json_requests_store_nothing(server: ServerProcess, name: str) -> None:
+    rid = new_rid()
+    body, status, error_name, fragment = JSON_REFUSALS[name]
+    r = post(server, COLUMNAR, body.replace(b'"R"', json.dumps(rid).encode()), JSON)
+    assert r.status_code == status, r.text
+    error = r.json()
+    assert error["errorName"] == error_name and fragment in error["message"], error
+    assert stored_rows(server.data_dir, rid) == []
+
+
+PROTOBUF_REFUSALS: dict[str, tuple[int, str, str]] = {
+    "a unit": (400, "Default:InvalidArgument", "units are not supported"),
+    "log points": (400, "Default:InvalidArgument", "log points are not supported"),
+    "fewer timestamps than values": (400, "Default:InvalidArgument", "1 timestamps and 2 values"),
+    "truncated": (400, "Default:InvalidArgument", "not a WriteBatchesRequest protobuf"),
+    "wrong content type": (415, "Sparkwire:UnsupportedMediaType", "application/json"),
+}
+
+
+@pytest.mark.parametrize("name", list(PROTOBUF_REFUSALS))
+def test_refused_protobuf_columnar_requests_store_nothing(server: ServerProcess, name: str) -> None:
+    rid = new_rid()
+    good = proto_batch("fine", [(T, 1.0)], "double_points")
+    headers = PROTOBUF
+    if name == "a unit":
+        body = proto_body(rid, good, proto_batch("v", [(T, 1.0)], "double_points", unit="m/s"))
+    elif name == "log points":
+        logs = common_pb.Points(
+            timestamps=[Timestamp(seconds=1)], log_points=common_pb.LogPoints(points=[common_pb.LogPoint()])
+        )
+        body = proto_body(rid, good, common_pb.RecordsBatch(channel="log", points=logs))
+    elif name == "fewer timestamps than values":
+        mismatched = common_pb.Points(
+            timestamps=[Timestamp(seconds=1)], double_points=common_pb.DoublePoints(points=[1.0, 2.0])
+        )
+        body = proto_body(rid, good, common_pb.RecordsBatch(channel="m", points=mismatched))
+    elif name == "truncated":
+        body = proto_body(rid, good, proto_batch("more", [(T, 2.0)], "double_points"))[:-3]
+    else:
+        body, headers = proto_body(rid, good), JSON
+    status, error_name, fragment = PROTOBUF_REFUSALS[name]
+    r = post(server, NOMINAL_COLUMNAR, body, headers)
+    assert r.status_code == status, r.text
+    error = r.json()
+    assert error["errorName"] == error_name and fragment in error["message"], error
+    assert stored_rows(server.data_dir, rid) == []
+
+
+def test_both_columnar_writers_are_in_the_openapi_document(server: ServerProcess) -> None:
+    paths = httpx.get(f"{server.base_url}/openapi.json", timeout=30).json()["paths"]
+    body = paths[COLUMNAR]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/WriteColumnBatchesRequest"}
+    assert "application/x-protobuf" in paths[NOMINAL_COLUMNAR]["post"]["requestBody"]["content"]
+
+
+SECRET = "columnar-secret-that-is-long-enough-for-hs256"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("columnar-auth")
+    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_JWT_SECRET": SECRET})
+    yield proc
+    proc.stop()
+
+
+def test_the_row_writers_auth_applies(guarded: ServerProcess) -> None:
+    rid, other = new_rid(), new_rid()
+    body = conjure_body(rid, GOOD)
+    assert post(guarded, COLUMNAR, body, JSON).status_code == 401
+    wrong = {**JSON, "Authorization": f"Bearer {make_jwt(SECRET, [other], 600)}"}
+    assert post(guarded, COLUMNAR, body, wrong).status_code == 403
+    proto_wrong = {**PROTOBUF, "Authorization": f"Bearer {make_jwt(SECRET, [other], 600)}"}
+    assert (
+        post(
+            guarded,
+            NOMINAL_COLUMNAR,
+            proto_body(rid, proto_batch("a", [(T, 1.0)], "double_points")),
+            proto_wrong,
+        ).status_code
+        == 403
+    )
+    assert stored_rows(guarded.data_dir, rid) == []
+    right = {**JSON, "Authorization": f"Bearer {make_jwt(SECRET, [rid], 600)}"}
+    assert post(guarded, COLUMNAR, body, right).status_code == 200
+    assert [(c, ts, v) for c, _, ts, v, _ in stored_rows(guarded.data_dir, rid)] == [("fine", T, 1.0)]
