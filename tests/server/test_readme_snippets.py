@@ -52,9 +52,10 @@ async def run_snippet(command: list[str], expect: list[str] | None, timeout: flo
 async def test_every_readme_snippet_runs_as_written(server: ServerProcess) -> None:
     address = server.base_url.removeprefix("http://")
     shell = [s for s in snippets("sh") if s.startswith("curl ")]
-    assert len(shell) == 1
-    answer = await run_snippet(["bash", "-c", shell[0].replace(README_ADDRESS, address)], None)
-    assert "errorName" not in answer, answer  # curl exits 0 on any status: the body says a refusal
+    assert len(shell) == 2  # the row writer's and the columnar writer's
+    for curl in shell:
+        answer = await run_snippet(["bash", "-c", curl.replace(README_ADDRESS, address)], None)
+        assert "errorName" not in answer, answer  # curl exits 0 on any status: the body says a refusal
     python = snippets("python")
     assert len(python) == 4
     for snippet in python:
