@@ -161,7 +161,7 @@ class Settings(BaseSettings):
         description="a point stamped further ahead of the server's clock is refused (400, nothing of the "
         "request stored): it would move a live window's end past every real point to come; 0 = no limit",
     )
-    # -- the HTTP and WebSocket edge (app/http/admitted_route.py, app/transport/): checked as bytes arrive
+    # -- the HTTP and WebSocket edge (app/api/admitted_route.py, app/transport/): checked as bytes arrive
     max_json_body_bytes: int = Field(
         1 << 20,
         gt=0,
@@ -187,7 +187,7 @@ class Settings(BaseSettings):
     ingest_decode_min_bytes: int = Field(
         64 << 10, ge=0, description="a JSON write body this large or larger goes to a decode process"
     )
-    # -- the evaluation cost model (compute/evaluation/cost.py, app/fanout/ledger.py): checked when a
+    # -- the evaluation cost model (compute/evaluation/cost.py, app/protocol/ledger.py): checked when a
     # subscription is made, and before each expensive step of an evaluation
     max_result_points_per_connection: int = Field(
         4_000_000,

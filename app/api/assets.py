@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.admitted_route import AdmittedRoute, admit_request
 from app.config import Settings
-from app.http.admitted_route import AdmittedRoute, admit_request
 from app.http.errors import HttpError
 from app.protocol.auth import ADMIN_CLAIM, Principal
 from compute.evaluation.datasets import CatalogKind, use_catalog
@@ -48,7 +48,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 class CatalogRoute(AdmittedRoute):
-    """Admitted before its body is read (app/http/admitted_route.py). A shared catalog out of reach
+    """Admitted before its body is read (app/api/admitted_route.py). A shared catalog out of reach
     (Redis away) is a 503 of every route: nothing was changed, the client may send the request again."""
 
     doing = "read or change assets and runs"

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 from app.fanout.catalog_edits import CatalogEdits
 from app.fanout.hub import Hub
-from app.fanout.ledger import CostLedger
 from app.ingest.workers import DecodeWorkers
 from app.metrics import Metrics
 from app.protocol.admission import Admission
+from app.protocol.ledger import CostLedger
 from app.protocol.ws_session import SessionConfig
 from app.transport.liveness import Liveness
 from compute.evaluation import cost

@@ -2,7 +2,7 @@
 
 The limit (`SPARKWIRE_MAX_REQUEST_BYTES`, default 64 MiB, for ingest;
 `SPARKWIRE_MAX_JSON_BODY_BYTES`, default 1 MiB, for the JSON bodies of /assets/v1 and
-/scout/v2/module: app/http/admitted_route.py) counts the bytes the decoder will see, after
+/scout/v2/module: app/api/admitted_route.py) counts the bytes the decoder will see, after
 `Content-Encoding` is undone. It is enforced while the body arrives: a `Content-Length` above it is
 refused before a byte is read, the bytes received are counted chunk by chunk, and a compressed body
 is decompressed as its chunks arrive, never producing more than the limit (plus one bounded step):

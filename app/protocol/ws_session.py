@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
-from app.fanout.ledger import CostLedger
 from app.protocol import frames
 from app.protocol.auth import AuthError, Principal
 from app.protocol.close_codes import GOING_AWAY, MESSAGE_TOO_BIG, POLICY_VIOLATION
+from app.protocol.ledger import CostLedger
 from app.protocol.limits import MAX_JSON_DEPTH, MessageRate, json_depth
 from compute.evaluation.compiler import (
     Limits,
@@ -184,7 +184,7 @@ class Session:
     ) -> None:
         """`authenticate` checks an updateToken's token (raising AuthError); None when
         authentication is off, and updateToken is then ignored. `ledger`: the server's cost totals
-        (app/fanout/ledger.py); None: this session's alone."""
+        (app/protocol/ledger.py); None: this session's alone."""
         self.principal = principal
         self.config = config
         self.label = label  # for logs, e.g. "connection 7"

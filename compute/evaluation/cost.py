@@ -5,7 +5,7 @@ expensive step runs, so that no computation's cost is found out only by paying i
 - `estimate(...)`: per group, the points/buckets/ranges its result may hold and the largest grid a
   resample in it may make over the held history (the points a node reduces per output point, as
   rollingPoints' count, are charged at run time, against the points really held). The
-  session checks it against the per-computation limits and (app/fanout/ledger.py) against the
+  session checks it against the per-computation limits and (app/protocol/ledger.py) against the
   budgets of the connection, the tenant and the server when the subscription is made.
 - `charge_work`, `check_grid`, `too_many_groups`: the limits at run time, from what is really held,
   raised as a ComputeError before the work: the computation stops with an update error and the

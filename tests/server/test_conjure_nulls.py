@@ -163,7 +163,7 @@ async def test_an_unset_time_unit_sent_as_null_means_seconds(server: ServerProce
 
 
 async def test_a_null_field_of_a_catalog_body_is_an_absent_one(server: ServerProcess) -> None:
-    """The same rule on HTTP bodies (app/http/admitted_route.py): `properties: null` is no properties,
+    """The same rule on HTTP bodies (app/api/admitted_route.py): `properties: null` is no properties,
     not a 400 for a map that is not one."""
     rid = f"ri.test.nulls.{uuid.uuid4().hex[:12]}"
     scopes = [{"dataScopeName": "main", "dataSourceRid": rid, "seriesTags": None}]

@@ -1,4 +1,4 @@
-"""The evaluation cost model (compute/evaluation/cost.py) and its ledger (app/fanout/ledger.py):
+"""The evaluation cost model (compute/evaluation/cost.py) and its ledger (app/protocol/ledger.py):
 what a plan is charged, which budget refuses it, and that what is released can be held again."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.fanout.ledger import CostLedger
+from app.protocol.ledger import CostLedger
 from compute.evaluation import cost
 from compute.evaluation.compiler import Limits, Plan, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation

@@ -117,7 +117,9 @@ APP_WINGS: dict[str, set[str]] = {
     "periodic": set(),
     "protocol": {"config"},
     "fanout": {"protocol", "config", "periodic", "metrics"},
-    "transport": {"protocol", "config", "periodic", "metrics"},
+    # transport answers a request it refuses before any route (431: headers too large) with the
+    # same Conjure error body as every route (http/errors.py); http imports only config.
+    "transport": {"protocol", "http", "config", "periodic", "metrics"},
     "tiers": {"fanout", "protocol", "config", "periodic", "metrics"},
     "http": {"config"},
     "ingest": {"http", "protocol", "config", "periodic", "metrics"},
