@@ -228,6 +228,19 @@ JSON_REFUSALS: dict[str, tuple[bytes, int, str, str]] = {
         "Default:InvalidArgument",
         "seconds -5",
     ),
+    "arrays nested 100,000 deep": (
+        conjure_body("R", GOOD).replace(
+            b"}}]",
+            b'}}, {"channel": "a", "timestamps": [], "values": {"type": "arrays", "arrays": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}}]",
+            1,
+        ),
+        400,
+        "Default:InvalidArgument",
+        "nested too deeply",
+    ),
     "not JSON": (b"{nope", 400, "Default:InvalidArgument", "not a WriteColumnBatchesRequest"),
 }
 
