@@ -20,13 +20,14 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 from prometheus_client import Counter
 
-from app.ingest.writes import fast_writes, json_writes, validated_writes
+from app.ingest.writes import InvalidWrite, fast_writes, json_writes, validated_writes
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKind
 
@@ -97,6 +98,25 @@ class DecodeWorkers:
         if writes is None:  # the worker's strict decoder declined it: the validator accepts or explains
             self._in_loop.inc()
             return validated_writes(body)
+        self._in_worker.inc()
+        return writes
+
+    async def decoded(self, decode: Callable[[bytes], list[SeriesWrite]], body: bytes) -> list[SeriesWrite]:
+        """`decode(body)` (a module-level function: it is pickled) where `writes` decodes a body of
+        this size: the pool for a large one. Its InvalidWrite comes back as it was raised."""
+        pool = self._pool
+        if pool is None or len(body) < self.min_bytes:
+            self._in_loop.inc()
+            return decode(body)
+        try:
+            writes = await asyncio.wrap_future(pool.submit(decode, body))
+        except BrokenProcessPool:
+            self._replace(pool)
+            self._in_loop.inc()
+            return decode(body)
+        except InvalidWrite:  # decided in the worker: refused there
+            self._in_worker.inc()
+            raise
         self._in_worker.inc()
         return writes
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -158,6 +159,32 @@ async def test_the_protobuf_twin_is_stored_exactly(server: ServerProcess) -> Non
     assert await seen_by_subscriber(server, rid, "n") == [(t, float(v)) for t, v in ints]
     assert await seen_by_subscriber(server, rid, "u") == [(t0, float(2**63))]
     assert await seen_by_subscriber(server, rid, "s", kind="enum") == modes
+
+
+def decoded(server: ServerProcess, where: str) -> float:
+    text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    match = re.search(rf'^sparkwire_ingest_bodies_decoded_total\{{where="{where}"\}} (\S+)$', text, re.M)
+    return 0.0 if match is None else float(match.group(1))
+
+
+def test_a_large_json_body_is_decoded_in_a_worker_exactly_and_refused_alike(server: ServerProcess) -> None:
+    """Over SPARKWIRE_INGEST_DECODE_MIN_BYTES (64 KiB): off the event loop, as the row writer's."""
+    rid, refused_rid = new_rid(), new_rid()
+    t0 = time.time_ns() - 600 * NANOS
+    values = [(t0 + i * 1_000_003, i / 3) for i in range(5000)]
+    labels = [(t0 + i, f"s{i % 7}") for i in range(5000)]
+    body = conjure_body(rid, batch("v", values, "doubles"), batch("s", labels, "strings"))
+    assert len(body) > 64 << 10
+    before = decoded(server, "worker")
+    assert post(server, COLUMNAR, body, JSON).status_code == 200
+    assert decoded(server, "worker") == before + 1
+    rows = [(c, ts, v if s is None else s) for c, _, ts, v, s in stored_rows(server.data_dir, rid)]
+    assert rows == [("v", t, v) for t, v in values] + [("s", t, s) for t, s in labels]
+    bad = conjure_body(refused_rid, batch("v", values, "doubles"), batch("n", [(t0, 2**60 + 1)], "ints"))
+    r = post(server, COLUMNAR, bad, JSON)
+    assert r.status_code == 400 and "1152921504606846977 has no exact double" in r.json()["message"], r.text
+    assert decoded(server, "worker") == before + 2
+    assert stored_rows(server.data_dir, refused_rid) == []
 
 
 def test_nan_is_stored_as_conjure_sends_it(server: ServerProcess) -> None:
