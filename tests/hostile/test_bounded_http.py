@@ -248,7 +248,10 @@ async def test_streamed_request_headers_are_cut_off_with_431(edge: ServerProcess
         body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
         assert body["parameters"]["setting"] == "SPARKWIRE_MAX_HEADER_BYTES", body
         assert sent < 16 * MiB, sent  # cut off: what was sent beyond 64 KiB is what the kernel buffered
-    assert grown < 32 * MiB, f"the server's RSS grew by {grown / MiB:.0f} MiB"
+    # Before the limit the same attack grew the RSS by 6 GB (issue 44: 213 MB -> 6.2 GB). The bound
+    # leaves room for the bystander's own live subscription and writes, which grew it by 55 MiB in
+    # two quiet runs with the headers cut off at 64 KiB; it stays well inside the issue's 200 MB.
+    assert grown < 128 * MiB, f"the server's RSS grew by {grown / MiB:.0f} MiB"
     print(b.summary())  # shown with -rP: what the bystander measured
     b.assert_unharmed()
     # Many small header lines: the count limit.
