@@ -36,8 +36,7 @@ from nominal.protos.direct_channel_writer.v2.direct_nominal_channel_writer_pb2 i
 )
 from ptars import HandlerPool
 
-from app.http.errors import error_response
-from app.ingest.nominal import PROTOBUF_TYPES, _numeric, _timestamps
+from app.ingest.nominal import exact_doubles, refuse_content_type, timestamps_ns
 from app.ingest.writes import InvalidWrite, accept_writes
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
@@ -66,15 +65,10 @@ async def write_columnar(request: Request) -> Response:
 
 async def write_nominal_columnar(request: Request) -> Response:
     """`POST /storage/writer/v1/nominal-columnar`: the columnar WriteBatchesRequest protobuf."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type not in PROTOBUF_TYPES:
-        shown = content_type or "none"
-        return error_response(
-            415,
-            f"Content-Type {shown}: this endpoint takes a nominal.direct_channel_writer.v2."
-            "WriteBatchesRequest protobuf (application/x-protobuf); JSON goes to POST " + COLUMNAR_PATH,
-            params={"contentType": shown},
-        )
+    message = "nominal.direct_channel_writer.v2.WriteBatchesRequest"
+    refused = refuse_content_type(request, message, COLUMNAR_PATH)
+    if refused is not None:
+        return refused
 
     async def decode(body: bytes) -> list[SeriesWrite]:
         return columnar_protobuf_writes(body)
@@ -217,7 +211,7 @@ def _write(key: SeriesKey, kind: str, seconds: Any, nanos: Any, raw: Any, where:
         raise InvalidWrite(
             f"{where}: {len(seconds)} timestamps and {len(raw)} values; a batch needs one value per timestamp"
         )
-    ts = _timestamps(seconds, nanos, f"{where}.timestamps")
+    ts = timestamps_ns(seconds, nanos, f"{where}.timestamps")
     if kind == "strings":
         return SeriesWrite(key, SeriesKind.ENUM, ts, list(raw))
     if kind == "doubles":
@@ -230,4 +224,4 @@ def _write(key: SeriesKey, kind: str, seconds: Any, nanos: Any, raw: Any, where:
         raise InvalidWrite(
             f"{where}.values.{kind}: a value is outside the {np.dtype(dtype).name} range"
         ) from None
-    return SeriesWrite(key, SeriesKind.NUMERIC, ts, _numeric(exact, dtype, f"{where}.values.{kind}"))
+    return SeriesWrite(key, SeriesKind.NUMERIC, ts, exact_doubles(exact, dtype, f"{where}.values.{kind}"))

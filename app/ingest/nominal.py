@@ -58,16 +58,25 @@ Column = Sequence[Any] | np.ndarray
 Columns = tuple[Column, Column, Column]  # a series' points: seconds, nanos, values
 
 
-async def write_nominal(request: Request, dataSourceRid: str) -> Response:
+def refuse_content_type(request: Request, message: str, json_path: str) -> Response | None:
+    """A 415 for a protobuf endpoint's request that is not protobuf (naming `message`, the protobuf
+    it takes, and `json_path`, where its JSON twin is), else None."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type not in PROTOBUF_TYPES:
-        shown = content_type or "none"
-        return error_response(
-            415,
-            f"Content-Type {shown}: this endpoint takes a WriteRequestNominal protobuf "
-            "(application/x-protobuf); JSON goes to POST /storage/writer/v1",
-            params={"contentType": shown},
-        )
+    if content_type in PROTOBUF_TYPES:
+        return None
+    shown = content_type or "none"
+    return error_response(
+        415,
+        f"Content-Type {shown}: this endpoint takes a {message} protobuf (application/x-protobuf); "
+        f"JSON goes to POST {json_path}",
+        params={"contentType": shown},
+    )
+
+
+async def write_nominal(request: Request, dataSourceRid: str) -> Response:
+    refused = refuse_content_type(request, "WriteRequestNominal", "/storage/writer/v1")
+    if refused is not None:
+        return refused
 
     async def decode(body: bytes) -> list[SeriesWrite]:  # on the event loop: Arrow's C++ does the work
         return nominal_writes(body, dataSourceRid)
@@ -106,12 +115,12 @@ def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:
             stamps = [p.timestamp for p in points]
             read = [t.seconds for t in stamps], [t.nanos for t in stamps], [p.value for p in points]
         seconds, nanos, raw = read
-        ts = _timestamps(seconds, nanos, f"{where}.points.{kind}")
+        ts = timestamps_ns(seconds, nanos, f"{where}.points.{kind}")
         key = SeriesKey.of(rid, channel, dict(series.tags))
         if kind == "string_points":
             writes.append(SeriesWrite(key, SeriesKind.ENUM, ts, cast(list[str], raw)))
         else:
-            values = _numeric(raw, NUMERIC_KINDS[kind], f"{where}.points.{kind}")
+            values = exact_doubles(raw, NUMERIC_KINDS[kind], f"{where}.points.{kind}")
             writes.append(SeriesWrite(key, SeriesKind.NUMERIC, ts, values))
     return writes
 
@@ -209,7 +218,7 @@ def _ptars_handler() -> _Decoder:
     return handler
 
 
-def _timestamps(seconds: Column, nanos: Column, where: str) -> np.ndarray:
+def timestamps_ns(seconds: Column, nanos: Column, where: str) -> np.ndarray:
     """int64 nanoseconds since the epoch, refusing what the JSON endpoint refuses."""
     s = np.asarray(seconds, dtype=np.int64)
     n = np.asarray(nanos, dtype=np.int64)
@@ -223,7 +232,7 @@ def _timestamps(seconds: Column, nanos: Column, where: str) -> np.ndarray:
     return to_nanos_array(s, n)
 
 
-def _numeric(values: Column, dtype: type, where: str) -> np.ndarray:
+def exact_doubles(values: Column, dtype: type, where: str) -> np.ndarray:
     """Values as float64; integers a double cannot hold exactly are refused rather than rounded."""
     if dtype is np.float64:
         return np.asarray(values, dtype=np.float64)
