@@ -84,13 +84,18 @@ def _document_columnar(schema: dict[str, Any]) -> None:
     columnar["responses"] = _writer_responses()
     twin = schema["paths"][NOMINAL_COLUMNAR_PATH]["post"]
     twin["summary"] = "Write columns of points as protobuf (200 once every point is durable)"
-    twin["requestBody"] = {
+    twin["requestBody"] = _protobuf_body("nominal.direct_channel_writer.v2.WriteBatchesRequest")
+    twin["responses"] = _writer_responses()
+
+
+def _protobuf_body(message: str) -> dict[str, Any]:
+    """A protobuf writer's request body: `message` of nominal-api-protos, as raw bytes."""
+    return {
         "required": True,
-        "description": "a nominal.direct_channel_writer.v2.WriteBatchesRequest protobuf (package "
-        "nominal-api-protos), Content-Encoding zstd, gzip or none",
+        "description": f"a {message} protobuf (package nominal-api-protos), "
+        "Content-Encoding zstd, gzip or none",
         "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
     }
-    twin["responses"] = _writer_responses()
 
 
 def install(app: FastAPI) -> None:
@@ -111,12 +116,7 @@ def install(app: FastAPI) -> None:
             operation["responses"] = _writer_responses()
             nominal = schema["paths"][NOMINAL_WRITER_PATH]["post"]
             nominal["summary"] = "Write points as Nominal's SDKs send them (200 once every point is durable)"
-            nominal["requestBody"] = {
-                "required": True,
-                "description": "a WriteRequestNominal protobuf (package nominal-api-protos), "
-                "Content-Encoding zstd, gzip or none",
-                "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
-            }
+            nominal["requestBody"] = _protobuf_body("WriteRequestNominal")
             nominal["responses"] = _writer_responses()
             _document_columnar(schema)
             app.openapi_schema = schema
