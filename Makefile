@@ -33,10 +33,10 @@ $(NOMINAL_VENV)/.installed:
 
 install: $(VENV)/.installed $(NOMINAL_VENV)/.installed
 
-# Java, Chromium and redis-server: apt-get installs them when missing and run as root; otherwise a
+# Java, Chromium, redis-server and Prometheus: apt-get installs them when missing and run as root; otherwise a
 # one-line error names the command (.ci/system-deps).
 system-deps:
-	.ci/system-deps java chromium redis-server
+	.ci/system-deps java chromium redis-server prometheus
 
 java:  # what `make run` needs beyond Python, checked before anything is installed
 	.ci/system-deps java
