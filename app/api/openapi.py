@@ -13,6 +13,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
 from app.ingest.columnar import COLUMNAR_PATH, NOMINAL_COLUMNAR_PATH
+from app.ingest.prometheus import PROMETHEUS_PATH
+from app.ingest.telegraf import TELEGRAF_PATH, TelegrafBody
 from schemas.columnar import WriteColumnBatchesRequest
 from schemas.conjure import SerializableError
 from schemas.ingest import write_request_adapter
@@ -88,6 +90,43 @@ def _document_columnar(schema: dict[str, Any]) -> None:
     twin["responses"] = _writer_responses()
 
 
+def _document_agents(schema: dict[str, Any]) -> None:
+    """The agents' writers: Telegraf's JSON (app/ingest/telegraf.py) and Prometheus remote write
+    (app/ingest/prometheus.py) with its health check."""
+    if TELEGRAF_PATH not in schema["paths"]:  # a compute tier serves no writers
+        return
+    (body,), components = msgspec.json.schema_components(
+        [TelegrafBody], ref_template=REF.format(model="{name}")
+    )
+    schema["components"]["schemas"].update(components)
+    telegraf = schema["paths"][TELEGRAF_PATH]["post"]
+    telegraf["summary"] = "Write Telegraf's JSON metrics (200 once every point is durable)"
+    telegraf["description"] = (
+        "Telegraf's json data format, batch (`metrics`) or single form; a channel per field named "
+        "`<name>.<field>`, the metric's tags as tags, `timestamp` in nanoseconds "
+        '(json_timestamp_units = "1ns").'
+    )
+    telegraf["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    telegraf["responses"] = _writer_responses()
+    remote = schema["paths"][PROMETHEUS_PATH]["post"]
+    remote["summary"] = "Prometheus remote write 1.0 (200 once every sample is durable)"
+    remote["description"] = (
+        "`__name__` is the channel, the other labels its tags; Content-Encoding: snappy (the block format)."
+    )
+    remote["requestBody"] = {
+        "required": True,
+        "description": "a snappy-compressed Prometheus WriteRequest protobuf "
+        "(nominal-api-protos' prometheus_remote_write.proto)",
+        "content": {"application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}},
+    }
+    remote["responses"] = _writer_responses()
+    health = schema["paths"][PROMETHEUS_PATH]["get"]
+    health["summary"] = "Remote write health check (Vector's sink): true once the caller is admitted"
+    health["responses"] = {
+        "200": {"description": "true", "content": {"application/json": {"schema": {"type": "boolean"}}}}
+    }
+
+
 def _protobuf_body(message: str) -> dict[str, Any]:
     """A protobuf writer's request body: `message` of nominal-api-protos, as raw bytes."""
     return {
@@ -119,6 +158,7 @@ def install(app: FastAPI) -> None:
             nominal["requestBody"] = _protobuf_body("WriteRequestNominal")
             nominal["responses"] = _writer_responses()
             _document_columnar(schema)
+            _document_agents(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -172,12 +172,14 @@ class _Zlib:
             raise _corrupt(self.name, "the body ends inside the compressed stream (truncated)")
 
 
-def _decoder(header: str | None) -> _Decoder:
+def _decoder(header: str | None, passed: tuple[str, ...] = ()) -> _Decoder:
     codings = [c.strip().lower() for c in (header or "").split(",") if c.strip()]
     codings = [c for c in codings if c != "identity"]
     if not codings:
         return _Identity()
     if len(codings) == 1:
+        if codings[0] in passed:  # the endpoint undoes it itself (Prometheus' snappy block format)
+            return _Identity()
         if codings[0] == "zstd":
             return _Zstd()
         if codings[0] in ("gzip", "x-gzip"):
@@ -192,10 +194,13 @@ def _decoder(header: str | None) -> _Decoder:
     )
 
 
-async def read_body(request: Request, limit: int, setting: str = "max_request_bytes") -> bytes:
+async def read_body(
+    request: Request, limit: int, setting: str = "max_request_bytes", passed: tuple[str, ...] = ()
+) -> bytes:
     """The body, decoded per its Content-Encoding; raises HttpError (413, 415, 400) before more
-    than the limit of it is held. `setting`: the limit's name in Settings, for the 413."""
-    decoder = _decoder(request.headers.get("content-encoding"))
+    than the limit of it is held. `setting`: the limit's name in Settings, for the 413. `passed`:
+    codings returned as sent, for the caller to undo (it then bounds what they produce)."""
+    decoder = _decoder(request.headers.get("content-encoding"), passed)
     length = request.headers.get("content-length")
     if length is not None and length.strip().isdigit() and int(length) > limit:
         raise BodyTooLarge(limit, f"(Content-Length {int(length)})", setting)

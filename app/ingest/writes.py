@@ -137,7 +137,7 @@ async def write_points(request: Request) -> Response:
 Decode = Callable[[bytes], Awaitable[list[SeriesWrite]]]
 
 
-async def accept_writes(request: Request, decode: Decode) -> Response:
+async def accept_writes(request: Request, decode: Decode, passed: tuple[str, ...] = ()) -> Response:
     """Every write endpoint's pipeline: Origin (403), bearer token (401), the body read under
     SPARKWIRE_MAX_REQUEST_BYTES with its Content-Encoding undone (413, 415, 400),
     `await decode(body)` (raises InvalidWrite: 400), the ingest limits (400, 413 for too many points),
@@ -145,7 +145,8 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
     InsufficientStorage: 507, LogUnavailable: 503 with Retry-After). 200 once every point is
     durable; on any refusal nothing is stored.
     Every error body is a Conjure error (app/http/errors.py). `decode` must raise InvalidWrite for
-    anything it cannot accept: any other exception is a bug (500)."""
+    anything it cannot accept: any other exception is a bug (500). `passed`: Content-Encodings
+    `decode` undoes itself, under the same limit (app/http/request_body.py)."""
     state = request.app.state.sparkwire
     try:
         principal = state.admission.admit(request.headers, "write here")
@@ -153,7 +154,7 @@ async def accept_writes(request: Request, decode: Decode) -> Response:
         return error_response(refused.status, refused.message)
     body = b""
     try:
-        body = await read_body(request, state.settings.max_request_bytes)
+        body = await read_body(request, state.settings.max_request_bytes, passed=passed)
         writes = await decode(body)
         check_limits(writes, state.settings)
         if denied := _denied(principal, writes):

@@ -42,6 +42,8 @@ from app.ingest.columnar import (
     write_nominal_columnar,
 )
 from app.ingest.nominal import write_nominal
+from app.ingest.prometheus import PROMETHEUS_PATH, prometheus_health, write_prometheus
+from app.ingest.telegraf import TELEGRAF_PATH, write_telegraf
 from app.ingest.workers import DecodeWorkers
 from app.ingest.writes import write_points
 from app.metrics import Metrics
@@ -265,6 +267,9 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
         app.add_api_route(COLUMNAR_PATH, write_columnar, methods=["POST"])  # app/ingest/columnar.py
         app.add_api_route(NOMINAL_COLUMNAR_PATH, write_nominal_columnar, methods=["POST"])
+        app.add_api_route(TELEGRAF_PATH, write_telegraf, methods=["POST"])  # app/ingest/telegraf.py
+        app.add_api_route(PROMETHEUS_PATH, write_prometheus, methods=["POST"])  # app/ingest/prometheus.py
+        app.add_api_route(PROMETHEUS_PATH, prometheus_health, methods=["GET"])
         app.add_api_websocket_route(WS_PATH, websocket_endpoint)  # documented; served by the fast path
         app.add_middleware(WebSocketFastPath)  # added last: the outermost (app/api/ws.py)
     else:
