@@ -13,11 +13,13 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
 from app.ingest.columnar import COLUMNAR_PATH, NOMINAL_COLUMNAR_PATH
+from app.ingest.logs import LOGS_PATH
 from app.ingest.prometheus import PROMETHEUS_PATH
 from app.ingest.telegraf import TELEGRAF_PATH, TelegrafBody
 from schemas.columnar import WriteColumnBatchesRequest
 from schemas.conjure import SerializableError
 from schemas.ingest import write_request_adapter
+from schemas.logs import WriteLogsRequest
 
 REF = "#/components/schemas/{model}"
 WRITER_PATH = "/storage/writer/v1"
@@ -127,6 +129,24 @@ def _document_agents(schema: dict[str, Any]) -> None:
     }
 
 
+def _document_logs(schema: dict[str, Any]) -> None:
+    """The log writer (app/ingest/logs.py): its JSON body's schema from schemas/logs.py."""
+    if LOGS_PATH not in schema["paths"]:  # a compute tier serves no writers
+        return
+    (body,), components = msgspec.json.schema_components(
+        [WriteLogsRequest], ref_template=REF.format(model="{name}")
+    )
+    schema["components"]["schemas"].update(components)
+    logs = schema["paths"][LOGS_PATH]["post"]
+    logs["summary"] = "Write log lines (200 once every line is durable)"
+    logs["description"] = (
+        'nominal-api\'s WriteLogsRequest: each point a message and its args, to `channel` ("logs" '
+        "when absent) of the data source; a channel holds log lines only, and refuses other points."
+    )
+    logs["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    logs["responses"] = _writer_responses()
+
+
 def _protobuf_body(message: str) -> dict[str, Any]:
     """A protobuf writer's request body: `message` of nominal-api-protos, as raw bytes."""
     return {
@@ -158,6 +178,7 @@ def install(app: FastAPI) -> None:
             nominal["requestBody"] = _protobuf_body("WriteRequestNominal")
             nominal["responses"] = _writer_responses()
             _document_columnar(schema)
+            _document_logs(schema)
             _document_agents(schema)
             app.openapi_schema = schema
         return app.openapi_schema

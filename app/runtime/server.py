@@ -41,6 +41,7 @@ from app.ingest.columnar import (
     write_columnar,
     write_nominal_columnar,
 )
+from app.ingest.logs import LOGS_PATH, write_logs
 from app.ingest.nominal import write_nominal
 from app.ingest.prometheus import PROMETHEUS_PATH, prometheus_health, write_prometheus
 from app.ingest.telegraf import TELEGRAF_PATH, write_telegraf
@@ -267,6 +268,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.add_api_route("/storage/writer/v1/nominal/{dataSourceRid}", write_nominal, methods=["POST"])
         app.add_api_route(COLUMNAR_PATH, write_columnar, methods=["POST"])  # app/ingest/columnar.py
         app.add_api_route(NOMINAL_COLUMNAR_PATH, write_nominal_columnar, methods=["POST"])
+        app.add_api_route(LOGS_PATH, write_logs, methods=["POST"])  # app/ingest/logs.py
         app.add_api_route(TELEGRAF_PATH, write_telegraf, methods=["POST"])  # app/ingest/telegraf.py
         app.add_api_route(PROMETHEUS_PATH, write_prometheus, methods=["POST"])  # app/ingest/prometheus.py
         app.add_api_route(PROMETHEUS_PATH, prometheus_health, methods=["GET"])

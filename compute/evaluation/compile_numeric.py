@@ -682,7 +682,6 @@ def time_range_filter(categorical: bool) -> Callable[[_Builder, Json], nodes.Ser
 REFUSED: dict[str, str] = {}
 # Refused as Nominal does: polling only, with its PollingOnlyComputationType.
 POLLING_ONLY: dict[str, tuple[str, str]] = {
-    "contains": ("LOG_SERIES", "contains reads a log series, which streams by polling only"),
     "select1dArrayIndex": (
         "ARRAY",
         "select1dArrayIndex reads an array series, which streams by polling only",

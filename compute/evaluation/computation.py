@@ -34,6 +34,7 @@ from compute.evaluation.results import (
     EnumBuckets,
     EnumPoints,
     EnumValue,
+    LogPoints,
     MultivariateBuckets,
     NumericBuckets,
     NumericPoints,
@@ -165,6 +166,7 @@ class _Route:
 @dataclass
 class _Group:
     windows: dict[int, SeriesWindow] = field(default_factory=dict)
+    logs: set[int] = field(default_factory=set)  # the input indices whose coded window holds log lines
 
 
 class Computation:
@@ -336,9 +338,11 @@ class Computation:
                 if group is None:
                     group = self.groups[route.group] = _Group()
                 window = group.windows.get(route.input_index)
-                if route.kind is SeriesKind.ENUM:
+                if route.kind is not SeriesKind.NUMERIC:  # string labels and log lines, coded alike
                     if window is None:
                         window = group.windows[route.input_index] = SeriesWindow(np.int32)
+                        if route.kind is SeriesKind.LOG:
+                            group.logs.add(route.input_index)
                     window.insert(ts, self._codes(values))
                 else:
                     if window is None:
@@ -404,7 +408,8 @@ class Computation:
             for index, window in group.windows.items():
                 window.trim_before(keep_from)
                 if window.dtype == np.int32:
-                    series[index] = EnumPoints(window.ts, window.values, self.categories)
+                    coded = LogPoints if index in group.logs else EnumPoints
+                    series[index] = coded(window.ts, window.values, self.categories)
                 else:
                     series[index] = NumericPoints(window.ts, window.values)
             inputs[key] = series

@@ -265,6 +265,25 @@ VARIANTS: dict[str, frozenset[str]] = {
         ]
     ),
     "ChannelSeries": frozenset(["dataSource", "asset", "run"]),
+    # `contains`' input and operator (compile_logs.py): LogSeries streams for contains' sake only
+    # through `raw` and `channel`; its other variants are refused as Nominal does (LOG_SERIES).
+    "LogSeries": frozenset(
+        [
+            "raw",
+            "channel",
+            "derived",
+            "selectLogs",
+            "union",
+            "filter",
+            "timeShift",
+            "toStartOfInterval",
+            "filterByTag",
+            "selectTags",
+        ]
+    ),
+    "LogFilterOperator": frozenset(
+        ["regexFilter", "exactMatchCaseInsensitiveFilter", "arg", "and", "or", "not"]
+    ),
     "AggregationBuilder": frozenset(["rollingTime", "rollingPoints", "groupBy"]),
     "NumericAggregationOperator": frozenset(
         ["sum", "average", "min", "max", "count", "standardDeviation", "rootMeanSquare", "percentile", "udf"]

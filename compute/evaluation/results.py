@@ -284,6 +284,18 @@ class EnumPoints:
         return len(self.ts)
 
 
+class LogPoints(EnumPoints):
+    """A log channel's points (SeriesKind.LOG): coded as an enum channel's are, each category one
+    log line's message and args as the compact JSON text the log stores (`log_text`). Only the log
+    nodes read it (compute/evaluation/nodes/logs.py); a numeric or enum node refuses it by name."""
+
+    kind = "log"
+
+    def since(self, start: int) -> LogPoints:
+        i = int(self.ts.searchsorted(start, side="left"))
+        return LogPoints(self.ts[i:], self.codes[i:], self.categories)
+
+
 @dataclass
 class EnumBuckets:
     width: int

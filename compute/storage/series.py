@@ -8,8 +8,13 @@ from enum import StrEnum
 
 
 class SeriesKind(StrEnum):
+    """A series' kind, fixed by its first write (the log refuses points of another kind on it)."""
+
     NUMERIC = "double"
     ENUM = "string"
+    # Log lines (`POST /storage/writer/v1/logs/{rid}`): each point's message and args as compact JSON
+    # text in the string column, as `log_text` writes it (docs/decisions/0071-log-points.md).
+    LOG = "log"
 
 
 @dataclass(frozen=True)

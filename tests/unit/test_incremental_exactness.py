@@ -26,6 +26,7 @@ from compute.evaluation.nodes.base import node_kinds
 from compute.evaluation.nodes.outputs import SummarizeRanges
 from compute.evaluation.results import EnumBuckets, MultivariateBuckets, NumericBuckets
 from compute.storage.assets import Asset, DataScope, Run
+from compute.storage.log_lines import log_text
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests import node_json as n
 from tests.client_view import ResultView, clip_ranges, first_difference
@@ -43,6 +44,7 @@ SERIES = {
     ("e", ()): 3,
     ("g", (("vehicle", "v1"),)): 4,
     ("g", (("vehicle", "v2"),)): 5,
+    ("l", ()): 6,  # log lines (SeriesKind.LOG)
 }
 BASE = 1_800_000_000 * NANOS
 J = dict[str, Any]
@@ -61,6 +63,13 @@ def _boolean_ranges(condition: J) -> J:
 
 
 a, b, g = n.num("a"), n.num("b"), n.num("g")
+# channel "l"'s log lines, as the log stores them
+LOG_LINES = [
+    log_text("Disk full", {"level": "ERROR"}),
+    log_text("error: reset", {"level": "WARN", "host": "a1"}),
+    log_text("all good", {}),
+    log_text("ERR-42", {"host": "a1"}),
+]
 # Every node kind, alone and nested (a point-reach node over a time-reach one and the reverse).
 CASES: dict[str, J] = {
     "raw": n.series(n.numeric_series(a), buckets=8),
@@ -198,6 +207,24 @@ _STATES = range_enum_nodes.CASES["grouped_value_map"]["series"]["input"]["enum"]
 CASES["enum_select_tags_joined"] = n.series(
     n.enum_series(n.union("selectTags", {"input": _STATES, "tagKeys": []})), buckets=6
 )
+# contains (nodes/logs.py): a point per log line, 1.0 where the operator matches
+CASES["contains"] = n.series(
+    n.numeric_series(
+        n.union(
+            "contains",
+            {
+                "input": n.raw("l"),
+                "operator": n.union(
+                    "or",
+                    [
+                        n.union("exactMatchCaseInsensitiveFilter", {"token": "err"}),
+                        n.union("arg", {"key": n.literal("host"), "operator": {"regex": "^a"}}),
+                    ],
+                ),
+            },
+        )
+    ),
+)
 SINCE = BASE + 6 * NANOS  # timeRangeFilter's start, inside the ~20 s written
 # refpropV2 (fluid properties, a Pointwise kernel): water in its two-phase dome (390-410 K, 498-502
 # kg/m^3), so every aligned point has a finite pressure; V1 with a 3 s forward-fill radius.
@@ -273,6 +300,7 @@ BRANCHES = n.union(
 )
 VARIABLES = {
     **variables(RID),
+    "l": n.channel(RID, "l"),
     "branches": n.union(
         "series", {"select": {"name": n.literal("a"), "dataset": BRANCHES}, "groupByTags": []}
     ),
@@ -349,6 +377,14 @@ def _plan(node: J, window_ns: int = WINDOW_NS) -> Any:
 GRID = st.integers(-4, 4).map(lambda i: i / 2)
 
 
+def _value(draw: st.DrawFn, channel: str) -> Any:
+    if channel == "e":
+        return draw(st.sampled_from(STATES))
+    if channel == "l":
+        return draw(st.sampled_from(LOG_LINES))
+    return draw(GRID)
+
+
 @st.composite
 def feeds(draw: st.DrawFn) -> list[tuple[str, dict[str, str], list[tuple[int, Any]]]]:
     """Write requests in arrival order over ~20 s (so a 4 s window slides past most of it): dense
@@ -360,6 +396,7 @@ def feeds(draw: st.DrawFn) -> list[tuple[str, dict[str, str], list[tuple[int, An
         ("e", {}),
         ("g", {"vehicle": "v1"}),
         ("g", {"vehicle": "v2"}),
+        ("l", {}),
     ):
         count = draw(st.integers(0, 60))
         gaps = draw(st.lists(st.sampled_from([7, 50, 200, 400, 1300, 2600]), min_size=count, max_size=count))
@@ -367,11 +404,11 @@ def feeds(draw: st.DrawFn) -> list[tuple[str, dict[str, str], list[tuple[int, An
         for gap in gaps:
             t += gap * MS + draw(st.integers(0, 3))
             stamps.append(t)
-        values = [draw(st.sampled_from(STATES)) if channel == "e" else draw(GRID) for _ in stamps]
+        values = [_value(draw, channel) for _ in stamps]
         points = list(zip(stamps, values, strict=True))
         if points and draw(st.booleans()):  # a later write of an existing timestamp wins
             t0, _ = draw(st.sampled_from(points))
-            points.append((t0, draw(st.sampled_from(STATES)) if channel == "e" else draw(GRID)))
+            points.append((t0, _value(draw, channel)))
         size = draw(st.integers(1, 6))
         for i in range(0, len(points), size):
             chunk = points[i : i + size]
@@ -390,7 +427,7 @@ def _computation(node: J) -> Computation:
     plan = _plan(node)
     computation = Computation("exact", plan, allowed_lateness_ns=1000 * NANOS)  # none dropped
     for (channel, tags), sid in SERIES.items():
-        kind = SeriesKind.ENUM if channel == "e" else SeriesKind.NUMERIC
+        kind = {"e": SeriesKind.ENUM, "l": SeriesKind.LOG}.get(channel, SeriesKind.NUMERIC)
         computation.route(SeriesInfo(sid, SeriesKey.of(RID, channel, dict(tags)), kind))
     return computation
 
@@ -398,7 +435,7 @@ def _computation(node: J) -> Computation:
 def _rows(request: Any, seq: int) -> tuple[int, Rows]:
     channel, tags, points = request
     ts = np.array([BASE + t for t, _ in points], np.int64)
-    values = np.array([v for _, v in points], dtype=object if channel == "e" else np.float64)
+    values = np.array([v for _, v in points], dtype=object if channel in ("e", "l") else np.float64)
     seqs = np.arange(seq + 1, seq + 1 + len(points))
     return SERIES[(channel, tuple(sorted(tags.items())))], Rows(seqs, ts, values)
 
@@ -638,6 +675,7 @@ INCREMENTAL_CASES = {
     "ZScore": "numeric_grouped_z_score_within_4s",
     "ToStartOfInterval": "ranges_enums_to_start_of_interval_then_aggregate_max",
     "EnumAggregateDuplicates": "ranges_enums_to_start_of_interval_then_aggregate_max",
+    "Contains": "contains",
 }
 
 
@@ -667,6 +705,11 @@ def test_an_incremental_kind_is_not_evaluated_whole_by_a_live_batch(kind: str) -
             3: Rows(seqs, ts, states),
             4: Rows(seqs, ts, np.sin(np.arange(first, first + count) / 3)),  # g, vehicle v1
             5: Rows(seqs, ts + 3 * MS, np.cos(np.arange(first, first + count) / 11)),  # g, vehicle v2
+            6: Rows(
+                seqs,
+                ts,
+                np.array([LOG_LINES[i % len(LOG_LINES)] for i in range(first, first + count)], dtype=object),
+            ),
         }
 
     computation.backfill_seq = 1000

@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.results import INT64_MAX, INT64_MIN, EnumPoints, NumericPoints, Output, Ranges
+from compute.evaluation.results import (
+    INT64_MAX,
+    INT64_MIN,
+    EnumPoints,
+    LogPoints,
+    NumericPoints,
+    Output,
+    Ranges,
+)
 
 if TYPE_CHECKING:
     from compute.evaluation.nodes.cross_group import Family
@@ -299,17 +307,41 @@ def empty_numeric() -> NumericPoints:
 
 
 def numeric(series: Series, node: str) -> NumericPoints:
-    """The series as numbers, or an honest refusal when a numeric node reads an enum channel."""
+    """The series as numbers, or an honest refusal when a numeric node reads an enum or log channel."""
     if isinstance(series, EnumPoints):
         raise ComputeError(
             "InvalidComputation",
-            f"'{node}' needs a numeric series, got a string channel",
+            f"'{node}' needs a numeric series, got a {_channel_kind(series)} channel",
             {"invalidTypes": "", "variant": node},
         )
     return series
 
 
+def _channel_kind(series: EnumPoints) -> str:
+    return "log" if isinstance(series, LogPoints) else "string"
+
+
+def log_lines(series: Series, node: str) -> LogPoints:
+    """The series as log lines, or an honest refusal when a log node reads a double or string channel."""
+    if isinstance(series, LogPoints):
+        return series
+    if not len(series):  # nothing written yet: no log line
+        return LogPoints(series.ts, np.empty(0, np.int32), [])
+    got = "string" if isinstance(series, EnumPoints) else "double"
+    raise ComputeError(
+        "InvalidComputation",
+        f"'{node}' needs a log series, got a {got} channel",
+        {"invalidTypes": "", "variant": node},
+    )
+
+
 def enum(series: Series, node: str, categories: list[str]) -> EnumPoints:
+    if isinstance(series, LogPoints):  # a log line is no label: only the log nodes read it
+        raise ComputeError(
+            "InvalidComputation",
+            f"'{node}' needs an enum series, got a log channel",
+            {"invalidTypes": "", "variant": node},
+        )
     if isinstance(series, NumericPoints):
         if not len(series):  # nothing written yet: an empty enum series
             return EnumPoints(series.ts, np.empty(0, np.int32), categories)

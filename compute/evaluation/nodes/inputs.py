@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compute.evaluation.errors import polling_only
 from compute.evaluation.nodes.base import (
     EvalEnv,
     Reach,
@@ -15,9 +16,10 @@ from compute.evaluation.nodes.base import (
     cut,
     empty_numeric,
     enum,
+    log_lines,
     numeric,
 )
-from compute.evaluation.results import EnumPoints
+from compute.evaluation.results import EnumPoints, LogPoints
 
 
 @dataclass
@@ -25,7 +27,8 @@ class ChannelInput(SeriesNode):
     """The points of the series one of the plan's channel selectors routes here."""
 
     index: int
-    expect: str | None = None  # "numeric", "enum", or None when a `Series.raw` leaves it open
+    # "numeric", "enum", "log" (a LogSeries: compile_logs.py), or None when a `Series.raw` leaves it open
+    expect: str | None = None
 
     def reads_channel(self) -> bool:
         return True
@@ -49,11 +52,21 @@ class ChannelInput(SeriesNode):
         if series is None:
             if self.expect == "enum":
                 return EnumPoints(np.empty(0, np.int64), np.empty(0, np.int32), env.categories)
+            if self.expect == "log":
+                return LogPoints(np.empty(0, np.int64), np.empty(0, np.int32), env.categories)
             return empty_numeric()
         if self.expect == "numeric":
             return numeric(series, "numeric")
         if self.expect == "enum":
             return enum(series, "enum", env.categories)
+        if self.expect == "log":
+            return log_lines(series, "log")
+        if isinstance(series, LogPoints):  # a log channel read as a `Series`: Nominal's `log`, polling only
+            raise polling_only(
+                "a log channel read as a series streams by polling only (a log node such as contains "
+                "streams over it)",
+                "LOG_SERIES",
+            )
         return series
 
 

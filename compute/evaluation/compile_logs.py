@@ -1,0 +1,116 @@
+"""Builders of the log nodes: `contains` (NumericSeries), over a `LogSeries` compiled here, with its
+`LogFilterOperator` compiled to a predicate of one log line (nodes/logs.py). Registered into
+compiler.py's tables by their Conjure variant names when this module loads.
+
+A `LogSeries` streams here only as far as `contains` needs: `raw` (a variable bound to a channel, a
+series or a sub-computation reading one) and `channel`. Its other variants (selectLogs, union,
+filter, ...) are refused as Nominal refuses every LogSeries: polling only, `LOG_SERIES`.
+
+The operators, as nominal-api documents them (docs/decisions/0071-log-points.md):
+- `regexFilter`: the message holds a match of the re2 regular expression (RE2's partial match,
+  read by Google's re2 itself, so its syntax and its linear time are RE2's);
+- `exactMatchCaseInsensitiveFilter`: the message holds the token, case-insensitively, as a whole
+  token: bounded on each side by the message's edge or a character other than an ASCII letter or
+  digit ("err" matches "ERR: disk" and "disk err", not "error");
+- `arg`: the arg named `key` is present and holds a match of its regular expression;
+- `and` / `or` / `not`: every / any / not the operand(s) (an empty `and` matches, an empty `or`
+  does not)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import re2
+
+from compute.evaluation import compiler as c
+from compute.evaluation.errors import not_supported, polling_only
+from compute.evaluation.nodes import SeriesNode
+from compute.evaluation.nodes.logs import Contains, LineFilter
+
+Json = c.Json
+B = c._Builder
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a bad expression is refused by name, not logged by RE2 to stderr
+_TOKEN_EDGE = "[^0-9A-Za-z]"
+
+# LogSeries variants that stream (for contains), by how each reads its channel
+_LOG_READS = {
+    "raw": lambda b, v: b.channel_input(v, "log"),
+    "channel": lambda b, v: b.channel_series(v, "log"),
+}
+
+
+def log_series(b: B, value: Json) -> SeriesNode:
+    """A `LogSeries` that reads a log channel, or PollingOnlyComputation `LOG_SERIES` by name."""
+    kind, inner = b.variant("LogSeries", value)
+    read = _LOG_READS.get(kind)
+    if read is None:
+        raise polling_only(f"LogSeries '{kind}' supports polling only", "LOG_SERIES")
+    with b.budget:
+        node: SeriesNode = read(b, inner)
+    return node
+
+
+def _regex(pattern: Json, what: str) -> Any:
+    if not isinstance(pattern, str):
+        raise c.MalformedNode(f"{what}.regex must be a string")
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise not_supported(
+            f"{what}.regex {pattern[:200]!r} is not an RE2 regular expression: {reason}", what, field="regex"
+        ) from None
+
+
+def line_filter(b: B, value: Json) -> LineFilter:
+    """A `LogFilterOperator` as a predicate of one line's (message, args)."""
+    kind, inner = b.variant("LogFilterOperator", value)
+    with b.budget:
+        return _line_filter(b, kind, inner)
+
+
+def _line_filter(b: B, kind: str, inner: Json) -> LineFilter:
+    if kind == "regexFilter":
+        search = _regex(b.get(b.obj(inner, kind), "regex", kind), kind).search
+        return lambda message, args: search(message) is not None
+    if kind == "exactMatchCaseInsensitiveFilter":
+        token = b.get(b.obj(inner, kind), "token", kind)
+        if not isinstance(token, str):
+            raise c.MalformedNode(f"{kind}.token must be a string")
+        if not token:
+            raise not_supported(f"{kind}.token is empty: it names no token to match", kind, field="token")
+        pattern = f"(?i)(?:^|{_TOKEN_EDGE}){re2.escape(token)}(?:$|{_TOKEN_EDGE})"
+        token_search = re2.compile(pattern, _OPTIONS).search
+        return lambda message, args: token_search(message) is not None
+    if kind == "arg":
+        o = b.obj(inner, "LogArgFilterOperator")
+        key = b.string_constant(b.get(o, "key", "LogArgFilterOperator"))
+        operator = b.obj(b.get(o, "operator", "LogArgFilterOperator"), "LogRegexFilterOperator")
+        arg_search = _regex(b.get(operator, "regex", "LogRegexFilterOperator"), "arg.operator").search
+
+        def arg_matches(message: str, args: dict[str, str]) -> bool:
+            value = args.get(key)
+            return value is not None and arg_search(value) is not None
+
+        return arg_matches
+    if kind == "not":
+        negated = line_filter(b, inner)
+        return lambda message, args: not negated(message, args)
+    if not isinstance(inner, list):
+        raise c.MalformedNode(f"LogFilterOperator.{kind} must be a list of operators")
+    operands = [line_filter(b, operand) for operand in inner]
+    if kind == "and":
+        return lambda message, args: all(f(message, args) for f in operands)
+    return lambda message, args: any(f(message, args) for f in operands)
+
+
+def _contains(b: B, v: Json) -> SeriesNode:
+    what = "contains"
+    o = b.obj(v, what)
+    x = log_series(b, b.get(o, "input", what))
+    return Contains(x, line_filter(b, b.get(o, "operator", what)))
+
+
+c.NUMERIC_BUILDERS["contains"] = _contains

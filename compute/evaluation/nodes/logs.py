@@ -1,0 +1,49 @@
+"""Log nodes: `contains` (nominal-api's ContainsSeries), "maps each log line to 1.0 when `operator`
+matches it and 0.0 otherwise", over a log channel's lines (results.LogPoints).
+
+A `LogFilterOperator` is compiled (compile_logs.py) to a `LineFilter`, a predicate of one line's
+message and args. A line is judged once per distinct text: a live computation codes its log lines
+as an enum channel's labels, so the judgement is kept by label and a batch costs its new labels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compute.evaluation.nodes.base import PointByPoint, Series, SeriesNode, log_lines
+from compute.evaluation.results import NumericPoints
+from compute.storage.log_lines import read_log_text
+
+# one log line's (message, args) -> whether the operator matches it
+LineFilter = Callable[[str, dict[str, str]], bool]
+
+MAX_KEPT_JUDGEMENTS = 100_000  # distinct lines whose judgement is kept; past it the memo starts over
+
+
+@dataclass
+class Contains(PointByPoint):
+    """`contains`: 1.0 at each log line the filter matches, 0.0 at the others (one point per line)."""
+
+    input: SeriesNode
+    matches: LineFilter
+    # the judgement of each line seen, by its stored text (compute/storage/log_lines.py)
+    judged: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def apply(self, x: Series) -> NumericPoints:
+        lines = log_lines(x, "contains")
+        if not len(lines):
+            return NumericPoints(lines.ts, np.empty(0, np.float64))
+        codes, index = np.unique(lines.codes, return_inverse=True)
+        judged = self.judged
+        if len(judged) > MAX_KEPT_JUDGEMENTS:
+            judged.clear()
+        per_code = np.empty(len(codes), np.float64)
+        for i, code in enumerate(codes.tolist()):
+            text = lines.categories[code]
+            value = judged.get(text)
+            if value is None:
+                value = judged[text] = 1.0 if self.matches(*read_log_text(text)) else 0.0
+            per_code[i] = value
+        return NumericPoints(lines.ts, per_code[index.reshape(-1)])
