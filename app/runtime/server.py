@@ -23,6 +23,7 @@ from app.api import (
     dashboard,
     directory,
     docs_pages,
+    events,
     health,
     metrics_route,
     modules,
@@ -203,6 +204,7 @@ def create_app(settings: Settings) -> FastAPI:
             decoders = DecodeWorkers(0, 0, metrics.bodies_decoded)  # every body decoded inline
         assets.open_store(app, settings)  # the asset and run catalog beside the log (app/api/assets.py)
         modules.open_store(app, settings)  # the modules derived series apply (app/api/modules.py)
+        events.open_store(app, settings)  # the events eventsSearch reads (app/api/events.py)
         state = ServerState(settings, log, hub, metrics, decoders)
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
@@ -258,6 +260,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(directory.router)  # the directory of live computations (admin)
     app.include_router(assets.router)  # assets and runs (app/api/assets.py)
     app.include_router(modules.router)  # Nominal's ModuleService (app/api/modules.py)
+    app.include_router(events.router)  # Nominal's EventService (app/api/events.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

@@ -812,6 +812,42 @@ def select_categorical_property(kind: Literal["asset", "run"], rid: str, propert
     )
 
 
+def event_query(
+    *,
+    label: str | None = None,
+    asset: str | None = None,
+    search_text: str | None = None,
+    event_type: Literal["INFO", "FLAG", "ERROR", "SUCCESS"] | None = None,
+) -> Json:
+    """A `ComputeEventQuery` over the events the server keeps (its EventService, /event/v1): the terms
+    given, all of them (`and`). Other terms (`after`, `before`, `property`, `or`, `not`): JSON by hand."""
+    terms = [
+        _union(kind, value if kind == "eventType" else _literal(value))
+        for kind, value in (
+            ("label", label),
+            ("asset", asset),
+            ("searchText", search_text),
+            ("eventType", event_type),
+        )
+        if value is not None
+    ]
+    if not terms:
+        raise ValueError("an event query needs at least one term")
+    return terms[0] if len(terms) == 1 else _union("and", terms)
+
+
+def events_search(query: Json) -> RangeSeries:
+    """`eventsSearch`: a range for each event the query finds, [timestamp, timestamp + duration)."""
+    return RangeSeries(_union("eventsSearch", {"query": query}))
+
+
+def event_aggregation(query: Json, property_name: str | None = None) -> EnumSeries:
+    """`eventAggregation`: a point at each found event's timestamp, labelled with its property
+    `property_name`'s value, or (None) with its level (its type: INFO, FLAG, ERROR, SUCCESS)."""
+    source = _union("level", {}) if property_name is None else _union("property", _literal(property_name))
+    return EnumSeries(_union("eventAggregation", {"query": query, "valueSource": source}))
+
+
 # -- computable nodes -------------------------------------------------------------------------------
 def _series_union(node: NumericSeries | EnumSeries) -> Json:
     return _union("numeric" if isinstance(node, NumericSeries) else "enum", node.json)

@@ -194,13 +194,6 @@ def _stability(version: str) -> c.RangeBuilder:
     return build
 
 
-def _no_events(b: B, v: Json) -> RangeNode:
-    raise not_supported(
-        "RangeSeries 'eventsSearch' is not supported: Sparkwire stores no events, only channel points",
-        "eventsSearch",
-    )
-
-
 def _on_change(b: B, v: Json) -> RangeNode:
     o = b.obj(v, "onChange")
     return OnChange(b.timed(b.series(b.get(o, "input", "onChange")), "onChange"))
@@ -317,7 +310,6 @@ RANGE_BUILDERS: dict[str, c.RangeBuilder] = {
     "categoricalEqualityRangesV2": _equality("categoricalEqualityRangesV2", categorical=True, v2=True),
     "stabilityDetection": _stability("stabilityDetection"),
     "stabilityDetectionV2": _stability("stabilityDetectionV2"),
-    "eventsSearch": _no_events,
     "rangeNumericAggregation": _range_numeric_aggregation,
 }
 
@@ -459,19 +451,11 @@ def _enum_aggregation(b: B, v: Json) -> SeriesNode:
     return EnumAggregateDuplicates(x, operator.upper())
 
 
-def _enum_refused(variant: str, reason: str) -> c.SeriesBuilder:
-    def build(b: B, v: Json) -> SeriesNode:
-        raise not_supported(f"EnumSeries '{variant}' is not supported: {reason}", variant)
-
-    return build
-
-
 ENUM_BUILDERS: dict[str, c.SeriesBuilder] = {
     "resample": _resample("resample"),
     "resampleV2": _resample("resampleV2"),
     "union": _enum_union,
     "enumAggregation": _enum_aggregation,
-    "eventAggregation": _enum_refused("eventAggregation", "Sparkwire stores no events, only channel points"),
     "nthPointDownsample": compile_numeric.nth_point(categorical=True),  # one builder for both families
     "toStartOfInterval": compile_numeric.to_start_of_interval(categorical=True),
     "timeRangeFilter": compile_numeric.time_range_filter(categorical=True),

@@ -1148,6 +1148,7 @@ from compute.evaluation import (  # noqa: E402  (they use this module's helpers)
     compile_charts,  # noqa: F401
     compile_cross_group,
     compile_derived,
+    compile_events,  # noqa: F401
     compile_logs,  # noqa: F401
     compile_properties,  # noqa: F401
     compile_ranges,  # noqa: F401

@@ -265,6 +265,36 @@ VARIANTS: dict[str, frozenset[str]] = {
         ]
     ),
     "ChannelSeries": frozenset(["dataSource", "asset", "run"]),
+    # scout_rids_api's query of eventsSearch and eventAggregation (compile_events.py)
+    "ComputeEventQuery": frozenset(
+        [
+            "searchText",
+            "after",
+            "before",
+            "advancedTimeFilter",
+            "asset",
+            "template",
+            "workbook",
+            "dataReview",
+            "originType",
+            "dataReviewCheck",
+            "dispositionStatus",
+            "priority",
+            "assignee",
+            "eventType",
+            "createdBy",
+            "label",
+            "property",
+            "and",
+            "or",
+            "not",
+            "workspace",
+            "procedure",
+            "procedureExecution",
+            "stepId",
+        ]
+    ),
+    "EventsEnumValueSource": frozenset(["property", "level"]),
     # `contains`' input and operator (compile_logs.py): LogSeries streams for contains' sake only
     # through `raw` and `channel`; its other variants are refused as Nominal does (LOG_SERIES).
     "LogSeries": frozenset(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conjure_python_client import ConjureEncoder
-from nominal_api import api, scout_rids_api, scout_run_api
+from nominal_api import api, scout_run_api
 from nominal_api import persistent_compute_api as pc
 from nominal_api import scout_compute_api as sc
 
@@ -693,16 +693,6 @@ async def test_a_tag_combination_appearing_mid_stream_reaches_subscribers(
 
 
 REFUSED: dict[str, tuple[Json, dict[str, str]]] = {
-    "events_search": (
-        ranges_node(
-            sc.RangeSeries(
-                events_search=sc.EventsSearchRanges(
-                    query=scout_rids_api.ComputeEventQuery(search_text=sc.StringConstant(literal="x"))
-                )
-            )
-        ),
-        {"invalidTypes": "", "variant": "eventsSearch"},
-    ),
     "negative_padding": (
         ranges_node(
             sc.RangeSeries(

@@ -52,10 +52,7 @@ hot = temp.above(90)
 S, E, R, V, C = "NumericSeries", "EnumSeries", "RangeSeries", "SelectValue", "ComputableNode"
 
 # Variants that are in the server's registries only to be refused by name (docs/protocol.md says why).
-REFUSED = {(S, kind) for kind in (*compile_numeric.REFUSED, *compile_numeric.POLLING_ONLY)} | {
-    (E, "eventAggregation"),
-    (R, "eventsSearch"),
-}
+REFUSED = {(S, kind) for kind in (*compile_numeric.REFUSED, *compile_numeric.POLLING_ONLY)}
 
 # (union, variant) -> the client call that builds it, as a ComputableNode ready to subscribe.
 COVERAGE: dict[tuple[str, str], n.Computable] = {
@@ -160,6 +157,9 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (E, "resampleV2"): n.series(r.resample(mode, 1)),
     (E, "union"): n.series(r.union([mode, gear], "MIN")),
     (E, "enumAggregation"): n.series(r.enum_aggregation(r.to_start_of_interval(mode, 5), "min")),
+    (E, "eventAggregation"): n.ranges(
+        r.all_equal(mode, n.event_aggregation(n.event_query(label="burn"), "phase"))
+    ),
     (E, "aggregate"): n.series(r.aggregate(r.to_start_of_interval(mode, 5))),
     (E, "nthPointDownsample"): n.series(r.every_nth(mode, 2)),
     (E, "toStartOfInterval"): n.series(r.to_start_of_interval(mode, 5)),
@@ -193,6 +193,7 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
     (R, "stabilityDetection"): n.ranges(r.stable_v1(temp, 10, 0.5)),
     (R, "stabilityDetectionV2"): n.ranges(r.stable(temp, 10, 5, percentage=True)),
     (R, "onChange"): n.ranges(r.on_change(temp)),
+    (R, "eventsSearch"): n.ranges(hot & n.events_search(n.event_query(asset=ASSET, event_type="FLAG"))),
     (R, "categoricalOnChangeRangesV2"): n.ranges(r.label_changes(mode)),
     (R, "seriesCrossoverRangesNode"): n.ranges(r.crossovers(temp, rpm)),
     (R, "peak"): n.ranges(r.peaks(temp, "TROUGH")),

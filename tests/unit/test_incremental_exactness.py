@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from app.protocol import frames
-from compute.evaluation import datasets
+from compute.evaluation import compile_events, datasets
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.nodes import Node, OutputNode
@@ -26,6 +26,7 @@ from compute.evaluation.nodes.base import node_kinds
 from compute.evaluation.nodes.outputs import SummarizeRanges
 from compute.evaluation.results import EnumBuckets, MultivariateBuckets, NumericBuckets
 from compute.storage.assets import Asset, DataScope, Run
+from compute.storage.events import Event
 from compute.storage.log_lines import log_text
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests import node_json as n
@@ -36,6 +37,7 @@ from tests.server.test_compute_property import STATES, variables
 
 NANOS = 1_000_000_000
 MS = 1_000_000
+SECOND = 1000 * MS
 WINDOW_NS = 4 * NANOS  # short: the window slides past most of what is written
 RID = "ri.incremental"
 SERIES = {
@@ -347,6 +349,52 @@ CASES["duration_filter_v2_window_bound"] = n.ranges(
     )
 )
 
+# Events (a FLAG over 2-5 s, an instant at 8 s, an ERROR over 12-13 s, one of another label) as
+# ranges under a threshold, and as labels compared with the channel "e": they read no channel, so
+# a live update never changes them; the channels' points move what they are combined with.
+EVENTS = [
+    Event(
+        "ri.event.1", "1", ["ri.asset.x"], 2 * SECOND, 3 * SECOND, "fill", "", "FLAG", ["x"], {"s": STATES[0]}
+    ),
+    Event("ri.event.2", "2", ["ri.asset.x"], 8 * SECOND, 0, "mark", "", "INFO", ["x"], {"s": STATES[1]}),
+    Event(
+        "ri.event.3", "3", ["ri.asset.x"], 12 * SECOND, SECOND, "burn", "", "ERROR", ["x"], {"s": STATES[0]}
+    ),
+    Event("ri.event.4", "4", ["ri.asset.x"], 4 * SECOND, 9 * SECOND, "other", "", "INFO", ["y"], {}),
+]
+LABEL_X = n.union("label", n.literal("x"))
+CASES["events_search_under_threshold"] = n.ranges(
+    n.union(
+        "intersectRange",
+        {
+            "inputs": [
+                n.union("eventsSearch", {"query": LABEL_X}),
+                n.threshold(a, "GREATER_THAN", n.literal(0.0)),
+            ]
+        },
+    )
+)
+CASES["event_aggregation_equality"] = n.ranges(
+    n.union(
+        "categoricalEqualityRangesV2",
+        {
+            "inputs": [
+                n.raw("e"),
+                n.union(
+                    "eventAggregation",
+                    {"query": LABEL_X, "valueSource": n.union("property", n.literal("s"))},
+                ),
+            ],
+            "equalityOperator": "ALL_EQUAL",
+        },
+    )
+)
+
+
+class _Events:
+    def events(self) -> list[Event]:
+        return EVENTS
+
 
 class _Catalog:
     """The one run the `dataset_branches` case reads."""
@@ -366,12 +414,14 @@ class _Catalog:
 
 def _plan(node: J, window_ns: int = WINDOW_NS) -> Any:
     """The node compiled against the test's variables, with the test's run in the catalog."""
-    previous = datasets._catalog
+    previous, previous_events = datasets._catalog, compile_events._events
     datasets.use_catalog(_Catalog())
+    compile_events.use_events(_Events())
     try:
         return compile_plan(node, window_ns, VARIABLES, Limits(), ResultOptions())
     finally:
         datasets.use_catalog(previous)
+        compile_events.use_events(previous_events)
 
 
 GRID = st.integers(-4, 4).map(lambda i: i / 2)

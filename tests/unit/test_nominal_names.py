@@ -43,10 +43,12 @@ def conjure_ir() -> dict[tuple[str, str], Json]:
 
 def ir_names(ir: dict[tuple[str, str], Json], name: str) -> frozenset[str]:
     """The variants of a union or the values of an enum, in scout.compute.api (else io.nominal.api,
-    else persistent.compute.api: the streaming error params' enums)."""
+    else scout.rids.api: the events' query, else persistent.compute.api: the streaming error params'
+    enums)."""
     body = (
         ir.get(("io.nominal.scout.compute.api", name))
         or ir.get(("io.nominal.api", name))
+        or ir.get(("io.nominal.scout.rids.api", name))  # ComputeEventQuery
         or ir[("io.nominal.persistent.compute.api", name)]
     )
     if "union" in body:
