@@ -22,10 +22,13 @@ class HttpConnection:
             return self._reader, self._writer, True
         return self._reader, self._writer, False
 
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+    async def post(
+        self, path: str, body: bytes, headers: str = "Content-Type: application/json\r\n"
+    ) -> tuple[int, bytes]:
+        """`headers`: the request's own header lines, each ending in CRLF."""
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"{headers}Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         while True:  # at most twice: the second try is on a new connection
             reader, writer, new = await self._connect()

@@ -13,7 +13,13 @@ the run ends) was held. The ceiling is the highest rate held. The endpoints:
   `POST /storage/writer/v1/nominal/{rid}`), fed `enqueue_batch` every 10 ms with its request delay
   at 10 ms too. The client answers nothing per request, so a point's latency runs from its enqueue
   (the client's own batching included) to the frame, and the points stored are the server's count
-  (`sparkwire_points_ingested_total`).
+  (`sparkwire_points_ingested_total`);
+- columnar: bench/feed.py's `columnar` format, the same points as WriteColumnBatchesRequests to
+  `POST /storage/writer/v1/columnar` (a column of timestamps and one of values a channel);
+- remote_write: bench/feed.py's `remote_write` format, Prometheus remote write (a snappy protobuf
+  WriteRequest, a TimeSeries a channel, timestamps in whole milliseconds) to
+  `POST /storage/writer/v1/prometheus/{rid}`.
+The HTTP feeds (json, columnar, remote_write) run alike: latency from each 200, request round trips judged.
 Both feeds run on the same two cores as the server; each step gives the feed's CPU beside the
 server's, split by where the work runs: the server's event loop (its main thread: HTTP, the body's
 decompression and decoding), its log writer threads (the log's commits, merges), its other threads
@@ -63,7 +69,15 @@ RID = "ri.bench.main.dataset.ingest"  # five parts: the Rust client refuses anyt
 MARK_BEGIN = "<!-- ingest-ceiling:begin -->"
 MARK_END = "<!-- ingest-ceiling:end -->"
 TARGET = 1_000_000  # points/s held, on each endpoint
-ENDPOINTS = ("json", "protobuf")
+ENDPOINTS = ("json", "protobuf", "columnar", "remote_write")
+# the endpoints bench/feed.py writes (its `format`), in `json_feeds` processes; protobuf's is Nominal's client
+HTTP_FEEDS = ("json", "columnar", "remote_write")
+NAMES = {
+    "json": "JSON",
+    "protobuf": "protobuf + zstd",
+    "columnar": "columnar JSON",
+    "remote_write": "Prometheus remote write",
+}
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,8 @@ class CeilingPlan:
 
     def rates(self, endpoint: str) -> Iterator[int]:
         """The ramp's rates for one endpoint: the listed ones, then up by `step_up` to `max_rate`."""
-        listed = [r for r in (self.json_rates if endpoint == "json" else self.protobuf_rates) if r]
+        # the columnar and remote write ramps climb as the JSON one does
+        listed = [r for r in (self.protobuf_rates if endpoint == "protobuf" else self.json_rates) if r]
         rate = 0
         for rate in listed:
             if rate > self.max_rate:
@@ -217,8 +232,8 @@ class Ramp:
         before_machine = machine_busy_seconds()
         started, wall = time.time_ns(), time.monotonic()
         feeds = (
-            self._json_feeds(spec, name)
-            if endpoint == "json"
+            self._json_feeds({**spec, "format": endpoint}, name)
+            if endpoint in HTTP_FEEDS
             else [
                 Child(
                     "bench.ingest_ceiling",
@@ -244,9 +259,9 @@ class Ramp:
         machine = (machine_busy_seconds() - before_machine) / seconds
         stored = _points_ingested(self.server) - before_points
         rows = np.load(self.work / f"{name}.npy")
-        # JSON: each request's round trip, over every feed process (the protobuf client reports none)
+        # HTTP feeds: each request's round trip, over every feed process (the protobuf client reports none)
         feeds_out = [self.work / f"{name}.npy", *sorted(self.work.glob(f"{name}-*.npy"))]
-        sent = [np.load(p) for p in feeds_out if endpoint == "json"]
+        sent = [np.load(p) for p in feeds_out if endpoint in HTTP_FEEDS]
         trips = np.concatenate([(r[:, 1] - r[:, 0]) / 1e6 for r in sent if len(r)]) if sent else np.empty(0)
         newest = int(rows[:, 2].max()) if len(rows) else 0
         frames = self._frames_through(name, newest)
@@ -435,7 +450,9 @@ def render(results: Json, title: str = TITLE) -> str:
         "point due since, and a point can reach the subscriber before its request's 200, a negative "
         "latency). "
         "Protobuf: Nominal's nominal-streaming client (Rust, protobuf + zstd), latency from each "
-        "enqueue. CPU in cores: the server's Python process, split into its event loop (HTTP, "
+        "enqueue. Columnar and Prometheus remote write: bench/feed.py as JSON, the same points in "
+        "their formats (remote write's timestamps in milliseconds). CPU in cores: the server's "
+        "Python process, split into its event loop (HTTP, "
         "decompression, decoding), its log writer threads (commits, merges) and its other threads "
         "(the micro-batch callback: collecting each batch, evaluation); its JSON decode processes "
         "(large bodies, app/ingest/workers.py); Spark's JVM and Python runners (the stream's reads of "
@@ -446,10 +463,12 @@ def render(results: Json, title: str = TITLE) -> str:
             else "py-spy could not name the server's threads: the log writer's CPU is in 'other'."
         ),
         "",
-        f"**Ceilings: JSON {ceiling(results, 'json'):,} points/s"
-        + _ended(results, "json")
-        + f", protobuf + zstd {ceiling(results, 'protobuf'):,} points/s"
-        + _ended(results, "protobuf")
+        "**Ceilings: "
+        + ", ".join(
+            f"{NAMES[e]} {ceiling(results, e):,} points/s" + _ended(results, e)
+            for e in ENDPOINTS
+            if any(s["endpoint"] == e for s in results["steps"])
+        )
         + f"** (target: {TARGET:,} points/s held on each).",
         "",
         "| endpoint | target/s | stored/s | p50 ms | p99 ms | request p50 / p99 ms | server Python (all) "
