@@ -91,6 +91,9 @@ class StrictRecordsBatch(msgspec.Struct):
     channel: Annotated[str, msgspec.Meta(min_length=1)]
     points: StrictDoublePoints | StrictStringPoints
     tags: dict[str, str] = {}
+    # Read so that a batch naming a unit is declined (app/ingest/writes.py refuses it by name);
+    # nominal-api's encoder writes an unset one as null, which is no unit.
+    unit: str | None = None
 
 
 class StrictWriteBatchesRequest(msgspec.Struct):

@@ -66,6 +66,8 @@ def fast_writes(body: bytes) -> list[SeriesWrite] | None:
     rid = request.dataSourceRid
     writes: list[SeriesWrite] = []
     for batch in request.batches:
+        if batch.unit is not None:
+            return None  # refused by name on the validator's path (`refused_by_name`)
         points = batch.points
         plist: list[StrictDoublePoint] | list[StrictStringPoint]
         if isinstance(points, StrictDoublePoints):
@@ -121,11 +123,43 @@ def validated_writes(body: bytes) -> list[SeriesWrite]:
         raise InvalidWrite(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         # A null member is an absent field (Conjure's rule, schemas.conjure.absent_nulls).
-        return to_writes(write_request_adapter.validate_python(absent_nulls(orjson.loads(body))))
+        request = absent_nulls(orjson.loads(body))
+        refuse_by_name(request)
+        return to_writes(write_request_adapter.validate_python(request))
     except orjson.JSONDecodeError as exc:
         raise InvalidWrite(f"body is not JSON: {exc}") from None
     except ValidationError as exc:
         raise InvalidWrite(_describe(exc)) from None
+
+
+# WriteBatchesRequestExternal's point kinds this writer does not store, by their JSON name
+# (docs/decisions/0071-log-points.md: why arrays and structs are refused)
+REFUSED_POINTS = {"array": "array points", "struct": "struct points"}
+
+
+def refuse_by_name(request: Any) -> None:
+    """InvalidWrite naming what nominal-api's WriteBatchesRequestExternal may hold and this writer
+    does not store, rather than the validator's generic complaint or, for `unit`, silence: a batch's
+    unit (Sparkwire's series carry none, so a unit-aware reader would be told wrong: the columnar
+    writer refuses it alike) and array and struct points."""
+    if not isinstance(request, dict) or not isinstance(request.get("batches"), list):
+        return
+    for i, batch in enumerate(request["batches"]):
+        if not isinstance(batch, dict):
+            continue
+        where = f"batches.{i} (channel {batch.get('channel')!r})"
+        if "unit" in batch:
+            raise InvalidWrite(
+                f"{where}.unit: units are not supported (send the batch without a unit); "
+                "nothing of the request was stored"
+            )
+        points = batch.get("points")
+        kind = points.get("type") if isinstance(points, dict) else None
+        if kind in REFUSED_POINTS:
+            raise InvalidWrite(
+                f"{where}.points: {REFUSED_POINTS[kind]} are not supported (double and string points are); "
+                "nothing of the request was stored"
+            )
 
 
 async def write_points(request: Request) -> Response:
