@@ -3,10 +3,12 @@ decoded by conjure_python_client): create, get, batch get, search, update, archi
 bad input refused by name; authentication; the events across a kill -9 and a restart. Then
 `eventsSearch` and `eventAggregation` over a live WebSocket subscription, checked against a
 reference written from nominal-api's docs, and an event created, edited or archived while
-subscribed reaching the subscriber as a FullResult."""
+subscribed reaching the subscriber as a FullResult. Last, with the Redis log's shared rows (no Spark):
+a change stored by one process is read by another and announced to its feed once, as kind `event`."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -18,8 +20,13 @@ from conjure_python_client import ConjureDecoder, ConjureEncoder
 from nominal_api import api, event, scout_rids_api, scout_run_api
 from nominal_api import scout_compute_api as sc
 
+from app.fanout.catalog_edits import CatalogEdits
+from app.tiers.catalog_feed import CatalogFeed
+from compute.storage.events import Event, EventStore
+from compute.storage.redis.catalog_rows import connect_rows
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
+from tests.infra import start_redis
 from tests.wire import NANOS, Client, subscription
 
 WINDOW_S = 3600.0
@@ -434,3 +441,53 @@ async def test_events_need_a_token_and_admin_to_change_and_survive_kill_9(tmp_pa
             await ws.close()
     finally:
         server.kill_all()
+
+
+# -- with the Redis log: one store shared by every process, each change announced ----------------------
+class Recorder:
+    """A connection whose every subscription searched the events: it records what it is asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str | None, tuple[str, ...]]] = []
+
+    def catalog_affected(self, kind: str | None, rids: Any) -> list[str]:
+        self.asked.append((kind, tuple(rids)))
+        return []
+
+    def re_resolve(self, sub_id: str) -> None:
+        raise AssertionError("nothing to re-resolve")
+
+
+async def test_events_in_redis_are_shared_and_each_change_is_announced_once(tmp_path: Any) -> None:
+    redis_server = start_redis(tmp_path / "redis", persistent=True)
+    prefix = "eventstest"
+    writer = EventStore(rows=connect_rows(redis_server.url, prefix, {}, what="the event store"))
+    edits, listener = CatalogEdits(), Recorder()
+    edits.add(listener)
+    feed = CatalogFeed(redis_server.url, prefix, edits)  # another process's
+    feed.start()
+    try:
+        deadline = time.monotonic() + 20
+        while feed.links < 1:
+            assert time.monotonic() < deadline, "the feed did not link"
+            await asyncio.sleep(0.05)
+        await edits.idle()
+        listener.asked.clear()
+        draft = Event("", "", ["ri.scout.main.asset.a"], 5 * NANOS, NANOS, "burn", "", "FLAG", ["x"])
+        made = await asyncio.to_thread(writer.create, draft)
+        await asyncio.to_thread(writer.update, made.uuid, name="burn 2")
+        assert await asyncio.to_thread(writer.set_archived, [made.uuid], True) == []
+        assert await asyncio.to_thread(writer.set_archived, [made.uuid], True) == []  # already: no change
+        assert await asyncio.to_thread(writer.set_archived, ["nope"], False) == ["nope"]
+        deadline = time.monotonic() + 20
+        while len(listener.asked) < 3:
+            assert time.monotonic() < deadline, listener.asked
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # longer than a blocking read: nothing more comes
+        assert listener.asked == [("event", (made.rid,))] * 3
+        reader = EventStore(rows=connect_rows(redis_server.url, prefix, {}, what="the event store"))
+        seen = await asyncio.to_thread(reader.event, made.uuid)
+        assert seen is not None and seen.name == "burn 2" and seen.archived and seen.labels == ["x"]
+    finally:
+        await asyncio.wait_for(feed.stop(), 15)
+        redis_server.daemon.stop()
