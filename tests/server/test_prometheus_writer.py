@@ -374,3 +374,12 @@ async def test_a_real_prometheus_remote_writes_series_a_subscription_charts_live
         await client.close()
     # Sparkwire's own metrics, scraped from its /metrics, are channels of the data source too
     assert await seen_by_subscriber(server, rid, "sparkwire_points_ingested_total", tags)
+    # and every series is listed where the dashboard's pickers find them (GET /series)
+    listed = httpx.get(f"{server.base_url}/series", timeout=30).json()
+    mine = {
+        (s["channel"], tuple(sorted(s["tags"].items())), s["type"])
+        for s in listed
+        if s["dataSourceRid"] == rid
+    }
+    assert ("up", tuple(sorted(tags.items())), "double") in mine
+    assert ("scrape_duration_seconds", tuple(sorted(tags.items())), "double") in mine
