@@ -640,6 +640,46 @@ def _select_tags(series: Json, keys: Iterable[str]) -> Json:
 
 
 @dataclass(frozen=True)
+class LogSeries(Node):
+    """A `LogSeries` node: the lines of a log channel (written to `POST /storage/writer/v1/logs/{rid}`)."""
+
+    def contains(self, operator: Json) -> NumericSeries:
+        """1.0 at each log line `operator` matches, 0.0 at the others (`contains`). Build the operator
+        with `log_regex`, `log_token`, `log_arg`, `log_all`, `log_any` and `log_not`."""
+        return NumericSeries(_union("contains", {"input": self.json, "operator": operator}), self.variables)
+
+
+def log_regex(pattern: str) -> Json:
+    """A `LogFilterOperator`: the message holds a match of the RE2 expression `pattern`."""
+    return _union("regexFilter", {"regex": pattern})
+
+
+def log_token(token: str) -> Json:
+    """A `LogFilterOperator`: the message holds `token` as a whole token, case-insensitively."""
+    return _union("exactMatchCaseInsensitiveFilter", {"token": token})
+
+
+def log_arg(key: str, pattern: str) -> Json:
+    """A `LogFilterOperator`: the line has the arg `key`, and its value holds a match of `pattern`."""
+    return _union("arg", {"key": _literal(key), "operator": {"regex": pattern}})
+
+
+def log_all(*operators: Json) -> Json:
+    """A `LogFilterOperator`: every one of `operators` matches (`and`)."""
+    return _union("and", list(operators))
+
+
+def log_any(*operators: Json) -> Json:
+    """A `LogFilterOperator`: one of `operators` matches (`or`)."""
+    return _union("or", list(operators))
+
+
+def log_not(operator: Json) -> Json:
+    """A `LogFilterOperator`: `operator` does not match (`not`)."""
+    return _union("not", operator)
+
+
+@dataclass(frozen=True)
 class RangeSeries(Node):
     """A `RangeSeries` node: time ranges where a condition holds."""
 
@@ -706,6 +746,12 @@ def enum_channel(
     """A string channel."""
     name, variable = _channel_variable(data_source_rid, channel, tags, group_by)
     return EnumSeries(_union("raw", {"name": name}), {name: variable})
+
+
+def log_channel(data_source_rid: str, channel: str = "logs") -> LogSeries:
+    """A log channel ("logs", where the log writer writes a request without a channel)."""
+    name, variable = _channel_variable(data_source_rid, channel, None, None)
+    return LogSeries(_union("raw", {"name": name}), {name: variable})
 
 
 def _scope_channel_variable(

@@ -47,6 +47,7 @@ rpm = n.numeric_channel(RID, "engine.rpm")
 mode = n.enum_channel(RID, "drive.mode")
 gear = n.enum_channel(RID, "gear")
 grouped = n.numeric_channel(RID, "engine.temp", group_by=["vehicle"])
+logs = n.log_channel(RID)
 grouped_mode = n.enum_channel(RID, "drive.mode", group_by=["vehicle"])
 hot = temp.above(90)
 S, E, R, V, C = "NumericSeries", "EnumSeries", "RangeSeries", "SelectValue", "ComputableNode"
@@ -127,6 +128,11 @@ COVERAGE: dict[tuple[str, str], n.Computable] = {
         n.filter_by_expression("x", "x > 2 and y < 1", {"x": temp, "y": rpm})
     ),
     (S, "enumToNumeric"): n.series(n.enum_to_numeric(mode, {"PARK": 0, "DRIVE": 1}, default=-1)),
+    (S, "contains"): n.series(
+        logs.contains(
+            n.log_any(n.log_all(n.log_token("err"), n.log_arg("host", "^a")), n.log_not(n.log_regex("ok$")))
+        )
+    ),
     (S, "refprop"): n.series(
         n.fluid_property("WATER", "MASS_DENSITY", {"TEMPERATURE": temp, "PRESSURE": rpm}, radius_seconds=2)
     ),
@@ -397,6 +403,38 @@ HOT = sc.RangeSeries(
     threshold=sc.ThresholdingRanges(input=T, threshold=_lit(90.0), operator=sc.ThresholdOperator.GREATER_THAN)
 )
 NOMINAL: dict[str, tuple[n.Node, Any]] = {
+    "contains": (
+        logs.contains(
+            n.log_any(n.log_all(n.log_token("err"), n.log_arg("host", "^a")), n.log_not(n.log_regex("ok$")))
+        ),
+        sc.NumericSeries(
+            contains=sc.ContainsSeries(
+                input=sc.LogSeries(raw=_ref(logs)),
+                operator=sc.LogFilterOperator(
+                    or_=[
+                        sc.LogFilterOperator(
+                            and_=[
+                                sc.LogFilterOperator(
+                                    exact_match_case_insensitive_filter=sc.LogExactMatchCaseInsensitiveFilter(
+                                        token="err"
+                                    )
+                                ),
+                                sc.LogFilterOperator(
+                                    arg=sc.LogArgFilterOperator(
+                                        key=sc.StringConstant(literal="host"),
+                                        operator=sc.LogRegexFilterOperator(regex="^a"),
+                                    )
+                                ),
+                            ]
+                        ),
+                        sc.LogFilterOperator(
+                            not_=sc.LogFilterOperator(regex_filter=sc.LogRegexFilterOperator(regex="ok$"))
+                        ),
+                    ]
+                ),
+            )
+        ),
+    ),
     "ifElse": (
         n.if_else(temp.gt(90), temp, 0),
         sc.NumericSeries(
