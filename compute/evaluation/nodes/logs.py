@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import PointByPoint, Series, SeriesNode, log_lines
 from compute.evaluation.results import NumericPoints
 from compute.storage.log_lines import read_log_text
@@ -44,6 +45,22 @@ class Contains(PointByPoint):
             text = lines.categories[code]
             value = judged.get(text)
             if value is None:
-                value = judged[text] = 1.0 if self.matches(*read_log_text(text)) else 0.0
+                value = judged[text] = 1.0 if self.matches(*_line(text)) else 0.0
             per_code[i] = value
         return NumericPoints(lines.ts, per_code[index.reshape(-1)])
+
+
+def _line(text: str) -> tuple[str, dict[str, str]]:
+    """A stored log line's (message, args); a label of a string series that one selector reads
+    beside a log series of the same channel (other tags) is no log line, and is refused by name."""
+    try:
+        message, args = read_log_text(text)
+    except (ValueError, TypeError):
+        message, args = None, None
+    if not isinstance(message, str) or not isinstance(args, dict):
+        raise ComputeError(
+            "InvalidComputation",
+            f"contains reads a channel whose series are not all log series (a label {text[:64]!r})",
+            {"invalidTypes": "", "variant": "contains"},
+        )
+    return message, args
