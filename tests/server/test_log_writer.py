@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import zstandard
 from conjure_python_client import ConjureEncoder
 from nominal_api import api
 from nominal_api import scout_compute_api as sc
@@ -306,6 +307,25 @@ def test_refused_log_requests_store_nothing(server: ServerProcess, name: str) ->
     error = r.json()
     assert error["errorName"] == "Default:InvalidArgument" and fragment in error["message"], error
     assert stored_rows(server.data_dir, rid) == []
+
+
+def test_a_compressed_body_is_read_and_the_ingest_limits_apply(server: ServerProcess) -> None:
+    """Nominal's SDKs send zstd; the writers' limits (a channel's length, a point stamped far
+    ahead of the clock) refuse a log request as they refuse any other, naming the setting."""
+    rid = new_rid()
+    t = time.time_ns() - 5 * NANOS
+    lines = [(t, "compressed", {"codec": "zstd"})]
+    body = zstandard.ZstdCompressor().compress(logs_body(lines))
+    r = post(server, rid, body, {**JSON, "Content-Encoding": "zstd"})
+    assert r.status_code == 200, r.text
+    assert stored_lines(server, rid) == [("logs", t, "compressed", {"codec": "zstd"})]
+    refused = new_rid()
+    ahead = logs_body([(t, "now", {}), (time.time_ns() + 86_400 * NANOS, "tomorrow", {})])
+    r = post(server, refused, ahead)
+    assert r.status_code == 400 and "SPARKWIRE_MAX_FUTURE_SECONDS" in r.text, r.text
+    r = post(server, refused, logs_body([(t, "long", {})], channel="c" * 1025))
+    assert r.status_code == 400 and "SPARKWIRE_MAX_CHANNEL_LENGTH" in r.text, r.text
+    assert stored_rows(server.data_dir, refused) == []
 
 
 def test_the_log_writer_is_in_the_openapi_document(server: ServerProcess) -> None:
