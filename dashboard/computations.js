@@ -45,6 +45,14 @@ function late(entry) {
   return `${entry.late.droppedPoints} (newest ${utc(newest * 1000)})`;
 }
 
+/** A computation with no subscriber left, kept for a resume, is idle (not "live" with 0
+ *  subscribers, which would read as a leak): said so, with the time before it is released. */
+function state(entry) {
+  if (entry.error) return `${entry.state}: ${entry.error}`;
+  if (entry.keptForResume) return `idle, kept for resume (${Math.ceil(seconds(entry.keptForResume))} s left)`;
+  return entry.state;
+}
+
 function cell(row, text, name) {
   const td = row.insertCell();
   td.textContent = text;
@@ -60,7 +68,8 @@ function render(list) {
     cell(row, entry.nodeKind, "nodeKind");
     cell(row, series(entry), "series");
     cell(row, duration(entry.window), "window");
-    cell(row, entry.error ? `${entry.state}: ${entry.error}` : entry.state, "state");
+    cell(row, state(entry), "state");
+    row.dataset.kept = String(Boolean(entry.keptForResume));
     cell(row, String(entry.subscribers), "subscribers");
     cell(row, String(entry.connections), "connections");
     const held = entry.pointsHeld;
@@ -84,7 +93,8 @@ async function refresh() {
     render(answer);
     window.sparkwireDirectory = { computations: answer, refreshes: window.sparkwireDirectory.refreshes + 1, error: null };
     stateBadge.dataset.state = "open";
-    stateBadge.textContent = `${answer.length} live`;
+    const kept = answer.filter((e) => e.keptForResume).length;
+    stateBadge.textContent = kept ? `${answer.length - kept} live · ${kept} kept for resume` : `${answer.length} live`;
     updated.textContent = `updated ${utc(Date.now()).slice(11)}`;
     errors.replaceChildren();
   } catch (err) {

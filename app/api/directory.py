@@ -103,6 +103,11 @@ class ComputationEntry(_Model):
     state: str = Field(description="`live`, `starting` (back-filling or waiting for a snapshot), `failed`")
     error: str | None
     subscribers: int
+    kept_for_resume: Time | None = Field(
+        None,
+        description="with no subscriber left, kept live for a resume (`SPARKWIRE_RESUME_LINGER_SECONDS`): "
+        "the time left before it is released; null while it has subscribers or is not kept",
+    )
     connections: int
     points_held: PointsHeld
     last_update: str | None = Field(description="when its result was last evaluated (ISO-8601, UTC)")
@@ -147,8 +152,33 @@ def _id(result: Any, subscribers: set[Any], replay: bool) -> str:
     return short_id(f"{result.key}#replay:{subscriber.sink.id}:{subscriber.subscription_id}")
 
 
+def _series(result: Any) -> list[SeriesRead]:
+    """Each channel it reads, once (a formula that reads its channel twice, as ifElse does, reads
+    the same series)."""
+    read = dict.fromkeys(
+        (s.data_source_rid, s.channel, tuple(sorted(dict(s.tags).items())), tuple(s.group_by))
+        for s in result.plan.selectors
+    )
+    return [
+        SeriesRead(data_source_rid=rid, channel=channel, tags=dict(tags), group_by_tags=list(group_by))
+        for rid, channel, tags, group_by in read
+    ]
+
+
+def _linger_left(state: ServerState, result: Any) -> int | None:
+    """Nanoseconds until a computation kept for a resume is released (None: it is not kept)."""
+    hub = state.hub
+    timer = hub._lingering.get(result)  # the hub's release timers, one per computation kept
+    return None if timer is None else max(0, round((timer.when() - hub.loop.time()) * 1e9))
+
+
 def _entry(
-    result: Any, subscribers: set[Any], pending: int | None, detail: bool, replay: bool = False
+    result: Any,
+    subscribers: set[Any],
+    pending: int | None,
+    detail: bool,
+    replay: bool = False,
+    linger_ns: int | None = None,
 ) -> ComputationEntry:
     request = result.request if isinstance(result, ResultMirror) else ComputationRequest.from_json(result.key)
     local = isinstance(result, Computation)
@@ -160,21 +190,14 @@ def _entry(
         "id": _id(result, subscribers, replay),
         "replay": replay,
         "node_kind": str(request.node.get("type", "?")) if isinstance(request.node, dict) else "?",
-        "series": [
-            SeriesRead(
-                data_source_rid=s.data_source_rid,
-                channel=s.channel,
-                tags=dict(s.tags),
-                group_by_tags=list(s.group_by),
-            )
-            for s in result.plan.selectors
-        ],
+        "series": _series(result),
         "series_routed": len(result.routes) if local else None,
         "window": _time(request.window_ns),
         "allowed_lateness": _time(request.allowed_lateness_ns),
         "state": state,
         "error": None if result.error is None else f"{result.error.name}: {result.error.message}",
         "subscribers": len(subscribers),
+        "kept_for_resume": None if subscribers else _time(linger_ns),
         "connections": len({s.sink for s in subscribers}),
         "points_held": PointsHeld(window=window_points, output=output_points),
         "last_update": _iso(getattr(result, "updated_at", None)),
@@ -261,7 +284,10 @@ async def list_computations(request: Request) -> list[ComputationEntry]:
     state: ServerState = request.app.state.sparkwire
     _authorize(request, state)
     live, pending = await _live(state)
-    entries = [_entry(result, subscribers, pending, detail=False) for result, subscribers in live]
+    entries = [
+        _entry(result, subscribers, pending, detail=False, linger_ns=_linger_left(state, result))
+        for result, subscribers in live
+    ]
     entries += [_entry(result, subs, None, detail=False, replay=True) for result, subs in _replays(state)]
     return sorted(entries, key=lambda e: e.id)
 
@@ -283,7 +309,8 @@ async def describe_computation(request: Request, computation_id: str) -> Computa
         *((r, s, True) for r, s in _replays(state)),
     ]:
         if _id(result, subscribers, replay) == computation_id:
-            entry = _entry(result, subscribers, pending, detail=True, replay=replay)
+            linger = None if replay else _linger_left(state, result)
+            entry = _entry(result, subscribers, pending, detail=True, replay=replay, linger_ns=linger)
             assert isinstance(entry, ComputationDetail)
             return entry
     raise HttpError(404, f"no live computation has the id {computation_id!r}", params={"id": computation_id})
