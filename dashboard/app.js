@@ -2,7 +2,7 @@
 // channel (plus one per channel for threshold ranges), a live chart, and a readout of connection
 // state and latency. The chart's data is published on window.sparkwire for scripts and tests.
 
-import { colorOf, draw, drawHistogram, drawParallel, drawScatter, drawScatter3d, formatValue } from "./chart.js";
+import { Palette, draw, drawHistogram, drawParallel, drawScatter, drawScatter3d, formatValue } from "./chart.js";
 import { LiveConnection, MergedView, dbl, newId, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
@@ -28,12 +28,17 @@ const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets be
 // the modes that put a chart beside the time chart (one subscription of that chart)
 const SIDE_MODES = new Set(["histogram", "scatter", "scatter3d", "multivariate"]);
 const $ = (id) => document.getElementById(id);
+const STALE_MS = 5000; // no append for this long: the latency readout says so instead of an old value
+const OP_TEXT = { GREATER_THAN: ">", GREATER_THAN_OR_EQUAL_TO: "≥", LESS_THAN: "<", LESS_THAN_OR_EQUAL_TO: "≤" };
 
 const published = {
   state: "connecting",
   stateDetail: "",
   latencyMs: null,
   latencyMedianMs: null,
+  lastAppendAt: null, // when the newest append arrived (ms, this clock), for the readout's staleness
+  latencyText: "latency —", // the header's readout as shown
+  liveText: "live", // the header's live/replay badge as shown ("reconnecting" while away)
   frames: 0,
   replay: null, // { from, to, ended: null | "stop" | "live" } while the form asks for a replay
   resumes: {}, // how subscriptions came back after a reconnect: "resumed", or why not
@@ -48,7 +53,11 @@ const published = {
   auth: null, // null, or why the server refused the page's reads: "token needed" | "token refused"
   mode: "live", // "live", "replay", or "replay ended"
   ready: null, // the server's /readyz: null until asked, then { ready, reason }
-  colors: {}, // label -> the colour the chart draws it in
+  colors: {}, // label -> the colour the chart draws it in (by the label: the same in every configuration)
+  valueColors: {}, // string channel -> value -> the colour of its state blocks and of its key's swatch
+  formErrors: [], // why the form's configuration was refused (not applied)
+  drawn: null, // what the time chart drew: its panels (one y-axis each), strips and threshold line
+  sideDrawn: null, // where the 3D scatter put its labels and dots, or the multivariate panel its rows
   config: null,
 };
 window.sparkwire = published;
@@ -62,6 +71,10 @@ let scopes = new Map(); // "<asset rid>/<data scope>" -> { dataSourceRid, series
 let token = ""; // the bearer token (see takeToken); "" when none is given
 const latencies = [];
 let dirty = true;
+let seriesTags = new Map(); // "rid|channel" -> the tag keys its series carry
+const seriesPalette = new Palette(); // series label -> colour, kept for the page's life
+const sidePalette = new Palette(); // a side chart's group -> colour
+const valuePalettes = new Map(); // string channel -> Palette of its values
 
 // -- configuration ---------------------------------------------------------------------------------
 function readConfig() {
@@ -72,6 +85,11 @@ function readConfig() {
 }
 
 function fillForm(config) {
+  // a window the address gives that the list lacks is shown as given (and judged by validate)
+  const windowBox = $("window");
+  if (![...windowBox.options].some((o) => o.value === config.window)) {
+    windowBox.append(new Option(`${config.window} s`, config.window));
+  }
   for (const key of Object.keys(DEFAULTS)) $(key).value = config[key];
   showModeFields();
   fitRid();
@@ -100,6 +118,35 @@ function formConfig() {
   const config = {};
   for (const key of Object.keys(DEFAULTS)) config[key] = $(key).value.trim();
   return config;
+}
+
+/** What is wrong with a configuration, field by field: [[field id, message]]; empty when it may run. */
+function validate(config) {
+  const problems = [];
+  const windowS = Number(config.window);
+  if (config.window === "" || !Number.isFinite(windowS) || windowS <= 0) {
+    problems.push(["window", `Window must be more than 0 s (got "${config.window}"): a window of no time never holds a point.`]);
+  }
+  const thresholded = config.mode === "ranges" || config.mode === "rangeValues" || config.formula === "ifElse";
+  if (thresholded && (config.threshold === "" || !Number.isFinite(Number(config.threshold)))) {
+    problems.push(["threshold", `Threshold needs a number (got "${config.threshold}"): without one every point would count as past it.`]);
+  }
+  if ((config.mode === "buckets" || config.mode === "histogram") && !(Number.isInteger(Number(config.buckets)) && Number(config.buckets) >= 1)) {
+    problems.push(["buckets", `Buckets must be a whole number, 1 or more (got "${config.buckets}").`]);
+  }
+  return problems;
+}
+
+/** The refusals beside the form, each field marked: nothing runs until they are put right. */
+function renderFormErrors(problems) {
+  published.formErrors = problems.map(([, message]) => message);
+  for (const id of ["window", "threshold", "buckets"]) {
+    const problem = problems.find(([field]) => field === id);
+    $(id).setCustomValidity(problem ? problem[1] : "");
+    $(id).toggleAttribute("aria-invalid", Boolean(problem));
+  }
+  $("form-errors").innerHTML = published.formErrors.map((e) => `<li>${escape(e)}</li>`).join("");
+  $("form-errors").hidden = problems.length === 0;
 }
 
 function parseTags(text) {
@@ -355,7 +402,21 @@ function replayPeriod(config) {
 
 // -- subscriptions ---------------------------------------------------------------------------------
 function apply(config) {
+  const problems = validate(config);
+  renderFormErrors(problems);
+  if (problems.length) {
+    // refused: nothing subscribed; what ran before stops only on a first load with nothing else to show
+    if (published.config === null) {
+      published.config = { ...config, channels: "", window: DEFAULTS.window };
+      renderNotices();
+    }
+    return false;
+  }
   published.config = config;
+  published.latencyMs = null;
+  published.latencyMedianMs = null;
+  published.lastAppendAt = null;
+  latencies.length = 0;
   published.series = {};
   published.ranges = {};
   published.side = null;
@@ -400,6 +461,7 @@ function apply(config) {
   renderNotices();
   renderMode();
   dirty = true;
+  return true;
 }
 
 function onUpdate(id, update) {
@@ -415,6 +477,7 @@ function onUpdate(id, update) {
     latencies.push(latency);
     if (latencies.length > 50) latencies.shift();
     published.latencyMs = latency;
+    published.lastAppendAt = Date.now();
     published.latencyMedianMs = [...latencies].sort((a, b) => a - b)[Math.floor(latencies.length / 2)];
   }
   publish(sub);
@@ -423,7 +486,8 @@ function onUpdate(id, update) {
 
 function onError(id, error) {
   const sub = id && subscriptions.get(id);
-  const where = sub ? `${sub.channel} (${sub.role})` : "connection";
+  // no subscription named: the server's answer to a message of this page (not a broken connection)
+  const where = sub ? `${sub.channel} (${sub.role})` : "server";
   published.errors.push(`${where}: ${error.name}: ${error.message ?? ""}`);
   renderErrors();
 }
@@ -486,23 +550,25 @@ function drawSide(config) {
   if (!side || !side.kind) return;
   const groups = Object.keys(side.groups).sort();
   if (side.kind === "bucketedCartesian3d") {
-    const sets = groups.map((group, i) => ({ label: group || side.channels, color: colorOf(i), points: side.groups[group] }));
-    drawScatter3d($("side"), { sets, title: `3D scatter · ${side.channels}`, ...published.view3d });
+    const colors = sidePalette.assign(groups);
+    const sets = groups.map((group) => ({ label: group || side.channels, color: colors[group], points: side.groups[group] }));
+    published.sideDrawn = drawScatter3d($("side"), { sets, title: `3D scatter · ${side.channels}`, ...published.view3d });
     return;
   }
   if (side.kind === "multivariate") {
     const axes = side.channels.split(", ");
     const lines = [];
-    groups.forEach((group, i) => {
+    const colors = sidePalette.assign(groups);
+    groups.forEach((group) => {
       const rows = side.groups[group];
       // a label column (an enum channel's MODE) is placed by its label's rank among those shown
       const ranks = axes.map((_, k) => [...new Set(rows.map((r) => r[k + 1]).filter((v) => typeof v === "string"))].sort());
       for (const row of rows) {
         const values = row.slice(1).map((v, k) => (typeof v === "string" ? ranks[k].indexOf(v) : v));
-        lines.push({ color: colorOf(i), values });
+        lines.push({ color: colors[group], values });
       }
     });
-    drawParallel($("side"), { axes, lines, title: `multivariate · one line per time bucket · ${side.channels}` });
+    published.sideDrawn = drawParallel($("side"), { axes, lines, title: `multivariate · one line per time bucket · ${side.channels}` });
     return;
   }
   if (side.kind === "numericHistogram" || side.kind === "enumHistogram") {
@@ -512,17 +578,18 @@ function drawSide(config) {
       channels.forEach((channel) => {
         const name = label(channel, group);
         const rows = side.groups[group].map((row) => [...row.slice(0, -1), row[row.length - 1][channel] ?? 0]);
-        bars.push({ label: name, color: published.colors[name] ?? colorOf(bars.length), buckets: rows });
+        bars.push({ label: name, color: published.colors[name] ?? seriesPalette.assign([name])[name], buckets: rows });
       });
     }
     drawHistogram($("side"), { bars, title: `histogram · ${side.channels}` });
   } else {
-    const sets = groups.map((group, i) => {
+    const colors = sidePalette.assign(groups);
+    const sets = groups.map((group) => {
       const rows = side.groups[group];
       const bucketed = side.kind === "bucketedCartesian";
       return {
         label: group || side.channels,
-        color: colorOf(i),
+        color: colors[group],
         points: bucketed ? [] : rows.map(([, px, py]) => [px, py]),
         boxes: bucketed ? rows : [],
       };
@@ -579,23 +646,45 @@ function frame() {
     const endMs = replaying() ? replayClock() : now;
     const startMs = endMs - Number(config.window) * 1000;
     const names = Object.keys(published.series).sort();
-    const series = names.map((name, i) => ({ label: name, color: colorOf(i), ...published.series[name] }));
-    published.colors = Object.fromEntries(series.map((s) => [s.label, s.color]));
+    const colors = seriesPalette.assign([...names, ...Object.keys(published.ranges)]);
+    const series = names.map((name) => ({ label: name, color: colors[name], ...published.series[name] }));
+    published.colors = colors;
     const ranges = Object.entries(published.ranges).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([name, spans]) => ({
       label: name,
-      color: colorOf(names.indexOf(name) >= 0 ? names.indexOf(name) : 0),
+      color: colors[name],
       spans,
     }));
-    draw($("chart"), { series, ranges, startMs, endMs });
+    // each string channel's values, a colour each (kept for the page's life), for its strip and its key
+    const enums = series.filter((s) => s.kind === "enum" || s.kind === "bucketedEnum");
+    const valueColors = {};
+    for (const channel of new Set(enums.map((s) => s.channel))) {
+      if (!valuePalettes.has(channel)) valuePalettes.set(channel, new Palette());
+      const values = enums.filter((s) => s.channel === channel).flatMap((s) => s.points.map(([, v]) => String(v)));
+      valueColors[channel] = valuePalettes.get(channel).assign(values);
+    }
+    published.valueColors = valueColors;
+    const thresholded = config.mode === "ranges" || config.mode === "rangeValues" || config.formula === "ifElse";
+    const threshold = thresholded ? { value: Number(config.threshold), text: `${OP_TEXT[config.op] ?? ""} ${config.threshold}` } : null;
+    published.drawn = draw($("chart"), { series, ranges, startMs, endMs, threshold, valueColors });
     drawSide(config);
     renderTiles(series);
-    // every series, then each range lane (top to bottom, in the order the chart stacks them)
+    // every series (a string channel with its values' key), then each range lane (top to bottom)
+    const key = (s) =>
+      Object.entries(valueColors[s.channel] ?? {})
+        .map(([value, color]) => `<span class="value" data-value="${escape(value)}"><i style="background:${color}"></i>${escape(value)}</span>`)
+        .join("");
     $("legend").innerHTML = [
-      ...series.map((s) => `<span><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`),
+      ...series.map((s) =>
+        enums.includes(s)
+          ? `<span data-series="${escape(s.label)}" class="enum"><b>${escape(s.label)}</b> · ${s.kind}: ${key(s)}</span>`
+          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`,
+      ),
       ...ranges.map(
         (r, i) =>
           `<span data-lane="${i}"><i class="lane" style="background:${r.color}"></i>${escape(r.label)} · ranges${r.spans.some((sp) => sp.length > 2) ? ", each with its mean" : ""} (lane ${i + 1})</span>`,
       ),
+      ...(threshold ? [`<span data-threshold><i class="threshold"></i>threshold ${escape(threshold.text)}</span>`] : []),
+      ...((published.drawn?.panels.length ?? 0) > 1 ? ['<span class="note" data-axes>channels far apart in scale: a y-axis each</span>'] : []),
     ].join("");
   }
   requestAnimationFrame(frame);
@@ -635,8 +724,15 @@ function renderMode() {
     text = `replay ${utc(replay.from)} → ${utc(replay.to)} at ${speed}`;
   }
   published.mode = mode;
+  let shown = mode === "live" ? "live" : "replay";
+  if (mode !== "replay ended" && published.state !== "open" && published.state !== "handing over") {
+    // nothing arrives now: not "live" (published.mode keeps what the form asked for)
+    shown = "away";
+    text = published.state === "waiting" ? "waiting for the server" : published.state === "connecting" ? "connecting" : "reconnecting";
+  }
+  published.liveText = text;
   $("live").textContent = text;
-  $("live").dataset.mode = mode === "live" ? "live" : "replay";
+  $("live").dataset.mode = shown;
 }
 
 /** Why the chart is empty, when it is: a data source or channel never written, or no points in
@@ -658,6 +754,18 @@ function renderNotices() {
           notices.push(`No channel "${channel}" in ${config.rid} (its channels: ${known.join(", ")}).`);
         }
       }
+    }
+  }
+  // a Group by tag that none of the chosen series carries groups nothing: said, not silently merged
+  if (config && seriesListed && config.groupBy) {
+    const rid = sourceOf(config);
+    const channels = config.channels.split(",").map((c) => c.trim()).filter((c) => channelTypes.has(`${rid}|${c}`));
+    const keys = new Set(channels.flatMap((c) => [...(seriesTags.get(`${rid}|${c}`) ?? [])]));
+    if (channels.length && !keys.has(config.groupBy)) {
+      const known = [...keys].sort();
+      notices.push(
+        `No series of ${channels.join(", ")} has the tag "${config.groupBy}" to group by (${known.length ? `their tags: ${known.join(", ")}` : "they have no tags"}): each channel is shown as one group.`,
+      );
     }
   }
   if (!notices.length) {
@@ -690,6 +798,8 @@ function showState() {
   const badge = $("state");
   badge.textContent = detail ? `${state} ${detail}` : state;
   badge.dataset.state = state.replace(/\s/g, "-");
+  if (published.config) renderMode();
+  renderLatency();
 }
 
 async function pollReadiness() {
@@ -703,10 +813,28 @@ async function pollReadiness() {
   showState();
 }
 
+/** The latency of the newest append, while it is news: with nothing arriving for STALE_MS it says
+ *  how long nothing came, and while the connection is away, that (never an old number). */
 function renderLatency() {
   const last = published.latencyMs;
-  $("latency").textContent =
-    last === null ? "latency —" : `latency ${last.toFixed(0)} ms (median ${published.latencyMedianMs.toFixed(0)} ms)`;
+  const box = $("latency");
+  let text;
+  let stale = false;
+  if (published.state !== "open" && published.state !== "handing over") {
+    text = "latency — (not connected)";
+    stale = true;
+  } else if (last === null) {
+    text = "latency —";
+  } else {
+    const quiet = Date.now() - published.lastAppendAt;
+    if (quiet > STALE_MS) {
+      text = `latency — (no update for ${Math.floor(quiet / 1000)} s)`;
+      stale = true;
+    } else text = `latency ${last.toFixed(0)} ms (median ${published.latencyMedianMs.toFixed(0)} ms)`;
+  }
+  published.latencyText = text;
+  box.textContent = text;
+  box.dataset.stale = String(stale);
 }
 
 function renderErrors() {
@@ -729,6 +857,12 @@ async function loadSeries() {
     }
     const list = await answer.json();
     channelTypes = new Map(list.map((s) => [`${s.dataSourceRid}|${s.channel}`, s.type]));
+    seriesTags = new Map();
+    for (const s of list) {
+      const key = `${s.dataSourceRid}|${s.channel}`;
+      if (!seriesTags.has(key)) seriesTags.set(key, new Set());
+      for (const tag of Object.keys(s.tags)) seriesTags.get(key).add(tag);
+    }
     const rids = [...new Set(list.map((s) => s.dataSourceRid))];
     $("rids").innerHTML = rids.map((r) => `<option value="${escape(r)}">`).join("");
     const asset = $("asset").value.trim();

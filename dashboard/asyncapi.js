@@ -10,7 +10,7 @@ function el(tag, text, attrs) {
 }
 
 function section(root, title) {
-  root.append(el("h2", title));
+  root.append(el("h2", title, { id: title.toLowerCase() }));
   return root;
 }
 
@@ -18,6 +18,25 @@ function jsonBlock(name, value, open) {
   const details = el("details", undefined, open ? { open: "" } : {});
   details.append(el("summary", name), el("pre", JSON.stringify(value, null, 2)));
   return details;
+}
+
+// A file of Sparkwire's source the description names (docs/extensions.md): not served by this
+// server, so it is named as such, and the part of this page that describes the same is linked.
+const SOURCE_FILE = /\b(docs\/[\w./-]+\.md)\b/g;
+
+function described(text) {
+  const block = el("pre");
+  let at = 0;
+  for (const match of text.matchAll(SOURCE_FILE)) {
+    block.append(text.slice(at, match.index));
+    const file = el("code", match[1], { class: "source-file", title: "a file in Sparkwire's source repository" });
+    const note = el("span", " (in Sparkwire's source repository, not served here; the messages it describes are under ");
+    note.append(el("a", "Messages", { href: "#messages" }), " below)");
+    block.append(file, note);
+    at = match.index + match[0].length;
+  }
+  block.append(text.slice(at));
+  return block;
 }
 
 async function render() {
@@ -34,7 +53,7 @@ async function render() {
   root.replaceChildren();
   root.append(el("h1", `${doc.info.title} ${doc.info.version}`, { id: "title" }));
   root.append(el("p", `AsyncAPI ${doc.asyncapi}, ${doc.defaultContentType || ""}`));
-  root.append(el("pre", doc.info.description || ""));
+  root.append(described(doc.info.description || ""));
   section(root, "Servers");
   for (const [name, server] of Object.entries(doc.servers || {})) {
     root.append(el("p", `${name}: ${server.protocol}://${server.host} (${server.description || ""})`));

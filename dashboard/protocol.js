@@ -219,6 +219,7 @@ export class LiveConnection {
     this.replacing = false;
     this.connections = 0;
     this.resumeOutcomes = {}; // "resumed", or the reason a FullResult came instead -> count
+    this.dropped = new Set(); // ids this page unsubscribed lately (an answer about them is no news)
   }
 
   setState(state, detail = "") {
@@ -262,7 +263,11 @@ export class LiveConnection {
       this.current = link;
       this.setState("open");
       const subs = {};
-      for (const [id, s] of this.subscriptions) if (!s.stopped) subs[id] = withToken(s.request, s.token);
+      for (const [id, s] of this.subscriptions) {
+        if (s.stopped) continue;
+        subs[id] = withToken(s.request, s.token);
+        s.refused = false; // asked again: the server answers anew
+      }
       if (Object.keys(subs).length) this.send(link, { type: "subscribe", subscribe: subs });
       this.retireUnused();
     };
@@ -295,10 +300,23 @@ export class LiveConnection {
     this.send(this.current, { type: "subscribe", subscribe: { [id]: request } });
   }
 
+  /** Every subscription ended; the server is told of those it holds, not of those it refused (it
+   *  never took them, and would answer that no subscription has their ids). */
   unsubscribeAll() {
-    const ids = [...this.subscriptions.keys()];
+    const ids = [...this.subscriptions].filter(([, s]) => !s.refused).map(([id]) => id);
     this.subscriptions.clear();
+    for (const id of ids) this.dropped.add(id);
+    while (this.dropped.size > 2000) this.dropped.delete(this.dropped.values().next().value);
     if (ids.length) for (const link of this.links) this.send(link, { type: "unsubscribe", unsubscribe: ids });
+  }
+
+  /** A clientMessageError that only says ids this page dropped were already gone (a subscription the
+   *  server ended with an error, or refused while the unsubscribe was on its way): nothing to show. */
+  staleUnsubscribe(error) {
+    const message = error.message ?? "";
+    if (!message.startsWith("unsubscribe: no live subscription has the id(s)")) return false;
+    const ids = message.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi) ?? [];
+    return ids.length > 0 && !/ and \d+ more$/.test(message) && ids.every((id) => this.dropped.has(id));
   }
 
   dispatch(link, frame) {
@@ -331,6 +349,7 @@ export class LiveConnection {
     } else if (frame.type === "subscriptionCreation") {
       const body = frame.subscriptionCreation;
       if (body.creation.type === "error" && this.subscriptions.has(body.subscriptionId)) {
+        this.subscriptions.get(body.subscriptionId).refused = true; // never taken: not unsubscribed
         this.onError(body.subscriptionId, body.creation.error.serializableError);
       }
     } else if (frame.type === "health") {
@@ -341,7 +360,8 @@ export class LiveConnection {
       } else if (health.type === "shutdownNotice") {
         if (link === this.current && !link.handover) this.open(true);
       } else if (health.type === "clientMessageError") {
-        this.onError(null, health.clientMessageError.error);
+        const error = health.clientMessageError.error;
+        if (!this.staleUnsubscribe(error)) this.onError(null, error);
       }
     }
   }

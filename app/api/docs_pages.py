@@ -1,16 +1,17 @@
 """The API documentation pages, served with nothing fetched from elsewhere (they work offline and
-behind a firewall): `/docs` (Swagger UI) over /openapi.json, `/docs/asyncapi` (a
-viewer of /asyncapi.json), `/favicon.ico`, and, on a compute-tier server, a `/` that points to
-the edges. Swagger UI's script and style come from the `fastapi-offline` distribution, which
-ships them as package data (docs/decisions/0045-offline-api-docs.md). No /redoc: ReDoc's page
-loads its logo from Redocly's CDN whatever it is given, and Swagger UI covers the same document."""
+behind a firewall): `/docs` (Swagger UI) over /openapi.json, under a bar that links back to the
+dashboard, `/docs/asyncapi` (a viewer of /asyncapi.json), `/favicon.ico`, and, on a compute-tier
+server, a `/` that points to the edges. Swagger UI's script and style come from the
+`fastapi-offline` distribution, which ships them as package data
+(docs/decisions/0045-offline-api-docs.md). No /redoc: ReDoc's page loads its logo from Redocly's
+CDN whatever it is given, and Swagger UI covers the same document."""
 
 from __future__ import annotations
 
 import importlib.resources
 from pathlib import Path
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
@@ -27,15 +28,36 @@ websocket_docs = APIRouter(include_in_schema=False)  # the roles that serve WebS
 compute_index = APIRouter(include_in_schema=False)  # --role compute
 
 
+# A bar above Swagger UI with the way back: to the dashboard (and the WebSocket API's viewer) where
+# this server serves them, else to the compute tier's own `/`.
+_NAV = (
+    '<nav style="font: 14px system-ui, sans-serif; padding: 8px 20px; background: #1b2631; color: #fff">'
+    '<b style="margin-right: 1em">Sparkwire</b>{links}</nav>'
+)
+_LINK = '<a style="color: #aed6f1; margin-right: 1em" href="{href}">{text}</a>'
+
+
+def _nav(request: Request) -> str:
+    dashboard = request.app.state.sparkwire.settings.role != "compute"  # as app/runtime/server.py routes
+    links = (
+        [("/", "← dashboard"), ("/docs/asyncapi", "WebSocket API"), ("/metrics", "metrics")]
+        if dashboard
+        else [("/", "← this compute server"), ("/metrics", "metrics")]
+    )
+    return _NAV.format(links="".join(_LINK.format(href=href, text=text) for href, text in links))
+
+
 @router.get("/docs")
-async def swagger_ui() -> HTMLResponse:
-    return get_swagger_ui_html(
+async def swagger_ui(request: Request) -> HTMLResponse:
+    page = get_swagger_ui_html(
         openapi_url="/openapi.json",
         title=f"{TITLE} · HTTP API",
         swagger_js_url="/docs/assets/swagger-ui-bundle.js",
         swagger_css_url="/docs/assets/swagger-ui.css",
         swagger_favicon_url="/favicon.ico",
     )
+    html = bytes(page.body).decode().replace("<body>", f"<body>\n{_nav(request)}", 1)
+    return HTMLResponse(html)
 
 
 @router.get("/docs/assets/{name}")
