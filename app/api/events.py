@@ -418,11 +418,14 @@ def _bad_query(message: str, term: str) -> HttpError:
     return _error(400, "InvalidSearchQuery", message, term=term)
 
 
-def search_query(q: Any, depth: int = 0) -> Query:
+def search_query(q: Any, depth: int = 0, terms: list[int] | None = None) -> Query:
     """An `event.SearchQuery` in the form compute/storage/events.py matches; a term Sparkwire
-    cannot match is refused by name (`term`)."""
-    if depth > 50:
-        raise _bad_query("SearchQuery nests deeper than 50", "and")
+    cannot match is refused by name (`term`). At most `MAX_ITEMS` terms (each is matched once per
+    event), nested at most 50 deep."""
+    terms = [0] if terms is None else terms
+    terms[0] += 1
+    if depth > 50 or terms[0] > MAX_ITEMS:
+        raise _bad_query(f"SearchQuery nests deeper than 50 or holds more than {MAX_ITEMS} terms", "and")
     if not isinstance(q, dict) or not isinstance(q.get("type"), str) or q["type"] not in q:
         raise _bad_query("a SearchQuery must be a union object with a 'type'", "type")
     kind, v = q["type"], q[q["type"]]
@@ -465,11 +468,11 @@ def search_query(q: Any, depth: int = 0) -> Query:
         if kind == "properties":
             return ("properties", str(v["name"]), [str(x) for x in v["values"]])
         if kind == "not":
-            return ("not", search_query(v, depth + 1))
+            return ("not", search_query(v, depth + 1, terms))
         if kind in ("and", "or"):
             if not isinstance(v, list) or len(v) > MAX_ITEMS:
                 raise _bad_query(f"SearchQuery.{kind} must be a list of at most {MAX_ITEMS}", kind)
-            return (kind, [search_query(x, depth + 1) for x in v])
+            return (kind, [search_query(x, depth + 1, terms) for x in v])
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad_query(f"SearchQuery.{kind} is malformed: {exc}", kind) from None
     raise _bad_query(f"SearchQuery.{kind} is not a SearchQuery term", kind)

@@ -114,11 +114,13 @@ def _query(b: B, value: Json, what: str, terms: list[int]) -> Query:
             b.string_constant(b.get(o, "value", kind)),
         )
     if kind == "not":
-        return ("not", _query(b, inner, what, terms))
+        with b.budget:  # nesting counts as a node tree's does (ComputationTooComplex past its depth)
+            return ("not", _query(b, inner, what, terms))
     if kind in ("and", "or"):
         if not isinstance(inner, list):
             raise c.MalformedNode(f"ComputeEventQuery.{kind} must be a list")
-        return (kind, [_query(b, q, what, terms) for q in inner])
+        with b.budget:
+            return (kind, [_query(b, q, what, terms) for q in inner])
     raise b.unsupported("ComputeEventQuery", kind)
 
 

@@ -209,6 +209,11 @@ async def test_create_get_search_update_and_archive_events(server: ServerProcess
         await call(base, "/event/v1/search-events", enc(workbook)), 400, "Event:InvalidSearchQuery"
     )
     assert body["parameters"]["term"] == "workbook"
+    many = enc(workbook)
+    half = event.SearchQuery(or_=[event.SearchQuery(label=str(i)) for i in range(600)])
+    many["query"] = enc(event.SearchQuery(and_=[half, half]))  # each list short, 1,203 terms in all
+    body = refusal(await call(base, "/event/v1/search-events", many), 400, "Event:InvalidSearchQuery")
+    assert "more than 1000 terms" in body["message"], body
     too_big = enc(workbook)
     too_big["pageSize"], too_big["query"] = 10_001, enc(event.SearchQuery(search_text="x"))
     refusal(await call(base, "/event/v1/search-events", too_big), 400, "Event:InvalidPageSize")
