@@ -165,8 +165,8 @@ class Settings(BaseSettings):
     max_json_body_bytes: int = Field(
         1 << 20,
         gt=0,
-        description="largest JSON body of /assets/v1, /scout/v2/module and getEnrichedDatasets, bytes "
-        "after Content-Encoding is undone (413); read only once the token is checked",
+        description="largest JSON body of /assets/v1, /scout/v2/module, /event/v1 and getEnrichedDatasets, "
+        "bytes after Content-Encoding is undone (413); read only once the token is checked",
     )
     max_header_bytes: int = Field(
         64 << 10, gt=0, description="request line and headers of one HTTP request, bytes (431, then closed)"
