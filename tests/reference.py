@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,14 @@ class Env:
     context: dict[str, Any]
     store: Store
     group: dict[str, str]  # this group's tag values ({} when not grouped)
+    # Tests on a series' own tags (NOMINAL_CHANNEL: its channel's name) that every channel read below
+    # a filterByTag or selectTags naming a tag beyond the grouping applies: "the series produced by input"
+    narrow: tuple[Callable[[dict[str, str]], bool], ...] = ()
+
+
+def passes(env: Env, channel: str, tags: dict[str, str]) -> bool:
+    """Whether a series of `channel` with `tags` passes every test of `env.narrow`."""
+    return all(test({**tags, "NOMINAL_CHANNEL": channel}) for test in env.narrow)
 
 
 # -- constants and variables ------------------------------------------------------------------------
@@ -132,9 +141,21 @@ def _channel(env: Env, ds: dict[str, Any]) -> Points:
         st = dict(s_tags)
         if s_rid != rid or s_channel != channel or any(st.get(k) != v for k, v in tags.items()):
             continue
-        if any(st.get(k, "") != env.group.get(k) for k in group_by):
+        if any(st.get(k, "") != env.group.get(k) for k in group_by) or not passes(env, s_channel, st):
             continue
         merged.update(points)
+    return sorted(merged.items())
+
+
+def select(env: Env, body: dict[str, Any]) -> Points:
+    """`selectNumeric` of a saved dataset: "When `name` is omitted, selection starts from all channels
+    in the dataset scope" (nominal-api's SelectSeries), narrowed by `env.narrow`."""
+    rid = _string(env, body["dataset"]["saved"]["rid"])
+    name = _string(env, body["name"]) if body.get("name") else None
+    merged: dict[int, Any] = {}
+    for (s_rid, s_channel, s_tags), points in env.store.series().items():
+        if s_rid == rid and name in (None, s_channel) and passes(env, s_channel, dict(s_tags)):
+            merged.update(points)
     return sorted(merged.items())
 
 
@@ -298,6 +319,8 @@ def numeric(env: Env, node: dict[str, Any]) -> Points | Constant:
         return _reference(env, body)
     if kind == "channel":
         return _channel(env, body["dataSource"])
+    if kind == "selectNumeric":
+        return select(env, body)
     if kind == "constant":
         return Constant(_double(env, body["double"]))
     if kind in UNARY:
@@ -497,7 +520,7 @@ def evaluate(
     groups = _groups(node, context, store)
     from tests.reference_cross_group import output_groups  # it builds on this module
 
-    regrouped = output_groups(node, groups, context)  # filterByTag and selectTags regroup
+    regrouped = output_groups(node, groups, context, store)  # filterByTag and selectTags regroup
     groups = groups if regrouped is None else regrouped
     kind, body = node["type"], node[node["type"]]
     envs = {g: Env(context, store, dict(g)) for g in groups}

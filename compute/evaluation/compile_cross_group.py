@@ -3,13 +3,20 @@ enum `filterByTag` and `selectTags`, numeric `zScore`.
 Registered into compiler.py's tables by their Conjure variant names when this module loads.
 
 A node's groups are keyed by tag keys, its "tag dimensions": a channel's groupByTags, the selected
-keys after `selectTags`. A predicate, a selection or a zScore family can only name those keys: a tag
-the input is not grouped by was merged away when its series were read (Sparkwire merges a channel's
-series that share their groupByTags values), so it cannot be known per group and is refused by name."""
+keys after `selectTags`. A predicate or a selection naming a tag the input is not grouped by reaches
+down to the channel reads below it (nominal-api asks no grouping of them): `filterByTag` narrows the
+series those reads take to the ones whose tags meet it, `selectTags` groups those reads by the keys
+it names. That holds only where no node between acts across groups (below one, a tag it dropped is
+gone), and a zScore family must still be among the input's tags: both are refused by name.
+
+A selection without a channel name (`selectNumeric` / `selectEnum` with no `name`) is nominal-api's
+`SelectSeries` form: `filterByTag` on the reserved `NOMINAL_CHANNEL` key names the channels (`in`), each
+read carries its name as that tag, and `selectTags([NOMINAL_CHANNEL])` keeps them apart as groups."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from compute.evaluation import compile_numeric, datasets
 from compute.evaluation import compiler as c
@@ -17,6 +24,7 @@ from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import Node, SeriesNode
 from compute.evaluation.nodes.cross_group import CrossGroup, FilterByTag, SelectTags, ZScore, crosses
 from compute.evaluation.nodes.inputs import ChannelInput
+from compute.evaluation.nodes.union import MergedBranches
 from compute.storage.series import TagCondition
 
 Json = c.Json
@@ -107,16 +115,112 @@ def _keys(b: B, o: dict[str, Json], field_name: str, what: str) -> frozenset[str
     return frozenset(b.string_constant(k) for k in raw)
 
 
+def _reads(node: Node) -> Iterator[ChannelInput]:
+    """The channel reads below a node (a dataset with no branch reads nothing: no selector)."""
+    if isinstance(node, ChannelInput):
+        if node.index >= 0:
+            yield node
+        return
+    for child in node.children():
+        yield from _reads(child)
+
+
+def _reaches_reads(b: B, x: Node, what: str, field_name: str, keys: set[str], dims: tuple[str, ...]) -> bool:
+    """Whether `keys` beyond the input's grouping can reach the channel reads below it: not through a
+    node acting across groups (a tag it dropped is gone), which keeps the refusal of `_known`."""
+    if not keys:
+        return False
+    if crosses(x):
+        _known(b, what, field_name, keys, dims)
+    return True
+
+
+def _narrow(b: B, x: Node, conditions: list[TagCondition]) -> None:
+    """Every channel read below `x` takes only the series whose tags meet `conditions`. A tag a read
+    injects (a dataset's `tag`, an asset's or run's branch tags, a channel's NOMINAL_CHANNEL) is
+    decided here, once: the read keeps every series or none."""
+    for read in _reads(x):
+        selector = b.selectors[read.index]
+        injected = dict(selector.injected)
+        filters = list(selector.tag_filters)
+        for cond in conditions:
+            if cond.key == datasets.NOMINAL_CHANNEL and cond.key not in injected:
+                raise _refuse(
+                    "filterByTag",
+                    "predicate",
+                    "filterByTag on NOMINAL_CHANNEL selects channels of a selection without a name "
+                    f"(selectNumeric / selectEnum without name); '{selector.channel}' is named already",
+                )
+            if cond.key not in injected:
+                filters.append(cond)
+            elif not cond.holds(injected):
+                filters.append(TagCondition(cond.key, frozenset()))  # holds for no series
+        b.selectors[read.index] = replace(selector, tag_filters=tuple(filters))
+
+
+def _group_reads(b: B, x: Node, keys: set[str]) -> None:
+    """Every channel read below `x` grouped by `keys` too, so that its series keep them apart."""
+    for read in _reads(x):
+        selector = b.selectors[read.index]
+        b.selectors[read.index] = replace(selector, group_by=tuple(sorted(set(selector.group_by) | keys)))
+
+
+def _channels_named(
+    b: B, raw: Json, family: str, conditions: list[TagCondition]
+) -> tuple[SeriesNode, list[TagCondition]] | None:
+    """nominal-api's `SelectSeries` form: a selection without a name, narrowed by `in` predicates on
+    NOMINAL_CHANNEL, is one read per channel named, each carrying its name as that tag, merged in
+    time order. None when `raw` is not that form. Returns the read and the conditions left."""
+    if not isinstance(raw, dict):
+        return None
+    kind = raw.get("type")
+    inner = raw.get(kind) if isinstance(kind, str) else None
+    if kind not in ("selectNumeric", "selectEnum") or not isinstance(inner, dict) or inner.get("name"):
+        return None
+    on_channel = [cond for cond in conditions if cond.key == datasets.NOMINAL_CHANNEL]
+    if not on_channel:
+        return None
+    if any(cond.negate for cond in on_channel):
+        raise _refuse(
+            "filterByTag",
+            "predicate",
+            "filterByTag: NOMINAL_CHANNEL notIn over a selection without a name would read every channel "
+            "of the dataset; name the channels with `in`",
+        )
+    names = sorted(frozenset.intersection(*(cond.values for cond in on_channel)))
+    b.budget.charge(len(names))  # each a channel to read
+    reads: list[SeriesNode] = []
+    for name in names:
+        named = {"type": kind, kind: {**inner, "name": {"type": "literal", "literal": name}}}
+        read = b.numeric(named) if family == "numeric" else b.enum(named)
+        for leaf in _reads(read):
+            selector = b.selectors[leaf.index]
+            injected = {**dict(selector.injected), datasets.NOMINAL_CHANNEL: name}
+            b.selectors[leaf.index] = replace(selector, injected=tuple(sorted(injected.items())))
+        reads.append(read)
+    rest = [cond for cond in conditions if cond.key != datasets.NOMINAL_CHANNEL]
+    if not reads:
+        return ChannelInput(c.NO_INPUT, family), rest
+    return (reads[0] if len(reads) == 1 else MergedBranches(reads)), rest
+
+
 def _filter_by_tag(family: str) -> Callable[[B, Json], SeriesNode]:
     def build(b: B, v: Json) -> SeriesNode:
         what = "filterByTag"
         o = b.obj(v, what)
         raw = b.get(o, "input", what)
-        x = b.timed(b.numeric(raw) if family == "numeric" else b.enum(raw), what)
         conditions = _predicate(b, b.get(o, "predicate", what), what)
+        named = _channels_named(b, raw, family, conditions)
+        if named is not None:
+            x, conditions = b.timed(named[0], what), named[1]
+        else:
+            x = b.timed(b.numeric(raw) if family == "numeric" else b.enum(raw), what)
         dims = dimensions(b, x)
-        _known(b, what, "predicate", {cond.key for cond in conditions}, dims)
-        return FilterByTag(x, tuple(conditions), dims, enum=family == "enum")
+        beyond = [cond for cond in conditions if cond.key not in dims]
+        if _reaches_reads(b, x, what, "predicate", {cond.key for cond in beyond}, dims):
+            _narrow(b, x, beyond)
+        grouped = tuple(cond for cond in conditions if cond.key in dims)
+        return FilterByTag(x, grouped, dims, enum=family == "enum") if grouped else x
 
     return build
 
@@ -129,7 +233,9 @@ def _select_tags(family: str) -> Callable[[B, Json], SeriesNode]:
         x = b.timed(b.numeric(raw) if family == "numeric" else b.enum(raw), what)
         keys = _keys(b, o, "tagKeys", what)
         dims = dimensions(b, x)
-        _known(b, what, "tagKeys", set(keys), dims)
+        if _reaches_reads(b, x, what, "tagKeys", set(keys) - set(dims), dims):
+            _group_reads(b, x, set(keys) - set(dims))
+            dims = dimensions(b, x)
         return SelectTags(x, keys, tuple(k for k in dims if k in keys), enum=family == "enum")
 
     return build

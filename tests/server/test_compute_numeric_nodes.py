@@ -365,8 +365,16 @@ CASES: dict[str, Json] = {
 
 
 # -- across groups: filterByTag, selectTags, zScore -----------------------------------------------
-# gs: channel g grouped by site (which no series carries: "") and vehicle
+# gs: channel g grouped by site (which no series carries: "") and vehicle; gu: channel g not grouped
 GS = sc.NumericSeries(raw=sc.Reference(name="gs"))
+GU = sc.NumericSeries(raw=sc.Reference(name="gu"))
+# nominal-api's SelectSeries without a name: every channel of the scenario's data source (its rid as
+# the variable `rid`), narrowed by filterByTag on NOMINAL_CHANNEL
+EVERY_CHANNEL = sc.NumericSeries(
+    select_numeric=sc.SelectSeries(
+        dataset=sc.Dataset(saved=sc.SavedDataset(rid=sc.StringConstant(variable="rid")))
+    )
+)
 
 
 def tags_in(key: str, *values: str, negate: bool = False) -> sc.TagPredicate:
@@ -415,6 +423,21 @@ CROSS_GROUP_CASES: dict[str, Json] = {
         )
     ),
     "grouped_select_tags_drops_a_tag": node(select_tags(GS, "vehicle")),
+    # a tag the input is not grouped by: the series the channel read takes, by their own tags
+    "tag_filter_on_an_ungrouped_channel": node(tag_filter(GU, tags_in("vehicle", "v1", "v3"))),
+    "tag_filter_not_in_on_an_ungrouped_channel_times_a": node(
+        sc.NumericSeries(
+            product=sc.ProductSeries(inputs=[tag_filter(GU, tags_in("vehicle", "v2", negate=True)), api(A)])
+        )
+    ),
+    "grouped_select_tags_of_an_ungrouped_channel": node(select_tags(GU, "vehicle")),
+    "select_tags_beyond_the_grouping": node(select_tags(api(G), "vehicle", "site")),
+    "channels_named_by_nominal_channel_merged": node(
+        tag_filter(EVERY_CHANNEL, tags_in("NOMINAL_CHANNEL", "a", "b"))
+    ),
+    "channels_named_by_nominal_channel_kept_apart": node(
+        select_tags(tag_filter(EVERY_CHANNEL, tags_in("NOMINAL_CHANNEL", "a", "b")), "NOMINAL_CHANNEL")
+    ),
     # every vehicle in one group: their points at shared timestamps all counted in the buckets
     "select_tags_every_vehicle_as_one_bucketed": bucketed(select_tags(api(G)), 20),
     "grouped_z_score_within_4s": node(z_score(api(G), within=4)),
@@ -455,8 +478,12 @@ GROUPED = {name for name in CASES if name.startswith("grouped_")}
 
 
 def variables_of(rid: str) -> dict[str, Any]:
-    """tests/test_compute_nodes.py's context, and channel g grouped by two tags."""
-    return {**context(rid), "gs": n.channel(rid, "g", group_by=["site", "vehicle"])}
+    """tests/test_compute_nodes.py's context, and channel g grouped by two tags and by none."""
+    return {
+        **context(rid),
+        "gs": n.channel(rid, "g", group_by=["site", "vehicle"]),
+        "gu": n.channel(rid, "g"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -526,6 +553,16 @@ async def test_tag_filters_and_selections_keep_the_groups_they_name(outcome: Out
     assert keys["select_tags_every_vehicle_as_one_bucketed"] == {()}
     assert keys["group_by_no_tag_every_10s_mean"] == {()}
     assert keys["z_score_by_site_plus_shared_a"] == {(("site", ""), *v) for v in _vehicles("v1", "v2", "v3")}
+    assert keys["tag_filter_on_an_ungrouped_channel"] == {()}
+    assert keys["tag_filter_not_in_on_an_ungrouped_channel_times_a"] == {()}
+    assert keys["select_tags_beyond_the_grouping"] == {
+        (("site", ""), *v) for v in _vehicles("v1", "v2", "v3")
+    }
+    assert keys["channels_named_by_nominal_channel_merged"] == {()}
+    assert keys["channels_named_by_nominal_channel_kept_apart"] == {
+        (("NOMINAL_CHANNEL", "a"),),
+        (("NOMINAL_CHANNEL", "b"),),
+    }
     assert outcome.views["tag_filter_in"].fulls >= 2, "v3 appearing mid-stream came with a FullResult"
 
 
@@ -596,13 +633,19 @@ async def test_selected_tags_keep_every_point_of_the_groups_they_join(server: Se
 
 
 CROSS_GROUP_REFUSALS: dict[str, tuple[Json, dict[str, str]]] = {
-    "tag_filter_on_an_ungrouped_channel": (
-        node(tag_filter(api(A), tags_in("vehicle", "v1"))),
+    # below a node across groups, a tag it dropped is gone
+    "tag_filter_on_a_tag_select_tags_dropped": (
+        node(tag_filter(select_tags(GS, "vehicle"), tags_in("site", ""))),
         {"invalidTypes": "", "variant": "filterByTag", "field": "predicate"},
     ),
-    "select_tags_beyond_the_grouping": (
-        node(select_tags(api(G), "vehicle", "site")),
-        {"invalidTypes": "", "variant": "selectTags", "field": "tagKeys"},
+    # nominal-api: "Providing both name and a NOMINAL_CHANNEL filter is rejected as an invalid request"
+    "nominal_channel_on_a_named_channel": (
+        node(tag_filter(api(A), tags_in("NOMINAL_CHANNEL", "a"))),
+        {"invalidTypes": "", "variant": "filterByTag", "field": "predicate"},
+    ),
+    "nominal_channel_not_in_over_every_channel": (
+        node(tag_filter(EVERY_CHANNEL, tags_in("NOMINAL_CHANNEL", "a", negate=True))),
+        {"invalidTypes": "", "variant": "filterByTag", "field": "predicate"},
     ),
     "z_score_family_beyond_the_grouping": (
         node(z_score(api(G), "site")),

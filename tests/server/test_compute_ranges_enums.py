@@ -623,6 +623,27 @@ CASES: dict[str, Json] = {
             )
         )
     ),
+    # gu: channel g not grouped; the tag reaches the series the channel read takes
+    "enum_tag_filter_on_an_ungrouped_channel": enum_node(
+        sc.EnumSeries(
+            filter_by_tag=sc.EnumTagFilterSeries(
+                input=states_of(num("gu")),
+                predicate=sc.TagPredicate(
+                    not_in=sc.TagNotIn(
+                        key=sc.StringConstant(literal="vehicle"),
+                        values=sc.StringSetConstantV2(literal=[sc.StringConstant(literal="v1")]),
+                    )
+                ),
+            )
+        )
+    ),
+    "grouped_enum_select_tags_of_an_ungrouped_channel": enum_node(
+        sc.EnumSeries(
+            select_tags=sc.EnumSelectTagsSeries(
+                input=states_of(num("gu")), tag_keys=[sc.StringConstant(literal="vehicle")]
+            )
+        )
+    ),
     "grouped_enum_select_tags": enum_node(
         sc.EnumSeries(
             select_tags=sc.EnumSelectTagsSeries(
@@ -642,7 +663,7 @@ CHARTS = {
 def variables_of(rid: str) -> dict[str, Any]:
     """tests/test_compute_nodes.py's context, a range series held in a variable with a nested
     context of its own (its channel `x` is that context's name for channel b), and channel g grouped
-    by site and vehicle (`gs`)."""
+    by site and vehicle (`gs`) and by nothing (`gu`)."""
     held = sc.ComputeNodeWithContext(
         series_node=sc.ComputeNode(ranges=above(num("x"), 12.0)),
         context=sc.Context(variables={}, dataset_references={}),
@@ -653,6 +674,7 @@ def variables_of(rid: str) -> dict[str, Any]:
         **context(rid),
         "held_ranges": {"type": "computeNode", "computeNode": nested},
         "gs": n.channel(rid, "g", group_by=["site", "vehicle"]),
+        "gu": n.channel(rid, "g"),
     }
 
 
