@@ -362,9 +362,10 @@ class NumericSeries(Node):
     def ne(self, other: NumericSeries | float) -> Condition:
         return self._compare("notEqualTo", other)
 
-    # -- across groups (a channel's groupByTags) ------------------------------------------------
+    # -- across groups (a channel's groupByTags, or the series' own tags) ---------------------------
     def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> NumericSeries:
-        """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
+        """Only the groups (for a tag not grouped by: the series) whose tag `key` is one of `values`
+        (`exclude`: is none of them)."""
         return NumericSeries(_filter_by_tag(self.json, key, values, exclude), self.variables)
 
     def select_tags(self, *keys: str) -> NumericSeries:
@@ -606,7 +607,8 @@ class EnumSeries(Node):
         return RangeSeries(_union("enumFilter", body), self.variables)
 
     def filter_by_tag(self, key: str, values: Iterable[str], exclude: bool = False) -> EnumSeries:
-        """Only the groups whose tag `key` is one of `values` (`exclude`: is none of them)."""
+        """Only the groups (for a tag not grouped by: the series) whose tag `key` is one of `values`
+        (`exclude`: is none of them)."""
         return EnumSeries(_filter_by_tag(self.json, key, values, exclude), self.variables)
 
     def select_tags(self, *keys: str) -> EnumSeries:
