@@ -218,6 +218,10 @@ async def test_create_get_search_update_and_archive_events(server: ServerProcess
     too_big["pageSize"], too_big["query"] = 10_001, enc(event.SearchQuery(search_text="x"))
     refusal(await call(base, "/event/v1/search-events", too_big), 400, "Event:InvalidPageSize")
 
+    huge = enc(create_request(asset, t0, 0, "x"))
+    huge["description"] = "x" * (1 << 20)  # past SPARKWIRE_MAX_JSON_BODY_BYTES' 1 MiB
+    refusal(await call(base, "/event/v1/events", huge), 413, "Default:RequestEntityTooLarge")
+
     paths = httpx.get(f"{base}/openapi.json").json()["paths"]
     assert {
         "/event/v1/events",
