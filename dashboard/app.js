@@ -559,16 +559,18 @@ function drawSide(config) {
     const axes = side.channels.split(", ");
     const lines = [];
     const colors = sidePalette.assign(groups);
+    // a label column (an enum channel's MODE) is placed by its label's rank among all those shown,
+    // and its axis is marked with the labels themselves
+    const allRows = groups.flatMap((group) => side.groups[group]);
+    const ranks = axes.map((_, k) => [...new Set(allRows.map((r) => r[k + 1]).filter((v) => typeof v === "string"))].sort());
     groups.forEach((group) => {
-      const rows = side.groups[group];
-      // a label column (an enum channel's MODE) is placed by its label's rank among those shown
-      const ranks = axes.map((_, k) => [...new Set(rows.map((r) => r[k + 1]).filter((v) => typeof v === "string"))].sort());
-      for (const row of rows) {
+      for (const row of side.groups[group]) {
         const values = row.slice(1).map((v, k) => (typeof v === "string" ? ranks[k].indexOf(v) : v));
         lines.push({ color: colors[group], values });
       }
     });
-    published.sideDrawn = drawParallel($("side"), { axes, lines, title: `multivariate · one line per time bucket · ${side.channels}` });
+    const labels = ranks.map((r) => (r.length ? r : null));
+    published.sideDrawn = drawParallel($("side"), { axes, lines, labels, title: `multivariate · one line per time bucket · ${side.channels}` });
     return;
   }
   if (side.kind === "numericHistogram" || side.kind === "enumHistogram") {
@@ -578,7 +580,8 @@ function drawSide(config) {
       channels.forEach((channel) => {
         const name = label(channel, group);
         const rows = side.groups[group].map((row) => [...row.slice(0, -1), row[row.length - 1][channel] ?? 0]);
-        bars.push({ label: name, color: published.colors[name] ?? seriesPalette.assign([name])[name], buckets: rows });
+        const color = published.colors[name] ?? seriesPalette.assign([name])[name];
+        bars.push({ label: name, color, valueColors: published.valueColors[channel], buckets: rows });
       });
     }
     drawHistogram($("side"), { bars, title: `histogram · ${side.channels}` });
@@ -663,7 +666,10 @@ function frame() {
       valueColors[channel] = valuePalettes.get(channel).assign(values);
     }
     published.valueColors = valueColors;
-    const thresholded = config.mode === "ranges" || config.mode === "rangeValues" || config.formula === "ifElse";
+    // the threshold drawn where one applies to the series shown (never for a refused, empty one)
+    const thresholded =
+      (config.mode === "ranges" || config.mode === "rangeValues" || config.formula === "ifElse") &&
+      config.threshold !== "" && Number.isFinite(Number(config.threshold)) && series.length > 0;
     const threshold = thresholded ? { value: Number(config.threshold), text: `${OP_TEXT[config.op] ?? ""} ${config.threshold}` } : null;
     published.drawn = draw($("chart"), { series, ranges, startMs, endMs, threshold, valueColors });
     drawSide(config);

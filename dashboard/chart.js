@@ -461,8 +461,9 @@ export function drawHistogram(canvas, { bars, title }) {
     ctx.fillStyle = "#5d6d7e";
     labels.forEach((name, j) => ctx.fillText(name, plot.x0 + (j + 0.5) * band, plot.y1 + 16));
     bars.forEach((b, i) => {
-      ctx.fillStyle = b.color + "cc";
       for (const [name, count] of b.buckets) {
+        // one string channel: each value's bar in the colour of its blocks in the strip
+        ctx.fillStyle = (bars.length === 1 && b.valueColors?.[name] ? b.valueColors[name] : b.color) + "cc";
         const j = labels.indexOf(name);
         const w = (band * 0.8) / slots;
         ctx.fillRect(plot.x0 + j * band + band * 0.1 + i * w, y(count), Math.max(1, w - 1), plot.y1 - y(count));
@@ -599,7 +600,7 @@ export function drawScatter3d(canvas, { sets, title, azimuth, elevation }) {
  * Multivariate buckets as parallel coordinates: axes: [name], lines: [{color, values: [v per axis]}]
  * (one line per time bucket, newer ones darker); each axis scaled to its own extent.
  */
-export function drawParallel(canvas, { axes, lines, title }) {
+export function drawParallel(canvas, { axes, lines, title, labels = [] }) {
   const { ctx, width, height } = surface(canvas);
   ctx.fillStyle = "#1b2631";
   ctx.textAlign = "left";
@@ -636,8 +637,23 @@ export function drawParallel(canvas, { axes, lines, title }) {
     ctx.font = "bold 11px system-ui, sans-serif";
     ctx.fillText(fitText(ctx, name, Math.max(room, 2 * inset - 8)), at(k), 32);
     ctx.font = "11px system-ui, sans-serif";
-    ctx.fillText(formatValue(extents[k][1]), at(k), plot.y0 - 5);
-    ctx.fillText(formatValue(extents[k][0]), at(k), plot.y1 + 14);
+    if (labels[k]) {
+      // a label axis: each label at its rank, on a white ground beside the axis
+      ctx.textAlign = k === n - 1 && n > 1 ? "right" : "left";
+      const dx = ctx.textAlign === "right" ? -4 : 4;
+      labels[k].forEach((text, rank) => {
+        const w = ctx.measureText(text).width;
+        const ty = y(k, rank) + 4;
+        ctx.fillStyle = "#ffffffd0";
+        ctx.fillRect(ctx.textAlign === "right" ? at(k) + dx - w - 2 : at(k) + dx - 2, ty - 10, w + 4, 13);
+        ctx.fillStyle = "#1b2631";
+        ctx.fillText(text, at(k) + dx, ty);
+      });
+      ctx.textAlign = "center";
+    } else {
+      ctx.fillText(formatValue(extents[k][1]), at(k), plot.y0 - 5);
+      ctx.fillText(formatValue(extents[k][0]), at(k), plot.y1 + 14);
+    }
   });
   // the rows' baselines (11 px text): the title, the axes' names, their top values
   return { title: shownTitle, titleY: 14, namesY: 32, topValuesY: plot.y0 - 5, axisTop: plot.y0, names: axes.map((_, k) => at(k)) };
