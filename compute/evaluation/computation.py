@@ -47,6 +47,11 @@ from compute.evaluation.results import (
 from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKind
 
+# A computation's log lines are numbered apart from its enum labels (only log nodes read them, and no
+# output holds their codes), and renumbered, those no window holds any more forgotten, once they
+# number more than this and twice those held: log lines are mostly distinct, so kept for ever they
+# would grow with every line the computation has seen (docs/decisions/0071-log-points.md).
+MIN_LOG_LINES_KEPT = 4096
 DEFAULT_LATENESS_NS = 100_000_000  # Nominal's default: 100 ms behind the newest point of the series
 SHARED: GroupKey = ()  # in a grouped plan: the inputs of channels every group reads
 
@@ -180,6 +185,9 @@ class Computation:
         self.outputs: dict[GroupKey, Output] = {}
         self.categories: list[str] = []  # enum categories, stable across appends
         self._category_index: dict[str, int] = {}
+        self.log_lines: list[str] = []  # log lines' texts by code (renumbered by `_forget_log_lines`)
+        self._log_index: dict[str, int] = {}
+        self._log_lines_checked_at = MIN_LOG_LINES_KEPT  # the count past which they are next looked at
         self.newest_seen: dict[int, int] = {}  # series id -> newest timestamp accepted
         self.backfill_seq = 0  # stream rows at or below this seq are already in the back-fill
         self.ready = False
@@ -343,7 +351,10 @@ class Computation:
                         window = group.windows[route.input_index] = SeriesWindow(np.int32)
                         if route.kind is SeriesKind.LOG:
                             group.logs.add(route.input_index)
-                    window.insert(ts, self._codes(values))
+                    if route.input_index in group.logs:
+                        window.insert(ts, _coded(values, self.log_lines, self._log_index))
+                    else:
+                        window.insert(ts, self._codes(values))
                 else:
                     if window is None:
                         window = group.windows[route.input_index] = SeriesWindow(np.float64)
@@ -377,15 +388,31 @@ class Computation:
             np.maximum(newest_before, prior, out=newest_before)
         return ts >= newest_before - DEFAULT_LATENESS_NS
 
+    def _forget_log_lines(self, keep_from: int) -> None:
+        """Renumber the log lines the log windows still hold (from `keep_from` on), forgetting the
+        others, once they are more than MIN_LOG_LINES_KEPT and twice those held. Looked at only once
+        their count has doubled since the last look, so the look (a pass over the held codes) costs
+        each line O(1) however large the window."""
+        lines = self.log_lines
+        if len(lines) <= max(MIN_LOG_LINES_KEPT, self._log_lines_checked_at):
+            return
+        self._log_lines_checked_at = 2 * len(lines)
+        windows = [g.windows[i] for g in self.groups.values() for i in g.logs if i in g.windows]
+        for window in windows:
+            window.trim_before(keep_from)
+        held = np.unique(np.concatenate([w.values for w in windows])) if windows else np.empty(0, np.int32)
+        if len(lines) <= 2 * len(held):
+            return
+        renumbered = np.full(len(lines), -1, np.int32)
+        renumbered[held] = np.arange(len(held), dtype=np.int32)
+        for window in windows:
+            window.values[:] = renumbered[window.values]  # in place: no view of it is held between batches
+        self.log_lines = [lines[code] for code in held.tolist()]
+        self._log_index = {text: code for code, text in enumerate(self.log_lines)}
+        self._log_lines_checked_at = 2 * len(self.log_lines)
+
     def _codes(self, values: np.ndarray) -> np.ndarray:
-        codes = np.empty(len(values), np.int32)
-        for i, v in enumerate(values.tolist()):
-            code = self._category_index.get(v)
-            if code is None:
-                code = self._category_index[v] = len(self.categories)
-                self.categories.append(v)
-            codes[i] = code
-        return codes
+        return _coded(values, self.categories, self._category_index)
 
     def held_from(self, now: int) -> int:
         """Where the held history starts at `now`: at least the nodes' lookback before the window,
@@ -399,6 +426,7 @@ class Computation:
             raise self.error
         window_start = now - self.plan.window_ns
         keep_from = self.held_from(now)
+        self._forget_log_lines(keep_from)
         moved = keep_from != self._held_from and not self._head_stable
         self._held_from = keep_from
         changed, self._changed = self._changed, {}
@@ -407,9 +435,10 @@ class Computation:
             series: dict[int, NumericPoints | EnumPoints] = {}
             for index, window in group.windows.items():
                 window.trim_before(keep_from)
-                if window.dtype == np.int32:
-                    coded = LogPoints if index in group.logs else EnumPoints
-                    series[index] = coded(window.ts, window.values, self.categories)
+                if index in group.logs:
+                    series[index] = LogPoints(window.ts, window.values, self.log_lines)
+                elif window.dtype == np.int32:
+                    series[index] = EnumPoints(window.ts, window.values, self.categories)
                 else:
                     series[index] = NumericPoints(window.ts, window.values)
             inputs[key] = series
@@ -551,3 +580,15 @@ def _after(r: Rows, seq: int) -> Rows | None:
         return r  # the same object: its facts stay shared with the series' other readers
     keep = r.seq > seq
     return Rows(r.seq[keep], r.ts[keep], r.values[keep])
+
+
+def _coded(values: np.ndarray, labels: list[str], index: dict[str, int]) -> np.ndarray:
+    """Each value's code in `labels` (by `index`), a new label appended to both."""
+    codes = np.empty(len(values), np.int32)
+    for i, v in enumerate(values.tolist()):
+        code = index.get(v)
+        if code is None:
+            code = index[v] = len(labels)
+            labels.append(v)
+        codes[i] = code
+    return codes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compute.evaluation import computation as computation_module
 from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.errors import ComputeError
@@ -49,3 +50,56 @@ def test_contains_over_a_channel_mixing_log_and_string_series_is_refused_by_name
     with pytest.raises(ComputeError, match="not all log series") as refusal:
         computation.load_backfill(rows, BASE + NANOS)
     assert refusal.value.name == "InvalidComputation"
+
+
+def test_a_computation_forgets_the_log_lines_no_window_holds_and_answers_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """3,000 distinct lines through a 2 s window, 10 a batch 100 ms apart: the live computation
+    renumbers its log lines once they pass the bound (here 64) and twice those held, keeping only
+    the lines its window still holds, and its output stays that of a computation fed everything at
+    once (a fresh subscription's back-fill)."""
+    monkeypatch.setattr(computation_module, "MIN_LOG_LINES_KEPT", 64)
+    node = n.series(
+        n.numeric_series(
+            n.union(
+                "contains",
+                {"input": n.raw("x"), "operator": n.union("regexFilter", {"regex": "[05]$"})},
+            )
+        )
+    )
+    plan = compile_plan(node, 2 * NANOS, {"x": n.channel("rid", "x")}, Limits(), ResultOptions())
+
+    def fresh() -> Computation:
+        c = Computation("forget", plan, allowed_lateness_ns=None)
+        c.route(SeriesInfo(1, SeriesKey.of("rid", "x", {}), SeriesKind.LOG))
+        return c
+
+    live = fresh()
+    live.backfill_seq = 0
+    live.load_backfill({}, BASE)
+    written_ts: list[int] = []
+    written: list[str] = []
+    most = 0
+    for batch in range(300):
+        ts = BASE + (batch * 10 + np.arange(10, dtype=np.int64)) * 10_000_000
+        lines = [log_text(f"line {batch * 10 + i}", {}) for i in range(10)]
+        seqs = np.arange(batch * 10 + 1, batch * 10 + 11)
+        now = int(ts[-1]) + 1
+        live.apply_batch({1: Rows(seqs, ts, np.array(lines, dtype=object))}, now)
+        written_ts += ts.tolist()
+        written += lines
+        most = max(most, len(live.log_lines))
+        if batch % 50 == 49:
+            again = fresh()
+            again.backfill_seq = len(written)
+            all_rows = Rows(
+                np.arange(1, len(written) + 1), np.array(written_ts), np.array(written, dtype=object)
+            )
+            again.load_backfill({1: all_rows}, now)
+            (out,) = live.snapshot(None).values()
+            (expected,) = again.snapshot(None).values()
+            assert np.array_equal(out.ts, expected.ts) and np.array_equal(out.values, expected.values)
+            assert 0 < out.values.sum() < len(out.values)
+    # a window holds 2 s (200 lines) plus its history step: the codes stay near that, not 3,000
+    assert most < 1000, most
