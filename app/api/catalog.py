@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from app.api.data_sources import bounds as data_source_bounds
 from app.http.errors import HttpError
 from app.http.request_body import read_body
 from app.protocol.admission import Refused
@@ -77,10 +78,13 @@ def dataset_uuid(rid: str) -> str:
     return match.group(0).lower() if match else str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkwire:{rid}"))
 
 
-def enriched_dataset(rid: str, series_count: int, now: str, retention_seconds: float) -> dict[str, Any]:
+def enriched_dataset(
+    rid: str, series_count: int, now: str, retention_seconds: float, bounds: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An EnrichedDataset for a data source: its required fields, filled with what Sparkwire knows.
     Sparkwire keeps no per-dataset metadata: name and display name are the rid, the ingest date is
-    the time of the answer, properties and labels are empty, timestamps are absolute nanoseconds."""
+    the time of the answer, properties and labels are empty, timestamps are absolute nanoseconds;
+    `bounds` (app/api/data_sources.py) span the points it holds, absent without points."""
     if retention_seconds > 0:
         retention: dict[str, Any] = {
             "type": "KEEP_UNTIL_EXPIRY",
@@ -106,6 +110,7 @@ def enriched_dataset(rid: str, series_count: int, now: str, retention_seconds: f
         "allowStreaming": True,
         "isArchived": False,
         "channelSearchSplitTagKeys": [],
+        **({"bounds": bounds} if bounds is not None else {}),
     }
 
 
@@ -156,9 +161,7 @@ async def get_enriched_datasets(request: Request) -> JSONResponse:
     # `client.get_dataset(rid)`, which the SDK calls before writing to it, must find the dataset
     # or the first write could never happen. As in Nominal, rids the token does not reach and
     # empty rids are left out, not refused.
-    answered = [
-        enriched_dataset(rid, series[rid], now, retention)
-        for rid in dict.fromkeys(rids)
-        if rid and principal.allows(rid)
-    ]
+    reached = [rid for rid in dict.fromkeys(rids) if rid and principal.allows(rid)]
+    spans = await data_source_bounds(state.log, reached)
+    answered = [enriched_dataset(rid, series[rid], now, retention, spans.get(rid)) for rid in reached]
     return JSONResponse(answered)

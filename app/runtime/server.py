@@ -21,9 +21,11 @@ from app.api import (
     asyncapi,
     catalog,
     dashboard,
+    data_sources,
     directory,
     docs_pages,
     events,
+    export,
     health,
     metrics_route,
     modules,
@@ -261,6 +263,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(assets.router)  # assets and runs (app/api/assets.py)
     app.include_router(modules.router)  # Nominal's ModuleService (app/api/modules.py)
     app.include_router(events.router)  # Nominal's EventService (app/api/events.py)
+    app.include_router(data_sources.router)  # Nominal's DataSourceService reads (app/api/data_sources.py)
+    app.include_router(export.router)  # Nominal's DataExportService (app/api/export.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

@@ -1,0 +1,226 @@
+"""Nominal's DataSourceService reads over HTTP, in Conjure JSON (nominal-api's `datasource.api`):
+`searchChannels` (`dataset.search_channels()`, and the channel listing of the SDK's
+`datasource_to_dataframe` and `get_channels`) and `getAvailableTagsForChannel`
+(`channel.get_available_tags()`), answered from the series catalog of the log; and the bounds of a
+data source (`get_dataset(rid).bounds`, filled in by app/api/catalog.py).
+
+A channel is a data source's channel name whatever its tags: its series (one per tag set) are one
+channel here. Admitted before the body is read (app/api/admitted_route.py); with authentication on,
+only the data sources of the token's `dataSourceRids` are seen (as `GET /series`).
+The time range of the available tags and the bounds are read from the embedded log's blocks
+(compute/storage/sqlite/spans.py); a log kept elsewhere (Redis) has no such index: a narrower range
+than all time is refused there by name, and bounds are left out (docs/decisions/0074-sdk-reads.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from app.api.admitted_route import AdmittedRoute, admit_request
+from app.http.errors import HttpError
+from compute.storage.contract import PointLog
+from compute.storage.series import SeriesInfo, SeriesKind
+from compute.storage.sqlite import spans
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "description": "an invalid body, or a field not honoured (the error's name says which)",
+        "content": _ERROR,
+    },
+    401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
+}
+MAX_PAGE = 1000  # SearchChannelsRequest.pageSize: "Defaults to 1000. Will throw if larger than 1000."
+MAX_ITEMS = 1000  # data sources or strings in one request
+NANOS = 1_000_000_000
+# nominal-api's SeriesDataType of each kind of series
+DATA_TYPE = {SeriesKind.NUMERIC: "DOUBLE", SeriesKind.ENUM: "STRING", SeriesKind.LOG: "LOG"}
+
+
+class DataSourceRoute(AdmittedRoute):
+    doing = "read the catalog"
+
+
+router = APIRouter(
+    prefix="/data-source/v1/data-sources",
+    tags=["data sources"],
+    responses=ERRORS,
+    route_class=DataSourceRoute,
+)
+
+
+class SearchChannelsRequest(BaseModel):
+    """nominal-api's datasource.api.SearchChannelsRequest."""
+
+    fuzzySearchText: str = Field(default="", max_length=1000)
+    prefix: str | None = Field(default=None, max_length=1000)
+    exactMatch: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    dataSources: list[str] = Field(max_length=MAX_ITEMS)
+    dataTypes: list[str] = Field(default_factory=list, max_length=16)
+    # Only how results are ranked in Nominal: the set answered is the same without it.
+    previouslySelectedChannels: dict[str, list[str]] | None = None
+    nextPageToken: str | None = Field(default=None, max_length=32)
+    pageSize: int | None = None
+
+
+def _fuzzy(text: str, name: str) -> bool:
+    """Every character of `text` appears in `name` in the same order, case aside (a subsequence)."""
+    rest = iter(name.lower())
+    return all(ch in rest for ch in text.lower())
+
+
+def channels_of(infos: list[SeriesInfo]) -> dict[tuple[str, str], str]:
+    """(data source, channel) -> its SeriesDataType (that of its first series)."""
+    found: dict[tuple[str, str], str] = {}
+    for info in sorted(infos, key=lambda i: i.id):
+        found.setdefault((info.key.data_source_rid, info.key.channel), DATA_TYPE[info.kind])
+    return found
+
+
+@router.post("/search-channels", summary="Nominal's searchChannels: the channels of data sources")
+async def search_channels(body: SearchChannelsRequest, request: Request) -> dict[str, Any]:
+    principal = admit_request(request, DataSourceRoute.doing)
+    size = MAX_PAGE if body.pageSize is None else body.pageSize
+    if not 1 <= size <= MAX_PAGE:
+        raise HttpError(
+            400, f"pageSize: {size}, not between 1 and {MAX_PAGE}", params={"limit": str(MAX_PAGE)}
+        )
+    try:
+        offset = int(body.nextPageToken or "0")
+        if offset < 0:
+            raise ValueError
+    except ValueError:
+        raise HttpError(400, f"nextPageToken: {body.nextPageToken!r} is no token this server gave") from None
+    state = request.app.state.sparkwire
+    wanted = {rid for rid in body.dataSources if principal.allows(rid)}
+    types = set(body.dataTypes)
+    infos = [i for i in await asyncio.to_thread(state.log.series) if i.key.data_source_rid in wanted]
+    exact = [s.lower() for s in body.exactMatch]
+    found = [
+        {"name": channel, "dataSource": rid, "dataType": data_type}
+        for (rid, channel), data_type in sorted(channels_of(infos).items())
+        if all(s in channel.lower() for s in exact)
+        and _fuzzy(body.fuzzySearchText, channel)
+        and (body.prefix is None or channel.startswith(body.prefix))
+        and (not types or data_type in types)
+    ]
+    page = found[offset : offset + size]
+    more = offset + size < len(found)
+    return {"results": page, **({"nextPageToken": str(offset + size)} if more else {})}
+
+
+class UtcTimestamp(BaseModel):
+    """nominal-api's scout.run.api.UtcTimestamp."""
+
+    secondsSinceEpoch: int
+    offsetNanoseconds: int | None = Field(default=None, ge=0, lt=NANOS)
+
+    def ns(self) -> int:
+        return self.secondsSinceEpoch * NANOS + (self.offsetNanoseconds or 0)
+
+
+class ChannelWithTagFilters(BaseModel):
+    dataSourceRid: str = Field(max_length=1000)
+    channel: str = Field(max_length=1000)
+    tagFilters: dict[str, str] = Field(default_factory=dict, max_length=MAX_ITEMS)
+
+
+class GetAvailableTagsForChannelRequest(BaseModel):
+    """nominal-api's datasource.api.GetAvailableTagsForChannelRequest."""
+
+    channelWithTagFilters: ChannelWithTagFilters
+    startTime: UtcTimestamp
+    endTime: UtcTimestamp
+
+
+# The SDK's "beginning and end of time" (nominal.ts._MIN_TIMESTAMP / _MAX_TIMESTAMP) and wider: a
+# range this wide holds every point a log can hold, so a log with no time index answers it.
+ALL_TIME = (0, 2**63 - 1)
+
+
+def covers_all_time(start: int, end: int) -> bool:
+    return start <= ALL_TIME[0] and end >= 9_000_000_000 * NANOS  # past the year 2255
+
+
+def span_reader(log: PointLog) -> Any:
+    """The embedded log's path for spans (compute/storage/sqlite/spans.py), None for another log."""
+    writer = log.local_writer
+    return None if writer is None else writer.path
+
+
+@router.post(
+    "/get-available-tags",
+    summary="Nominal's getAvailableTagsForChannel: the tags of a channel's points in a time range",
+)
+async def get_available_tags(body: GetAvailableTagsForChannelRequest, request: Request) -> dict[str, Any]:
+    principal = admit_request(request, DataSourceRoute.doing)
+    state = request.app.state.sparkwire
+    asked = body.channelWithTagFilters
+    start, end = body.startTime.ns(), body.endTime.ns()
+    if end < start:
+        raise HttpError(400, "endTime is before startTime")
+    infos = []
+    if principal.allows(asked.dataSourceRid):
+        infos = [
+            i
+            for i in await asyncio.to_thread(state.log.series)
+            if i.key.data_source_rid == asked.dataSourceRid
+            and i.key.channel == asked.channel
+            and all(dict(i.key.tags).get(k) == v for k, v in asked.tagFilters.items())
+        ]
+    path = span_reader(state.log)
+    if infos and path is not None:
+        covered = await asyncio.to_thread(spans.spans, path, [i.id for i in infos])
+        infos = [
+            i for i in infos if i.id in covered and covered[i.id][0] <= end and covered[i.id][1] >= start
+        ]
+    elif infos and not covers_all_time(start, end):
+        raise HttpError(
+            400,
+            "startTime/endTime: this server's log (Redis) keeps no index of the series' times, so only "
+            "the whole of time can be asked for (as the SDK does without start_time and end_time)",
+            name="Sparkwire:TimeRangeNotHonoured",
+        )
+    tags: dict[str, set[str]] = defaultdict(set)
+    for info in infos:
+        for k, v in info.key.tags:
+            tags[k].add(v)
+    return {
+        "availableTags": {
+            "dataSourceRid": asked.dataSourceRid,
+            "channel": asked.channel,
+            "availableTags": {k: sorted(v) for k, v in sorted(tags.items())},
+        }
+    }
+
+
+def timestamp(ns: int) -> dict[str, int]:
+    """nominal-api's api.Timestamp."""
+    seconds, nanos = divmod(ns, NANOS)
+    return {"seconds": seconds, "nanos": nanos}
+
+
+async def bounds(log: PointLog, rids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each data source's scout_catalog.Bounds: the earliest and latest timestamp of the points it
+    holds now; left out for one without points, and for every one on a log with no time index."""
+    path = span_reader(log)
+    if path is None or not rids:
+        return {}
+    wanted = set(rids)
+    infos = [i for i in await asyncio.to_thread(log.series) if i.key.data_source_rid in wanted]
+    covered = await asyncio.to_thread(spans.spans, path, [i.id for i in infos])
+    per_rid: dict[str, tuple[int, int]] = {}
+    for info in infos:
+        if info.id not in covered:
+            continue
+        lo, hi = covered[info.id]
+        old = per_rid.get(info.key.data_source_rid)
+        per_rid[info.key.data_source_rid] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+    return {
+        rid: {"start": timestamp(lo), "end": timestamp(hi), "type": "ABSOLUTE"}
+        for rid, (lo, hi) in per_rid.items()
+    }

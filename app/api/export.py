@@ -1,0 +1,316 @@
+"""Nominal's DataExportService `exportChannelData` over HTTP (`POST /export/v1/export`): what the
+`nominal` SDK's `channel_to_series` and `datasource_to_dataframe` ask for, answered from the log as
+back-fill reads history (the embedded log read by this process itself, compute/storage/sqlite).
+
+Served: time-domain channels, each a channel of a data source (`numeric` or `enum`, a `dataSource`
+channel with literal rid, channel and tags), undecimated, with no merge strategy (`none`: a row per
+timestamp of any column, a column empty where it has no point), as CSV, gzip-compressed or not, with
+ISO 8601 or relative timestamps (to any instant, in any TimeUnit). Points with startTime <= ts <
+endTime. A column is every series of its channel whose tags include the asked tags; at a timestamp
+where it has several points, the one written last. Anything else that would change the answer is
+refused by name, never ignored (docs/decisions/0074-sdk-reads.md).
+
+Its cost is bounded before a point is read: the blocks the request would read are counted
+(compute/storage/sqlite/spans.py) and more than MAX_EXPORT_POINTS is refused (ExportTooLarge)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import datetime
+import gzip
+import io
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field
+
+from app.api.admitted_route import AdmittedRoute, admit_request
+from app.api.data_sources import span_reader
+from app.http.errors import HttpError
+from compute.storage.contract import PointLog
+from compute.storage.series import SeriesInfo, SeriesKind
+from compute.storage.sqlite import spans
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the CSV (gzip-compressed when compression is GZIP)",
+        "content": {"application/octet-stream": {}},
+    },
+    400: {
+        "description": "an invalid body, a field not honoured, or too many points (the name says which)",
+        "content": _ERROR,
+    },
+    401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
+    501: {
+        "description": "Sparkwire:ExportNeedsEmbeddedLog: the Redis log is read by Spark only",
+        "content": _ERROR,
+    },
+}
+MAX_EXPORT_POINTS = 1_000_000  # points one export may read (a block counts whole)
+MAX_COLUMNS = 1000
+NANOS = 1_000_000_000
+UNIT_NS = {
+    "NANOSECONDS": 1,
+    "MICROSECONDS": 1_000,
+    "MILLISECONDS": 1_000_000,
+    "SECONDS": NANOS,
+    "MINUTES": 60 * NANOS,
+    "HOURS": 3600 * NANOS,
+    "DAYS": 86400 * NANOS,
+}
+KIND_OF = {"numeric": SeriesKind.NUMERIC, "enum": SeriesKind.ENUM}
+
+
+class ExportRoute(AdmittedRoute):
+    doing = "read points"
+
+
+router = APIRouter(prefix="/export/v1", tags=["export"], responses=ERRORS, route_class=ExportRoute)
+
+
+class Timestamp(BaseModel):
+    seconds: int
+    nanos: int = Field(ge=0, lt=NANOS)
+
+    def ns(self) -> int:
+        return self.seconds * NANOS + self.nanos
+
+
+class ExportDataRequest(BaseModel):
+    """nominal-api's scout.dataexport.api.ExportDataRequest (its unions read below)."""
+
+    channels: dict[str, Any]
+    startTime: Timestamp
+    endTime: Timestamp
+    context: dict[str, Any] = Field(default_factory=dict)
+    format: dict[str, Any]
+    resolution: dict[str, Any]
+    compression: str | None = None
+
+
+def not_honoured(field: str, what: str) -> HttpError:
+    return HttpError(
+        400,
+        f"{field}: {what} is not served by this server (docs/decisions/0074-sdk-reads.md)",
+        name="Sparkwire:ExportOptionNotSupported",
+        params={"field": field},
+    )
+
+
+def _variant(value: Any, field: str) -> tuple[str, Any]:
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise HttpError(400, f"{field}: a Conjure union (an object with `type`)")
+    kind = value["type"]
+    return kind, value.get(kind)
+
+
+def _literal(value: Any, field: str) -> str:
+    kind, inner = _variant(value, field)
+    if kind != "literal" or not isinstance(inner, str):
+        raise not_honoured(field, f"a StringConstant of type {kind!r} (only literals)")
+    return inner
+
+
+class Column:
+    def __init__(self, name: str, kind: SeriesKind, rid: str, channel: str, tags: dict[str, str]) -> None:
+        self.name, self.kind, self.rid, self.channel, self.tags = name, kind, rid, channel, tags
+
+    def selects(self, info: SeriesInfo) -> bool:
+        key = info.key
+        if key.data_source_rid != self.rid or key.channel != self.channel:
+            return False
+        have = dict(key.tags)
+        return all(have.get(k) == v for k, v in self.tags.items())
+
+
+def _column(item: Any, i: int) -> Column:
+    where = f"channels.timeDomain.channels.{i}"
+    if not isinstance(item, dict) or not isinstance(item.get("columnName"), str):
+        raise HttpError(400, f"{where}: a TimeDomainChannel (columnName, computeNode)")
+    series_type, series = _variant(item.get("computeNode"), f"{where}.computeNode")
+    if series_type not in KIND_OF:
+        raise not_honoured(
+            f"{where}.computeNode", f"a {series_type!r} series (only numeric and enum channels)"
+        )
+    node_type, node = _variant(series, f"{where}.computeNode.{series_type}")
+    if node_type != "channel":
+        raise not_honoured(f"{where}.computeNode.{series_type}", f"a {node_type!r} node (only a channel)")
+    source_type, source = _variant(node, f"{where}.computeNode.{series_type}.channel")
+    base = f"{where}.computeNode.{series_type}.channel.{source_type}"
+    if source_type != "dataSource" or not isinstance(source, dict):
+        raise not_honoured(base, f"a {source_type!r} channel (only a data source's)")
+    for field in ("tagsToGroupBy", "groupByTags"):
+        if source.get(field):
+            raise not_honoured(f"{base}.{field}", "grouping by tags")
+    for field in ("tagFilters", "storage"):
+        if source.get(field) is not None:
+            raise not_honoured(f"{base}.{field}", field)
+    tags = source.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise HttpError(400, f"{base}.tags: a map of tag name to StringConstant")
+    return Column(
+        item["columnName"],
+        KIND_OF[series_type],
+        _literal(source.get("dataSourceRid"), f"{base}.dataSourceRid"),
+        _literal(source.get("channel"), f"{base}.channel"),
+        {str(k): _literal(v, f"{base}.tags.{k}") for k, v in tags.items()},
+    )
+
+
+def _timestamp_format(value: Any) -> tuple[int, int] | None:
+    """None for ISO 8601; (relative to ns, unit ns) for relative timestamps."""
+    field = "channels.timeDomain.outputTimestampFormat"
+    kind, inner = _variant(value, field)
+    if kind == "iso8601":
+        return None
+    if kind == "relative" and isinstance(inner, dict):
+        unit = inner.get("timeUnit")
+        if unit not in UNIT_NS:
+            raise not_honoured(f"{field}.relative.timeUnit", repr(unit))
+        return Timestamp.model_validate(inner.get("relativeTo")).ns(), UNIT_NS[unit]
+    raise not_honoured(field, repr(kind))
+
+
+def iso(ns: int) -> str:
+    seconds, nanos = divmod(ns, NANOS)
+    moment = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{nanos:09d}Z"
+
+
+def relative(ns: int, origin: int, unit: int) -> str:
+    """(ns - origin) in `unit`, exactly where the unit is a power of ten of nanoseconds."""
+    diff = ns - origin
+    if unit == 1:
+        return str(diff)
+    digits = len(str(unit)) - 1
+    if unit == 10**digits:
+        sign = "-" if diff < 0 else ""
+        whole, frac = divmod(abs(diff), unit)
+        return f"{sign}{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".")
+    return repr(diff / unit)
+
+
+def _latest_per_timestamp(
+    ts: np.ndarray, seq: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One point per timestamp, the one written last (highest seq), in time order."""
+    order = np.lexsort((seq, ts))
+    ts, values = ts[order], values[order]
+    last = np.ones(len(ts), dtype=bool)
+    last[:-1] = ts[1:] != ts[:-1]
+    return ts[last], values[last]
+
+
+def build_csv(
+    log: PointLog,
+    columns: list[Column],
+    infos: list[SeriesInfo],
+    start: int,
+    end: int,
+    fmt: tuple[int, int] | None,
+) -> bytes:
+    """Blocking: reads the points and writes the CSV."""
+    chosen = {c.name: [i for i in infos if c.selects(i)] for c in columns}
+    ids = sorted({i.id for found in chosen.values() for i in found})
+    read = log.read_history_columns(ids, start, 2**63 - 1) if ids else {}
+    per_column: list[tuple[np.ndarray, np.ndarray]] = []
+    for column in columns:
+        parts = [read[i.id] for i in chosen[column.name] if i.id in read]
+        if parts:
+            ts = np.concatenate([p.ts for p in parts])
+            seq = np.concatenate([p.seq for p in parts])
+            values = np.concatenate([p.values for p in parts])
+            keep = (ts >= start) & (ts < end)
+            per_column.append(_latest_per_timestamp(ts[keep], seq[keep], values[keep]))
+        else:
+            per_column.append((np.empty(0, dtype=np.int64), np.empty(0)))
+    times = np.unique(np.concatenate([ts for ts, _ in per_column])) if per_column else np.empty(0, np.int64)
+    cells: list[list[str]] = []
+    for column, (ts, values) in zip(columns, per_column, strict=True):
+        out = [""] * len(times)
+        where = np.searchsorted(times, ts)
+        text = (
+            [repr(float(v)) for v in values]
+            if column.kind is SeriesKind.NUMERIC
+            else [str(v) for v in values]
+        )
+        for k, s in zip(where.tolist(), text, strict=True):
+            out[k] = s
+        cells.append(out)
+    stamps = [iso(t) for t in times.tolist()] if fmt is None else [relative(t, *fmt) for t in times.tolist()]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["timestamp", *(c.name for c in columns)])
+    writer.writerows(zip(stamps, *cells, strict=True))
+    return buffer.getvalue().encode()
+
+
+@router.post(
+    "/export",
+    summary="Nominal's exportChannelData: channels' points in a time range, as CSV",
+    response_class=Response,
+)
+async def export_channel_data(body: ExportDataRequest, request: Request) -> Response:
+    principal = admit_request(request, ExportRoute.doing)
+    state = request.app.state.sparkwire
+    fmt_kind, _ = _variant(body.format, "format")
+    if fmt_kind != "csv":
+        raise not_honoured("format", repr(fmt_kind))
+    if body.compression not in (None, "GZIP"):
+        raise not_honoured("compression", repr(body.compression))
+    res_kind, _ = _variant(body.resolution, "resolution")
+    if res_kind != "undecimated":
+        raise not_honoured("resolution", f"{res_kind!r} (only undecimated: no decimation is served)")
+    channels_kind, domain = _variant(body.channels, "channels")
+    if channels_kind != "timeDomain" or not isinstance(domain, dict):
+        raise not_honoured("channels", repr(channels_kind))
+    merge_kind, _ = _variant(
+        domain.get("mergeTimestampStrategy"), "channels.timeDomain.mergeTimestampStrategy"
+    )
+    if merge_kind != "none":
+        raise not_honoured("channels.timeDomain.mergeTimestampStrategy", repr(merge_kind))
+    fmt = _timestamp_format(domain.get("outputTimestampFormat"))
+    items = domain.get("channels")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_COLUMNS:
+        raise HttpError(400, f"channels.timeDomain.channels: 1 to {MAX_COLUMNS} channels")
+    columns = [_column(item, i) for i, item in enumerate(items)]
+    if len({c.name for c in columns}) < len(columns):
+        raise HttpError(400, "channels.timeDomain.channels: two columns share a columnName")
+    start, end = body.startTime.ns(), body.endTime.ns()
+    if end < start:
+        raise HttpError(400, "endTime is before startTime")
+    if denied := principal.denied(c.rid for c in columns):
+        raise HttpError(403, f"the token does not reach data source {denied[0]!r}")
+    log: PointLog = state.log
+    path = span_reader(log)
+    if path is None or not log.driver_reads:
+        raise HttpError(
+            501,
+            "this server's log (Redis) is read by Spark's executors only; export reads the embedded log",
+            name="Sparkwire:ExportNeedsEmbeddedLog",
+        )
+    infos = [i for i in await asyncio.to_thread(log.series) if any(c.selects(i) for c in columns)]
+    for column in columns:
+        if wrong := [i for i in infos if column.selects(i) and i.kind is not column.kind]:
+            raise HttpError(
+                400,
+                f"column {column.name!r}: channel {column.channel!r} holds {wrong[0].kind.value} points, "
+                f"asked for as {column.kind.value}",
+                name="Sparkwire:ExportSeriesTypeMismatch",
+            )
+    counted = await asyncio.to_thread(spans.points_between, path, [i.id for i in infos], start, end)
+    if (total := sum(counted.values())) > MAX_EXPORT_POINTS:
+        raise HttpError(
+            400,
+            f"the export would read {total} points, more than {MAX_EXPORT_POINTS}: ask for a shorter "
+            "time range or fewer channels",
+            name="Sparkwire:ExportTooLarge",
+            params={"limit": str(MAX_EXPORT_POINTS), "points": str(total)},
+        )
+    data = await asyncio.to_thread(build_csv, log, columns, infos, start, end, fmt)
+    if body.compression == "GZIP":
+        data = await asyncio.to_thread(gzip.compress, data, 6)
+    return Response(data, media_type="application/octet-stream")
