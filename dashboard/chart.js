@@ -12,7 +12,10 @@ const PAD = { left: 64, right: 16, top: 12, bottom: 28 };
 const STRIP = 22; // height of one string-channel strip below numeric panels
 const LANE = 8; // height of one series' range lane, above the plot
 const VALUE_LANE = 16; // a lane whose ranges carry values (rangeNumericAggregation): room for them
-const SCALE_APART = 5; // channels whose value spans differ more than this get a y-axis each
+// A channel whose values would fill less than 1/SCALE_APART of a shared y-axis (a temperature beside
+// rpm) draws as a flat line there: then each channel gets an axis of its own. Channels merely offset
+// from each other (0-1 beside 8-10) still share one.
+const SCALE_APART = 20;
 
 /** The i-th colour of the palette (and, past it, more hues). */
 export function colorOf(index) {
@@ -137,8 +140,8 @@ function extentOf(list) {
   return [lo, hi];
 }
 
-/** The numeric series on one y-axis, or, when channels' spans differ by more than SCALE_APART
- *  (rpm beside a temperature), one panel per channel, each on its own axis. */
+/** The numeric series on one y-axis, or, when one channel's span is less than 1/SCALE_APART of
+ *  the shared axis (a temperature beside rpm), one panel per channel, each on its own axis. */
 function panelsOf(numeric) {
   const channels = [...new Set(numeric.map((s) => s.channel ?? s.label))];
   const one = [{ series: numeric, extent: extentOf(numeric) }];
@@ -175,7 +178,7 @@ export function draw(canvas, { series, ranges, startMs, endMs, threshold = null,
   const x1 = width - PAD.right;
   const x = (ms) => x0 + ((ms - startMs) / (endMs - startMs)) * (x1 - x0);
   // string channels: a strip each, under the numeric panels, or the whole height when alone
-  const stripHeight = numeric.length ? STRIP : Math.max(STRIP, Math.min(48, (bottom - top) / Math.max(1, strips.length)));
+  const stripHeight = numeric.length ? STRIP : Math.max(STRIP, Math.min(160, (bottom - top) / Math.max(1, strips.length)));
   const stripsTop = bottom - strips.length * stripHeight;
   const drawn = { panels: [], strips: [], thresholdY: null, x0, x1, startMs, endMs, timeLabels: [] };
 

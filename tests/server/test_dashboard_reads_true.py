@@ -270,6 +270,9 @@ async def test_colours_follow_the_series_and_far_apart_scales_get_an_axis_each(
     data = await until(page, lambda d: len(d["colors"]) == 12 and all(points_of(d, n) for n in names))
     many = data["colors"]
     assert len(set(many.values())) == 12, many  # twelve series, twelve colours
+    await page.wait_for_timeout(300)
+    # merely offset from each other (0-0.9 up to 11-11.9): one shared axis, not twelve slivers
+    assert len((await published(page))["drawn"]["panels"]) == 1
     # the same series in another configuration: the same colour
     await open_dashboard(page, server.base_url, rid=rid, channels="s07,s03", window="300", mode="raw")
     data = await until(page, lambda d: set(d["colors"]) == {"s07", "s03"})
