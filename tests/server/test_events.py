@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ from compute.storage.redis.catalog_rows import connect_rows
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
 from tests.infra import start_redis
-from tests.wire import NANOS, Client, subscription
+from tests.wire import NANOS, Client, channel_variable, subscription, write_points
 
 WINDOW_S = 3600.0
 WINDOW_NS = int(WINDOW_S * NANOS)
@@ -387,6 +388,101 @@ async def test_events_search_and_aggregation_live(server: ServerProcess, client:
     # a fresh subscription agrees with the live one
     fresh = await subscribe(client, "fresh", ranges_node(query))
     assert snapshot(fresh) == snapshot(ranges_view)
+
+
+def threshold_ranges(points: list[tuple[int, float]], level: float) -> list[tuple[int, float]]:
+    """docs/protocol.md's ranges of `threshold` (GREATER_THAN): a range starts at the first point
+    above the level and ends (exclusive) at the first later point that is not; still above at the
+    newest point: no end (inf here)."""
+    out: list[tuple[int, float]] = []
+    start: int | None = None
+    for t, v in sorted(points):
+        if v > level and start is None:
+            start = t
+        elif not v > level and start is not None:
+            out.append((start, t))
+            start = None
+    if start is not None:
+        out.append((start, float("inf")))
+    return out
+
+
+def intersection(a: Sequence[tuple[int, float]], b: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Where both hold (ranges of positive length; `intersectRange`)."""
+    out = []
+    for s1, e1 in a:
+        for s2, e2 in b:
+            s, e = max(s1, s2), min(e1, e2)
+            if s < e:
+                out.append((s, e))
+    return sorted(out)
+
+
+async def test_events_under_a_threshold_move_with_the_channel_live(
+    server: ServerProcess, client: Client
+) -> None:
+    """eventsSearch intersected with a threshold over a channel: the events stand still, the
+    channel's points move the result, as an append whose merge equals a fresh FullResult."""
+    base, t0 = server.base_url, time.time_ns() - 1200 * NANOS
+    rid = f"ri.test.events.{uuid.uuid4().hex}"
+    asset = await make_asset(base, rid)
+    label = f"hot-{uuid.uuid4().hex}"
+    spans = [(t0 + 20 * NANOS, 30 * NANOS), (t0 + 100 * NANOS, 30 * NANOS)]
+    for start, duration in spans:
+        await create(base, create_request(asset, start, duration, "window", labels=[label]))
+    xs = [(t0 + i * 10 * NANOS, 1.0) for i in range(12)] + [(t0 + 115 * NANOS, 1.0)]
+    await write_points(base, rid, "x", xs)
+    events_ranges = sc.RangeSeries(
+        events_search=sc.EventsSearchRanges(query=scout_rids_api.ComputeEventQuery(label=lit(label)))
+    )
+    above = sc.RangeSeries(
+        threshold=sc.ThresholdingRanges(
+            input=sc.NumericSeries(raw=sc.Reference(name="x")),
+            operator=sc.ThresholdOperator.GREATER_THAN,
+            threshold=sc.DoubleConstant(literal=0.0),
+        )
+    )
+    node = dict(
+        enc(
+            sc.ComputableNode(
+                ranges=sc.SummarizeRanges(
+                    input=sc.RangeSeries(intersect_range=sc.IntersectRanges(inputs=[events_ranges, above]))
+                )
+            )
+        )
+    )
+    variables = {"x": channel_variable(rid, "x")}
+    await client.subscribe({"both": subscription(node, variables, WINDOW_S, lateness_s=WINDOW_S)})
+    creation = await client.creation("both", timeout=120)
+    assert creation["type"] == "success", creation
+    view = ResultView(WINDOW_NS)
+    full = await client.update("both", timeout=300)
+    assert full["type"] == "full", full
+    view.apply(full)
+    event_spans = [(s, s + d) for s, d in spans]
+    assert snapshot(view) == {(): intersection(event_spans, threshold_ranges(xs, 0.0))}
+
+    late = [(t0 + 112 * NANOS, -1.0), (t0 + 125 * NANOS, 2.0)]  # the channel dips inside event B
+    await write_points(base, rid, "x", late)
+    update = await client.update("both", timeout=120)
+    view.apply(update)
+    expected = intersection(event_spans, threshold_ranges(xs + late, 0.0))
+    assert len(expected) == 3, expected
+    deadline = time.monotonic() + 60
+    while snapshot(view) != {(): expected}:  # both points may come in one update or two
+        assert time.monotonic() < deadline, (snapshot(view), expected)
+        view.apply(await client.update("both", timeout=60))
+    fresh = await subscribe_with(client, "both-fresh", node, variables)
+    assert snapshot(fresh) == snapshot(view)
+
+
+async def subscribe_with(client: Client, sub_id: str, node: Json, variables: Json) -> ResultView:
+    await client.subscribe({sub_id: subscription(node, variables, WINDOW_S)})
+    creation = await client.creation(sub_id, timeout=120)
+    assert creation["type"] == "success", creation
+    view = ResultView(WINDOW_NS)
+    view.apply(await client.update(sub_id, timeout=300))
+    return view
 
 
 async def _expect_full(client: Client, views: dict[str, ResultView]) -> None:
