@@ -16,13 +16,13 @@ Its cost is bounded before a point is read: the blocks the request would read ar
 from __future__ import annotations
 
 import asyncio
-import csv
-import datetime
 import gzip
-import io
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
@@ -174,23 +174,34 @@ def _timestamp_format(value: Any) -> tuple[int, int] | None:
     raise not_honoured(field, repr(kind))
 
 
-def iso(ns: int) -> str:
-    seconds, nanos = divmod(ns, NANOS)
-    moment = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{nanos:09d}Z"
+def iso(times: np.ndarray) -> pa.Array:
+    """ISO 8601 in UTC with nanoseconds: 2023-11-14T22:13:20.000000123Z."""
+    text = np.datetime_as_string(times.astype("datetime64[ns]"), unit="ns")
+    return pc.binary_join_element_wise(pa.array(text, pa.string()), "Z", "")
 
 
-def relative(ns: int, origin: int, unit: int) -> str:
-    """(ns - origin) in `unit`, exactly where the unit is a power of ten of nanoseconds."""
-    diff = ns - origin
+def relative(times: np.ndarray, origin: int, unit: int) -> pa.Array:
+    """(ts - origin) in `unit`: exact decimals where the unit is a power of ten of nanoseconds (no
+    trailing zeros), the nearest double beyond."""
+    diff = times - np.int64(origin)
     if unit == 1:
-        return str(diff)
+        return pa.array(diff).cast(pa.string())
     digits = len(str(unit)) - 1
-    if unit == 10**digits:
-        sign = "-" if diff < 0 else ""
-        whole, frac = divmod(abs(diff), unit)
-        return f"{sign}{whole}.{frac:0{digits}d}".rstrip("0").rstrip(".")
-    return repr(diff / unit)
+    if unit != 10**digits:
+        return pa.array(diff / unit).cast(pa.string())
+    whole, frac = np.divmod(np.abs(diff), unit)
+    sign = pa.array(np.where(diff < 0, "-", ""), pa.string())
+    fraction = pc.utf8_rtrim(pc.utf8_lpad(pa.array(frac).cast(pa.string()), digits, "0"), "0")
+    dot = pc.if_else(pc.equal(pc.utf8_length(fraction), 0), "", ".")
+    return pc.binary_join_element_wise(sign, pa.array(whole).cast(pa.string()), dot, fraction, "")
+
+
+def doubles_text(values: np.ndarray) -> pa.Array:
+    """The shortest text that reads back as the same double (Arrow's cast), whole numbers with a
+    `.0` so that a reader takes the column for doubles."""
+    text = pa.array(values, pa.float64()).cast(pa.string())
+    whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
+    return pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
 
 
 def _latest_per_timestamp(
@@ -212,7 +223,7 @@ def build_csv(
     end: int,
     fmt: tuple[int, int] | None,
 ) -> bytes:
-    """Blocking: reads the points and writes the CSV."""
+    """Blocking: reads the points and writes the CSV (Arrow's writer; an absent cell is empty)."""
     chosen = {c.name: [i for i in infos if c.selects(i)] for c in columns}
     ids = sorted({i.id for found in chosen.values() for i in found})
     read = log.read_history_columns(ids, start, 2**63 - 1) if ids else {}
@@ -227,25 +238,20 @@ def build_csv(
             per_column.append(_latest_per_timestamp(ts[keep], seq[keep], values[keep]))
         else:
             per_column.append((np.empty(0, dtype=np.int64), np.empty(0)))
-    times = np.unique(np.concatenate([ts for ts, _ in per_column])) if per_column else np.empty(0, np.int64)
-    cells: list[list[str]] = []
+    times = np.unique(np.concatenate([ts for ts, _ in per_column]))
+    arrays = [iso(times) if fmt is None else relative(times, *fmt)]
     for column, (ts, values) in zip(columns, per_column, strict=True):
-        out = [""] * len(times)
-        where = np.searchsorted(times, ts)
-        text = (
-            [repr(float(v)) for v in values]
-            if column.kind is SeriesKind.NUMERIC
-            else [str(v) for v in values]
-        )
-        for k, s in zip(where.tolist(), text, strict=True):
-            out[k] = s
-        cells.append(out)
-    stamps = [iso(t) for t in times.tolist()] if fmt is None else [relative(t, *fmt) for t in times.tolist()]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["timestamp", *(c.name for c in columns)])
-    writer.writerows(zip(stamps, *cells, strict=True))
-    return buffer.getvalue().encode()
+        if column.kind is SeriesKind.NUMERIC:
+            text = doubles_text(values.astype(np.float64))
+        else:
+            text = pa.array(values.tolist(), pa.string())
+        at = np.full(len(times), -1, dtype=np.int64)
+        at[np.searchsorted(times, ts)] = np.arange(len(ts))
+        arrays.append(pc.take(text, pa.array(at, mask=at < 0)))
+    table = pa.Table.from_arrays(arrays, names=["timestamp", *(c.name for c in columns)])
+    out = pa.BufferOutputStream()
+    pa_csv.write_csv(table, out, pa_csv.WriteOptions(quoting_style="needed"))
+    return bytes(out.getvalue().to_pybytes())
 
 
 @router.post(
@@ -312,5 +318,5 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
         )
     data = await asyncio.to_thread(build_csv, log, columns, infos, start, end, fmt)
     if body.compression == "GZIP":
-        data = await asyncio.to_thread(gzip.compress, data, 6)
+        data = await asyncio.to_thread(gzip.compress, data, 1)  # a quarter of level 6's time, ~1.3x the size
     return Response(data, media_type="application/octet-stream")
