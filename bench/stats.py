@@ -53,7 +53,7 @@ def delivery_latency(
     measured = frames[frames[:, 2] >= 0]
     measured = measured[np.lexsort((measured[:, 1], measured[:, 0]))]
     present, starts = np.unique(measured[:, 0], return_index=True)
-    ends = [*starts[1:].tolist(), len(measured)]
+    ends = [*starts[1:].tolist(), len(measured)] if len(starts) else []  # no frame: every write missing
     bounds = dict(zip(present.tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
     sub_ids = present.tolist() if subs is None else list(subs)
     out: list[np.ndarray] = []
