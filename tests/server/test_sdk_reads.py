@@ -14,21 +14,24 @@ import subprocess
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import zstandard
 from conjure_python_client import ConjureEncoder
+from nominal.protos.write import nominal_write_pb2 as pb
 from nominal_api import api
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_dataexport_api as de
 
 from app.api.export import MAX_EXPORT_POINTS
-from tests.conftest import ROOT, ServerProcess
-from tests.server.test_nominal_sdk import doubles, post, request, zstd
+from tests.conftest import ROOT, ServerProcess, start_server
 from tests.wire import NANOS, write_points
+from tests.wire import ts as ts_json
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
 Json = dict[str, Any]
@@ -247,13 +250,27 @@ def test_export_refuses_other_options_by_name(server: ServerProcess, written: Js
     assert r.status_code == 400 and r.json()["errorName"] == "Sparkwire:ExportSeriesTypeMismatch", r.text
 
 
+def protobuf_doubles(channel: str, points: list[tuple[int, float]]) -> bytes:
+    """A WriteRequestNominal of one double series, as Nominal's writers send it."""
+    series = pb.Series(channel=pb.Channel(name=channel))
+    for t, v in points:
+        p = series.points.double_points.points.add(value=v)
+        p.timestamp.seconds, p.timestamp.nanos = divmod(t, NANOS)
+    return bytes(pb.WriteRequestNominal(series=[series]).SerializeToString())
+
+
 def test_export_beyond_the_point_bound_is_refused_by_name(server: ServerProcess) -> None:
     rid = five_part_rid()
     t0 = time.time_ns() - 600 * NANOS
     chunk = 200_000
     for part in range(MAX_EXPORT_POINTS // chunk + 1):
         pts = [(t0 + (part * chunk + i) * 1000, float(i)) for i in range(chunk)]
-        r = post(server, rid, zstd(request(doubles("fast", pts))), {"Content-Encoding": "zstd"})
+        r = httpx.post(
+            f"{server.base_url}/storage/writer/v1/nominal/{rid}",
+            content=zstandard.ZstdCompressor().compress(protobuf_doubles("fast", pts)),
+            headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"},
+            timeout=120,
+        )
         assert r.status_code == 200, r.text
     r = export(server, export_request(rid, {"f": ("numeric", "fast", {})}, 0, 2**62))
     assert r.status_code == 400, r.text[:300]
@@ -319,3 +336,62 @@ def test_the_reads_are_listed_in_openapi(server: ServerProcess) -> None:
         operation = paths[path]["post"]
         assert "requestBody" in operation and "400" in operation["responses"], path
     assert "application/octet-stream" in paths["/export/v1/export"]["post"]["responses"]["200"]["content"]
+
+
+# -- the same admission as every route ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with a tokens file; these reads need no Spark, so it is used once it serves HTTP."""
+    base = tmp_path_factory.mktemp("secured-reads")
+    tokens = base / "tokens.json"
+    entries = [
+        {"token": "all-token", "sub": "all", "dataSourceRids": ["*"]},
+        {"token": "mine-token", "sub": "mine", "dataSourceRids": ["ri.mine.*"]},
+    ]
+    tokens.write_text(json.dumps({"tokens": entries}))
+    proc = start_server(
+        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
+    )
+    yield proc
+    proc.stop()
+
+
+async def test_the_reads_need_a_token_and_see_only_what_it_reaches(secured: ServerProcess) -> None:
+    mine, theirs = f"ri.mine.{uuid.uuid4().hex}", f"ri.theirs.{uuid.uuid4().hex}"
+    t0 = time.time_ns() - 60 * NANOS
+    all_token = {"Authorization": "Bearer all-token"}
+    for rid in (mine, theirs):
+        body = {
+            "dataSourceRid": rid,
+            "batches": [
+                {
+                    "channel": "p",
+                    "tags": {"k": rid},
+                    "points": {"type": "double", "double": [{"timestamp": ts_json(t0), "value": 1.0}]},
+                }
+            ],
+        }
+        r = httpx.post(f"{secured.base_url}/storage/writer/v1", json=body, headers=all_token)
+        assert r.status_code == 200, r.text
+    url = f"{secured.base_url}/data-source/v1/data-sources"
+    search = {"dataSources": [mine, theirs]}
+    export_body = export_request(theirs, {"p": ("numeric", "p", {})}, 0, 2**62)
+    for path, body in [
+        (f"{url}/search-channels", search),
+        (f"{secured.base_url}/export/v1/export", export_body),
+    ]:
+        r = httpx.post(path, json=body)
+        assert r.status_code == 401, r.text
+    headers = {"Authorization": "Bearer mine-token"}
+    r = httpx.post(f"{url}/search-channels", json=search, headers=headers)
+    assert r.json() == {"results": [{"name": "p", "dataSource": mine, "dataType": "DOUBLE"}]}
+    tags = {"channelWithTagFilters": {"dataSourceRid": theirs, "channel": "p", "tagFilters": {}}}
+    span = {"startTime": {"secondsSinceEpoch": 0}, "endTime": {"secondsSinceEpoch": 2**40}}
+    r = httpx.post(f"{url}/get-available-tags", json={**tags, **span}, headers=headers)
+    assert r.json()["availableTags"]["availableTags"] == {}
+    r = httpx.post(f"{secured.base_url}/export/v1/export", json=export_body, headers=headers)
+    assert r.status_code == 403, r.text
+    r = httpx.post(f"{secured.base_url}/catalog/v1/datasets/multiple", json=[mine, theirs], headers=headers)
+    assert [(d["rid"], d["bounds"]["start"]) for d in r.json()] == [
+        (mine, {"seconds": t0 // NANOS, "nanos": t0 % NANOS})
+    ]
