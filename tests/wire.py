@@ -8,7 +8,7 @@ import datetime
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import websockets
@@ -268,3 +268,28 @@ def _now_iso() -> str:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+class Served(Protocol):
+    """A running server (tests/conftest.py's ServerProcess), as far as a client needs it."""
+
+    ws_url: str
+
+
+async def seen_by_subscriber(
+    server: Served, rid: str, channel: str, tags: dict[str, str] | None = None, kind: str = "numeric"
+) -> list[tuple[int, Any]]:
+    """(timestamp ns, value) of a fresh subscription's FullResult over the last hour of a channel:
+    what a writer's points look like to a client."""
+    client = await Client.connect(server.ws_url)
+    try:
+        sub_id = new_id()
+        variables = {"x": channel_variable(rid, channel, tags)}
+        await client.subscribe({sub_id: subscription(series_node(kind=kind), variables, 3600)})
+        creation = await client.creation(sub_id)
+        assert creation["type"] == "success", creation
+        result_kind, entries = full_entries(await client.update(sub_id))
+        assert result_kind == kind
+        return entries
+    finally:
+        await client.close()

@@ -11,7 +11,6 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +20,10 @@ from nominal_streaming import NominalDatasetStream, PyNominalStreamOpts
 
 from tests.conftest import ROOT, ServerProcess
 from tests.log_file import stored_rows
-from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
+from tests.wire import (
+    NANOS,
+    seen_by_subscriber,
+)
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -30,26 +32,6 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 def five_part_rid() -> str:
     """The shape `with_core_consumer` insists on: ri.<service>.<instance>.<type>.<locator>."""
     return f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
-
-
-async def seen_by_subscriber(
-    server: ServerProcess, rid: str, channel: str, tags: dict[str, str] | None = None, kind: str = "numeric"
-) -> list[tuple[int, Any]]:
-    """(timestamp ns, value) of a fresh subscription's FullResult over the last hour."""
-    client = await Client.connect(server.ws_url)
-    try:
-        sub_id = new_id()
-        node = series_node(kind=kind)
-        await client.subscribe(
-            {sub_id: subscription(node, {"x": channel_variable(rid, channel, tags)}, 3600)}
-        )
-        creation = await client.creation(sub_id)
-        assert creation["type"] == "success", creation
-        result_kind, entries = full_entries(await client.update(sub_id))
-        assert result_kind == kind
-        return entries
-    finally:
-        await client.close()
 
 
 async def test_nominal_streaming_client_writes_doubles_integers_and_strings_exactly(

@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import cramjam
 import httpx
@@ -25,7 +24,15 @@ from tests.client_view import ResultView
 from tests.conftest import ServerProcess, free_port, start_server
 from tests.hostile import make_jwt
 from tests.log_file import stored_rows
-from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
+from tests.wire import (
+    NANOS,
+    Client,
+    channel_variable,
+    new_id,
+    seen_by_subscriber,
+    series_node,
+    subscription,
+)
 
 # what Prometheus sends with every remote write request
 REMOTE_WRITE = {
@@ -62,22 +69,6 @@ def post(
     server: ServerProcess, rid: str, body: bytes, headers: dict[str, str] = REMOTE_WRITE
 ) -> httpx.Response:
     return httpx.post(f"{server.base_url}{path(rid)}", content=body, headers=headers, timeout=30)
-
-
-async def seen_by_subscriber(
-    server: ServerProcess, rid: str, channel: str, tags: dict[str, str] | None = None
-) -> list[tuple[int, Any]]:
-    client = await Client.connect(server.ws_url)
-    try:
-        sub_id = new_id()
-        variables = {"x": channel_variable(rid, channel, tags)}
-        await client.subscribe({sub_id: subscription(series_node(), variables, 3600)})
-        assert (await client.creation(sub_id))["type"] == "success"
-        kind, entries = full_entries(await client.update(sub_id))
-        assert kind == "numeric"
-        return entries
-    finally:
-        await client.close()
 
 
 async def test_labels_become_channel_and_tags_and_samples_points(server: ServerProcess) -> None:

@@ -20,7 +20,15 @@ from nominal_api import storage_writer_api as w
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess
 from tests.log_file import stored_rows
-from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, series_node, subscription
+from tests.wire import (
+    NANOS,
+    Client,
+    channel_variable,
+    new_id,
+    seen_by_subscriber,
+    series_node,
+    subscription,
+)
 
 JSON = {"Content-Type": "application/json"}
 
@@ -44,23 +52,6 @@ def conjure_body(*metrics: Any) -> bytes:
 
 def post(server: ServerProcess, rid: str, body: bytes, headers: dict[str, str] = JSON) -> httpx.Response:
     return httpx.post(f"{server.base_url}{path(rid)}", content=body, headers=headers, timeout=30)
-
-
-async def seen_by_subscriber(
-    server: ServerProcess, rid: str, channel: str, tags: dict[str, str] | None = None, kind: str = "numeric"
-) -> list[tuple[int, Any]]:
-    """(timestamp ns, value) of a fresh subscription's FullResult over the last hour."""
-    client = await Client.connect(server.ws_url)
-    try:
-        sub_id = new_id()
-        variables = {"x": channel_variable(rid, channel, tags)}
-        await client.subscribe({sub_id: subscription(series_node(kind=kind), variables, 3600)})
-        assert (await client.creation(sub_id))["type"] == "success"
-        result_kind, entries = full_entries(await client.update(sub_id))
-        assert result_kind == kind
-        return entries
-    finally:
-        await client.close()
 
 
 async def test_a_live_subscriber_sees_telegraf_metrics_as_they_are_written(server: ServerProcess) -> None:
