@@ -74,17 +74,20 @@ def _body_schemas() -> dict[str, Any]:
     return schemas
 
 
+def _msgspec_body(schema: dict[str, Any], model: type) -> dict[str, Any]:
+    """A JSON request body whose schema msgspec writes from `model`, its components added."""
+    (body,), components = msgspec.json.schema_components([model], ref_template=REF.format(model="{name}"))
+    schema["components"]["schemas"].update(components)
+    return {"required": True, "content": {"application/json": {"schema": body}}}
+
+
 def _document_columnar(schema: dict[str, Any]) -> None:
     """The columnar writers (app/ingest/columnar.py): their JSON body's schema from schemas/columnar.py."""
     if COLUMNAR_PATH not in schema["paths"]:  # a compute tier serves no writers
         return
-    (body,), components = msgspec.json.schema_components(
-        [WriteColumnBatchesRequest], ref_template=REF.format(model="{name}")
-    )
-    schema["components"]["schemas"].update(components)
     columnar = schema["paths"][COLUMNAR_PATH]["post"]
     columnar["summary"] = "Write columns of points, one series a batch (200 once every point is durable)"
-    columnar["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    columnar["requestBody"] = _msgspec_body(schema, WriteColumnBatchesRequest)
     columnar["responses"] = _writer_responses()
     twin = schema["paths"][NOMINAL_COLUMNAR_PATH]["post"]
     twin["summary"] = "Write columns of points as protobuf (200 once every point is durable)"
@@ -92,15 +95,25 @@ def _document_columnar(schema: dict[str, Any]) -> None:
     twin["responses"] = _writer_responses()
 
 
+def _document_logs(schema: dict[str, Any]) -> None:
+    """The log writer (app/ingest/logs.py): its JSON body's schema from schemas/logs.py."""
+    if LOGS_PATH not in schema["paths"]:  # a compute tier serves no writers
+        return
+    logs = schema["paths"][LOGS_PATH]["post"]
+    logs["summary"] = "Write log lines (200 once every line is durable)"
+    logs["description"] = (
+        'nominal-api\'s WriteLogsRequest: each point a message and its args, to `channel` ("logs" '
+        "when absent) of the data source; a channel holds log lines only, and refuses other points."
+    )
+    logs["requestBody"] = _msgspec_body(schema, WriteLogsRequest)
+    logs["responses"] = _writer_responses()
+
+
 def _document_agents(schema: dict[str, Any]) -> None:
     """The agents' writers: Telegraf's JSON (app/ingest/telegraf.py) and Prometheus remote write
     (app/ingest/prometheus.py) with its health check."""
     if TELEGRAF_PATH not in schema["paths"]:  # a compute tier serves no writers
         return
-    (body,), components = msgspec.json.schema_components(
-        [TelegrafBody], ref_template=REF.format(model="{name}")
-    )
-    schema["components"]["schemas"].update(components)
     telegraf = schema["paths"][TELEGRAF_PATH]["post"]
     telegraf["summary"] = "Write Telegraf's JSON metrics (200 once every point is durable)"
     telegraf["description"] = (
@@ -108,7 +121,7 @@ def _document_agents(schema: dict[str, Any]) -> None:
         "`<name>.<field>`, the metric's tags as tags, `timestamp` in nanoseconds "
         '(json_timestamp_units = "1ns").'
     )
-    telegraf["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    telegraf["requestBody"] = _msgspec_body(schema, TelegrafBody)
     telegraf["responses"] = _writer_responses()
     remote = schema["paths"][PROMETHEUS_PATH]["post"]
     remote["summary"] = "Prometheus remote write 1.0 (200 once every sample is durable)"
@@ -127,24 +140,6 @@ def _document_agents(schema: dict[str, Any]) -> None:
     health["responses"] = {
         "200": {"description": "true", "content": {"application/json": {"schema": {"type": "boolean"}}}}
     }
-
-
-def _document_logs(schema: dict[str, Any]) -> None:
-    """The log writer (app/ingest/logs.py): its JSON body's schema from schemas/logs.py."""
-    if LOGS_PATH not in schema["paths"]:  # a compute tier serves no writers
-        return
-    (body,), components = msgspec.json.schema_components(
-        [WriteLogsRequest], ref_template=REF.format(model="{name}")
-    )
-    schema["components"]["schemas"].update(components)
-    logs = schema["paths"][LOGS_PATH]["post"]
-    logs["summary"] = "Write log lines (200 once every line is durable)"
-    logs["description"] = (
-        'nominal-api\'s WriteLogsRequest: each point a message and its args, to `channel` ("logs" '
-        "when absent) of the data source; a channel holds log lines only, and refuses other points."
-    )
-    logs["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-    logs["responses"] = _writer_responses()
 
 
 def _protobuf_body(message: str) -> dict[str, Any]:
