@@ -65,6 +65,10 @@ SDK_SCRIPT = textwrap.dedent(
     out["series_later"] = [[int(t.value), float(v)] for t, v in later.items()]
     df = datasource_to_dataframe(dataset, channel_exact_match=["mode"])
     out["frame"] = [[int(t.value), str(v)] for t, v in df["drive.mode"].items()]
+    both = datasource_to_dataframe(dataset, tags={"vehicle": "b"}, channel_batch_size=1)
+    out["both_columns"] = sorted(both.columns)
+    out["both_speed"] = [[int(t.value), float(v)] for t, v in both["speed"].dropna().items()]
+    out["both_mode"] = int(both["drive.mode"].notna().sum())
     print("RESULT" + json.dumps(out))
     """
 )
@@ -114,6 +118,10 @@ async def test_the_nominal_sdk_reads_back_what_was_written(
     assert [tuple(p) for p in out["series"]] == a  # exact timestamps (ns) and values
     assert [tuple(p) for p in out["series_later"]] == [p for p in b if p[0] >= t_mid]
     assert [tuple(p) for p in out["frame"]] == mode  # a comma inside a value survives the CSV
+    # every channel, tags {"vehicle": "b"}: b's speeds; the mode has no such tag, so no point
+    assert out["both_columns"] == ["drive.mode", "speed"]
+    assert [tuple(p) for p in out["both_speed"]] == b
+    assert out["both_mode"] == 0
 
 
 # -- through nominal-api's requests ---------------------------------------------------------------
