@@ -11,15 +11,15 @@ moves to a computation of its own, whose FullResult follows (docs/decisions/0072
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from compute.evaluation import compiler as c
-from compute.evaluation.datasets import CatalogKind, CatalogUnreachable
+from compute.evaluation.datasets import CatalogUnreachable
 from compute.evaluation.errors import not_supported
 from compute.evaluation.nodes import RangeNode, SeriesNode
 from compute.evaluation.nodes.events import EventsEnum, EventsSearch
 from compute.storage.assets import CatalogUnavailable
-from compute.storage.events import KIND, TIME_CONDITIONS, Event, Query, matches
+from compute.storage.events import TIME_CONDITIONS, Event, Query, matches
 
 Json = c.Json
 B = c._Builder
@@ -129,7 +129,7 @@ def _found(b: B, o: dict[str, Json], what: str) -> list[Event]:
     The search is recorded (an event's change re-resolves), and so is each event found."""
     query = _query(b, b.get(o, "query", what), what, [0])
     # the catalog's notices name kinds generically (docs/decisions/0066): `event` is this one's
-    b.catalog.searched.add(cast(CatalogKind, KIND))
+    b.catalog.searched.add("event")
     try:
         events = _events.events() if _events is not None else []
     except CatalogUnavailable as exc:
@@ -142,7 +142,7 @@ def _found(b: B, o: dict[str, Json], what: str) -> list[Event]:
     ]
     found.sort(key=lambda e: (e.start_ns, e.end_ns, e.uuid))
     for e in found:
-        b.catalog.found(cast(Any, e))  # its body is in the digest: its edit moves the subscription
+        b.catalog.found(e)  # its body is in the digest: its edit moves the subscription
     return found
 
 

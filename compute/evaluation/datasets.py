@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from compute.evaluation.errors import ComputeError, not_supported
 from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run, TypedValue
 from compute.storage.catalog_reach import Reach
+from compute.storage.events import Event
 from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
@@ -179,7 +180,9 @@ def _unknown(what: str, rid: str) -> ComputeError:
     )
 
 
-CatalogKind = Literal["asset", "run", "module"]  # module: compile_derived.py
+CatalogKind = Literal[
+    "asset", "run", "module", "event"
+]  # module: compile_derived.py; event: compile_events.py
 
 
 class CatalogUnreachable(ComputeError):
@@ -224,7 +227,7 @@ class CatalogReads:
     edge admitted); an asset or run it does not see is refused when named and never found by a
     search, before anything of it (a property, a scope) can reach a result or an error message."""
 
-    entries: dict[str, Asset | Run | ModuleVersion] = field(default_factory=dict)
+    entries: dict[str, Asset | Run | ModuleVersion | Event] = field(default_factory=dict)
     searched: set[CatalogKind] = field(default_factory=set)
     reach: Reach | None = None
 
@@ -286,7 +289,7 @@ class CatalogReads:
         assets = {a.rid: a for a in (_read(catalog.assets) if catalog is not None else [])}
         return [r for r in runs if self.reach.sees_run(r, assets.get)]
 
-    def found(self, entry: Asset | Run | ModuleVersion) -> None:
+    def found(self, entry: Asset | Run | ModuleVersion | Event) -> None:
         self.entries[entry.rid] = entry
 
     def use(self) -> CatalogUse | None:
