@@ -1,6 +1,7 @@
 """Nominal's DataExportService `exportChannelData` over HTTP (`POST /export/v1/export`): what the
 `nominal` SDK's `channel_to_series` and `datasource_to_dataframe` ask for, answered from the log as
-back-fill reads history (the embedded log read by this process itself, compute/storage/sqlite).
+back-fill reads history: the embedded log read by this process itself (compute/storage/sqlite), the
+Redis log by a Spark batch job (compute/spark/history.py; not on an edge, which runs no Spark).
 
 Served: time-domain channels, each a channel of a data source (`numeric` or `enum`, a `dataSource`
 channel with literal rid, channel and tags), undecimated, with no merge strategy (`none`: a row per
@@ -10,14 +11,16 @@ endTime. A column is every series of its channel whose tags include the asked ta
 where it has several points, the one written last. Anything else that would change the answer is
 refused by name, never ignored (docs/decisions/0074-sdk-reads.md).
 
-Its cost is bounded before a point is read: the blocks the request would read are counted
-(compute/storage/sqlite/spans.py) and more than MAX_EXPORT_POINTS is refused (ExportTooLarge)."""
+Its cost is bounded before a point reaches this process: the blocks the request would read are
+counted (compute/storage/sqlite/spans.py; on the Redis log, a Spark job counts the points) and more
+than MAX_EXPORT_POINTS is refused (ExportTooLarge)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +48,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     501: {
-        "description": "Sparkwire:ExportNeedsEmbeddedLog: the Redis log is read by Spark only",
+        "description": "Sparkwire:ExportNeedsSpark: the Redis log read where no Spark runs (an edge)",
         "content": _ERROR,
     },
 }
@@ -215,18 +218,56 @@ def _latest_per_timestamp(
     return ts[last], values[last]
 
 
+class Points(Protocol):
+    """One series' points as read (compute/storage/sqlite/blocks.SeriesColumns, or the Rows of a
+    Spark read: compute/spark/history.py), in seq order."""
+
+    seq: np.ndarray
+    ts: np.ndarray
+    values: np.ndarray
+
+
+def read_embedded(log: PointLog, ids: list[int], start: int, end: int) -> Mapping[int, Points]:
+    """Blocking: the embedded log read by this process, as back-fill reads it."""
+    return log.read_history_columns(ids, start, 2**63 - 1) if ids else {}
+
+
+def spark_series(engine: Any) -> list[SeriesInfo]:
+    """Blocking: every series in the log's catalog now, those other processes added since the last
+    micro-batch included (as a replay finds them: compute/spark/history.py)."""
+    from compute.spark.history import known_series  # only where Spark runs: never loaded by an edge
+
+    return known_series(engine)
+
+
+def spark_count(engine: Any, ids: list[int], start: int, end: int) -> int:
+    """Blocking: the points of these series in [start, end), counted by a Spark job."""
+    if not ids:
+        return 0
+    from pyspark.sql import functions as F  # only where Spark runs: never loaded by an edge
+
+    points = engine.history_points(ids, start, engine.log.end_offset())
+    return int(points.where(F.col("ts") < end).count())
+
+
+def spark_read(engine: Any, ids: list[int], start: int, end: int) -> Mapping[int, Points]:
+    """Blocking: the points of these series in [start, end) as back-fill reads a log the driver
+    cannot read (compute/spark/history.py: one Spark batch job)."""
+    from compute.spark.history import read_period  # only where Spark runs: never loaded by an edge
+
+    return read_period(engine, ids, start, end - 1) if ids else {}
+
+
 def build_csv(
-    log: PointLog,
+    read: Mapping[int, Points],
     columns: list[Column],
     infos: list[SeriesInfo],
     start: int,
     end: int,
     fmt: tuple[int, int] | None,
 ) -> bytes:
-    """Blocking: reads the points and writes the CSV (Arrow's writer; an absent cell is empty)."""
+    """Blocking: the CSV of what was read (Arrow's writer; an absent cell is empty)."""
     chosen = {c.name: [i for i in infos if c.selects(i)] for c in columns}
-    ids = sorted({i.id for found in chosen.values() for i in found})
-    read = log.read_history_columns(ids, start, 2**63 - 1) if ids else {}
     per_column: list[tuple[np.ndarray, np.ndarray]] = []
     for column in columns:
         parts = [read[i.id] for i in chosen[column.name] if i.id in read]
@@ -292,13 +333,17 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
         raise HttpError(403, f"the token does not reach data source {denied[0]!r}")
     log: PointLog = state.log
     path = span_reader(log)
-    if path is None or not log.driver_reads:
+    engine = state.engine
+    if (path is None or not log.driver_reads) and engine is None:
         raise HttpError(
             501,
-            "this server's log (Redis) is read by Spark's executors only; export reads the embedded log",
-            name="Sparkwire:ExportNeedsEmbeddedLog",
+            "this server's log (Redis) is read by Spark's batch jobs, and this process runs no Spark "
+            "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
+            name="Sparkwire:ExportNeedsSpark",
         )
-    infos = [i for i in await asyncio.to_thread(log.series) if any(c.selects(i) for c in columns)]
+    by_spark = path is None or not log.driver_reads
+    known = await asyncio.to_thread(spark_series, engine) if by_spark else await asyncio.to_thread(log.series)
+    infos = [i for i in known if any(c.selects(i) for c in columns)]
     for column in columns:
         if wrong := [i for i in infos if column.selects(i) and i.kind is not column.kind]:
             raise HttpError(
@@ -307,8 +352,14 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
                 f"asked for as {column.kind.value}",
                 name="Sparkwire:ExportSeriesTypeMismatch",
             )
-    counted = await asyncio.to_thread(spans.points_between, path, [i.id for i in infos], start, end)
-    if (total := sum(counted.values())) > MAX_EXPORT_POINTS:
+    ids = sorted(i.id for i in infos)
+    if not by_spark:
+        assert path is not None
+        counted = await asyncio.to_thread(spans.points_between, path, ids, start, end)
+        total = sum(counted.values())
+    else:  # the back-fill's Spark batch read, counted by the executors before the driver takes any
+        total = await asyncio.to_thread(spark_count, engine, ids, start, end)
+    if total > MAX_EXPORT_POINTS:
         raise HttpError(
             400,
             f"the export would read {total} points, more than {MAX_EXPORT_POINTS}: ask for a shorter "
@@ -316,7 +367,11 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
             name="Sparkwire:ExportTooLarge",
             params={"limit": str(MAX_EXPORT_POINTS), "points": str(total)},
         )
-    data = await asyncio.to_thread(build_csv, log, columns, infos, start, end, fmt)
+    if not by_spark:
+        read = await asyncio.to_thread(read_embedded, log, ids, start, end)
+    else:
+        read = await asyncio.to_thread(spark_read, engine, ids, start, end)
+    data = await asyncio.to_thread(build_csv, read, columns, infos, start, end, fmt)
     if body.compression == "GZIP":
         data = await asyncio.to_thread(gzip.compress, data, 1)  # a quarter of level 6's time, ~1.3x the size
     return Response(data, media_type="application/octet-stream")

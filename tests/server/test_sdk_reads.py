@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import zstandard
 from conjure_python_client import ConjureEncoder
@@ -30,6 +31,7 @@ from nominal_api import scout_dataexport_api as de
 
 from app.api.export import MAX_EXPORT_POINTS
 from tests.conftest import ROOT, ServerProcess, start_server
+from tests.infra import start_redis
 from tests.wire import NANOS, write_points
 from tests.wire import ts as ts_json
 
@@ -403,3 +405,36 @@ async def test_the_reads_need_a_token_and_see_only_what_it_reaches(secured: Serv
     assert [(d["rid"], d["bounds"]["start"]) for d in r.json()] == [
         (mine, {"seconds": t0 // NANOS, "nanos": t0 % NANOS})
     ]
+
+
+# -- on the Redis log, read by a Spark batch job -------------------------------------------------------
+@pytest.fixture(scope="module")
+def redis_log_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("reads-on-redis")
+    redis = start_redis(base / "redis")
+    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    yield proc
+    proc.stop()
+    redis.daemon.stop()
+
+
+async def test_export_from_the_redis_log_reads_as_back_fill_does(redis_log_server: ServerProcess) -> None:
+    server, rid = redis_log_server, five_part_rid()
+    t0 = time.time_ns() - 60 * NANOS
+    a = [(t0 + i * 1_000_003, 0.5 * i) for i in range(30)]
+    b = [(t0 + i * 2_000_000, 100.0 + i) for i in range(15)]
+    await write_points(server.base_url, rid, "x", a, {"unit": "a"})
+    await write_points(server.base_url, rid, "x", b, {"unit": "b"})
+    start, end = a[5][0], a[25][0]
+    body = export_request(rid, {"xa": ("numeric", "x", {"unit": "a"})}, start, end)
+    r = export(server, body)
+    assert r.status_code == 200, r.text
+    header, *rows = list(csv.reader(gzip.decompress(r.content).decode().splitlines()))
+    assert header == ["timestamp", "xa"]
+    iso = [(np.datetime_as_string(np.datetime64(t, "ns"), unit="ns") + "Z", repr(v)) for t, v in a[5:25]]
+    assert [tuple(row) for row in rows] == iso
+    # the tags are honoured: b's points are not in a's column, and b's own are all there
+    r = export(server, export_request(rid, {"xb": ("numeric", "x", {"unit": "b"})}, 0, 2**62))
+    rows = list(csv.reader(gzip.decompress(r.content).decode().splitlines()))[1:]
+    assert [float(v) for _, v in rows] == [v for _, v in b]
