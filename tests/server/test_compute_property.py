@@ -189,6 +189,8 @@ def variables(rid: str) -> dict[str, Any]:
         "e": n.channel(rid, "e"),
         "g": n.channel(rid, "g", group_by=["vehicle"]),
         "gs": n.channel(rid, "g", group_by=["site", "vehicle"]),  # site: no series has it ("")
+        "gu": n.channel(rid, "g"),  # not grouped: a tag reaches its series (filterByTag, selectTags)
+        "rid": n.string_var(rid),  # the data source of a selection without a name (NOMINAL_CHANNEL)
     }
 
 
