@@ -102,8 +102,12 @@ async def close_code(ws: ClientConnection, timeout: float = 60) -> int | None:
     raise AssertionError(f"the server did not close the connection within {timeout}s")
 
 
-def make_jwt(secret: str, rids: list[str] | None, expires_in: float | None, sub: str = "test") -> str:
+def make_jwt(
+    secret: str, rids: list[str] | None, expires_in: float | None, sub: str = "test", admin: bool = False
+) -> str:
     claims: dict[str, Any] = {"sub": sub}
+    if admin:  # may change the catalog (assets, runs, modules, events)
+        claims["admin"] = True
     if rids is not None:
         claims["dataSourceRids"] = rids
     if expires_in is not None:

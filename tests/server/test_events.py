@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from conjure_python_client import ConjureDecoder, ConjureEncoder
 from nominal_api import api, event, scout_rids_api, scout_run_api
@@ -27,6 +26,7 @@ from compute.storage.events import Event, EventStore
 from compute.storage.redis.catalog_rows import connect_rows
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
+from tests.hostile import make_jwt
 from tests.infra import start_redis
 from tests.wire import NANOS, Client, channel_variable, subscription, write_points
 
@@ -495,16 +495,8 @@ async def _expect_full(client: Client, views: dict[str, ResultView]) -> None:
 async def test_events_need_a_token_and_admin_to_change_and_survive_kill_9(tmp_path: Any) -> None:
     env = {"SPARKWIRE_JWT_SECRET": SECRET}
     server = start_server(tmp_path / "data", tmp_path / "a.log", env=env, own_process_group=True)
-    admin = jwt.encode(
-        {"sub": "ops", "dataSourceRids": ["*"], "admin": True, "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
-    reader = jwt.encode(
-        {"sub": "car", "dataSourceRids": ["ri.open.*"], "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
+    admin = make_jwt(SECRET, ["*"], 3600, sub="ops", admin=True)
+    reader = make_jwt(SECRET, ["ri.open.*"], 3600, sub="car")
     try:
         base = server.base_url
         asset = await make_asset(base, "ri.open.a", admin)

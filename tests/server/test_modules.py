@@ -11,7 +11,6 @@ import uuid
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from conjure_python_client import ConjureDecoder, ConjureEncoder
 from nominal_api import api, scout_run_api
@@ -23,6 +22,7 @@ from sparkwire_client import nodes as client_nodes
 from sparkwire_client.modules import function, numeric_parameter
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
+from tests.hostile import make_jwt
 from tests.wire import NANOS, Client, subscription, write_points
 
 WINDOW_S = 3600.0
@@ -455,16 +455,8 @@ SECRET = "test-secret-that-is-long-enough-for-hs256"
 async def test_modules_need_a_token_and_admin_to_change_and_survive_kill_9(tmp_path: Any) -> None:
     env = {"SPARKWIRE_JWT_SECRET": SECRET}
     server = start_server(tmp_path / "data", tmp_path / "a.log", env=env, own_process_group=True)
-    admin = jwt.encode(
-        {"sub": "ops", "dataSourceRids": ["*"], "admin": True, "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
-    reader = jwt.encode(
-        {"sub": "car", "dataSourceRids": ["ri.open.*"], "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
+    admin = make_jwt(SECRET, ["*"], 3600, sub="ops", admin=True)
+    reader = make_jwt(SECRET, ["ri.open.*"], 3600, sub="car")
     request = nm.CreateModuleRequest(
         api_name="physics", title="Physics", description="", definition=definition()
     )

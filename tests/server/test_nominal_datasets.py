@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
@@ -24,6 +23,7 @@ from sparkwire_client import Catalog, CatalogError, DataScope, asset_channel
 from sparkwire_client import nodes as client_nodes
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
+from tests.hostile import make_jwt
 from tests.unit.test_nominal_names import conjure_ir, ir_names
 from tests.wire import NANOS, Client, subscription, write_points
 
@@ -605,16 +605,8 @@ async def test_the_catalog_needs_admin_to_change_follows_data_source_permissions
 ) -> None:
     env = {"SPARKWIRE_JWT_SECRET": SECRET}
     server = start_server(tmp_path / "data", tmp_path / "a.log", env=env, own_process_group=True)
-    admin = jwt.encode(
-        {"sub": "ops", "dataSourceRids": ["*"], "admin": True, "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
-    reader = jwt.encode(
-        {"sub": "car", "dataSourceRids": ["ri.open.*"], "exp": int(time.time()) + 3600},
-        SECRET,
-        algorithm="HS256",
-    )
+    admin = make_jwt(SECRET, ["*"], 3600, sub="ops", admin=True)
+    reader = make_jwt(SECRET, ["ri.open.*"], 3600, sub="car")
     try:
         scopes = [DataScope("open", "ri.open.a"), DataScope("secret", "ri.secret.b", {"k": "v"})]
         with pytest.raises(CatalogError) as refused_change:
