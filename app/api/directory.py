@@ -167,9 +167,8 @@ def _series(result: Any) -> list[SeriesRead]:
 
 def _linger_left(state: ServerState, result: Any) -> int | None:
     """Nanoseconds until a computation kept for a resume is released (None: it is not kept)."""
-    hub = state.hub
-    timer = hub._lingering.get(result)  # the hub's release timers, one per computation kept
-    return None if timer is None else max(0, round((timer.when() - hub.loop.time()) * 1e9))
+    left = state.hub.linger_left_s(result)
+    return None if left is None else round(left * 1e9)
 
 
 def _entry(

@@ -287,6 +287,11 @@ class Hub:
             # If every waiter went away before subscribing, nobody would ever release it.
             self.loop.call_later(5.0, self._release_if_abandoned, task.result())
 
+    def linger_left_s(self, computation: LiveResult) -> float | None:
+        """Seconds until a computation kept for a resume is released (None: it is not kept)."""
+        timer = self._lingering.get(computation)
+        return None if timer is None else max(0.0, timer.when() - self.loop.time())
+
     def _release_if_abandoned(self, computation: LiveResult) -> None:
         """The check after a creation: one that lingers for a resume is its timer's to release (at
         the full linger, however soon after its creation its last subscriber left)."""
