@@ -25,6 +25,7 @@ How a series becomes points (docs/decisions/0070-telegraf-and-prometheus-writers
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import cramjam
@@ -59,8 +60,12 @@ async def write_prometheus(request: Request, dataSourceRid: str) -> Response:
         return refused
     limit = request.app.state.sparkwire.settings.max_request_bytes
 
-    async def decode(body: bytes) -> list[SeriesWrite]:  # on the event loop: snappy and upb are C
-        return prometheus_writes(unsnappy(body, limit), dataSourceRid)
+    # snappy (C, bounded by the declared size) on the loop; the WriteRequest's series loop, which is
+    # Python per series (a scrape is thousands), in a decode process when large (app/ingest/workers.py)
+    to_writes = functools.partial(prometheus_writes, rid=dataSourceRid)
+
+    async def decode(body: bytes) -> list[SeriesWrite]:
+        return await request.app.state.sparkwire.decoders.decoded(to_writes, unsnappy(body, limit))
 
     return await accept_writes(request, decode, passed=SNAPPY)
 
