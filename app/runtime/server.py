@@ -20,6 +20,7 @@ from app.api import (
     assets,
     asyncapi,
     catalog,
+    compute_service,
     dashboard,
     data_sources,
     directory,
@@ -265,6 +266,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(events.router)  # Nominal's EventService (app/api/events.py)
     app.include_router(data_sources.router)  # Nominal's DataSourceService reads (app/api/data_sources.py)
     app.include_router(export.router)  # Nominal's DataExportService (app/api/export.py)
+    app.include_router(compute_service.router)  # Nominal's ComputeService (app/api/compute_service.py)
     app.add_middleware(RequestLog)  # per-request counts and a line per refusal (app/api/request_summary.py)
     install_error_handlers(app)  # every HTTP error body in Conjure's format (app/http/errors.py)
     if settings.role != "compute":  # the compute tier serves no clients: the edges do

@@ -1,0 +1,391 @@
+"""Nominal's ComputeService over HTTP in Conjure JSON (nominal-api 0.1505.0's `scout.compute.api`):
+`compute`, `computeWithUnits`, `batchComputeWithUnits`, `computeUnits`, `batchComputeUnits` and
+`parameterizedCompute`. A request's node is compiled by the compiler a subscription uses, with the
+period `end - start` as its window, and evaluated once over the points of that period as a new
+subscription's FullResult is built from history (compute/evaluation/polled.py); its result is the
+FullResult's ComputeNodeResponse (app/protocol/frames.py). What the compiler refuses (Nominal's
+polling-only nodes among them) is refused with its error, named `Compute:<name>`
+(docs/decisions/0078-compute-service.md).
+
+History is read as export and back-fill read it: the embedded log by this process, the Redis log by
+a Spark batch job (not on an edge, which runs no Spark); the points a request would read are
+counted first and more than MAX_POLLED_POINTS is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field
+
+from app.api.admitted_route import AdmittedRoute, admit_request
+from app.api.data_sources import span_reader
+from app.api.export import Points, Timestamp, read_embedded, spark_count, spark_read, spark_series
+from app.http.errors import HttpError
+from app.protocol import frames
+from app.protocol.auth import Principal
+from compute.evaluation import cost
+from compute.evaluation.compiler import MalformedNode, Plan, refuse_unhonoured_context
+from compute.evaluation.computation import Batch, Rows
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.polled import PolledComputation
+from compute.evaluation.request import ComputationRequest
+from compute.storage.catalog_reach import Reach
+from compute.storage.contract import PointLog
+from compute.storage.series import SeriesInfo
+from compute.storage.sqlite import spans
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "description": "an invalid body, or a node Sparkwire does not compute (the name says which: "
+        "Compute:PollingOnlyComputation, Compute:InvalidComputation, Compute:TooManyPoints, ...)",
+        "content": _ERROR,
+    },
+    401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
+    403: {"description": "the token does not reach a data source the node reads", "content": _ERROR},
+    501: {
+        "description": "Sparkwire:ComputeNeedsSpark: the Redis log read where no Spark runs (an edge)",
+        "content": _ERROR,
+    },
+}
+MAX_POLLED_POINTS = 10_000_000  # points one evaluation may read (a block counts whole): ~240 MB held
+MAX_BATCH = 100  # requests in one batch or parameter inputs in one parameterized request
+UNITS_WINDOW_NS = 60 * 1_000_000_000  # the window a units request (which has no period) compiles with
+
+
+class ComputeRoute(AdmittedRoute):
+    doing = "compute"
+
+
+router = APIRouter(prefix="/compute/v2", tags=["compute"], responses=ERRORS, route_class=ComputeRoute)
+
+
+class ComputeNodeRequest(BaseModel):
+    """nominal-api's scout.compute.api.ComputeNodeRequest (node and context read as the WebSocket's)."""
+
+    node: dict[str, Any]
+    start: Timestamp
+    end: Timestamp
+    context: dict[str, Any] = Field(default_factory=dict)
+    sourceRid: str | None = None
+    requestId: str | None = None
+
+
+class ComputeUnitsRequest(BaseModel):
+    node: dict[str, Any]
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class BatchComputeWithUnitsRequest(BaseModel):
+    requests: list[ComputeNodeRequest] = Field(max_length=MAX_BATCH)
+
+
+class BatchComputeUnitsRequest(BaseModel):
+    requests: list[ComputeUnitsRequest] = Field(max_length=MAX_BATCH)
+
+
+class OptionalRange(BaseModel):
+    start: Timestamp | None = None
+    end: Timestamp | None = None
+
+
+class ParameterInput(BaseModel):
+    variables: dict[str, Any] = Field(default_factory=dict)
+    timeRange: OptionalRange | None = None
+
+
+class ParameterizedContext(BaseModel):
+    parameterInputs: list[ParameterInput] = Field(max_length=MAX_BATCH)
+
+
+class ParameterizedComputeNodeRequest(BaseModel):
+    node: dict[str, Any]
+    start: Timestamp
+    end: Timestamp
+    context: dict[str, Any] = Field(default_factory=dict)
+    sourceRid: str | None = None
+    parameterizedContext: ParameterizedContext
+
+
+# -- errors ------------------------------------------------------------------------------------------
+def refused(err: ComputeError) -> HttpError:
+    """A ComputeError (the compiler's or an evaluation's) as the Conjure error of this service."""
+    return HttpError(err.status_code, err.message, name=f"Compute:{err.name}", params=dict(err.params))
+
+
+def _malformed(exc: MalformedNode) -> HttpError:
+    return HttpError(400, f"node: {exc}", name="Default:InvalidArgument")
+
+
+def serializable(err: HttpError) -> dict[str, Any]:
+    """A refusal as nominal-api's api.SerializableError (inside a batch's per-item result)."""
+    return {
+        "name": err.name,
+        "message": err.message,
+        "errorInstanceId": str(uuid.uuid4()),
+        "statusCode": err.status,
+        "params": err.params,
+    }
+
+
+def error_result(err: HttpError) -> dict[str, Any]:
+    """A ComputeNodeResult's `error` (ErrorResult: errorType, code)."""
+    return {"type": "error", "error": {"errorType": err.name, "code": err.status}}
+
+
+def unit_error(err: HttpError) -> dict[str, Any]:
+    """A ComputeUnitResult whose computation failed: noUnitAvailable with the error."""
+    failed = [{"type": "error", "error": serializable(err)}]
+    return {"type": "single", "single": {"type": "noUnitAvailable", "noUnitAvailable": failed}}
+
+
+# -- compiling ---------------------------------------------------------------------------------------
+def compile_node(
+    principal: Principal,
+    limits: Any,
+    node: dict[str, Any],
+    context: Mapping[str, Any],
+    window_ns: int,
+    variables: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Blocking: the node's plan over a window of `window_ns`, compiled as a subscription's is (the
+    token's reach checked at each read); HttpError when refused."""
+    if not principal.admin and not principal.data_source_patterns:
+        raise HttpError(403, "the token reaches no data source", name="Compute:PermissionDenied")
+    try:
+        refuse_unhonoured_context(context)
+        merged = {**(context.get("variables") or {}), **(variables or {})}
+        request = ComputationRequest(
+            node, window_ns, merged, None, dataset_references=dict(context.get("datasetReferences") or {})
+        )
+        plan = request.compile(
+            limits, principal.allows, Reach(principal.data_source_patterns, everything=principal.admin)
+        )
+        if (
+            why := cost.refusal(cost.estimate(plan.root, plan.window_ns, plan.history_ns), cost.budget())
+        ) is not None:
+            raise why
+    except ComputeError as err:
+        raise refused(err) from None
+    except MalformedNode as exc:
+        raise _malformed(exc) from None
+    if denied := principal.denied(s.data_source_rid for s in plan.selectors):
+        raise HttpError(
+            403, f"the token does not reach data source {denied[0]!r}", name="Compute:PermissionDenied"
+        )
+    return plan
+
+
+# -- reading and evaluating --------------------------------------------------------------------------
+class History:
+    """How this server reads the log's history (export's and back-fill's way); blocking methods."""
+
+    def __init__(self, state: Any) -> None:
+        self.log: PointLog = state.log
+        self.path = span_reader(self.log)
+        self.engine = state.engine
+        self.by_spark = self.path is None or not self.log.driver_reads
+        if self.by_spark and self.engine is None:
+            raise HttpError(
+                501,
+                "this server's log (Redis) is read by Spark's batch jobs, and this process runs no Spark "
+                "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
+                name="Sparkwire:ComputeNeedsSpark",
+            )
+        self._known: list[SeriesInfo] | None = None
+
+    def known(self) -> list[SeriesInfo]:
+        if self._known is None:
+            self._known = spark_series(self.engine) if self.by_spark else self.log.series()
+        return self._known
+
+    def count(self, ids: list[int], start: int, end: int) -> int:
+        """At least the points of these series with start <= ts <= end (a block counts whole)."""
+        if self.by_spark:
+            return spark_count(self.engine, ids, start, end + 1)
+        return sum(spans.points_between(self.path, ids, start, end).values())
+
+    def read(self, ids: list[int], start: int, end: int) -> Batch:
+        """These series' points with start <= ts <= end, per series in seq order."""
+        if not ids:
+            return {}
+        if self.by_spark:
+            read = spark_read(self.engine, ids, start, end + 1)
+        else:
+            read = read_embedded(self.log, ids, start, end + 1)
+        return {sid: _cut(p, end) for sid, p in read.items()}
+
+
+def _cut(p: Points, end: int) -> Rows:
+    keep = p.ts <= end
+    if bool(np.all(keep)):
+        return Rows(p.seq, p.ts, p.values)
+    return Rows(p.seq[keep], p.ts[keep], p.values[keep])
+
+
+def evaluate(history: History, plan: Plan, end: int) -> Any:
+    """Blocking: the plan's ComputeNodeResponse over the period ending at `end`, its points those
+    with ts < end (HttpError when refused)."""
+    polled = PolledComputation(plan, end)
+    ids = polled.route(history.known())
+    last = end - 1  # the period's points: start <= ts < end
+    points = history.count(ids, polled.read_from, last) if ids else 0
+    if points > MAX_POLLED_POINTS:
+        raise HttpError(
+            400,
+            f"the computation would read {points:,} points, more than {MAX_POLLED_POINTS:,}: ask for a "
+            "shorter period",
+            name="Compute:TooManyPoints",
+            params={"limit": str(MAX_POLLED_POINTS), "asked": str(points)},
+        )
+    try:
+        outputs = polled.evaluate(history.read(ids, polled.read_from, last))
+    except ComputeError as err:
+        raise refused(err) from None
+    return frames.response(outputs, plan.grouped, plan.arrow)
+
+
+def _period(start: Timestamp, end: Timestamp) -> tuple[int, int]:
+    s, e = start.ns(), end.ns()
+    if e < s:
+        raise HttpError(400, "end is before start")
+    return s, e
+
+
+def compute_one(
+    state: Any, principal: Principal, body: ComputeNodeRequest, history: History | None = None
+) -> tuple[Any, str | None]:
+    """Blocking: (ComputeNodeResponse, the result's unit) of one request; HttpError when refused."""
+    start, end = _period(body.start, body.end)
+    plan = compile_node(principal, state.settings.compute_limits, body.node, body.context, end - start)
+    return evaluate(history or History(state), plan, end), plan.unit
+
+
+def unit_of(state: Any, principal: Principal, body: ComputeUnitsRequest) -> Any:
+    """Blocking: the ComputeUnitResult of a node (HttpError when refused)."""
+    plan = compile_node(principal, state.settings.compute_limits, body.node, body.context, UNITS_WINDOW_NS)
+    return frames.unit_result(plan.unit)
+
+
+def _json(value: Any) -> Response:
+    return Response(orjson.dumps(value), media_type="application/json")
+
+
+@router.post(
+    "/compute",
+    summary="Nominal's compute: a node's result over [start, end) (a ComputeNodeResponse)",
+    response_class=Response,
+)
+async def compute(body: ComputeNodeRequest, request: Request) -> Response:
+    principal = admit_request(request, ComputeRoute.doing)
+    result, _ = await asyncio.to_thread(compute_one, request.app.state.sparkwire, principal, body)
+    return _json(result)
+
+
+@router.post(
+    "/computeWithUnits",
+    summary="Nominal's computeWithUnits: a node's result over [start, end) and its unit",
+    response_class=Response,
+)
+async def compute_with_units(body: ComputeNodeRequest, request: Request) -> Response:
+    principal = admit_request(request, ComputeRoute.doing)
+    result, unit = await asyncio.to_thread(compute_one, request.app.state.sparkwire, principal, body)
+    return _json({"computeResult": result, "computeUnit": frames.unit_result(unit)})
+
+
+def _batch(state: Any, principal: Principal, requests: list[ComputeNodeRequest]) -> list[Any]:
+    """Blocking: each request's ComputeWithUnitsResult, a refusal as its own item's error."""
+    history = History(state)
+    results: list[Any] = []
+    for body in requests:
+        try:
+            result, unit = compute_one(state, principal, body, history)
+        except HttpError as err:
+            results.append({"computeResult": error_result(err), "unitResult": unit_error(err)})
+        else:
+            results.append(
+                {
+                    "computeResult": {"type": "success", "success": result},
+                    "unitResult": frames.unit_result(unit),
+                }
+            )
+    return results
+
+
+@router.post(
+    "/compute/batch",
+    summary="Nominal's batchComputeWithUnits: each request's result and unit, in order (errors per item)",
+    response_class=Response,
+)
+async def batch_compute_with_units(body: BatchComputeWithUnitsRequest, request: Request) -> Response:
+    principal = admit_request(request, ComputeRoute.doing)
+    results = await asyncio.to_thread(_batch, request.app.state.sparkwire, principal, body.requests)
+    return _json({"results": results})
+
+
+@router.post(
+    "/compute/units",
+    summary="Nominal's computeUnits: the unit of a node's result (a ComputeUnitResult)",
+)
+async def compute_units(body: ComputeUnitsRequest, request: Request) -> Any:
+    principal = admit_request(request, ComputeRoute.doing)
+    return await asyncio.to_thread(unit_of, request.app.state.sparkwire, principal, body)
+
+
+def _units(state: Any, principal: Principal, requests: list[ComputeUnitsRequest]) -> list[Any]:
+    results: list[Any] = []
+    for body in requests:
+        try:
+            results.append(unit_of(state, principal, body))
+        except HttpError as err:
+            results.append(unit_error(err))
+    return results
+
+
+@router.post(
+    "/compute/batch-units",
+    summary="Nominal's batchComputeUnits: each node's unit, in order (errors per item)",
+)
+async def batch_compute_units(body: BatchComputeUnitsRequest, request: Request) -> Any:
+    principal = admit_request(request, ComputeRoute.doing)
+    return {"results": await asyncio.to_thread(_units, request.app.state.sparkwire, principal, body.requests)}
+
+
+def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeNodeRequest) -> list[Any]:
+    """Blocking: the node once per parameter input (its variables over the context's, its time
+    range over the request's), each a ComputeNodeResult."""
+    history = History(state)
+    results: list[Any] = []
+    for parameter in body.parameterizedContext.parameterInputs:
+        span = parameter.timeRange or OptionalRange()
+        try:
+            start, end = _period(span.start or body.start, span.end or body.end)
+            plan = compile_node(
+                principal,
+                state.settings.compute_limits,
+                body.node,
+                body.context,
+                end - start,
+                parameter.variables,
+            )
+            results.append({"type": "success", "success": evaluate(history, plan, end)})
+        except HttpError as err:
+            results.append(error_result(err))
+    return results
+
+
+@router.post(
+    "/compute/parameterized",
+    summary="Nominal's parameterizedCompute: the node once per parameter input, in order",
+    response_class=Response,
+)
+async def parameterized_compute(body: ParameterizedComputeNodeRequest, request: Request) -> Response:
+    principal = admit_request(request, ComputeRoute.doing)
+    results = await asyncio.to_thread(_parameterized, request.app.state.sparkwire, principal, body)
+    return _json({"results": results})
