@@ -34,6 +34,7 @@ from nominal_api import scout_compute_api as sc
 
 from tests import node_json as n
 from tests.conftest import ROOT, ServerProcess, start_server
+from tests.infra import start_redis
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -183,6 +184,11 @@ def test_compute_answers_raw_points_below_the_bucket_count(secured: ServerProces
     assert got.numeric is not None
     pairs = [(ns(t), v) for t, v in zip(got.numeric.timestamps, got.numeric.values, strict=True)]
     assert pairs == [(t, v) for t, v in ramp if start <= t < end]
+    # a channel nothing was written to: no points, as a subscription's first FullResult has none
+    empty = service(secured.base_url).compute(
+        TOKEN, request(n.series(n.numeric_series(channel(rid, "never-written"))), start, end)
+    )
+    assert empty.numeric is not None and empty.numeric.timestamps == []
 
 
 def test_compute_threshold_ranges_of_a_period(secured: ServerProcess, written: Json) -> None:
@@ -394,3 +400,35 @@ def test_the_nominal_sdk_computes_buckets(secured: ServerProcess, written: Json,
     assert_buckets(as_json(out["batch"][0]), wave_ref)
     assert_buckets(as_json(out["batch"][1]), reference_buckets(written["ramp"], start, end, 100))
     assert_buckets(as_json(out["frame"]), wave_ref)
+
+
+# -- on the Redis log, read by a Spark batch job --------------------------------------------------------
+@pytest.fixture(scope="module")
+def redis_log_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("compute-on-redis")
+    redis = start_redis(base / "redis")
+    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    yield proc
+    proc.stop()
+    redis.daemon.stop()
+
+
+async def test_compute_on_the_redis_log_reads_as_back_fill_does(redis_log_server: ServerProcess) -> None:
+    server, rid = redis_log_server, f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    wave = [(t0 + i * 5 * MS, 10.0 * math.sin(2 * math.pi * i / 400)) for i in range(4000)]
+    await write_points(server.base_url, rid, "wave", wave)
+    client = service(server.base_url)
+    start, end = t0 + NANOS, t0 + 19 * NANOS
+    got = client.compute(
+        "", request(n.series(n.numeric_series(channel(rid, "wave")), buckets=90), start, end)
+    )
+    assert got.bucketed_numeric is not None
+    assert_buckets(buckets_of(got.bucketed_numeric), reference_buckets(wave, start, end, 90))
+    node = n.ranges(n.threshold(channel(rid, "wave"), "GREATER_THAN", n.literal(5.0)))
+    ranges = client.compute("", request(node, start, end)).range
+    assert ranges is not None
+    want = reference_ranges(wave, start, end, 5.0)
+    assert len(want) >= 2
+    assert [{"start": ns(r.start), "end": None if r.end is None else ns(r.end)} for r in ranges] == want
