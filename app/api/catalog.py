@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import math
 import re
 import uuid
@@ -165,3 +166,108 @@ async def get_enriched_datasets(request: Request) -> JSONResponse:
     spans = await data_source_bounds(state.log, reached)
     answered = [enriched_dataset(rid, series[rid], now, retention, spans.get(rid)) for rid in reached]
     return JSONResponse(answered)
+
+
+# -- searchDatasets ---------------------------------------------------------------------------------
+# The one workspace every data source is in (WorkspaceService answers it over gRPC, app/api/grpc_metadata.py).
+WORKSPACE_RID = "ri.workspace.sparkwire.workspace.default"
+MAX_SEARCH_PAGE = 1000
+# Query fields that compare with what Sparkwire does not keep (an ingest date: it reports the time of
+# the answer): refused by name rather than answered as if they matched or not.
+_NOT_HONOURED = ("ingestedBeforeInclusive", "ingestedAfterInclusive")
+
+
+def _query_matches(query: Any, dataset: dict[str, Any], depth: int = 0) -> bool:
+    """Whether an EnrichedDataset satisfies a scout_catalog.SearchDatasetsQuery (Conjure JSON)."""
+    if not isinstance(query, dict) or not isinstance(query.get("type"), str) or depth > MAX_JSON_DEPTH:
+        raise HttpError(400, "query: a SearchDatasetsQuery is an object with a `type`")
+    kind = query["type"]
+    value = query.get("and" if kind == "and" else "or" if kind == "or" else kind)
+    if kind in ("and", "or"):
+        if not isinstance(value, list):
+            raise HttpError(400, f"query.{kind}: a list of queries")
+        found = (_query_matches(q, dataset, depth + 1) for q in value)
+        return all(found) if kind == "and" else any(found)
+    if kind == "not":
+        return not _query_matches(value, dataset, depth + 1)
+    if kind in _NOT_HONOURED:
+        raise HttpError(
+            400,
+            f"query.{kind}: Sparkwire keeps no ingest date for a data source (it has no ingest step)",
+            name="Sparkwire:SearchOptionNotSupported",
+            params={"field": kind},
+        )
+    texts = [dataset["name"], dataset["description"]]
+    if kind == "searchText":  # every word of it in the name or description, case aside
+        return all(any(w in t.lower() for t in texts) for w in str(value).lower().split())
+    if kind == "exactMatch":  # a substring of the name, description, labels or properties
+        return str(value).lower() in "\n".join(texts).lower()
+    if kind in ("label", "properties", "numericProperty", "numericPropertyRange"):
+        return False  # no labels nor properties are kept
+    if kind == "archiveStatus":
+        return bool(value) == dataset["isArchived"]
+    if kind == "derived":
+        return bool(value) is False
+    if kind == "workspace":
+        return value == WORKSPACE_RID
+    if kind == "ingestStatus":
+        return value == "COMPLETED"  # every data source's points are in once written
+    raise HttpError(400, f"query: unknown SearchDatasetsQuery type {kind!r}")
+
+
+@router.post(
+    "/catalog/v1/search-datasets-v2",
+    summary="Nominal's searchDatasets: the data sources matching a query (`client.search_datasets()`)",
+)
+async def search_datasets(request: Request) -> JSONResponse:
+    """Every data source with points (those the token reaches) is a dataset in the one workspace,
+    named by its rid (enriched_dataset). Paged by `pageSize` (default and most 1,000); `token` is
+    the offset of the next page. Sorted by rid (every ingest date is the same: the answer's time),
+    or by the bounds' start or end (START_TIME, END_TIME), in the order `sortOptions` asks."""
+    state = request.app.state.sparkwire
+    try:
+        principal = state.admission.admit(request.headers, "read the catalog")
+    except Refused as refused:
+        raise HttpError(refused.status, refused.message) from None
+    raw = await read_body(request, state.settings.max_json_body_bytes, "max_json_body_bytes")
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise HttpError(400, f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise HttpError(400, "body: not JSON (a SearchDatasetsRequest)") from None
+    if not isinstance(body, dict) or "query" not in body:
+        raise HttpError(400, "body: a SearchDatasetsRequest, with a `query`")
+    size = body.get("pageSize") or MAX_SEARCH_PAGE
+    if not isinstance(size, int) or not 1 <= size <= MAX_SEARCH_PAGE:
+        raise HttpError(400, f"pageSize: {size!r}, not between 1 and {MAX_SEARCH_PAGE}")
+    token = body.get("token") or "0"
+    if not isinstance(token, str) or not token.isdigit():
+        raise HttpError(400, f"token: {token!r} is no token this server gave")
+    infos = await asyncio.to_thread(state.log.series)
+    series = Counter(i.key.data_source_rid for i in infos if principal.allows(i.key.data_source_rid))
+    now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+    spans = await data_source_bounds(state.log, sorted(series))
+    retention = state.settings.retention
+    found = [
+        d
+        for d in (
+            enriched_dataset(rid, n, now, retention, spans.get(rid)) for rid, n in sorted(series.items())
+        )
+        if _query_matches(body["query"], d)
+    ]
+    sort = body.get("sortOptions") or {}
+    edge = {"START_TIME": "start", "END_TIME": "end"}.get(sort.get("field", ""))
+    descending = bool(sort.get("isDescending"))
+    if edge is None:
+        found.sort(key=lambda d: str(d["rid"]), reverse=descending)
+    else:  # data sources without bounds last either way
+        bounded = [d for d in found if "bounds" in d]
+        bounded.sort(
+            key=lambda d: (d["bounds"][edge]["seconds"], d["bounds"][edge]["nanos"]), reverse=descending
+        )
+        found = bounded + [d for d in found if "bounds" not in d]
+    offset = int(token)
+    page = found[offset : offset + size]
+    more = offset + size < len(found)
+    return JSONResponse({"results": page, **({"nextPageToken": str(offset + size)} if more else {})})

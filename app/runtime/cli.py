@@ -21,12 +21,14 @@ from app.config import Settings
 from app.runtime import demo
 from app.runtime.allocator import keep_freed_memory
 from app.runtime.data_dir_lock import DataDirLock, DataDirUnavailable
+from app.runtime.grpc_front import GrpcFront
 from app.runtime.listen import CannotListen, bind_listener
 from app.runtime.logging_setup import configure_logging
 from app.runtime.redis_check import RedisUnreachable, check_redis, needs_redis
 from app.runtime.server import create_app
 from app.runtime.shutdown import drain
 from app.transport.http_protocol import HeaderLimits, http_protocol_with_read_deadline
+from app.transport.preface import preface_sniffing
 from app.transport.ws_protocol import websocket_protocol
 
 logger = logging.getLogger("app.runtime.cli")
@@ -41,8 +43,9 @@ class DrainingServer(uvicorn.Server):
     too, ending with exit status 1: a query cannot be restarted without its JVM, and a fresh process
     from the service manager (systemd's Restart=on-failure, Kubernetes) can serve again."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, grpc_front: GrpcFront | None = None) -> None:
         super().__init__(config)
+        self.grpc_front = grpc_front  # gRPC on the same port (app/transport/preface.py)
         self._draining: asyncio.Task[None] | None = None
         self._signals = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -67,11 +70,18 @@ class DrainingServer(uvicorn.Server):
             "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
         )
         state = self._state()
+        if state is not None and self.grpc_front is not None:
+            await self.grpc_front.start(state)
         if state is not None and state.settings.role != "edge" and not state.ready:
             logger.info(
                 "Spark is warming up (half a minute or more on a busy machine): /readyz answers 503 "
                 "until the streaming query runs, then a 'ready:' line follows"
             )
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.grpc_front is not None:
+            await self.grpc_front.stop()
+        await super().shutdown(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         state = self._state()
@@ -139,6 +149,7 @@ def serve(settings: Settings) -> None:
     keep_freed_memory()  # before the server starts its threads (app/runtime/allocator.py)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     app = create_app(settings)
+    grpc_front = GrpcFront()
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -149,14 +160,19 @@ def serve(settings: Settings) -> None:
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
         lifespan="on",
-        http=http_protocol_with_read_deadline(
+        # HTTP/1.1 and, on the same port, gRPC (HTTP/2's preface: app/transport/preface.py)
+        http=preface_sniffing(
+            http_protocol_with_read_deadline(
+                settings.handshake_timeout,
+                settings.min_body_rate,
+                HeaderLimits(settings.max_header_bytes, settings.max_header_count),
+            ),
             settings.handshake_timeout,
-            settings.min_body_rate,
-            HeaderLimits(settings.max_header_bytes, settings.max_header_count),
+            grpc_front.target,
         ),
         ws=websocket_protocol(settings.max_pings_per_second),
     )
-    server = DrainingServer(config)
+    server = DrainingServer(config, grpc_front)
     server.run(sockets=[listener])
     data_dir_lock.release()
     if server.exit_status:

@@ -130,6 +130,12 @@ def http_protocol_with_read_deadline(
                 self._read_timer.cancel()
             super().connection_lost(exc)
 
+        def opened_at(self, when: float) -> None:
+            """The connection opened at `when` (the loop's time), before this protocol was given it
+            (app/transport/preface.py): the first request's deadline counts from then."""
+            self._started = when
+            self._arm(when + deadline - self.loop.time())
+
         def _await_request(self) -> None:
             """The deadline of the next request starts now (a new `cycle` once its headers are in)."""
             self._waiting_for = self.cycle
