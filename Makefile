@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA_DIR ?= ./data
 
-.PHONY: install system-deps java run test lint bench bench-smoke bench-scale-out bench-resume soak clean
+.PHONY: install system-deps java run kafka kafka-fetch test lint bench bench-smoke bench-scale-out bench-resume soak clean
 
 # pip shows its progress: a first install downloads PySpark (~400 MB) and takes a minute or two.
 # The venv's own pip is enough (PEP 660 editable installs: pip 21.3 and later); no upgrade first.
@@ -33,10 +33,10 @@ $(NOMINAL_VENV)/.installed:
 
 install: $(VENV)/.installed $(NOMINAL_VENV)/.installed
 
-# Java, Chromium, redis-server and Prometheus: apt-get installs them when missing and run as root; otherwise a
+# Java, Chromium, redis-server, Prometheus and Maven: apt-get installs them when missing and run as root; otherwise a
 # one-line error names the command (.ci/system-deps).
 system-deps:
-	.ci/system-deps java chromium redis-server prometheus
+	.ci/system-deps java chromium redis-server prometheus mvn
 
 java:  # what `make run` needs beyond Python, checked before anything is installed
 	.ci/system-deps java
@@ -49,12 +49,25 @@ run: java $(VENV)/.installed-run
 	$(BIN)/sparkwire demo --url http://$(HOST):$(PORT) --stop-with $$$$ & \
 	exec $(BIN)/sparkwire serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
+# A throwaway single-node Kafka (KRaft) on 127.0.0.1:KAFKA_PORT in the foreground, for `--source kafka`
+# (SPARKWIRE_SOURCE=kafka make run, in another terminal). The broker and Spark's Kafka connector are
+# fetched with Maven into ~/.cache/sparkwire on first use (deploy/kafka.sh).
+KAFKA_PORT ?= 9092
+KAFKA_DATA ?= $(DATA_DIR)/kafka
+kafka:
+	.ci/system-deps java mvn
+	deploy/kafka.sh run $(KAFKA_PORT) $(KAFKA_DATA)
+
+kafka-fetch:  # what the Kafka tests need (tests/kafka_broker.py), fetched before the suite runs
+	.ci/system-deps mvn
+	deploy/kafka.sh fetch
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: system-deps install lint
+test: system-deps install lint kafka-fetch
 	$(BIN)/pytest -q
 
 # Full run (~35 min, writes BENCHMARKS.md); BENCH_ARGS takes NAME=VALUE plan overrides (and --smoke,

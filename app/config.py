@@ -97,8 +97,17 @@ class Settings(BaseSettings):
     summary_interval: float = Field(
         60.0, ge=0, description="seconds between summary log lines (requests, points, rejects; 0 = none)"
     )
-    source: Literal["embedded", "redis"] = Field(
-        "embedded", description="point log: embedded (SQLite in data-dir) or redis (Redis Streams, shared)"
+    source: Literal["embedded", "redis", "kafka"] = Field(
+        "embedded",
+        description="point log: embedded (SQLite in data-dir), redis (Redis Streams, shared) or kafka "
+        "(Kafka, shared, read by Spark's Kafka source; `make kafka` runs a broker)",
+    )
+    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka brokers of the kafka source")
+    kafka_topic: str = Field(
+        "sparkwire-points", description="kafka source: the points topic (the catalog is TOPIC-series)"
+    )
+    kafka_partitions: int = Field(
+        4, ge=1, description="kafka source: partitions of the points topic when this server creates it"
     )
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
     redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
@@ -113,8 +122,9 @@ class Settings(BaseSettings):
     retention_seconds: float | None = Field(
         None,
         ge=0,
-        description="keep points this long (embedded: by point timestamp; redis: by append time, MINID); "
-        "0 = forever; default 7 days embedded, 1 day redis (it holds points in memory)",
+        description="keep points this long (embedded: by point timestamp; redis: by append time, MINID; "
+        "kafka: the topic's retention.ms when this server creates it); 0 = forever; default 7 days "
+        "embedded and kafka, 1 day redis (it holds points in memory)",
     )
     max_log_bytes: int = Field(
         0, ge=0, description="embedded log: prune the oldest points while it is larger; 0 = no cap"
@@ -257,7 +267,7 @@ class Settings(BaseSettings):
 
     @property
     def compute_limits(self) -> Limits:
-        """What a computation may ask for (compute/evaluation/compiler.py)."""
+        """What a computation may ask for (compute/evaluation/compiler/limits.py)."""
         return Limits(
             int(self.max_window_seconds * NANOS_PER_SECOND),
             self.max_points,

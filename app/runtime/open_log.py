@@ -1,5 +1,6 @@
 """Which point log this server writes to and streams from: the embedded SQLite log in the data
-directory (the default), or Redis Streams shared by several servers (SPARKWIRE_SOURCE=redis)."""
+directory (the default), Redis Streams shared by several servers (SPARKWIRE_SOURCE=redis), or Kafka
+(SPARKWIRE_SOURCE=kafka)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ from compute.storage.contract import PointLog
 def open_point_log(settings: Settings) -> PointLog:
     # A consumer name per server process: its committed offsets and lag are its own.
     consumer = f"{socket.gethostname()}-{settings.port}-{os.getpid()}"
+    if settings.source == "kafka":
+        from compute.storage.kafka.point_log import KafkaLog
+
+        return KafkaLog(
+            settings.kafka_bootstrap_servers,
+            settings.kafka_topic,
+            settings.kafka_partitions,
+            consumer,
+            settings.retention,
+        )
     if settings.source == "redis":
         from compute.storage.redis.point_log import RedisLog, Retention
 

@@ -73,10 +73,12 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
 
     try:
         settings = state.settings
+        frames = state.log.spark_frames  # the Kafka log: Spark's Kafka connector, as files
         spark = build_session(
             settings.spark_master,
             jvm_output=spark_output_path(settings.data_dir),
             driver_memory=settings.driver_memory,
+            jars=frames.jars if frames is not None else None,
         )
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
         engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)

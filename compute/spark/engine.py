@@ -1,8 +1,8 @@
 """The streaming engine: ONE Structured Streaming query over the log, ONE Spark job per micro-batch
 (the batch filtered to the series in use, collected once through Arrow), then every live
 computation updated on the driver (compute/evaluation/). New computations are back-filled before they
-join the stream: the embedded log's history read by the driver itself, the Redis log's by one Spark
-batch job whose executors read its partitions.
+join the stream: the embedded log's history read by the driver itself, the Redis and Kafka logs' by
+one Spark batch job whose executors read its partitions (Kafka's through Spark's own Kafka source).
 
 The series in use are data: an `IN` set over series ids, rebuilt only when that set changes (a
 broadcast join's table is rebuilt by every micro-batch: ~0.5 s against ~0.1 s per batch,
@@ -74,17 +74,27 @@ class Engine:
         # is expected then, logged as one INFO line, not as py4j's ERROR and ~130 lines of trace.
         self._stopping = False
         logging.getLogger("py4j.clientserver").addFilter(self._hide_cancelled_batch)
-        spark.dataSource.register(log.data_source)
-        self._source = log.data_source.name()
+        # The Kafka log is read by Spark's own Kafka source; the others by their Python data source.
+        self._frames = log.spark_frames
+        if self._frames is None:
+            spark.dataSource.register(log.data_source)
+            self._source = log.data_source.name()
+        else:
+            self._source = "kafka"
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Start the query at the log's current end: history reaches computations by back-fill."""
         options = self.log.stream_options()
-        stream = self.spark.readStream.format(self._source).options(**options).load()
+        if self._frames is not None:
+            stream = self._frames.stream(self.spark, options)
+        else:
+            stream = self.spark.readStream.format(self._source).options(**options).load()
         # The embedded log's stream hands Spark blocks (compute/storage/sqlite/spark_source.py), the
-        # Redis log's points.
-        self._stream_blocks = isinstance(stream.schema["ts"].dataType, ArrayType)
+        # Redis log's points (the Kafka log's rows are its records: `self._frames` decodes them).
+        self._stream_blocks = "ts" in stream.schema.names and isinstance(
+            stream.schema["ts"].dataType, ArrayType
+        )
         self._stopping = False
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
@@ -214,6 +224,8 @@ class Engine:
 
     def history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
         """The Spark batch read of the log's history (the data source's batch reader), as points."""
+        if self._frames is not None:
+            return self._frames.history(self.spark, series_ids, from_ts, upto_seq)
         options = self.log.backfill_options(series_ids, from_ts, upto_seq)
         reader = self.spark.read.format(self._source).schema(records.POINT_SCHEMA_DDL)
         return reader.options(**options).load()
@@ -255,7 +267,9 @@ class Engine:
         assert self._series_filter is not None  # set whenever a series is in use
         in_use = batch.where(self._series_filter)
         try:
-            if self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
+            if self._frames is not None:  # Kafka's records cross to Python as bytes; numpy unpacks them
+                table = self._frames.points(collect_arrow(in_use, self._frames.block_schema))
+            elif self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
                 table = records.points_of_blocks(collect_arrow(in_use, records.BLOCK_SCHEMA))
             else:
                 table = collect_arrow(in_use.select(*records.POINT_SCHEMA.names), records.POINT_SCHEMA)

@@ -40,13 +40,17 @@ def build_session(
     shuffle_partitions: int | None = None,
     jvm_output: Path | None = None,
     driver_memory: str = DRIVER_MEMORY,
+    jars: list[str] | None = None,
 ) -> SparkSession:
     """`jvm_output`: a file for the JVM's own console output (log4j, JVM warnings, the Python
     workers it starts), which would otherwise interleave with the server's logs.
 
     `driver_memory`: the driver JVM's heap, taken whole at start (-Xms = -Xmx, pre-touched): a heap
     that grows into its cap over hours looks like a leak to an operator, one taken at start does not
-    grow (docs/decisions/0027-driver-heap-taken-at-start.md)."""
+    grow (docs/decisions/0027-driver-heap-taken-at-start.md).
+
+    `jars`: files for `spark.jars` (the Kafka log's connector, fetched by deploy/kafka.sh). Never
+    `spark.jars.packages`: Spark's own resolver would reach for Maven Central at every start."""
     # Executors' Python must be ours, so the data source and evaluators import the same code.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -79,6 +83,8 @@ def build_session(
             f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} -Xms{driver_memory} -XX:+AlwaysPreTouch",
         )
     )
+    if jars:
+        conf.set("spark.jars", ",".join(jars))
     if jvm_output is not None and SparkContext._active_spark_context is None:
         jvm_output.parent.mkdir(parents=True, exist_ok=True)
         with jvm_output.open("ab") as sink:  # the JVM keeps its own copy of the descriptor

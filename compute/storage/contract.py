@@ -22,6 +22,7 @@ import pyarrow as pa
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 
 if TYPE_CHECKING:  # the contract itself imports no Spark: an edge without PySpark writes through it
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.datasource import DataSource
 
     from compute.storage.sqlite.blocks import SeriesColumns
@@ -57,6 +58,36 @@ Offsets = dict[int, int]  # partition -> seq of the last record read (the next r
 class ReadResult:
     points: pa.Table  # POINT_SCHEMA rows (seq, series_id, ts, value, str), seq order per partition
     offsets: Offsets  # where this reader stands after the read: commit them once processed
+
+
+class SparkFrames(Protocol):
+    """A log Spark reads with a source of its own (the Kafka log: Spark's built-in Kafka source)
+    rather than a Python data source: the frames of the stream and of a back-fill, and the jars the
+    session needs for them."""
+
+    @property
+    def jars(self) -> list[str]:
+        """Files for `spark.jars` (the session must start with them)."""
+        ...
+
+    @property
+    def block_schema(self) -> pa.Schema:
+        """The stream's rows as the driver collects them."""
+        ...
+
+    def stream(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
+        """The streaming read (`stream_options` of the log), rows of `block_schema` with `series_id`."""
+        ...
+
+    def points(self, blocks: pa.Table) -> pa.Table:
+        """A micro-batch's collected `block_schema` rows as POINT_SCHEMA rows."""
+        ...
+
+    def history(
+        self, spark: SparkSession, series_ids: Sequence[int], from_ts: int, upto_seq: int
+    ) -> DataFrame:
+        """A back-fill's batch read: POINT_SCHEMA rows of these series, ts >= from_ts, seq <= upto_seq."""
+        ...
 
 
 class PointLog(Protocol):
@@ -143,6 +174,11 @@ class PointLog(Protocol):
         ...
 
     # -- optional capabilities: every log declares them, None where it has none ----------------------
+    @property
+    def spark_frames(self) -> SparkFrames | None:
+        """How Spark reads a log without a Python data source (Kafka); None: through `data_source`."""
+        ...
+
     @property
     def local_writer(self) -> DurableLog | None:
         """The writer of a log kept in this process's own files (the embedded log): its disk floor

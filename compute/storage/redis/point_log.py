@@ -365,6 +365,10 @@ class RedisLog:
 
     # -- optional capabilities -----------------------------------------------------------------------
     @property
+    def spark_frames(self) -> None:
+        return None  # read through its Python data source
+
+    @property
     def local_writer(self) -> None:
         return None  # kept by redis-server
 

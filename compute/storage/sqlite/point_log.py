@@ -193,6 +193,10 @@ class EmbeddedLog:
 
     # -- optional capabilities -----------------------------------------------------------------------
     @property
+    def spark_frames(self) -> None:
+        return None  # read through its Python data source
+
+    @property
     def local_writer(self) -> DurableLog:
         return self.durable
 

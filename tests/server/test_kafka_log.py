@@ -1,0 +1,204 @@
+"""Kafka as the point log (`--source kafka`): a throwaway broker from deploy/kafka.sh (the same script
+as `make kafka`), a real server whose stream and back-fill are Spark's built-in Kafka source, HTTP
+writes, WebSocket subscribers; then the broker stopped (writes answered 503, nothing stored) and
+started again (writes succeed). The outage tests run last: they stop the module's broker."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import ServerProcess, start_server
+from tests.kafka_broker import KafkaBroker, start_kafka
+from tests.server.test_end_to_end import subscribe_one, unique_rid
+from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
+
+# A broker (fetched on a fresh machine), a server and its Spark on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(900)
+
+PARTITIONS = 3
+TOPIC = "sparkwire-test-points"
+WINDOW_S = 3600.0
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    broker = start_kafka(tmp_path_factory.mktemp("kafka"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Iterator[ServerProcess]:
+    """Overrides the session's embedded server for this module."""
+    base = tmp_path_factory.mktemp("on-kafka")
+    env = {
+        "SPARKWIRE_SOURCE": "kafka",
+        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
+        "SPARKWIRE_KAFKA_TOPIC": TOPIC,
+        "SPARKWIRE_KAFKA_PARTITIONS": str(PARTITIONS),
+        "SPARKWIRE_RESUME_LINGER_SECONDS": "0",
+    }
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    yield proc
+    proc.stop()
+
+
+def _stamps(numeric: dict) -> list[int]:
+    return [t["seconds"] * NANOS + t["nanos"] for t in numeric["timestamps"]]
+
+
+async def test_written_points_reach_a_subscriber_as_a_full_result_then_appends(server: ServerProcess) -> None:
+    """History (several series, so several partitions in one request) is back-filled by a Spark batch
+    job over Kafka; points written afterwards arrive through the stream, each value exact."""
+    rid = unique_rid("kafka")
+    now = time.time_ns()
+    history = [(now - 600 * NANOS + i * NANOS, float(i) * 0.5) for i in range(40)]
+    body = {
+        "dataSourceRid": rid,
+        "batches": [
+            {
+                "channel": channel,
+                "tags": {},
+                "points": {
+                    "type": "double",
+                    "double": [
+                        {"timestamp": {"seconds": t // NANOS, "nanos": t % NANOS}, "value": v * k}
+                        for t, v in history
+                    ],
+                },
+            }
+            for k, channel in enumerate(["a", "b", "c", "d"], start=1)
+        ],
+    }
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        written = await http.post("/storage/writer/v1", json=body)
+        assert written.status_code == 200, written.text
+
+    client = await Client.connect(server.ws_url)
+    try:
+        sub_id, full = await subscribe_one(
+            client, subscription(series_node(), {"x": channel_variable(rid, "c")}, WINDOW_S)
+        )
+        numeric = full["full"]["result"]["numeric"]
+        assert list(zip(_stamps(numeric), numeric["values"], strict=True)) == [(t, v * 3) for t, v in history]
+
+        later = time.time_ns()
+        live = [(later, 1.25), (later + 1, -2.5), (later + 2, math.pi)]
+        await write_points(server.base_url, rid, "c", live)
+        received: list[tuple[int, float]] = []
+        while len(received) < len(live):
+            update = await client.update(sub_id)
+            assert update["type"] == "append", update
+            result = update["append"]["result"]["numeric"]
+            received += list(zip(_stamps(result), result["values"], strict=True))
+        assert received == live
+    finally:
+        await client.close()
+
+
+async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> None:
+    rid = unique_rid("kafka-enum")
+    now = time.time_ns()
+    points = [(now - 5 * NANOS, "idle"), (now - 4 * NANOS, "armed"), (now - 3 * NANOS, "idle")]
+    await write_points(server.base_url, rid, "state", points)
+    client = await Client.connect(server.ws_url)
+    try:
+        _, full = await subscribe_one(
+            client, subscription(series_node(kind="enum"), {"x": channel_variable(rid, "state")}, WINDOW_S)
+        )
+        enum = full["full"]["result"]["enum"]
+        categories = enum["categories"]
+        stamps = [t["seconds"] * NANOS + t["nanos"] for t in enum["timestamps"]]
+        assert list(zip(stamps, [categories[i] for i in enum["values"]], strict=True)) == points
+    finally:
+        await client.close()
+
+
+async def test_with_the_broker_stopped_a_write_gets_503_and_nothing_is_stored_then_writes_succeed(
+    server: ServerProcess, kafka: KafkaBroker
+) -> None:
+    rid = unique_rid("kafka-outage")
+    now = time.time_ns()
+    before = [(now - 30 * NANOS, 1.0), (now - 29 * NANOS, 2.0)]
+    await write_points(server.base_url, rid, "p", before)
+
+    kafka.stop()
+    refused_points = [(now - 20 * NANOS, 99.0), (now - 19 * NANOS, 98.0)]
+    body = {
+        "dataSourceRid": rid,
+        "batches": [
+            {
+                "channel": channel,  # two series: likely two partitions, one transaction
+                "tags": {},
+                "points": {
+                    "type": "double",
+                    "double": [
+                        {"timestamp": {"seconds": t // NANOS, "nanos": t % NANOS}, "value": v}
+                        for t, v in refused_points
+                    ],
+                },
+            }
+            for channel in ("p", "q")
+        ],
+    }
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+        refused = await http.post("/storage/writer/v1", json=body)
+    assert refused.status_code == 503, refused.text
+    assert refused.headers.get("Retry-After"), refused.headers
+    error = refused.json()
+    assert error["errorName"] == "Storage:LogUnavailable", error
+    assert "Kafka" in error["parameters"].get("message", refused.text) or "Kafka" in refused.text
+
+    kafka.start()
+    # Back: a write succeeds (the writer makes a new producer, fencing the old one's transaction).
+    after = [(now - 10 * NANOS, 3.0)]
+    deadline = time.monotonic() + 120
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+        while True:
+            body_after = {
+                "dataSourceRid": rid,
+                "batches": [
+                    {
+                        "channel": "p",
+                        "tags": {},
+                        "points": {
+                            "type": "double",
+                            "double": [
+                                {"timestamp": {"seconds": t // NANOS, "nanos": t % NANOS}, "value": v}
+                                for t, v in after
+                            ],
+                        },
+                    }
+                ],
+            }
+            response = await http.post("/storage/writer/v1", json=body_after)
+            if response.status_code == 200:
+                break
+            assert response.status_code == 503, response.text
+            assert time.monotonic() < deadline, "writes did not succeed within 120 s of the broker's return"
+            time.sleep(1)
+    # Nothing of the refused request is readable (read_committed): only the points acknowledged
+    # before and after it, and no series "q" at all.
+    client = await Client.connect(server.ws_url)
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the stream may be restarting after the outage: a subscription can fail meanwhile
+            try:
+                for channel, expected in (("p", before + after), ("q", [])):
+                    _, full = await subscribe_one(
+                        client, subscription(series_node(), {"x": channel_variable(rid, channel)}, WINDOW_S)
+                    )
+                    numeric = full["full"]["result"]["numeric"]
+                    assert list(zip(_stamps(numeric), numeric["values"], strict=True)) == expected
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+    finally:
+        await client.close()
