@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from compute.evaluation.compiler import Limits
+from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.cost import EvaluationBudget
 from schemas.timestamps import NANOS_PER_SECOND
 

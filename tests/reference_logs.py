@@ -1,5 +1,5 @@
 """A reference for `contains` (nominal-api's ContainsSeries), written from nominal-api's docs and
-independent of Sparkwire's evaluator (compute/evaluation/nodes/logs.py, compile_logs.py):
+independent of Sparkwire's evaluator (compute/evaluation/nodes/logs.py, builders/logs.py):
 
 - ContainsSeries: "Maps each log line to 1.0 when `operator` matches it and 0.0 otherwise."
 - LogRegexFilterOperator: "Matches a text value against the given re2 regular expression" (a match

@@ -24,7 +24,7 @@ from app.api.admitted_route import AdmittedRoute, admit_request
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.auth import ADMIN_CLAIM, Principal
-from compute.evaluation.datasets import CatalogKind, use_catalog
+from compute.evaluation.compiler.datasets import CatalogKind
 from compute.storage.assets import (
     TABLE_KIND,
     Asset,
@@ -88,7 +88,6 @@ def open_store(app: FastAPI, settings: Settings) -> AssetStore:
     else:
         store = AssetStore(settings.data_dir / STORE_FILE)
     app.state.assets = store
-    use_catalog(store)
     return store
 
 

@@ -30,9 +30,11 @@ from app.http.errors import HttpError
 from app.protocol import frames
 from app.protocol.auth import Principal
 from compute.evaluation import cost
-from compute.evaluation.compiler import MalformedNode, Plan, refuse_unhonoured_context
+from compute.evaluation.compiler.builder import refuse_unhonoured_context
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Batch, Rows
-from compute.evaluation.errors import ComputeError
+from compute.evaluation.errors import ComputeError, MalformedNode
 from compute.evaluation.polled import PolledComputation
 from compute.evaluation.request import ComputationRequest
 from compute.storage.catalog_reach import Reach
@@ -153,6 +155,7 @@ def compile_node(
     context: Mapping[str, Any],
     window_ns: int,
     variables: Mapping[str, Any] | None = None,
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> Plan:
     """Blocking: the node's plan over a window of `window_ns`, compiled as a subscription's is (the
     token's reach checked at each read); HttpError when refused."""
@@ -164,9 +167,8 @@ def compile_node(
         request = ComputationRequest(
             node, window_ns, merged, None, dataset_references=dict(context.get("datasetReferences") or {})
         )
-        plan = request.compile(
-            limits, principal.allows, Reach(principal.data_source_patterns, everything=principal.admin)
-        )
+        reach = Reach(principal.data_source_patterns, everything=principal.admin)
+        plan = request.compile(limits, principal.allows, reach, catalogs)
         if (
             why := cost.refusal(cost.estimate(plan.root, plan.window_ns, plan.history_ns), cost.budget())
         ) is not None:
@@ -263,13 +265,27 @@ def compute_one(
 ) -> tuple[Any, str | None]:
     """Blocking: (ComputeNodeResponse, the result's unit) of one request; HttpError when refused."""
     start, end = _period(body.start, body.end)
-    plan = compile_node(principal, state.settings.compute_limits, body.node, body.context, end - start)
+    plan = compile_node(
+        principal,
+        state.settings.compute_limits,
+        body.node,
+        body.context,
+        end - start,
+        catalogs=state.catalogs,
+    )
     return evaluate(history or History(state), plan, end), plan.unit
 
 
 def unit_of(state: Any, principal: Principal, body: ComputeUnitsRequest) -> Any:
     """Blocking: the ComputeUnitResult of a node (HttpError when refused)."""
-    plan = compile_node(principal, state.settings.compute_limits, body.node, body.context, UNITS_WINDOW_NS)
+    plan = compile_node(
+        principal,
+        state.settings.compute_limits,
+        body.node,
+        body.context,
+        UNITS_WINDOW_NS,
+        catalogs=state.catalogs,
+    )
     return frames.unit_result(plan.unit)
 
 
@@ -373,6 +389,7 @@ def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeN
                 body.context,
                 end - start,
                 parameter.variables,
+                catalogs=state.catalogs,
             )
             results.append({"type": "success", "success": evaluate(history, plan, end)})
         except HttpError as err:

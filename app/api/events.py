@@ -1,7 +1,7 @@
 """Nominal's EventService over HTTP, on its own paths and in its own wire form (Conjure JSON of
 nominal-api's `event` package): create, get (by uuid, and batch get by rid), update, search, archive
 and unarchive the events that `eventsSearch` and `eventAggregation` compute over
-(compute/storage/events.py, compute/evaluation/compile_events.py).
+(compute/storage/events.py, compute/evaluation/compiler/builders/events.py).
 
 Admitted as the asset catalog is (app/api/assets.py): reading needs a token (authentication on),
 changing needs the `admin` claim. An event belongs to its creator's `dataSourceRids` (kept with it,
@@ -25,7 +25,6 @@ from app.api.assets import CatalogRoute, NumericPropertyValue, StringPropertyVal
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.auth import Principal
-from compute.evaluation.compile_events import use_events
 from compute.storage.assets import AssetStore, TypedValue
 from compute.storage.catalog_reach import Reach
 from compute.storage.events import (
@@ -74,7 +73,6 @@ def open_store(app: FastAPI, settings: Settings) -> EventStore:
     else:
         store = EventStore(settings.data_dir / STORE_FILE)
     app.state.events = store
-    use_events(store)
     return store
 
 

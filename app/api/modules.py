@@ -1,7 +1,7 @@
 """Nominal's ModuleService over HTTP, on its own paths and in its own wire form (Conjure JSON of
 nominal-api's `module` package): create, update (a new version), batch get, search, archive and
 unarchive the modules that `derived` series apply (compute/storage/modules.py,
-compute/evaluation/compile_derived.py). Plus one read Nominal's service has not: a single module by
+compute/evaluation/compiler/builders/derived.py). Plus one read Nominal's service has not: a single module by
 rid (`GET /scout/v2/module/{moduleRid}`).
 
 Admitted as the asset catalog is (app/api/assets.py): reading needs a token (authentication on),
@@ -29,7 +29,7 @@ from app.api.assets import CatalogRoute, admit, reach_of
 from app.config import Settings
 from app.http.errors import HttpError
 from app.protocol.auth import Principal
-from compute.evaluation.compile_derived import definition_cycle, malformation, use_modules
+from compute.evaluation.compiler.builders.derived import definition_cycle, malformation
 from compute.storage.catalog_reach import Reach
 from compute.storage.modules import KIND, Module, ModuleNameTaken, ModuleStore, ModuleVersion
 
@@ -82,7 +82,6 @@ def open_store(app: FastAPI, settings: Settings) -> ModuleStore:
     else:
         store = ModuleStore(settings.data_dir / STORE_FILE)
     app.state.modules = store
-    use_modules(store)
     return store
 
 
@@ -276,11 +275,11 @@ def _checked(definition: ModuleVersionDefinition) -> dict[str, Any]:
     return definition.model_dump(mode="json")
 
 
-async def _refuse_cycles(api_name: str, version: int, definition: dict[str, Any]) -> None:
+async def _refuse_cycles(store: ModuleStore, api_name: str, version: int, definition: dict[str, Any]) -> None:
     """A version whose functions apply themselves, directly or through other functions (its own or
     stored modules'), is refused before it is stored, naming the cycle (each function once, in
     order, the first again at the end). The stored modules are read off the event loop."""
-    cycle = await asyncio.to_thread(definition_cycle, api_name, version, definition["functions"])
+    cycle = await asyncio.to_thread(definition_cycle, store, api_name, version, definition["functions"])
     if cycle is not None:
         raise _error(
             400,
@@ -307,7 +306,7 @@ async def create_module(body: CreateModuleRequest, request: Request) -> dict[str
             moduleApiName=body.apiName,
         )
     definition = _checked(body.definition)
-    await _refuse_cycles(body.apiName, 1, definition)
+    await _refuse_cycles(store, body.apiName, 1, definition)
     try:
         module, version = await asyncio.to_thread(
             store.create,
@@ -338,7 +337,7 @@ async def update_module(moduleRid: str, body: UpdateModuleRequest, request: Requ
     if existing is None:
         raise _error(404, "ModuleRidsNotFound", f"no module has the rid {moduleRid!r}", moduleRids=moduleRid)
     definition = _checked(body.definition)
-    await _refuse_cycles(existing.api_name, existing.latest + 1, definition)
+    await _refuse_cycles(store, existing.api_name, existing.latest + 1, definition)
     done = await asyncio.to_thread(
         store.update, moduleRid, body.title, body.description, definition, _user(principal), time.time_ns()
     )

@@ -16,6 +16,7 @@ from app.protocol.ledger import CostLedger
 from app.protocol.ws_session import SessionConfig
 from app.transport.liveness import Liveness
 from compute.evaluation import cost
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ServerState:
     # replays running (app/fanout/replay.py's ReplayRun), from their start until their period is over
     replays: set[ReplayRun] = field(default_factory=set)
     catalog_edits: CatalogEdits = field(default_factory=CatalogEdits)  # asset and run edits, to sessions
+    catalogs: Catalogs = NO_CATALOGS  # what plans compiled in this process look up (the stores)
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
     ledger: CostLedger = field(init=False)  # what live subscriptions cost, per connection, tenant, server

@@ -43,6 +43,7 @@ from app.protocol.ws_session import (
     StopSubscription,
 )
 from app.transport.connection import Connection
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.evaluation.errors import ComputeError
 
 logger = logging.getLogger(__name__)
@@ -53,8 +54,9 @@ def _now() -> Instant:
     return Instant(time.monotonic(), time.time())
 
 
-def session_config(settings: Settings) -> SessionConfig:
+def session_config(settings: Settings, catalogs: Catalogs = NO_CATALOGS) -> SessionConfig:
     return SessionConfig(
+        catalogs=catalogs,
         max_subscriptions=settings.max_subscriptions_per_connection,
         limits=settings.compute_limits,
         max_messages_per_second=settings.max_messages_per_second,
@@ -258,7 +260,7 @@ async def _admit(websocket: WebSocket, state: ServerState) -> tuple[Principal, s
 
 # Decoding a message and compiling its subscriptions (`Session.prepare`) runs here, never on the
 # event loop: two threads, so that at most two compilations compete with the loop for the GIL
-# (each bounded by the compile budget, compute/evaluation/compiler.py `CompileBudget`).
+# (each bounded by the compile budget, compute/evaluation/compiler/limits.py `CompileBudget`).
 PREPARING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare-message")
 # The share of a core one connection's messages may take to prepare: after a message that took t
 # seconds of CPU (beyond PREPARE_FREE_S), the connection's next message is read t * (1 / share - 1)
@@ -335,7 +337,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         state.metrics.websocket_connections_opened.inc()
         session = Session(
             principal,
-            session_config(settings),
+            session_config(settings, state.catalogs),
             _now(),
             authenticate=state.admission.auth.authenticate if state.admission.auth is not None else None,
             label=f"connection {connection.id}",

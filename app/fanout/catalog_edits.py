@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from compute.evaluation.datasets import CatalogUnreachable
+from compute.evaluation.compiler.datasets import CatalogUnreachable
 
 logger = logging.getLogger(__name__)
 

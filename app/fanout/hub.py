@@ -23,7 +23,7 @@ from app.metrics import Metrics
 from app.protocol import frames
 from app.protocol.shared_payload import SharedPayload
 from app.protocol.ws_session import Delivery
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Change, GroupKey
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest

@@ -38,7 +38,7 @@ from app.fanout.sink import Sink
 from app.metrics import Metrics
 from app.protocol import frames
 from app.protocol.ws_session import StartSubscription, iso_ns, replay_out_of_range
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Batch, Change, Computation, Rows
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest

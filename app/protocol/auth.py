@@ -25,7 +25,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,12 +85,20 @@ def _digest(token: str) -> str:
 
 
 class TokensFile:
-    """Static tokens from a JSON file, re-read whenever its modification time changes."""
+    """Static tokens from a JSON file, re-read when its modification time changes. The time is
+    looked at no more than once per `recheck_s` (a message's token lookup costs a dict lookup, not a
+    file system call), so an edit of the file reaches lookups within that long."""
 
-    def __init__(self, path: Path) -> None:
+    RECHECK_S = 1.0
+
+    def __init__(
+        self, path: Path, recheck_s: float = RECHECK_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._mtime_ns: int | None = None
+        self._recheck_s, self._clock = recheck_s, clock
+        self._checked_at = clock()
         self._tokens: dict[str, Principal] = {}
         self._load()  # a broken file at start-up is a configuration error: fail loudly
 
@@ -107,11 +115,14 @@ class TokensFile:
 
     def lookup(self, token: str) -> Principal | None:
         with self._lock:
-            try:
-                if self.path.stat().st_mtime_ns != self._mtime_ns:
-                    self._load()
-            except (OSError, ValueError):
-                logger.exception("tokens file %s unreadable; keeping the tokens loaded before", self.path)
+            now = self._clock()
+            if now - self._checked_at >= self._recheck_s:
+                self._checked_at = now
+                try:
+                    if self.path.stat().st_mtime_ns != self._mtime_ns:
+                        self._load()
+                except (OSError, ValueError):
+                    logger.exception("tokens file %s unreadable; keeping the tokens loaded before", self.path)
             return self._tokens.get(_digest(token))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compute.evaluation import cost
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.cost import EvaluationBudget, over_limit
 from compute.evaluation.errors import ComputeError
 

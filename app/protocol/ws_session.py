@@ -27,16 +27,13 @@ from app.protocol.auth import AuthError, Principal
 from app.protocol.close_codes import GOING_AWAY, MESSAGE_TOO_BIG, POLICY_VIOLATION
 from app.protocol.ledger import CostLedger
 from app.protocol.limits import MAX_JSON_DEPTH, MessageRate, json_depth
-from compute.evaluation.compiler import (
-    Limits,
-    MalformedNode,
-    Plan,
-    ResultOptions,
-    refuse_unhonoured_context,
-)
+from compute.evaluation.compiler.builder import refuse_unhonoured_context
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.datasets import CatalogKind, CatalogUnreachable, CatalogUse
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.cost import EvaluationBudget
-from compute.evaluation.datasets import CatalogKind, CatalogUnreachable, CatalogUse
-from compute.evaluation.errors import ComputeError
+from compute.evaluation.errors import ComputeError, MalformedNode
 from compute.evaluation.request import ComputationRequest
 from compute.storage.catalog_reach import Reach
 from schemas.client import (
@@ -70,6 +67,7 @@ class Instant:
 class SessionConfig:
     max_subscriptions: int = 128
     limits: Limits = field(default_factory=Limits)  # what compile_plan accepts
+    catalogs: Catalogs = NO_CATALOGS  # the assets, runs, modules and events plans look up
     max_messages_per_second: float = 100.0
     max_message_bytes: int = 1 << 20
     ping_interval: float = 20.0  # seconds of silence before the server pings
@@ -384,7 +382,12 @@ class Session:
                 "functionVariables": context.function_variables,
             }
         )
-        return _request(sub).compile(self.config.limits, self.principal.allows, reach=self._catalog_reach)
+        return _request(sub).compile(
+            self.config.limits,
+            self.principal.allows,
+            reach=self._catalog_reach,
+            catalogs=self.config.catalogs,
+        )
 
     @property
     def _catalog_reach(self) -> Reach:

@@ -58,6 +58,7 @@ from app.runtime.open_log import open_point_log
 from app.runtime.readiness_log import ReadinessLog
 from app.tiers.catalog_feed import CatalogFeed
 from app.tiers.edge import RemoteComputations
+from compute.evaluation.compiler.catalogs import Catalogs
 
 logger = logging.getLogger(__name__)
 START_ATTEMPTS = 3
@@ -86,7 +87,9 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         if settings.role == "compute":
             from app.tiers.compute import ComputeTier
 
-            tier = ComputeTier(engine, settings.redis_url, settings.redis_prefix, settings.compute_limits)
+            tier = ComputeTier(
+                engine, settings.redis_url, settings.redis_prefix, settings.compute_limits, state.catalogs
+            )
             engine.on_changes = tier.on_changes
             on_failed, on_recovered = tier.on_stream_failed, tier.on_stream_recovered
             state.tier = tier
@@ -211,6 +214,7 @@ def create_app(settings: Settings) -> FastAPI:
         modules.open_store(app, settings)  # the modules derived series apply (app/api/modules.py)
         events.open_store(app, settings)  # the events eventsSearch reads (app/api/events.py)
         state = ServerState(settings, log, hub, metrics, decoders)
+        state.catalogs = Catalogs(app.state.assets, app.state.modules, app.state.events)
         app.state.sparkwire = state
         remote: RemoteComputations | None = None
         starter: threading.Thread | None = None

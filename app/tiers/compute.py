@@ -29,7 +29,8 @@ import redis
 
 from app.tiers import wire
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.computation import Change, Computation
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
@@ -61,9 +62,12 @@ class _Published:
 
 
 class ComputeTier:
-    def __init__(self, engine: Engine, redis_url: str, prefix: str, limits: Limits) -> None:
+    def __init__(
+        self, engine: Engine, redis_url: str, prefix: str, limits: Limits, catalogs: Catalogs = NO_CATALOGS
+    ) -> None:
         self.engine = engine
         self.limits = limits
+        self.catalogs = catalogs  # the assets, modules and events plans look up
         self.names = wire.Names(prefix)
         self.redis = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=10)
         self.epoch = uuid.uuid4().hex[:12]  # a restarted compute tier is a new epoch: edges re-sync
@@ -235,7 +239,7 @@ class ComputeTier:
                 raise ComputeError(
                     "InvalidComputation", "the request does not match its key", status_code=400
                 )
-            plan = request.compile(self.limits)
+            plan = request.compile(self.limits, catalogs=self.catalogs)
             computation = self.engine.add(Computation(key, plan, request.allowed_lateness_ns))
         except Exception as exc:
             error = (

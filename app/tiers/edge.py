@@ -30,7 +30,7 @@ from redis.backoff import ExponentialBackoff
 from app.tiers import wire
 from app.tiers.mirror import Fresh, Gap, ResultMirror
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Change
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest

@@ -6,7 +6,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from app.fanout.hub import LiveResult
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Computation
 from compute.evaluation.request import ComputationRequest
 from compute.spark.engine import Engine

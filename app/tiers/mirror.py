@@ -12,7 +12,7 @@ from typing import Any
 
 from app.tiers import wire
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Change, GroupKey, LateDrops
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest

@@ -30,7 +30,7 @@ import redis
 from app.fanout.catalog_edits import SLICE_SECONDS, CatalogEdits
 from app.protocol.auth import Principal
 from app.protocol.ws_session import Instant, Session, SessionConfig
-from compute.evaluation import datasets
+from compute.evaluation.compiler.catalogs import Catalogs
 from compute.storage.assets import TABLE_KIND, AssetStore, DataScope
 from compute.storage.redis.catalog_rows import connect_rows
 
@@ -85,9 +85,9 @@ class Listener:
         self.session.re_resolve(sub_id, _now())
 
 
-def _sessions(asset_rid: str) -> list[Session]:
+def _sessions(asset_rid: str, store: AssetStore) -> list[Session]:
     who = Principal("bench", ("ri.bench.*",), None)
-    config = SessionConfig(max_subscriptions=PER_SESSION)
+    config = SessionConfig(max_subscriptions=PER_SESSION, catalogs=Catalogs(assets=store))
     sessions = [Session(who, config, _now(), authenticate=lambda token: who) for _ in range(SESSIONS)]
     for i, session in enumerate(sessions):
         session.receive(_message(asset_rid, i), _now())
@@ -120,9 +120,8 @@ async def _with_ticker(work: Any) -> tuple[float, float]:
 
 async def _arms(store: AssetStore, rounds: int) -> tuple[dict[str, list[tuple[float, float]]], float]:
     """Per arm (CPU, longest loop stall) of each round, and the longest slice's CPU when sliced."""
-    datasets.use_catalog(store)
     asset = store.create_asset("car", [DataScope("main", "ri.bench.a")], {})
-    sessions = _sessions(asset.rid)
+    sessions = _sessions(asset.rid, store)
     results: dict[str, list[tuple[float, float]]] = {"all at once": [], "sliced": []}
     edits = CatalogEdits()
     for session in sessions:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from app.protocol import frames
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from bench.live_eval import ms_summary
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 

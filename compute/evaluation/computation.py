@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compute.evaluation import cost
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes import EvalEnv, GroupKey
 from compute.evaluation.nodes.base import UNCHANGED, lead_ns

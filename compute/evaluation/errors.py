@@ -48,3 +48,14 @@ def not_supported(message: str, variant: str, **params: str) -> ComputeError:
     `invalidTypes` is empty and `variant` names the node, dataset or setting (`field` the part of it,
     where one is at fault)."""
     return ComputeError("InvalidComputation", message, {"invalidTypes": "", "variant": variant, **params})
+
+
+def refuse(variant: str, field: str, why: str) -> ComputeError:
+    """The one refusal of a valid node's setting Sparkwire does not stream (`not_supported` with the
+    field at fault): the message names `variant.field` unless `why` already starts with the variant."""
+    message = why if why.startswith(variant) else f"{variant}.{field}: {why}"
+    return not_supported(message, variant, field=field)
+
+
+class MalformedNode(ValueError):
+    """Not a Nominal node at all: the client message is invalid (clientMessageError)."""

@@ -265,7 +265,7 @@ VARIANTS: dict[str, frozenset[str]] = {
         ]
     ),
     "ChannelSeries": frozenset(["dataSource", "asset", "run"]),
-    # scout_rids_api's query of eventsSearch and eventAggregation (compile_events.py)
+    # scout_rids_api's query of eventsSearch and eventAggregation (builders/events.py)
     "ComputeEventQuery": frozenset(
         [
             "searchText",
@@ -295,7 +295,7 @@ VARIANTS: dict[str, frozenset[str]] = {
         ]
     ),
     "EventsEnumValueSource": frozenset(["property", "level"]),
-    # `contains`' input and operator (compile_logs.py): LogSeries streams for contains' sake only
+    # `contains`' input and operator (builders/logs.py): LogSeries streams for contains' sake only
     # through `raw` and `channel`; its other variants are refused as Nominal does (LOG_SERIES).
     "LogSeries": frozenset(
         [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from compute.evaluation.compiler import Plan
+from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Batch, Computation, GroupKey
 from compute.evaluation.results import Output
 from compute.storage.series import SeriesInfo

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from compute.evaluation.compiler import Json, Limits, Plan, ResultOptions, compile_plan
+from compute.evaluation.compiler.builder import Json
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import Plan, compile_plan
 from compute.storage.catalog_reach import Reach
 
 
@@ -39,10 +42,15 @@ class ComputationRequest:
         return json.dumps(self._fields(), sort_keys=True, separators=(",", ":"))
 
     def compile(
-        self, limits: Limits, may_read: Callable[[str], bool] | None = None, reach: Reach | None = None
+        self,
+        limits: Limits,
+        may_read: Callable[[str], bool] | None = None,
+        reach: Reach | None = None,
+        catalogs: Catalogs = NO_CATALOGS,
     ) -> Plan:
         """`may_read`: whether the token reaches a data source (compile_plan checks each read);
-        `reach`: the catalog entries it may see (None: this request's own, if any)."""
+        `reach`: the catalog entries it may see (None: this request's own, if any); `catalogs`: the
+        assets, runs, modules and events it may look up."""
         return compile_plan(
             self.node,
             self.window_ns,
@@ -52,6 +60,7 @@ class ComputationRequest:
             self.dataset_references,
             may_read,
             reach if reach is not None else self.reach,
+            catalogs,
         )
 
     def resolved(self, plan: Plan) -> ComputationRequest:

@@ -1,6 +1,6 @@
 """Who may see an entry of the catalogs (assets, runs, modules): the rule of tenancy, in one place for
 the HTTP routes (app/api/assets.py, app/api/modules.py) and for the compilation of a plan
-(compute/evaluation/datasets.py, compile_derived.py), so that no node reads what a route would hide.
+(compute/evaluation/compiler/datasets.py, builders/derived.py), so that no node reads what a route would hide.
 
 A token's reach is its `dataSourceRids` claim (exact rids or shell patterns); an `admin` token, and
 every request with authentication off, reaches everything (the operators' view).

@@ -1,6 +1,6 @@
 """Issue 44, findings 1, 4, 5 and 13 (its compile parts), against a real server with authentication
 on: a request that costs the compiler far more than its size is refused by the compile budget
-(compute/evaluation/compiler.py `CompileBudget`) in milliseconds, by name, while a bystander of
+(compute/evaluation/compiler/limits.py `CompileBudget`) in milliseconds, by name, while a bystander of
 another tenant keeps writing and following its own point live; the connection stays usable, and the
 log holds no traceback. The compiler alone: tests/unit/test_compile_budget.py."""
 

@@ -1,5 +1,5 @@
 """The log writer (app/ingest/logs.py, `POST /storage/writer/v1/logs/{dataSourceRid}`) and `contains`
-(compute/evaluation/compile_logs.py) against a real server: log lines written as nominal-api's own
+(compute/evaluation/compiler/builders/logs.py) against a real server: log lines written as nominal-api's own
 WriteLogsRequest (ConjureEncoder, unset optionals as null), then live WebSocket subscriptions to
 `contains` over that channel, built with nominal-api's compute classes. Their FullResults must equal
 the reference written from nominal-api's docs (tests/reference_logs.py); lines written afterwards,

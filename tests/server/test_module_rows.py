@@ -19,8 +19,8 @@ import pytest
 
 from app.fanout.catalog_edits import CatalogEdits
 from app.tiers.catalog_feed import CatalogFeed
-from compute.evaluation import compile_derived
-from compute.evaluation.datasets import CatalogUnreachable
+from compute.evaluation.compiler.catalogs import Catalogs
+from compute.evaluation.compiler.datasets import CatalogUnreachable
 from compute.storage.assets import CatalogUnavailable
 from compute.storage.modules import ModuleNameTaken, ModuleStore
 from compute.storage.redis.catalog_rows import connect_rows
@@ -141,14 +141,9 @@ def test_redis_away_is_catalog_unavailable_and_nothing_changes(redis_server: Red
     with pytest.raises(CatalogUnavailable):
         a.update(module.rid, "t", "", definition("y"), "u", 2)
     # a derived subscription compiled meanwhile: the passing JobInvalidState a client retries
-    previous = compile_derived._modules
-    compile_derived.use_modules(a)
-    try:
-        with pytest.raises(CatalogUnreachable) as unreachable:
-            plan(summarize({"type": "derived", "derived": derived("kept", "f", {})}), {})
-        assert (unreachable.value.name, unreachable.value.status_code) == ("JobInvalidState", 503)
-    finally:
-        compile_derived.use_modules(previous)
+    with pytest.raises(CatalogUnreachable) as unreachable:
+        plan(summarize({"type": "derived", "derived": derived("kept", "f", {})}), {}, Catalogs(modules=a))
+    assert (unreachable.value.name, unreachable.value.status_code) == ("JobInvalidState", 503)
 
 
 def test_a_modules_file_from_before_the_rows_keeps_its_modules(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from conjure_python_client import ConjureEncoder
 from nominal_api import scout_compute_api as sc
 from nominal_api import scout_rids_api
 
-from compute.evaluation import datasets
-from compute.evaluation.compiler import _Builder
+from compute.evaluation.compiler import datasets
+from compute.evaluation.compiler.builder import Builder as _Builder
 from sparkwire_client import Catalog, CatalogError, DataScope, asset_channel
 from sparkwire_client import nodes as client_nodes
 from tests.client_view import ResultView

@@ -55,3 +55,31 @@ def test_without_authentication_everyone_is_anonymous_but_the_origin_still_count
     with pytest.raises(Refused) as refused:
         admission.admit({**HOST, "origin": "null"}, "read the catalog")
     assert refused.value.status == 403
+
+
+def test_a_token_lookup_reads_the_file_at_most_once_per_recheck_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Token lookups cost no file system call between checks; an edit is seen after the interval."""
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": [{"token": "old", "sub": "a"}]}))
+    now = [0.0]
+    tokens = TokensFile(path, recheck_s=1.0, clock=lambda: now[0])
+    stats: list[Path] = []
+    real_stat = Path.stat
+
+    def counted(self: Path, *args: object, **kwargs: object) -> object:
+        if self == path:
+            stats.append(self)
+        return real_stat(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "stat", counted)
+    for _ in range(1000):
+        assert tokens.lookup("old") is not None
+    assert stats == []
+    path.write_text(json.dumps({"tokens": [{"token": "new", "sub": "b"}]}))
+    assert tokens.lookup("new") is None  # not yet looked at
+    now[0] = 1.0
+    who = tokens.lookup("new")
+    assert who is not None and who.subject == "b" and tokens.lookup("old") is None
+    assert 1 <= len(stats) <= 2

@@ -21,7 +21,7 @@ from app.protocol.arrow_plot import arrow_body
 from app.tiers import wire
 from app.tiers.mirror import ResultMirror
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits
+from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.output_format import (
     ARROW_FORMATS,

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from app.protocol import frames
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Batch, Computation, Rows
 from compute.evaluation.window import spare_room
 from compute.spark import backfill

@@ -7,16 +7,17 @@ would get now; one that did not read it, or resolves as before, is left alone. D
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from app.protocol.ws_session import StartSubscription, StopSubscription
-from compute.evaluation import datasets
-from compute.evaluation.compiler import UNHONOURED_CONTEXT, Limits, MalformedNode, ResultOptions, compile_plan
-from compute.evaluation.errors import ComputeError
+from app.protocol.ws_session import SessionConfig, StartSubscription, StopSubscription
+from compute.evaluation.compiler.builder import UNHONOURED_CONTEXT
+from compute.evaluation.compiler.catalogs import Catalogs
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
+from compute.evaluation.errors import ComputeError, MalformedNode
 from compute.evaluation.request import ComputationRequest
 from compute.storage.assets import Asset, DataScope, Run
 from schemas.client import Context
@@ -65,12 +66,13 @@ class Catalog:
 
 
 @pytest.fixture
-def catalog() -> Iterator[Catalog]:
-    previous = datasets._catalog
-    catalog = Catalog()
-    datasets.use_catalog(catalog)
-    yield catalog
-    datasets.use_catalog(previous)
+def catalog() -> Catalog:
+    return Catalog()
+
+
+def over_catalog(catalog: Catalog) -> SessionConfig:
+    """A session whose plans look up `catalog`."""
+    return SessionConfig(catalogs=Catalogs(assets=catalog))
 
 
 def lit(value: str) -> dict[str, Any]:
@@ -111,7 +113,7 @@ def started(actions: list[Any]) -> StartSubscription:
 
 
 def test_an_asset_edit_moves_its_subscriptions_to_the_new_resolution(catalog: Catalog) -> None:
-    session = new_session()
+    session = new_session(config=over_catalog(catalog))
     first = subscribe(session, {"a": over(scope_channel("asset", ASSET))})
     assert creation(sent(first)[0], "a")["type"] == "success"
     before = started(first)
@@ -130,7 +132,7 @@ def test_an_asset_edit_moves_its_subscriptions_to_the_new_resolution(catalog: Ca
 
 
 def test_edits_that_do_not_change_a_resolution_leave_it_alone(catalog: Catalog) -> None:
-    session = new_session()
+    session = new_session(config=over_catalog(catalog))
     subscribe(session, {"a": over(scope_channel("asset", ASSET))})
     assert session.catalog_changed("asset", OTHER_ASSET, at_time()) == []  # it never read that asset
     catalog.assets_by_rid[ASSET] = replace(catalog.assets_by_rid[ASSET], title="renamed")
@@ -138,7 +140,7 @@ def test_edits_that_do_not_change_a_resolution_leave_it_alone(catalog: Catalog) 
 
 
 def test_a_search_re_resolves_when_any_asset_of_its_kind_changes(catalog: Catalog) -> None:
-    session = new_session()
+    session = new_session(config=over_catalog(catalog))
     first = started(subscribe(session, {"s": searched("x")}))
     assert [s.data_source_rid for s in first.plan.selectors] == [MINE]
     catalog.assets_by_rid[OTHER_ASSET] = replace(
@@ -152,7 +154,7 @@ def test_a_search_re_resolves_when_any_asset_of_its_kind_changes(catalog: Catalo
 def test_a_deleted_asset_or_an_ended_run_ends_the_subscription_with_its_creation_error(
     catalog: Catalog,
 ) -> None:
-    session = new_session()
+    session = new_session(config=over_catalog(catalog))
     subscribe(session, {"a": over(scope_channel("asset", ASSET)), "r": over(scope_channel("run", RUN))})
 
     catalog.runs_by_rid[RUN] = replace(catalog.runs_by_rid[RUN], end_ns=10)
@@ -173,7 +175,7 @@ def test_a_deleted_asset_or_an_ended_run_ends_the_subscription_with_its_creation
 
 
 def test_an_edit_to_a_data_source_the_token_does_not_reach_is_permission_denied(catalog: Catalog) -> None:
-    session = new_session(principal("ri.session.*"))
+    session = new_session(principal("ri.session.*"), config=over_catalog(catalog))
     subscribe(session, {"a": over(scope_channel("asset", ASSET))})
     catalog.assets_by_rid[ASSET] = replace(
         catalog.assets_by_rid[ASSET], data_scopes=[DataScope("main", THEIRS)]
@@ -189,7 +191,7 @@ def test_an_edit_to_a_data_source_the_token_does_not_reach_is_permission_denied(
 
 
 def test_a_replay_keeps_the_resolution_it_started_with(catalog: Catalog) -> None:
-    session = new_session()
+    session = new_session(config=over_catalog(catalog))
     replay = over(scope_channel("asset", ASSET))
     period = {"start": {"seconds": 1_799_999_000, "nanos": 0}, "end": {"seconds": 1_799_999_100, "nanos": 0}}
     replay["sparkwire"] = {"replay": period}
@@ -307,15 +309,17 @@ def test_a_request_with_references_and_a_resolution_travels_to_the_compute_tier_
     (app/tiers/): the references and the resolution come through, and the key is the same."""
     node = select_numeric(reference("d"))
     request = ComputationRequest(node, 60 * 10**9, {}, None, ResultOptions(), {"d": saved(MINE)})
-    plan = request.compile(Limits())
+    plan = request.compile(Limits(), catalogs=Catalogs(assets=catalog))
     assert plan.catalog is None and request.resolved(plan).key == request.key  # reads no asset
     over_asset = {"d": {"type": "asset", "asset": {"rid": lit(ASSET)}}}
     request = ComputationRequest(node, 60 * 10**9, {}, None, ResultOptions(), over_asset)
-    plan = request.compile(Limits())
+    plan = request.compile(Limits(), catalogs=Catalogs(assets=catalog))
     assert plan.catalog is not None and plan.catalog.rids == {ASSET}
     resolved = request.resolved(plan)
     again = ComputationRequest.from_json(resolved.to_json())
     assert again == resolved and again.key == resolved.key != request.key
-    assert [s.data_source_rid for s in again.compile(Limits()).selectors] == [MINE]
+    assert [
+        s.data_source_rid for s in again.compile(Limits(), catalogs=Catalogs(assets=catalog)).selectors
+    ] == [MINE]
     plain = ComputationRequest(node, 60 * 10**9, {}, None)
     assert ComputationRequest.from_json(plain.to_json()) == plain  # the older form reads back too

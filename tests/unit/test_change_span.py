@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests import node_json as n

@@ -15,7 +15,8 @@ from nominal_api import persistent_compute_api as pc
 
 from app.protocol import frames
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.charts import (
     Bounds,

@@ -21,8 +21,11 @@ from nominal_api import api, scout_run_api
 from nominal_api import persistent_compute_api as pc
 from nominal_api import scout_compute_api as sc
 
-from compute.evaluation import compile_derived, compile_numeric, datasets
-from compute.evaluation import compiler as c
+from compute.evaluation.compiler import plan as c
+from compute.evaluation.compiler import registry
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.catalogs import Catalogs
+from compute.evaluation.compiler.limits import Limits, ResultOptions
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nominal_variants import VARIANTS
 from compute.storage.assets import Asset, DataScope
@@ -53,7 +56,7 @@ hot = temp.above(90)
 S, E, R, V, C = "NumericSeries", "EnumSeries", "RangeSeries", "SelectValue", "ComputableNode"
 
 # Variants that are in the server's registries only to be refused by name (docs/protocol.md says why).
-REFUSED = {(S, kind) for kind in (*compile_numeric.REFUSED, *compile_numeric.POLLING_ONLY)}
+REFUSED = {(u, kind) for u in (S, E, R) for kind in registry.refused(u)}  # refused outright by the registry
 
 # (union, variant) -> the client call that builds it, as a ComputableNode ready to subscribe.
 COVERAGE: dict[tuple[str, str], n.Computable] = {
@@ -252,15 +255,13 @@ BUILT = {f"{u}.{v}": node for (u, v), node in COVERAGE.items()} | {
 
 def server_variants() -> set[tuple[str, str]]:
     """Every variant the compiler builds, less those it builds only to refuse."""
-    registered = (
-        {(S, k) for k in c.NUMERIC_BUILDERS}
-        | {(E, k) for k in c.ENUM_BUILDERS}
-        | {(R, k) for k in c.RANGE_BUILDERS}
-        | {(C, k) for k in c.OUTPUT_BUILDERS}
+    return (
+        {(S, k) for k in registry.built(S)}
+        | {(E, k) for k in registry.built(E)}
+        | {(R, k) for k in registry.built(R)}
+        | {(C, k) for k in registry.built(C)}
         | {(V, k) for k in VARIANTS["SelectValue"]}
     )
-    assert registered >= REFUSED, sorted(REFUSED - registered)  # no stale exclusion
-    return registered - REFUSED
 
 
 def test_the_table_covers_every_variant_the_server_compiles() -> None:
@@ -274,9 +275,8 @@ def test_the_table_covers_every_variant_the_server_compiles() -> None:
 def test_the_variants_left_out_are_refused_by_name_whatever_they_hold(key: tuple[str, str]) -> None:
     """A variant is left out of the table only while the server refuses it outright: its builder
     refuses before reading its body (one that computes would find the empty body malformed)."""
-    registry = {S: c.NUMERIC_BUILDERS, E: c.ENUM_BUILDERS, R: c.RANGE_BUILDERS}[key[0]]
     with pytest.raises(ComputeError) as refusal:
-        registry[key[1]](c._Builder({}), {})
+        registry.builder(*key)(Builder({}), {})
     assert refusal.value.name in ("InvalidComputation", "PollingOnlyComputation")
 
 
@@ -339,7 +339,7 @@ class _Catalog:
 
 
 @pytest.fixture
-def server_state(tmp_path: Path) -> Iterator[None]:
+def server_state(tmp_path: Path) -> Catalogs:
     """The asset and the module the table's selections and derived nodes name."""
     modules = ModuleStore(tmp_path / "modules.sqlite")
     v, m = numeric_parameter("v"), enum_parameter("m")
@@ -359,19 +359,15 @@ def server_state(tmp_path: Path) -> Iterator[None]:
         function("hot", {"v": "NUMERIC_SERIES"}, v.above(90), "ranges"),
     ]
     modules.create("cover", "cover", "", {"functions": functions}, "u", 1)
-    previous_modules, previous_catalog = compile_derived._modules, datasets._catalog
-    compile_derived.use_modules(modules)
-    datasets.use_catalog(_Catalog())
-    yield
-    compile_derived.use_modules(previous_modules)
-    datasets.use_catalog(previous_catalog)
+    return Catalogs(assets=_Catalog(), modules=modules)
 
 
 @pytest.mark.parametrize("key", sorted(BUILT))
-def test_each_built_request_compiles_on_the_server(key: str, server_state: None) -> None:
+def test_each_built_request_compiles_on_the_server(key: str, server_state: Catalogs) -> None:
     request = BUILT[key].request(60)
+    variables = request["context"]["variables"]
     plan = c.compile_plan(
-        request["node"], 60 * 10**9, request["context"]["variables"], c.Limits(), c.ResultOptions()
+        request["node"], 60 * 10**9, variables, Limits(), ResultOptions(), catalogs=server_state
     )
     assert plan.selectors, "the plan reads no channel"
 

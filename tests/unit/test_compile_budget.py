@@ -1,4 +1,4 @@
-"""The compile budget (compute/evaluation/compiler.py `CompileBudget`), no server: every expansion
+"""The compile budget (compute/evaluation/compiler/limits.py `CompileBudget`), no server: every expansion
 step is charged before it recurses, so requests whose expansion is exponential or deep are refused
 after a bounded amount of work, by name; requests within it compile as before. The same requests on
 a real server: tests/hostile/test_compile_budget.py."""
@@ -6,14 +6,15 @@ a real server: tests/hostile/test_compile_budget.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compute.evaluation import compile_derived, datasets
-from compute.evaluation.compiler import CompileBudget, Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.builders import derived as compile_derived
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.limits import CompileBudget, Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.errors import ComputeError
 from compute.storage.modules import ModuleStore
 from tests.compile_attacks import (
@@ -34,26 +35,33 @@ NODES = {"limit": "5000", "setting": "SPARKWIRE_MAX_COMPILE_NODES"}
 DEPTH = {"limit": "100", "setting": "SPARKWIRE_MAX_COMPILE_DEPTH"}
 
 
-def compiled(node: Any, variables: dict[str, Any] | None = None, references: Any = None, **kw: Any) -> Any:
-    return compile_plan(node, WINDOW, variables or {}, Limits(**kw), ResultOptions(), references)
+def compiled(
+    node: Any,
+    variables: dict[str, Any] | None = None,
+    references: Any = None,
+    catalogs: Catalogs = NO_CATALOGS,
+    **kw: Any,
+) -> Any:
+    return compile_plan(
+        node, WINDOW, variables or {}, Limits(**kw), ResultOptions(), references, catalogs=catalogs
+    )
 
 
 def refusal(
-    node: Any, variables: dict[str, Any] | None = None, references: Any = None
+    node: Any,
+    variables: dict[str, Any] | None = None,
+    references: Any = None,
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> tuple[ComputeError, float]:
     started = time.perf_counter()
     with pytest.raises(ComputeError) as refused:
-        compiled(node, variables, references)
+        compiled(node, variables, references, catalogs)
     return refused.value, time.perf_counter() - started
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ModuleStore]:
-    modules = ModuleStore(tmp_path / "modules.sqlite")
-    previous = compile_derived._modules
-    compile_derived.use_modules(modules)
-    yield modules
-    compile_derived.use_modules(previous)
+def store(tmp_path: Path) -> ModuleStore:
+    return ModuleStore(tmp_path / "modules.sqlite")
 
 
 def test_the_budget_counts_steps_and_nesting() -> None:
@@ -133,23 +141,25 @@ def test_an_expression_counts_its_operators_in_the_budget() -> None:
 
 def test_a_module_fanning_out_is_refused_at_the_budget(store: ModuleStore) -> None:
     store.create("fan", "fan", "", {"functions": fan_out_functions("fan", 15)}, "u", 1)
-    error, elapsed = refusal(apply_top("fan", 15, RID))
+    error, elapsed = refusal(apply_top("fan", 15, RID), catalogs=Catalogs(modules=store))
     assert (error.name, error.params) == ("ComputationTooComplex", NODES)
     assert elapsed < 1.0
-    plan = compiled(apply_top("fan", 4, RID))  # 2^4 applications: a small computation
+    plan = compiled(
+        apply_top("fan", 4, RID), catalogs=Catalogs(modules=store)
+    )  # 2^4 applications: a small computation
     assert len(plan.selectors) == 16  # a channel argument is read where each application reads it
 
 
 def test_a_cycle_in_a_definition_is_found_before_it_is_stored(store: ModuleStore) -> None:
-    assert compile_derived.definition_cycle("m", 1, self_applying_functions("m")) == [
+    assert compile_derived.definition_cycle(store, "m", 1, self_applying_functions("m")) == [
         "m v1 loop",
         "m v1 loop",
     ]
     mutual = [f for f in self_applying_functions("m") if f["name"] != "loop"]
-    assert compile_derived.definition_cycle("m", 1, mutual) == ["m v1 ping", "m v1 pong", "m v1 ping"]
-    assert compile_derived.definition_cycle("m", 1, fan_out_functions("m", 15)) is None
+    assert compile_derived.definition_cycle(store, "m", 1, mutual) == ["m v1 ping", "m v1 pong", "m v1 ping"]
+    assert compile_derived.definition_cycle(store, "m", 1, fan_out_functions("m", 15)) is None
     # another version of the same name is another function: v2 applying v1's loop is no cycle
-    assert compile_derived.definition_cycle("m", 2, self_applying_functions("m")[:1]) is None
+    assert compile_derived.definition_cycle(store, "m", 2, self_applying_functions("m")[:1]) is None
     # through a stored module: other v1 g applies m v2 f, and m v2 f applies other v1 g
     args = {"x": {"type": "variable", "variable": "x"}}
     from tests.compile_attacks import applied, function
@@ -157,7 +167,7 @@ def test_a_cycle_in_a_definition_is_found_before_it_is_stored(store: ModuleStore
     g = function("g", {"x": "NUMERIC_SERIES"}, applied("m", "f", args, version="2"))
     store.create("other", "other", "", {"functions": [g]}, "u", 1)
     f = function("f", {"x": "NUMERIC_SERIES"}, applied("other", "g", args))
-    assert compile_derived.definition_cycle("m", 2, [f]) == ["m v2 f", "other v1 g", "m v2 f"]
+    assert compile_derived.definition_cycle(store, "m", 2, [f]) == ["m v2 f", "other v1 g", "m v2 f"]
 
 
 def test_a_refreshed_token_of_the_same_reach_compiles_nothing_on_the_event_loop(
@@ -165,30 +175,29 @@ def test_a_refreshed_token_of_the_same_reach_compiles_nothing_on_the_event_loop(
 ) -> None:
     """updateToken is handled on the event loop: only a token of another reach compiles the
     subscriptions that resolved through the catalog again (every one of them, up to the budget)."""
-    from app.protocol.ws_session import Session
+    from app.protocol.ws_session import Session, SessionConfig
     from tests.unit.test_catalog_edits import ASSET, Catalog, over, scope_channel
     from tests.unit.test_session import at, new_session, principal, subscribe, update_token
 
-    previous = datasets._catalog
-    datasets.use_catalog(Catalog())
-    try:
-        same, narrower = principal("ri.session.*"), principal("ri.session.one")
-        session = new_session(principal("ri.session.*"), tokens={"same": same, "narrower": narrower})
-        subscribe(session, {"a": over(scope_channel("asset", ASSET))})
-        compiles: list[str] = []
-        real = Session._compile
+    # the session's plans look up the test's catalog
+    same, narrower = principal("ri.session.*"), principal("ri.session.one")
+    config = SessionConfig(catalogs=Catalogs(assets=Catalog()))
+    session = new_session(
+        principal("ri.session.*"), config=config, tokens={"same": same, "narrower": narrower}
+    )
+    subscribe(session, {"a": over(scope_channel("asset", ASSET))})
+    compiles: list[str] = []
+    real = Session._compile
 
-        def counted(self: Session, sub: Any) -> Any:
-            compiles.append("c")
-            return real(self, sub)
+    def counted(self: Session, sub: Any) -> Any:
+        compiles.append("c")
+        return real(self, sub)
 
-        monkeypatch.setattr(Session, "_compile", counted)
-        session.receive(update_token("same"), at(2))
-        assert compiles == []
-        session.receive(update_token("narrower"), at(3))
-        assert compiles == ["c"]
-    finally:
-        datasets.use_catalog(previous)
+    monkeypatch.setattr(Session, "_compile", counted)
+    session.receive(update_token("same"), at(2))
+    assert compiles == []
+    session.receive(update_token("narrower"), at(3))
+    assert compiles == ["c"]
 
 
 def test_a_large_variable_referenced_often_is_written_out_once() -> None:
@@ -237,15 +246,11 @@ def test_combining_a_dataset_of_many_branches_charges_each_branch() -> None:
         def runs(self) -> list[Any]:
             return []
 
-    previous = datasets._catalog
-    datasets.use_catalog(OneAsset())
-    try:
-        node, references = doubling_datasets(RID, 12)
-        references["d0"] = {"type": "asset", "asset": {"rid": {"type": "literal", "literal": asset.rid}}}
-        started = time.thread_time()
-        with pytest.raises(ComputeError) as refused:
-            compiled(node, None, references)
-        assert refused.value.params == NODES
-        assert time.thread_time() - started < 0.5
-    finally:
-        datasets.use_catalog(previous)
+    # the plan looks up the one asset
+    node, references = doubling_datasets(RID, 12)
+    references["d0"] = {"type": "asset", "asset": {"rid": {"type": "literal", "literal": asset.rid}}}
+    started = time.thread_time()
+    with pytest.raises(ComputeError) as refused:
+        compiled(node, None, references, Catalogs(assets=OneAsset()))
+    assert refused.value.params == NODES
+    assert time.thread_time() - started < 0.5

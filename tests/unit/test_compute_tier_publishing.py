@@ -10,7 +10,7 @@ from typing import Any
 
 from app.tiers.compute import ComputeTier, _Published
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits
+from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.computation import Change
 
 

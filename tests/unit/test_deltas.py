@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from app.protocol import frames
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.results import EnumBuckets, NumericBuckets, NumericPoints, RangesSummary
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind

@@ -1,17 +1,18 @@
-"""`derived` series resolved against a module store (compute/evaluation/compile_derived.py), no
+"""`derived` series resolved against a module store (compute/evaluation/compiler/builders/derived.py), no
 server: a function's scope, nested functions, self-application, and where a function's node type
 does not fit. The wire and the live behaviour are tested on a real server (tests/server/test_modules.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compute.evaluation import compile_derived
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.builders import derived as compile_derived
+from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.errors import ComputeError
 from compute.storage.modules import ModuleStore
 
@@ -68,16 +69,13 @@ def summarize(numeric: Json) -> Json:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ModuleStore]:
-    modules = ModuleStore(tmp_path / "modules.sqlite")
-    previous = compile_derived._modules
-    compile_derived.use_modules(modules)
-    yield modules
-    compile_derived.use_modules(previous)
+def store(tmp_path: Path) -> ModuleStore:
+    return ModuleStore(tmp_path / "modules.sqlite")
 
 
-def plan(node: Json, variables: dict[str, Json]) -> Any:
-    return compile_plan(node, WINDOW, variables, Limits(), ResultOptions())
+def plan(node: Json, variables: dict[str, Json], catalogs: Catalogs = NO_CATALOGS) -> Any:
+    """The node compiled over `variables`, its modules looked up in `catalogs`."""
+    return compile_plan(node, WINDOW, variables, Limits(), ResultOptions(), catalogs=catalogs)
 
 
 def test_a_function_sees_only_its_parameters_and_arguments_close_over_the_callers_scope(
@@ -107,6 +105,7 @@ def test_a_function_sees_only_its_parameters_and_arguments_close_over_the_caller
                 }
             ),
             callers,
+            Catalogs(modules=store),
         )
     assert leak.value.params["variable"] == "c"
 
@@ -123,7 +122,7 @@ def test_a_function_sees_only_its_parameters_and_arguments_close_over_the_caller
     outer = derived(
         "m", "scaled", {"x": {"type": "value", "value": inner}, "k": {"type": "variable", "variable": "k2"}}
     )
-    built = plan(summarize({"type": "derived", "derived": outer}), callers)
+    built = plan(summarize({"type": "derived", "derived": outer}), callers, Catalogs(modules=store))
     assert [s.data_source_rid for s in built.selectors] == ["ri.a"]
     assert "Constant(value=2.0)" in repr(built.root) and repr(built.root).count("ChannelInput") == 1
 
@@ -145,6 +144,7 @@ def test_a_function_applying_itself_is_refused(store: ModuleStore) -> None:
                 }
             ),
             {},
+            Catalogs(modules=store),
         )
     assert refused.value.params == {
         "invalidTypes": "",
@@ -166,7 +166,7 @@ def test_a_derived_variable_must_compute_what_its_reader_reads(store: ModuleStor
         }
     }
     with pytest.raises(ComputeError) as refused:
-        plan(summarize(raw("d")), variables)
+        plan(summarize(raw("d")), variables, Catalogs(modules=store))
     assert refused.value.params == {
         "invalidTypes": "",
         "variant": "derived",
@@ -178,7 +178,9 @@ def test_a_derived_variable_must_compute_what_its_reader_reads(store: ModuleStor
         "type": "series",
         "series": {"input": {"type": "enum", "enum": raw("d")}, "numericAggregations": {}},
     }
-    assert [s.data_source_rid for s in plan(enum_summary, variables).selectors] == ["ri.a"]
+    assert [s.data_source_rid for s in plan(enum_summary, variables, Catalogs(modules=store)).selectors] == [
+        "ri.a"
+    ]
 
 
 def test_an_archived_module_and_a_version_not_a_number_are_refused_by_name(store: ModuleStore) -> None:
@@ -186,11 +188,15 @@ def test_an_archived_module_and_a_version_not_a_number_are_refused_by_name(store
         "m", "m", "", {"functions": [function("f", {}, "numeric", raw("nothing"))]}, "u", 1
     )
     with pytest.raises(ComputeError) as not_a_number:
-        plan(summarize({"type": "derived", "derived": derived("m", "f", {}, version="1.0.0")}), {})
+        plan(
+            summarize({"type": "derived", "derived": derived("m", "f", {}, version="1.0.0")}),
+            {},
+            Catalogs(modules=store),
+        )
     assert not_a_number.value.params["field"] == "versionReference"
     store.set_archived([module.rid], 5)
     with pytest.raises(ComputeError) as archived:
-        plan(summarize({"type": "derived", "derived": derived("m", "f", {})}), {})
+        plan(summarize({"type": "derived", "derived": derived("m", "f", {})}), {}, Catalogs(modules=store))
     assert archived.value.params == {
         "invalidTypes": "",
         "variant": "derived",
@@ -234,6 +240,8 @@ def test_a_ranges_parameter_takes_a_derived_range_series(store: ModuleStore) -> 
         "derived": derived("m", "above", {"x": {"type": "variable", "variable": "c"}}),
     }
     node = {"type": "derived", "derived": derived("m", "outside", {"r": {"type": "value", "value": inner}})}
-    built = plan({"type": "ranges", "ranges": {"input": node}}, {"c": channel("ri.a")})
+    built = plan(
+        {"type": "ranges", "ranges": {"input": node}}, {"c": channel("ri.a")}, Catalogs(modules=store)
+    )
     assert [s.data_source_rid for s in built.selectors] == ["ri.a"]
     assert "NotRanges(input=Threshold(" in repr(built.root)

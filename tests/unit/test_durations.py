@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError
 

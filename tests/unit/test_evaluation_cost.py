@@ -10,7 +10,8 @@ import pytest
 
 from app.protocol.ledger import CostLedger
 from compute.evaluation import cost
-from compute.evaluation.compiler import Limits, Plan, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import Plan, compile_plan
 from compute.evaluation.computation import Computation
 from compute.evaluation.cost import EvaluationBudget
 from compute.evaluation.errors import ComputeError

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from app.protocol import frames
-from compute.evaluation import compile_events, datasets
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.catalogs import Catalogs
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.nodes import Node, OutputNode
 from compute.evaluation.nodes.base import node_kinds
@@ -414,14 +415,8 @@ class _Catalog:
 
 def _plan(node: J, window_ns: int = WINDOW_NS) -> Any:
     """The node compiled against the test's variables, with the test's run in the catalog."""
-    previous, previous_events = datasets._catalog, compile_events._events
-    datasets.use_catalog(_Catalog())
-    compile_events.use_events(_Events())
-    try:
-        return compile_plan(node, window_ns, VARIABLES, Limits(), ResultOptions())
-    finally:
-        datasets.use_catalog(previous)
-        compile_events.use_events(previous_events)
+    catalogs = Catalogs(assets=_Catalog(), events=_Events())
+    return compile_plan(node, window_ns, VARIABLES, Limits(), ResultOptions(), catalogs=catalogs)
 
 
 GRID = st.integers(-4, 4).map(lambda i: i / 2)

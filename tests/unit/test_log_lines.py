@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from compute.evaluation import computation as computation_module
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.errors import ComputeError
 from compute.storage.log_lines import log_text, read_log_text

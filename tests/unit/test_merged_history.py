@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from app.protocol import frames
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.summarize import numeric_buckets
 from compute.evaluation.window import SeriesWindow

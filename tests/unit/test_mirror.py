@@ -10,7 +10,7 @@ import numpy as np
 from app.tiers import wire
 from app.tiers.mirror import Fresh, Gap, ResultMirror
 from compute.evaluation import deltas
-from compute.evaluation.compiler import Limits
+from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.request import ComputationRequest
 from compute.evaluation.results import NumericPoints
 from tests.wire import channel_variable, series_node

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.routing import Routes
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind

@@ -22,7 +22,7 @@ from app.protocol.ws_session import (
     StartSubscription,
     StopSubscription,
 )
-from compute.evaluation.compiler import ResultOptions
+from compute.evaluation.compiler.limits import ResultOptions
 from compute.evaluation.request import ComputationRequest
 from schemas.conjure import absent_nulls
 from tests.wire import (

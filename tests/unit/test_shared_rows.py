@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compute.evaluation.compiler import Limits, ResultOptions, compile_plan
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from tests.wire import NANOS, channel_variable

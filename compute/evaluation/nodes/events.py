@@ -1,5 +1,5 @@
 """The nodes over Sparkwire's events (compute/storage/events.py), built by
-compute/evaluation/compile_events.py with the events their query found when the plan was compiled.
+compute/evaluation/compiler/builders/events.py with the events their query found when the plan was compiled.
 
 They read no channel: like `constant`, they hold their output whole and never change while the plan
 lives. A created, edited or archived event reaches a live subscription by compiling it again (the

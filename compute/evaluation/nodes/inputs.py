@@ -27,7 +27,7 @@ class ChannelInput(SeriesNode):
     """The points of the series one of the plan's channel selectors routes here."""
 
     index: int
-    # "numeric", "enum", "log" (a LogSeries: compile_logs.py), or None when a `Series.raw` leaves it open
+    # "numeric", "enum", "log" (a LogSeries: builders/logs.py), or None when a `Series.raw` leaves it open
     expect: str | None = None
 
     def reads_channel(self) -> bool:

@@ -1,7 +1,7 @@
 """Log nodes: `contains` (nominal-api's ContainsSeries), "maps each log line to 1.0 when `operator`
 matches it and 0.0 otherwise", over a log channel's lines (results.LogPoints).
 
-A `LogFilterOperator` is compiled (compile_logs.py) to a `LineFilter`, a predicate of one line's
+A `LogFilterOperator` is compiled (builders/logs.py) to a `LineFilter`, a predicate of one line's
 message and args. A line is judged once per distinct text: a live computation codes its log lines
 as an enum channel's labels, so the judgement is kept by label and a batch costs its new labels."""
 

@@ -1,10 +1,10 @@
 """Nominal's `Dataset` algebra, resolved when a plan is compiled: a dataset becomes its branches
 (one data source each, with the tags that pre-filter it, the tag filters folded into it, the tags it
 injects, its time shift) plus the derived series `withSeries` added and the names `dropSeries` took
-away. Selecting a name from a dataset reads that channel on every branch (compiler.py merges them).
+away. Selecting a name from a dataset reads that channel on every branch (builder.py merges them).
 
-Assets and runs come from Sparkwire's own catalog (compute/storage/assets.py), set once by the
-server (`use_catalog`). What a plan read of it is kept (`CatalogReads` -> `CatalogUse`): an edit of
+Assets and runs come from Sparkwire's own catalog (compute/storage/assets.py), passed in by
+whoever compiles (catalogs.py). What a plan read of it is kept (`CatalogReads` -> `CatalogUse`): an edit of
 an asset or run it read re-resolves the live subscriptions over it (app/fanout/catalog_edits.py)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from compute.evaluation.errors import ComputeError, not_supported
+from compute.evaluation.compiler.catalogs import AssetCatalog
+from compute.evaluation.errors import ComputeError, MalformedNode, not_supported
 from compute.storage.assets import Asset, CatalogUnavailable, DataScope, Run, TypedValue
 from compute.storage.catalog_reach import Reach
 from compute.storage.events import Event
@@ -23,7 +24,7 @@ from compute.storage.modules import ModuleVersion
 from compute.storage.series import TagCondition
 
 if TYPE_CHECKING:
-    from compute.evaluation.compiler import _Builder
+    from compute.evaluation.compiler.builder import Builder
 
 Json = Any
 T = TypeVar("T")
@@ -31,25 +32,6 @@ T = TypeVar("T")
 # Nominal's ReservedTagKey / ReservedTagValue
 ASSET_RID, DATA_SCOPE, RUN_RID, NOMINAL_CHANNEL = "ASSET_RID", "DATA_SCOPE", "RUN_RID", "NOMINAL_CHANNEL"
 NOMINAL_ABSENT = "NOMINAL_ABSENT"
-
-
-class AssetCatalog(Protocol):
-    def asset(self, rid: str) -> Asset | None: ...
-
-    def run(self, rid: str) -> Run | None: ...
-
-    def assets(self) -> list[Asset]: ...
-
-    def runs(self) -> list[Run]: ...
-
-
-_catalog: AssetCatalog | None = None
-
-
-def use_catalog(catalog: AssetCatalog | None) -> None:
-    """The assets and runs plans resolve against (the server's store; None: none kept)."""
-    global _catalog
-    _catalog = catalog
 
 
 @dataclass(frozen=True)
@@ -115,8 +97,6 @@ UNIONS: dict[str, frozenset[str]] = {
 
 
 def malformed(message: str) -> Exception:
-    from compute.evaluation.compiler import MalformedNode  # the compiler imports this module
-
     return MalformedNode(message)
 
 
@@ -131,7 +111,7 @@ def variant(union: str, value: Json) -> tuple[str, Json]:
     return kind, value[kind]
 
 
-def tag_filters(b: _Builder, value: Json) -> list[TagCondition]:
+def tag_filters(b: Builder, value: Json) -> list[TagCondition]:
     """`TagFilters` (a channel's `tagFilters`, an asset or run channel's `additionalTagFilters`):
     IN / NOT_IN per key, combined with `and`; a key in more than one filter is an error, as in Nominal."""
     kind, inner = variant("TagFilters", value)
@@ -182,7 +162,7 @@ def _unknown(what: str, rid: str) -> ComputeError:
 
 CatalogKind = Literal[
     "asset", "run", "module", "event"
-]  # module: compile_derived.py; event: compile_events.py
+]  # module: builders/derived.py; event: builders/events.py
 
 
 class CatalogUnreachable(ComputeError):
@@ -230,9 +210,10 @@ class CatalogReads:
     entries: dict[str, Asset | Run | ModuleVersion | Event] = field(default_factory=dict)
     searched: set[CatalogKind] = field(default_factory=set)
     reach: Reach | None = None
+    source: AssetCatalog | None = None  # the catalog looked up (None: none kept)
 
     def asset(self, rid: str) -> Asset:
-        catalog = _catalog
+        catalog = self.source
         asset = _read(lambda: catalog.asset(rid)) if catalog is not None else None
         if asset is None:
             raise _unknown("asset", rid)
@@ -246,7 +227,7 @@ class CatalogReads:
         return self.reach is None or self.reach.sees_run(run, self._asset_if_any)
 
     def _asset_if_any(self, rid: str) -> Asset | None:
-        catalog = _catalog
+        catalog = self.source
         asset = _read(lambda: catalog.asset(rid)) if catalog is not None else None
         if asset is not None:
             self.entries[rid] = asset
@@ -255,7 +236,7 @@ class CatalogReads:
     def run(self, rid: str) -> Run:
         """A run a live subscription can read: one that has ended is refused as Nominal refuses it
         (RUN_WITH_FIXED_END: its data is fixed, so there is nothing to stream; replay or poll it)."""
-        catalog = _catalog
+        catalog = self.source
         run = _read(lambda: catalog.run(rid)) if catalog is not None else None
         if run is None:
             raise _unknown("run", rid)
@@ -274,14 +255,14 @@ class CatalogReads:
         """Every asset, for a search: any asset's edit may change what it finds (those it found
         are recorded with `found`)."""
         self.searched.add("asset")
-        catalog = _catalog
+        catalog = self.source
         assets = _read(catalog.assets) if catalog is not None else []
         return assets if self.reach is None else [a for a in assets if self.reach.sees_asset(a)]
 
     def all_runs(self) -> list[Run]:
         """Every run this reach sees; an asset's edit can show or hide a run, so it re-resolves too."""
         self.searched.add("run")
-        catalog = _catalog
+        catalog = self.source
         runs = _read(catalog.runs) if catalog is not None else []
         if self.reach is None or self.reach.everything:
             return runs
@@ -350,7 +331,7 @@ def run_branches(run: Run, catalog: CatalogReads) -> list[Branch]:
 class Resolver:
     """Resolves `Dataset` JSON with the compiler's helpers for constants and variables."""
 
-    def __init__(self, b: _Builder, references: Mapping[str, Json]) -> None:
+    def __init__(self, b: Builder, references: Mapping[str, Json]) -> None:
         self.b = b
         self.references = references  # Context.datasetReferences in scope
         self._resolving: list[str] = []

@@ -3,14 +3,14 @@
 A `DerivedSeries.function` (as `NumericSeries.derived`, `EnumSeries.derived`, `RangeSeries.derived`
 or a `VariableValue.derived`) names a module, a pinned version of it and one of its functions, and
 gives an argument for each of the function's parameters. It is resolved against the modules
-Sparkwire keeps (compute/storage/modules.py, set once by the server with `use_modules`) when a plan
+Sparkwire keeps (compute/storage/modules.py, passed in as `Catalogs.modules`) when a plan
 is compiled: the function's node is compiled as if it were written in place, with its parameters
 bound as variables to the arguments (and to nothing else: a function sees only its parameters), so
 a derived series is made of the same incremental nodes as any other and reaches as far back as its
 body does. The version read is recorded in the compilation's catalog reads, so archiving the module
 reaches the live subscriptions over it (app/fanout/catalog_edits.py).
 
-Registered into compiler.py's tables by their Conjure variant name when this module loads
+Registered by their Conjure variant name (registry.py) when this module loads
 (docs/decisions/0062-modules-and-derived-series.md)."""
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from compute.evaluation import compiler, nodes
-from compute.evaluation.datasets import CatalogUnreachable
-from compute.evaluation.errors import ComputeError
+from compute.evaluation import nodes
+from compute.evaluation.compiler.builder import Builder, VariableUse
+from compute.evaluation.compiler.catalogs import ModuleCatalog
+from compute.evaluation.compiler.datasets import CatalogUnreachable
+from compute.evaluation.compiler.registry import builds
+from compute.evaluation.errors import ComputeError, MalformedNode
 from compute.storage.assets import CatalogUnavailable
 from compute.storage.modules import Module, ModuleVersion
-
-if TYPE_CHECKING:
-    from compute.evaluation.compiler import _Builder
 
 Json = Any
 T = TypeVar("T")
@@ -55,32 +55,17 @@ VERSION = re.compile(r"^(0|[1-9][0-9]{0,17})$")  # Nominal's module versions: a 
 MAX_DEPTH = 16  # functions whose bodies apply functions: deeper than this is refused
 
 
-class ModuleCatalog(Protocol):
-    def module_named(self, api_name: str) -> Module | None: ...
-
-    def version(self, module: Module, version: int) -> ModuleVersion | None: ...
-
-
-_modules: ModuleCatalog | None = None
-
-
-def use_modules(catalog: ModuleCatalog | None) -> None:
-    """The modules `derived` series resolve against (the server's store; None: none kept)."""
-    global _modules
-    _modules = catalog
-
-
-def _module_named(name: str) -> Module | None:
+def _module_named(modules: ModuleCatalog | None, name: str) -> Module | None:
     """A module out of reach (shared rows, Redis away) is a passing trouble, as an asset's is."""
     try:
-        return _modules.module_named(name) if _modules is not None else None
+        return modules.module_named(name) if modules is not None else None
     except CatalogUnavailable as exc:
         raise CatalogUnreachable(str(exc)) from None
 
 
-def _version_of(module: Module, version: int) -> ModuleVersion | None:
+def _version_of(modules: ModuleCatalog | None, module: Module, version: int) -> ModuleVersion | None:
     try:
-        return _modules.version(module, version) if _modules is not None else None
+        return modules.version(module, version) if modules is not None else None
     except CatalogUnavailable as exc:
         raise CatalogUnreachable(str(exc)) from None
 
@@ -106,17 +91,17 @@ def _refused(message: str, field: str, **params: str) -> ComputeError:
     )
 
 
-def _variant(b: _Builder, value: Json, what: str, allowed: frozenset[str]) -> tuple[str, Json]:
-    """A union of the module API, which compiler.VARIANTS does not list."""
+def _variant(b: Builder, value: Json, what: str, allowed: frozenset[str]) -> tuple[str, Json]:
+    """A union of the module API, which nominal_variants.VARIANTS does not list."""
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise compiler.MalformedNode(f"{what}: expected a union object with a 'type'")
+        raise MalformedNode(f"{what}: expected a union object with a 'type'")
     kind = value["type"]
     if kind not in allowed or value.get(kind) is None:
-        raise compiler.MalformedNode(f"{what}: not a variant of {what}: {kind!r}")
+        raise MalformedNode(f"{what}: not a variant of {what}: {kind!r}")
     return kind, value[kind]
 
 
-def resolve(b: _Builder, value: Json) -> Application:
+def resolve(b: Builder, value: Json) -> Application:
     """The module function a `DerivedSeries` applies, with its arguments checked against the
     function's parameters; every way it can fail is refused by name (`field` says where). Each
     resolution is a step of the compile budget, however often the same function is applied."""
@@ -124,7 +109,7 @@ def resolve(b: _Builder, value: Json) -> Application:
         return _resolve(b, value)
 
 
-def _resolve(b: _Builder, value: Json) -> Application:
+def _resolve(b: Builder, value: Json) -> Application:
     _, inner = _variant(b, value, "DerivedSeries", frozenset(["function"]))
     o = b.obj(inner, "FunctionDerivedSeries")
     module_name = b.string_constant(b.get(o, "moduleName", "FunctionDerivedSeries"))
@@ -142,7 +127,7 @@ def _resolve(b: _Builder, value: Json) -> Application:
             moduleName=module_name,
             moduleVersion=version_text,
         )
-    module = _cached(b, ("module", module_name), lambda: _module_named(module_name))
+    module = _cached(b, ("module", module_name), lambda: _module_named(b.catalogs.modules, module_name))
     reach = b.catalog.reach
     if module is not None and reach is not None and not reach.sees_module(module.reach):
         module = None  # another tenant's (compute/storage/catalog_reach.py): as if none had the name
@@ -156,7 +141,11 @@ def _resolve(b: _Builder, value: Json) -> Application:
             moduleRid=module.rid,
         )
     found = module
-    version = _cached(b, ("version", module.rid, version_text), lambda: _version_of(found, int(version_text)))
+    version = _cached(
+        b,
+        ("version", module.rid, version_text),
+        lambda: _version_of(b.catalogs.modules, found, int(version_text)),
+    )
     if version is None:
         raise _refused(
             f"module '{module_name}' has no version {version_text} (its latest is {module.latest})",
@@ -272,7 +261,7 @@ def _label(key: FunctionKey) -> str:
     return f"{key[0]} v{key[1]} {key[2]}"
 
 
-def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Json) -> None:
+def _refuse_cycles(b: Builder, version: ModuleVersion, function: str, node: Json) -> None:
     """A function whose body applies itself, directly or through other functions' bodies, or
     nests functions deeper than MAX_DEPTH, is refused by name (the outermost function named)
     before anything is built."""
@@ -280,7 +269,9 @@ def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Jso
     graph = b.derived_cache.get("graph")
     if graph is None:  # one per compilation: a function applied again is not walked again
         graph = b.derived_cache["graph"] = _CallGraph(
-            lambda *callee: _cached(b, ("function", *callee), lambda: _stored_function(*callee)),
+            lambda *callee: _cached(
+                b, ("function", *callee), lambda: _stored_function(b.catalogs.modules, *callee)
+            ),
             b.budget.charge,
         )
     try:
@@ -301,7 +292,7 @@ def _refuse_cycles(b: _Builder, version: ModuleVersion, function: str, node: Jso
         ) from None
 
 
-def _cached(b: _Builder, key: tuple[str, ...], lookup: Callable[[], T]) -> T:
+def _cached(b: Builder, key: tuple[str, ...], lookup: Callable[[], T]) -> T:
     """A catalog lookup, once per compilation (a module applied 5,000 times is read once)."""
     if key not in b.derived_cache:
         b.derived_cache[key] = lookup()
@@ -309,14 +300,18 @@ def _cached(b: _Builder, key: tuple[str, ...], lookup: Callable[[], T]) -> T:
     return found
 
 
-def _stored_function(module_name: str, version_text: str, function_name: str) -> Json | None:
-    found = _function_at(module_name, version_text, function_name)
+def _stored_function(
+    modules: ModuleCatalog | None, module_name: str, version_text: str, function_name: str
+) -> Json | None:
+    found = _function_at(modules, module_name, version_text, function_name)
     return None if found is None else found[1]
 
 
-def definition_cycle(api_name: str, version: int, functions: list[dict[str, Json]]) -> list[str] | None:
+def definition_cycle(
+    modules: ModuleCatalog | None, api_name: str, version: int, functions: list[dict[str, Json]]
+) -> list[str] | None:
     """A cycle among the functions of a module version about to be stored (`functions`: its
-    definition's), through its own functions and those of the stored modules: the functions of the
+    definition's), through its own functions and those of the stored `modules`: the functions of the
     cycle, the first again at its end (each "module vN function"), or None. A definition applying
     itself is refused when it is created rather than when a subscription applies it."""
     own = {str(f.get("name")): f.get("functionNode") for f in functions}
@@ -325,7 +320,7 @@ def definition_cycle(api_name: str, version: int, functions: list[dict[str, Json
     def lookup(module_name: str, version_of: str, function_name: str) -> Json | None:
         if module_name == api_name and version_of == version_text:
             return own.get(function_name)
-        return _stored_function(module_name, version_of, function_name)
+        return _stored_function(modules, module_name, version_of, function_name)
 
     graph = _CallGraph(lookup, lambda: None)
     for name, node in own.items():
@@ -339,12 +334,12 @@ def definition_cycle(api_name: str, version: int, functions: list[dict[str, Json
 
 
 def _function_at(
-    module_name: str, version_text: str, function_name: str
+    modules: ModuleCatalog | None, module_name: str, version_text: str, function_name: str
 ) -> tuple[ModuleVersion, Json] | None:
-    if _modules is None or not VERSION.match(version_text):
+    if modules is None or not VERSION.match(version_text):
         return None
-    module = _module_named(module_name)
-    version = None if module is None else _version_of(module, int(version_text))
+    module = _module_named(modules, module_name)
+    version = None if module is None else _version_of(modules, module, int(version_text))
     if version is None:
         return None
     for f in version.definition.get("functions") or []:
@@ -353,7 +348,7 @@ def _function_at(
     return None
 
 
-def _arguments(b: _Builder, o: dict[str, Json], parameters: dict[str, str], function: str) -> dict[str, Json]:
+def _arguments(b: Builder, o: dict[str, Json], parameters: dict[str, str], function: str) -> dict[str, Json]:
     args = b.obj(o.get("functionArgs") or {}, "FunctionDerivedSeries.functionArgs")
     for name in parameters:
         if name not in args:
@@ -407,20 +402,20 @@ def _arguments(b: _Builder, o: dict[str, Json], parameters: dict[str, str], func
     return bindings
 
 
-def _series_kind(b: _Builder, kind: str, inner: Json) -> str | None:
+def _series_kind(b: Builder, kind: str, inner: Json) -> str | None:
     """What a sub-computation or a derived series computes (numeric, enum, ranges); None for a
     channel or a selected series, whose type is the data's."""
     if kind == "computeNode":
         node = b.get(b.obj(inner, "ComputeNodeWithContext"), "seriesNode", "ComputeNodeWithContext")
         if not isinstance(node, dict) or not isinstance(node.get("type"), str):
-            raise compiler.MalformedNode("ComputeNodeWithContext.seriesNode must be a ComputeNode")
+            raise MalformedNode("ComputeNodeWithContext.seriesNode must be a ComputeNode")
         return str(node["type"])
     if kind == "derived":
         return resolve(b, inner).kind
     return None
 
 
-def _closed(b: _Builder, value: Json, outer: Mapping[str, Json]) -> Json:
+def _closed(b: Builder, value: Json, outer: Mapping[str, Json]) -> Json:
     """An argument as the function body will read it, where only its parameters are variables: a
     sub-computation keeps the caller's variables under its own (its own win), and a derived
     series' arguments that name the caller's variables are replaced by their values."""
@@ -446,13 +441,13 @@ def _closed(b: _Builder, value: Json, outer: Mapping[str, Json]) -> Json:
     return value
 
 
-def apply(b: _Builder, application: Application, build: Callable[[Json], T]) -> T:
+def apply(b: Builder, application: Application, build: Callable[[Json], T]) -> T:
     """The function's node built by `build` with its parameters bound, and only them."""
     outer = b.context
     b.context = application.bindings
     try:
         return build(application.node)
-    except compiler.MalformedNode as exc:  # the module's definition is at fault, not the request
+    except MalformedNode as exc:  # the module's definition is at fault, not the request
         raise _refused(
             f"function {application.label} is not a valid Nominal node: {exc}",
             "functionName",
@@ -463,7 +458,7 @@ def apply(b: _Builder, application: Application, build: Callable[[Json], T]) -> 
         b.context = outer
 
 
-def _of_kind(b: _Builder, value: Json, wanted: str, where: str) -> Application:
+def _of_kind(b: Builder, value: Json, wanted: str, where: str) -> Application:
     application = resolve(b, value)
     if application.kind != wanted:
         raise _refused(
@@ -476,15 +471,18 @@ def _of_kind(b: _Builder, value: Json, wanted: str, where: str) -> Application:
     return application
 
 
-def _numeric(b: _Builder, v: Json) -> nodes.SeriesNode:
+@builds("NumericSeries", "derived")
+def _numeric(b: Builder, v: Json) -> nodes.SeriesNode:
     return apply(b, _of_kind(b, v, "numeric", "a NumericSeries"), b.numeric)
 
 
-def _enum(b: _Builder, v: Json) -> nodes.SeriesNode:
+@builds("EnumSeries", "derived")
+def _enum(b: Builder, v: Json) -> nodes.SeriesNode:
     return apply(b, _of_kind(b, v, "enum", "an EnumSeries"), b.enum)
 
 
-def _ranges(b: _Builder, v: Json) -> nodes.RangeNode:
+@builds("RangeSeries", "derived")
+def _ranges(b: Builder, v: Json) -> nodes.RangeNode:
     return apply(b, _of_kind(b, v, "ranges", "a RangeSeries"), b.ranges)
 
 
@@ -522,7 +520,7 @@ def malformation(kind: str, node: Json, parameters: Mapping[str, str]) -> str | 
     """Why a function's node (`kind`: numeric, enum or ranges) is not a Nominal node at all, if it
     is not: it is compiled with its parameters bound to placeholders. What it would refuse
     (ComputeError) may depend on the arguments, so only a malformed node is reported."""
-    b = compiler._Builder({name: PLACEHOLDERS[t] for name, t in parameters.items() if t in PLACEHOLDERS})
+    b = Builder({name: PLACEHOLDERS[t] for name, t in parameters.items() if t in PLACEHOLDERS})
     build = {"numeric": b.numeric, "enum": b.enum, "ranges": b.ranges}[kind]
     try:
         build(node)
@@ -533,9 +531,11 @@ def malformation(kind: str, node: Json, parameters: Mapping[str, str]) -> str | 
     return None
 
 
-def derived_variable(b: _Builder, name: str, value: Json, expect: str | None) -> nodes.SeriesNode:
-    """A variable bound to a derived series, referenced where a series is read (`expect`: the
+@builds("VariableValue", "derived")
+def derived_variable(b: Builder, use: VariableUse) -> nodes.SeriesNode:
+    """A variable bound to a derived series, referenced where a series is read (`use.expect`: the
     numeric or enum type wanted there, None: either)."""
+    name, value, expect = use
     application = resolve(b, value)
     wanted = {"numeric", "enum"} if expect is None else {expect}
     if application.kind not in wanted:
@@ -552,8 +552,3 @@ def derived_variable(b: _Builder, name: str, value: Json, expect: str | None) ->
             },
         )
     return apply(b, application, b.numeric if application.kind == "numeric" else b.enum)
-
-
-compiler.NUMERIC_BUILDERS["derived"] = _numeric
-compiler.ENUM_BUILDERS["derived"] = _enum
-compiler.RANGE_BUILDERS["derived"] = _ranges

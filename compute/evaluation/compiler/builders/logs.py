@@ -1,6 +1,6 @@
 """Builders of the log nodes: `contains` (NumericSeries), over a `LogSeries` compiled here, with its
 `LogFilterOperator` compiled to a predicate of one log line (nodes/logs.py). Registered into
-compiler.py's tables by their Conjure variant names when this module loads.
+registry.py by their Conjure variant names when this module loads.
 
 A `LogSeries` streams here only as far as `contains` needs: `raw` (a variable bound to a channel, a
 series or a sub-computation reading one) and `channel`. Its other variants (selectLogs, union,
@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable
+from typing import Any
 
 import re2
 from re2 import _re2
 
-from compute.evaluation import compiler as c
-from compute.evaluation.errors import not_supported, polling_only
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.registry import builds
+from compute.evaluation.errors import MalformedNode, not_supported, polling_only
 from compute.evaluation.nodes import SeriesNode
 from compute.evaluation.nodes.logs import Contains, LineFilter
 
-Json = c.Json
-B = c._Builder
+Json = Any
+B = Builder
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a bad expression is refused by name, not logged by RE2 to stderr
@@ -61,7 +63,7 @@ def _regex(pattern: Json, what: str) -> Callable[[str], bool]:
     (`_re2.RE2.Match` on the UTF-8 bytes): re2's Python wrapper turns every match's byte offsets
     back into character offsets, which this test needs not, and which cost ~4x the match itself."""
     if not isinstance(pattern, str):
-        raise c.MalformedNode(f"{what}.regex must be a string")
+        raise MalformedNode(f"{what}.regex must be a string")
     regexp = _re2.RE2(pattern.encode(), _OPTIONS)
     if not regexp.ok():
         raise not_supported(
@@ -112,7 +114,7 @@ def _line_filter(b: B, kind: str, inner: Json) -> LineFilter:
     if kind == "exactMatchCaseInsensitiveFilter":
         token = b.get(b.obj(inner, kind), "token", kind)
         if not isinstance(token, str):
-            raise c.MalformedNode(f"{kind}.token must be a string")
+            raise MalformedNode(f"{kind}.token must be a string")
         if not token:
             raise not_supported(f"{kind}.token is empty: it names no token to match", kind, field="token")
         holds_token = _has_token(token)
@@ -132,18 +134,16 @@ def _line_filter(b: B, kind: str, inner: Json) -> LineFilter:
         negated = line_filter(b, inner)
         return lambda message, args: not negated(message, args)
     if not isinstance(inner, list):
-        raise c.MalformedNode(f"LogFilterOperator.{kind} must be a list of operators")
+        raise MalformedNode(f"LogFilterOperator.{kind} must be a list of operators")
     operands = [line_filter(b, operand) for operand in inner]
     if kind == "and":
         return lambda message, args: all(f(message, args) for f in operands)
     return lambda message, args: any(f(message, args) for f in operands)
 
 
+@builds("NumericSeries", "contains")
 def _contains(b: B, v: Json) -> SeriesNode:
     what = "contains"
     o = b.obj(v, what)
     x = log_series(b, b.get(o, "input", what))
     return Contains(x, line_filter(b, b.get(o, "operator", what)))
-
-
-c.NUMERIC_BUILDERS["contains"] = _contains

@@ -1,6 +1,6 @@
 """Builders of the nodes over events: `eventsSearch` (RangeSeries) and `eventAggregation`
-(EnumSeries), over the events Sparkwire keeps (compute/storage/events.py, set once by the server
-with `use_events`; app/api/events.py serves Nominal's EventService). Registered into compiler.py's
+(EnumSeries), over the events Sparkwire keeps (compute/storage/events.py, passed in
+as `Catalogs.events`; app/api/events.py serves Nominal's EventService). Registered into registry.py's
 tables by their Conjure variant names when this module loads.
 
 The query (scout_rids_api's `ComputeEventQuery`) is resolved when the plan is compiled, against the
@@ -11,35 +11,24 @@ moves to a computation of its own, whose FullResult follows (docs/decisions/0072
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any
 
-from compute.evaluation import compiler as c
-from compute.evaluation.datasets import CatalogUnreachable
-from compute.evaluation.errors import not_supported
+from compute.evaluation.compiler import registry
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.datasets import CatalogUnreachable
+from compute.evaluation.compiler.registry import builds
+from compute.evaluation.errors import MalformedNode, not_supported
 from compute.evaluation.nodes import RangeNode, SeriesNode
 from compute.evaluation.nodes.events import EventsEnum, EventsSearch
 from compute.storage.assets import CatalogUnavailable
 from compute.storage.events import TIME_CONDITIONS, Event, Query, matches
 
-Json = c.Json
-B = c._Builder
+Json = Any
+B = Builder
 
 MAX_EVENTS = 1000  # EventsSearchRanges: "Throws if there are more than 1,000 results."
 MAX_TERMS = 1000  # the terms of one query (each is evaluated once per event)
 LEVEL = {"INFO": "INFO", "FLAG": "FLAG", "ERROR": "ERROR", "SUCCESS": "SUCCESS"}  # event type -> level
-
-
-class EventCatalog(Protocol):
-    def events(self) -> list[Event]: ...
-
-
-_events: EventCatalog | None = None
-
-
-def use_events(catalog: EventCatalog | None) -> None:
-    """The events these nodes search (the server's store; None: none kept)."""
-    global _events
-    _events = catalog
 
 
 # ComputeEventQuery terms with nothing to match in Sparkwire's events (refused by name).
@@ -65,7 +54,7 @@ def _timestamp(b: B, value: Json) -> int:
     t = b.obj(inner, "Timestamp")
     seconds, nanos = t.get("seconds"), t.get("nanos") or 0
     if not isinstance(seconds, int) or isinstance(seconds, bool) or not isinstance(nanos, int):
-        raise c.MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
+        raise MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
     return seconds * 1_000_000_000 + nanos
 
 
@@ -90,17 +79,17 @@ def _query(b: B, value: Json, what: str, terms: list[int]) -> Query:
         o = b.obj(inner, kind)
         condition = b.get(o, "timestampCondition", kind)
         if condition not in TIME_CONDITIONS:
-            raise c.MalformedNode(f"{kind}.timestampCondition: unknown value {condition!r}")
+            raise MalformedNode(f"{kind}.timestampCondition: unknown value {condition!r}")
         return ("time", condition, _timestamp(b, b.get(o, "timestamp", kind)))
     if kind == "asset":
         return ("asset", b.string_constant(inner))
     if kind == "originType":
         if not isinstance(inner, str):
-            raise c.MalformedNode("originType must be a SearchEventOriginType")
+            raise MalformedNode("originType must be a SearchEventOriginType")
         return ("originTypes", [inner])
     if kind == "eventType":
         if not isinstance(inner, str):
-            raise c.MalformedNode("eventType must be an EventType")
+            raise MalformedNode("eventType must be an EventType")
         return ("eventTypes", [inner])
     if kind == "createdBy":
         return ("createdBy", [b.string_constant(inner)])
@@ -118,10 +107,10 @@ def _query(b: B, value: Json, what: str, terms: list[int]) -> Query:
             return ("not", _query(b, inner, what, terms))
     if kind in ("and", "or"):
         if not isinstance(inner, list):
-            raise c.MalformedNode(f"ComputeEventQuery.{kind} must be a list")
+            raise MalformedNode(f"ComputeEventQuery.{kind} must be a list")
         with b.budget:
             return (kind, [_query(b, q, what, terms) for q in inner])
-    raise b.unsupported("ComputeEventQuery", kind)
+    raise registry.refusal("ComputeEventQuery", kind)
 
 
 def _found(b: B, o: dict[str, Json], what: str) -> list[Event]:
@@ -131,7 +120,7 @@ def _found(b: B, o: dict[str, Json], what: str) -> list[Event]:
     # the catalog's notices name kinds generically (docs/decisions/0066): `event` is this one's
     b.catalog.searched.add("event")
     try:
-        events = _events.events() if _events is not None else []
+        events = b.catalogs.events.events() if b.catalogs.events is not None else []
     except CatalogUnavailable as exc:
         raise CatalogUnreachable(str(exc)) from None
     reach = b.catalog.reach
@@ -146,6 +135,7 @@ def _found(b: B, o: dict[str, Json], what: str) -> list[Event]:
     return found
 
 
+@builds("RangeSeries", "eventsSearch")
 def _events_search(b: B, v: Json) -> RangeNode:
     what = "eventsSearch"
     found = _found(b, b.obj(v, what), what)
@@ -159,6 +149,7 @@ def _events_search(b: B, v: Json) -> RangeNode:
     return EventsSearch(tuple(e.start_ns for e in found), tuple(e.end_ns for e in found))
 
 
+@builds("EnumSeries", "eventAggregation")
 def _event_aggregation(b: B, v: Json) -> SeriesNode:
     """Each found event's value: the named property's (its string property, else its typed
     stringValue; an event without one gives no point), or its level (its type)."""
@@ -189,7 +180,3 @@ def _event_aggregation(b: B, v: Json) -> SeriesNode:
     categories = sorted({label for _, label in points})
     index = {label: i for i, label in enumerate(categories)}
     return EventsEnum(tuple(t for t, _ in points), tuple(index[x] for _, x in points), categories)
-
-
-c.RANGE_BUILDERS["eventsSearch"] = _events_search
-c.ENUM_BUILDERS["eventAggregation"] = _event_aggregation

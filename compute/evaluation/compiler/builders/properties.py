@@ -1,7 +1,7 @@
 """Builders of the property selectors, `selectNumericProperty` (NumericSeries) and
 `selectCategoricalProperty` (EnumSeries): a typed property of the assets or runs a dataset resolves
 to, as a value with the semantics of `constant` (no timestamps of its own; its consumer broadcasts
-it). Registered into compiler.py's tables by their Conjure variant names when this module loads.
+it). Registered into registry.py by their Conjure variant names when this module loads.
 
 nominal-api: "Asset branches read properties directly from their asset. Run branches read properties
 directly from their run ... Direct saved-dataset branches are unsupported." The value is read when
@@ -10,14 +10,17 @@ re-resolves the live subscriptions over it (docs/decisions/0056, 0065)."""
 
 from __future__ import annotations
 
-from compute.evaluation import compiler as c
-from compute.evaluation import datasets
-from compute.evaluation.errors import not_supported
+from typing import Any
+
+from compute.evaluation.compiler import datasets
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.registry import builds
+from compute.evaluation.errors import MalformedNode, not_supported
 from compute.evaluation.nodes import Constant, EnumConstant, SeriesNode
 from compute.storage.assets import TypedValue
 
-Json = c.Json
-B = c._Builder
+Json = Any
+B = Builder
 
 
 def _values(b: B, o: dict[str, Json], what: str) -> tuple[str, list[tuple[str, TypedValue | None, str]]]:
@@ -25,7 +28,7 @@ def _values(b: B, o: dict[str, Json], what: str) -> tuple[str, list[tuple[str, T
     its untyped string value or "")."""
     name = b.get(o, "propertyName", what)
     if not isinstance(name, str) or not name:
-        raise c.MalformedNode(f"{what}.propertyName must be a non-empty string")
+        raise MalformedNode(f"{what}.propertyName must be a non-empty string")
     if o.get("dataset") is not None:
         view = datasets.Resolver(b, b.dataset_references).resolve(o["dataset"])
     elif b.bases:  # inside a withSeries definition: its wrapping input
@@ -67,6 +70,7 @@ def _missing(what: str, name: str, rid: str, reason: str) -> Exception:
     return not_supported(f"{what}: {rid} {reason}", what, field="propertyName", propertyName=name, rid=rid)
 
 
+@builds("NumericSeries", "selectNumericProperty")
 def _numeric(b: B, v: Json) -> SeriesNode:
     what = "selectNumericProperty"
     name, branches = _values(b, b.obj(v, what), what)
@@ -84,6 +88,7 @@ def _numeric(b: B, v: Json) -> SeriesNode:
     return Constant(value)
 
 
+@builds("EnumSeries", "selectCategoricalProperty")
 def _categorical(b: B, v: Json) -> SeriesNode:
     """A typed stringValue; else the asset's or run's untyped string property of that name (Nominal's
     older string properties, which a typed map does not repeat)."""
@@ -102,7 +107,3 @@ def _categorical(b: B, v: Json) -> SeriesNode:
     value = _one(what, name, found)
     assert isinstance(value, str)
     return EnumConstant(value)
-
-
-c.NUMERIC_BUILDERS["selectNumericProperty"] = _numeric
-c.ENUM_BUILDERS["selectCategoricalProperty"] = _categorical

@@ -1,15 +1,17 @@
 """Builders of `refprop` and `refpropV2` (fluid properties by CoolProp: compute/evaluation/nodes/fluids.py),
-registered in compile_numeric.py's table. What CoolProp cannot compute is refused here by name, at
+registered into registry.py. What CoolProp cannot compute is refused here by name, at
 creation: a substance it has no model of, a pair of inputs it has no flash for, viscosity where it
 has no viscosity model, anything but two inputs, an output that is one of the inputs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compute.evaluation import nodes
-from compute.evaluation.compile_numeric import pointwise, radius
-from compute.evaluation.errors import not_supported
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.helpers import pointwise, radius
+from compute.evaluation.compiler.registry import builds
+from compute.evaluation.errors import MalformedNode, not_supported
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.fluids import (
     NO_VISCOSITY,
@@ -19,25 +21,20 @@ from compute.evaluation.nodes.fluids import (
     fluid_kernel,
 )
 
-if TYPE_CHECKING:
-    from compute.evaluation.compiler import _Builder
-
 Json = Any
 
 
 def _malformed(message: str) -> Exception:
-    from compute.evaluation.compiler import MalformedNode  # the compiler imports this module
-
     return MalformedNode(message)
 
 
-def _enum(b: _Builder, enum: str, value: Json, what: str) -> str:
+def _enum(b: Builder, enum: str, value: Json, what: str) -> str:
     """A value of the enum, or UNKNOWN (the value a Conjure client sends for one it does not know),
     which the caller refuses by name."""
     return "UNKNOWN" if value == "UNKNOWN" else b.enum_value(enum, value, what)
 
 
-def _build(b: _Builder, v: Json, what: str, radius_ns: int | None) -> nodes.SeriesNode:
+def _build(b: Builder, v: Json, what: str, radius_ns: int | None) -> nodes.SeriesNode:
     o = b.obj(v, what)
     substance = _enum(b, "RefpropSubstance", b.get(o, "substance", what), f"{what}.substance")
     if substance in UNSUPPORTED_SUBSTANCES:
@@ -86,9 +83,14 @@ def _build(b: _Builder, v: Json, what: str, radius_ns: int | None) -> nodes.Seri
     return pointwise(what, series, kernel, FFILL_RADIUS_NS if radius_ns is None else radius_ns)
 
 
-def build(b: _Builder, kind: str, v: Json) -> nodes.SeriesNode:
+@builds("NumericSeries", "refprop")
+def refprop(b: Builder, v: Json) -> nodes.SeriesNode:
     """`refprop` aligns its inputs by its `interpolationConfiguration` (forward fill, 1 s by
-    default); `refpropV2` has no such field: Nominal's default, forward fill within 1 s."""
-    if kind == "refprop":
-        return _build(b, v, kind, radius(b, b.obj(v, kind), kind))
-    return _build(b, v, kind, None)
+    default)."""
+    return _build(b, v, "refprop", radius(b, b.obj(v, "refprop"), "refprop"))
+
+
+@builds("NumericSeries", "refpropV2")
+def refprop_v2(b: Builder, v: Json) -> nodes.SeriesNode:
+    """`refpropV2` has no interpolation field: Nominal's default, forward fill within 1 s."""
+    return _build(b, v, "refpropV2", None)

@@ -1,17 +1,20 @@
 """Builders of the chart roots (`ComputableNode` `histogram`, `cartesian`, `cartesian3d`; evaluators in
-nodes/charts.py) and `multivariate`, registered into compiler.py's table of roots by variant name."""
+nodes/charts.py) and `multivariate`, registered as `ComputableNode` variants."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from compute.evaluation import compiler as c
-from compute.evaluation.compile_ranges import _refuse, _union
+from compute.evaluation.compiler.builder import Builder
+from compute.evaluation.compiler.helpers import one_of
+from compute.evaluation.compiler.limits import ResultOptions, too_many_points
+from compute.evaluation.compiler.registry import Build, builds
 from compute.evaluation.durations import human_duration
-from compute.evaluation.errors import ComputeError
+from compute.evaluation.errors import ComputeError, MalformedNode, refuse
 from compute.evaluation.nodes import OutputNode, SeriesNode
 from compute.evaluation.nodes.align import FFILL_RADIUS_NS
 from compute.evaluation.nodes.charts import (
@@ -31,11 +34,11 @@ from compute.evaluation.nodes.cross_group import crosses
 from compute.evaluation.nodes.math import Pointwise
 from compute.evaluation.summarize import MS
 
-Json = c.Json
-B = c._Builder
+Json = Any
+B = Builder
 
 
-def _no_appends(options: c.ResultOptions, what: str) -> None:
+def _no_appends(options: ResultOptions, what: str) -> None:
     """A chart's results have no append form (nominal-api's ComputeNodeAppendResponse lists none),
     so a subscription that asks for appends only cannot be served."""
     if options.append_only:
@@ -48,19 +51,20 @@ def _no_appends(options: c.ResultOptions, what: str) -> None:
 
 def _integer(value: Json, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise c.MalformedNode(f"{what} must be an integer")
+        raise MalformedNode(f"{what} must be an integer")
     return value
 
 
 # -- histogram -------------------------------------------------------------------------------------
-def histogram(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+def histogram(b: B, value: Json) -> OutputNode:
+    limits, options = b.limits, b.options
     _no_appends(options, "histogram")
-    kind, inner = _union(value, "Histogram", ("numeric", "enum"))
+    kind, inner = one_of(value, "Histogram", ("numeric", "enum"))
     what = "NumericHistogramNode" if kind == "numeric" else "EnumHistogramNode"
     o = b.obj(inner, what)
     inputs = b.obj(b.get(o, "inputs", what), f"{what}.inputs")
     if not inputs:
-        raise _refuse("histogram", "inputs", "needs at least one input series")
+        raise refuse("histogram", "inputs", "needs at least one input series")
     names = sorted(inputs)  # the channels' order in every bucket's counts
     if kind == "enum":
         return EnumHistogramChart(names, [b.enum(inputs[name]) for name in names])
@@ -68,30 +72,31 @@ def histogram(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.Re
     strategy = o.get("bucketStrategy")
     if strategy is None:
         return NumericHistogramChart(names, series, bucket_count=DEFAULT_HISTOGRAM_BUCKETS)
-    skind, body = _union(strategy, "NumericHistogramBucketStrategy", ("bucketCount", "bucketWidthAndOffset"))
+    skind, body = one_of(strategy, "NumericHistogramBucketStrategy", ("bucketCount", "bucketWidthAndOffset"))
     if skind == "bucketCount":
         count = b.integer_constant(body)
         if count < 1:
-            raise _refuse("histogram", "bucketStrategy.bucketCount", f"must be at least 1, got {count}")
+            raise refuse("histogram", "bucketStrategy.bucketCount", f"must be at least 1, got {count}")
         if count > limits.max_points:
-            raise c._too_many(count, "buckets", limits)
+            raise too_many_points(count, "buckets", limits)
         return NumericHistogramChart(names, series, bucket_count=count)
     wo = b.obj(body, "NumericHistogramBucketWidthAndOffset")
     width = b.double_constant(b.get(wo, "width", "bucketWidthAndOffset"))
     if not (width > 0 and math.isfinite(width)):
-        raise _refuse("histogram", "bucketStrategy.width", f"must be a positive number, got {width}")
+        raise refuse("histogram", "bucketStrategy.width", f"must be a positive number, got {width}")
     offset = 0.0 if wo.get("offset") is None else b.double_constant(wo["offset"])
     if not (offset >= 0 and math.isfinite(offset)):  # "The offset must be non-negative."
-        raise _refuse("histogram", "bucketStrategy.offset", f"must be a non-negative number, got {offset}")
+        raise refuse("histogram", "bucketStrategy.offset", f"must be a non-negative number, got {offset}")
     return NumericHistogramChart(names, series, width=width, offset=offset)
 
 
 # -- cartesian -------------------------------------------------------------------------------------
-def cartesian(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+def cartesian(b: B, value: Json) -> OutputNode:
+    window_ns, options = b.window_ns, b.options
     _no_appends(options, "cartesian")
     what = "SummarizeCartesian"
     o = b.obj(value, what)
-    _, scatter = _union(b.get(o, "input", what), "Cartesian", ("scatter",))
+    _, scatter = one_of(b.get(o, "input", what), "Cartesian", ("scatter",))
     s = b.obj(scatter, "Scatter")
     x = b.timed(b.numeric(b.get(s, "x", "scatter")), "scatter")
     y = b.timed(b.numeric(b.get(s, "y", "scatter")), "scatter")
@@ -101,11 +106,11 @@ def cartesian(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.Re
         bo = b.obj(o["bounds"], "CartesianBounds")
         edges = [b.double_constant(b.get(bo, k, "bounds")) for k in ("minX", "maxX", "minY", "maxY")]
         if not (edges[0] <= edges[1] and edges[2] <= edges[3]):  # NaN too
-            raise _refuse("cartesian", "bounds", f"each minimum must be at most its maximum, got {edges}")
+            raise refuse("cartesian", "bounds", f"each minimum must be at most its maximum, got {edges}")
         bounds = Bounds(*edges)
     temporal = None
     if o.get("summarizationStrategy") is not None:
-        skind, body = _union(
+        skind, body = one_of(
             o["summarizationStrategy"], "ScatterSummarizationStrategy", ("spatial", "temporal")
         )
         if skind == "temporal":
@@ -113,7 +118,7 @@ def cartesian(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.Re
             aggregations = [b.get(to, k, "temporal") for k in ("xAggregation", "yAggregation")]
             for a in aggregations:
                 if a not in AGGREGATIONS:
-                    raise c.MalformedNode(f"temporal: not a ScatterTemporalAggregation: {a!r}")
+                    raise MalformedNode(f"temporal: not a ScatterTemporalAggregation: {a!r}")
             temporal = (aggregations[0], aggregations[1])
     # x and y as the two components of one alignment (forward fill, 1 s), so their pairs share a time
     xs, ys = (Pointwise("cartesian", [x, y], _component(i)) for i in range(2))
@@ -125,7 +130,7 @@ def _count(o: dict[str, Json], key: str, default: int, maximum: int, what: str) 
     1, and above its documented maximum `TooManyPoints`."""
     count = default if o.get(key) is None else _integer(o[key], key)
     if count < 1:
-        raise _refuse(what, key, f"must be at least 1, got {count}")
+        raise refuse(what, key, f"must be at least 1, got {count}")
     if count > maximum:
         raise ComputeError(
             "TooManyPoints", f"{key} {count} exceeds the maximum of {maximum}", {"limit": str(maximum)}
@@ -133,14 +138,15 @@ def _count(o: dict[str, Json], key: str, default: int, maximum: int, what: str) 
     return count
 
 
-def cartesian3d(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+def cartesian3d(b: B, value: Json) -> OutputNode:
+    options = b.options
     _no_appends(options, "cartesian3d")
     what = "SummarizeCartesian3d"
     o = b.obj(value, what)
-    _, scatter = _union(b.get(o, "input", what), "Cartesian3d", ("scatter3d",))
+    _, scatter = one_of(b.get(o, "input", what), "Cartesian3d", ("scatter3d",))
     s = b.obj(scatter, "Scatter3d")
     if s.get("driverSeries") is not None:
-        raise _refuse(
+        raise refuse(
             "cartesian3d",
             "driverSeries",
             "aligning on one series' timestamps is not built; omit it to align on the union of the "
@@ -154,12 +160,12 @@ def cartesian3d(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.
         keys = ("minX", "maxX", "minY", "maxY", "minZ", "maxZ")
         edges = [b.double_constant(b.get(bo, k, "bounds")) for k in keys]
         if not all(edges[i] <= edges[i + 1] for i in (0, 2, 4)):  # NaN too
-            raise _refuse("cartesian3d", "bounds", f"each minimum must be at most its maximum, got {edges}")
+            raise refuse("cartesian3d", "bounds", f"each minimum must be at most its maximum, got {edges}")
         bounds = [(edges[0], edges[1]), (edges[2], edges[3]), (edges[4], edges[5])]
     if o.get("summarizationStrategy") is not None:
-        skind, _ = _union(o["summarizationStrategy"], "ScatterSummarizationStrategy", ("spatial", "temporal"))
+        skind, _ = one_of(o["summarizationStrategy"], "ScatterSummarizationStrategy", ("spatial", "temporal"))
         if skind != "spatial":  # "Only spatial decimation is supported."
-            raise _refuse("cartesian3d", "summarizationStrategy", "only spatial decimation is supported")
+            raise refuse("cartesian3d", "summarizationStrategy", "only spatial decimation is supported")
     x, y, z = (Pointwise("cartesian3d", axes, _component(i)) for i in range(3))
     return Scatter3dChart(x, y, z, max_points=max_points, bounds=bounds)
 
@@ -173,11 +179,12 @@ MAX_MULTIVARIATE_BUCKETS = 10_000  # ... and its documented maximum
 NUMERIC_MULTIVARIATE = ("MEAN", "MIN", "MAX", "FIRST", "LAST")
 
 
-def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
+def multivariate(b: B, value: Json) -> OutputNode:
+    window_ns = b.window_ns
     what = "SummarizeMultivariate"
     o = b.obj(value, what)
     if o.get("outputFormat") not in (None, "LEGACY"):
-        raise _refuse("multivariate", "outputFormat", f"{o['outputFormat']} is not served; use LEGACY (JSON)")
+        raise refuse("multivariate", "outputFormat", f"{o['outputFormat']} is not served; use LEGACY (JSON)")
     count = _count(o, "bucketCount", DEFAULT_MULTIVARIATE_BUCKETS, MAX_MULTIVARIATE_BUCKETS, "multivariate")
     radius = FFILL_RADIUS_NS
     if o.get("interpolationConfiguration") is not None:
@@ -186,19 +193,19 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
             b.get(b.obj(fill, "forwardFillInterpolation"), "interpolationRadius", what)
         )
         if radius < 0:
-            raise _refuse(
+            raise refuse(
                 "multivariate", "interpolationConfiguration", f"a negative radius ({human_duration(radius)})"
             )
     inputs = b.get(o, "inputs", what)
     if not isinstance(inputs, list):
-        raise c.MalformedNode(f"{what}.inputs must be a list")
+        raise MalformedNode(f"{what}.inputs must be a list")
     if not inputs:
-        raise _refuse("multivariate", "inputs", "needs at least one input series")
+        raise refuse("multivariate", "inputs", "needs at least one input series")
     series: list[SeriesNode] = []
     aggregations: list[list[str]] = []
     tags: list[int] = []  # how many tags each input groups by: the driver groups by the most
     for item in inputs:
-        kind, body = _union(item, "MultivariateInput", ("numeric", "enum"))
+        kind, body = one_of(item, "MultivariateInput", ("numeric", "enum"))
         io = b.obj(body, f"Multivariate{kind.capitalize()}Input")
         mark = len(b.selectors)
         raw = b.get(io, "series", "MultivariateInput")
@@ -207,9 +214,9 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
         how = b.get(io, "aggregations", "MultivariateInput")
         allowed = NUMERIC_MULTIVARIATE if kind == "numeric" else ("MODE",)
         if not isinstance(how, list) or not all(isinstance(a, str) and a in allowed for a in how):
-            raise c.MalformedNode(f"MultivariateInput.aggregations: each one of {', '.join(allowed)}")
+            raise MalformedNode(f"MultivariateInput.aggregations: each one of {', '.join(allowed)}")
         if not how:
-            raise _refuse("multivariate", "aggregations", "an input without aggregations adds no value")
+            raise refuse("multivariate", "aggregations", "an input without aggregations adds no value")
         aggregations.append(list(how))
     # "The series with the largest tag group acts as the driver": the first that groups by the most
     driver = tags.index(max(tags))
@@ -221,16 +228,14 @@ def multivariate(b: B, value: Json, window_ns: int, limits: c.Limits, options: c
     return MultivariateChart(columns, aggregations, width, group_keys)
 
 
-# Registered here, not in compiler.py: this module imports the compiler, so the registration runs once
-# both are loaded, whichever was imported first.
-def _over_plain_groups(variant: str, build: c.OutputBuilder) -> c.OutputBuilder:
+def _over_plain_groups(variant: str, build: Build) -> Build:
     """A chart holds each input per computation group (nodes/charts.py `HeldInputs`), so an input
     that regroups (filterByTag, selectTags) or reads across groups (zScore) is refused by name."""
 
-    def checked(b: B, value: Json, window_ns: int, limits: c.Limits, options: c.ResultOptions) -> OutputNode:
-        root = build(b, value, window_ns, limits, options)
+    def checked(b: B, value: Json) -> OutputNode:
+        root = build(b, value)
         if crosses(root.input):
-            raise _refuse(
+            raise refuse(
                 variant,
                 "input",
                 "a chart over a node that acts across groups (filterByTag, selectTags, zScore) is not built; "
@@ -241,11 +246,10 @@ def _over_plain_groups(variant: str, build: c.OutputBuilder) -> c.OutputBuilder:
     return checked
 
 
-c.OUTPUT_BUILDERS.update(
-    {
-        "histogram": _over_plain_groups("histogram", histogram),
-        "cartesian": _over_plain_groups("cartesian", cartesian),
-        "cartesian3d": _over_plain_groups("cartesian3d", cartesian3d),
-        "multivariate": _over_plain_groups("multivariate", multivariate),
-    }
-)
+for _variant, _build in (
+    ("histogram", histogram),
+    ("cartesian", cartesian),
+    ("cartesian3d", cartesian3d),
+    ("multivariate", multivariate),
+):
+    builds("ComputableNode", _variant)(_over_plain_groups(_variant, _build))

@@ -1,0 +1,30 @@
+"""The builders, one module per family of Nominal's compute language. Each registers its variants
+into registry.py as it loads; loading this package loads them all. No builder module imports
+another (tests/unit/test_compile_registry.py): what two families share is in builder.py or
+helpers.py."""
+
+from compute.evaluation.compiler.builders import (
+    charts,
+    cross_group,
+    derived,
+    events,
+    fluids,
+    logs,
+    numeric,
+    properties,
+    ranges,
+    refusals,
+)
+
+__all__ = [
+    "charts",
+    "cross_group",
+    "derived",
+    "events",
+    "fluids",
+    "logs",
+    "numeric",
+    "properties",
+    "ranges",
+    "refusals",
+]

@@ -1,0 +1,108 @@
+"""The one table of the compute language: for each of Nominal's unions (`NumericSeries`,
+`RangeSeries`, `ComputableNode`, ...), the builder of each variant Sparkwire computes and the
+refusal of each it does not, with Nominal's reason.
+
+A builder module registers with decorators as it loads (builders/__init__.py loads them all):
+
+    @builds("NumericSeries", "derivative")
+    def derivative(b: Builder, value: Json) -> SeriesNode: ...
+
+    refuses("NumericSeries", "integral", invalid="INTEGRAL")
+
+A variant registered twice, or both built and refused, is an error at import: which builder runs
+never depends on the order modules load in. tests/unit/test_compile_registry.py checks that, for
+every node union, the built and refused variants are exactly nominal-api's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from compute.evaluation.errors import ComputeError, invalid_computation, not_supported, polling_only
+
+Build = Callable[[Any, Any], Any]  # (the Builder, the variant's JSON value) -> an evaluator node
+B = TypeVar("B", bound=Build)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a valid variant is not computed: Nominal's own `PollingOnlyComputationType` or
+    `InvalidComputationType` value where one applies, else Sparkwire's reason."""
+
+    polling_only: str | None = None
+    invalid: str | None = None
+    reason: str | None = None
+
+    def error(self, union: str, kind: str) -> ComputeError:
+        if self.polling_only is not None:
+            return polling_only(self.reason or f"{union} '{kind}' supports polling only", self.polling_only)
+        if self.invalid is not None:
+            return invalid_computation(self.reason or f"{union} '{kind}' cannot stream", self.invalid)
+        why = f": {self.reason}" if self.reason else ""
+        return not_supported(f"{union} '{kind}' is not supported by Sparkwire{why}", kind, union=union)
+
+
+_builders: dict[tuple[str, str], Build] = {}
+_refusals: dict[tuple[str, str], Refusal] = {}
+
+
+def _claim(union: str, kind: str) -> None:
+    if (union, kind) in _builders or (union, kind) in _refusals:
+        raise RuntimeError(f"{union} '{kind}' is registered twice")
+
+
+def builds(union: str, *variants: str) -> Callable[[B], B]:
+    """Registers the decorated function as the builder of these variants of `union`."""
+
+    def register(build: B) -> B:
+        for kind in variants:
+            _claim(union, kind)
+            _builders[union, kind] = build
+        return build
+
+    return register
+
+
+def refuses(
+    union: str,
+    *variants: str,
+    polling_only: str | None = None,
+    invalid: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """Registers these variants of `union` as refused: by Nominal's `polling_only` or `invalid`
+    type when it has one (`reason`, if given, is then the whole message), else with Sparkwire's
+    `reason`."""
+    refusal = Refusal(polling_only, invalid, reason)
+    for kind in variants:
+        _claim(union, kind)
+        _refusals[union, kind] = refusal
+
+
+def builder(union: str, kind: str) -> Build:
+    """The builder of `kind`, or its refusal raised (a variant of a union nothing registers is
+    refused as not supported)."""
+    build = _builders.get((union, kind))
+    if build is not None:
+        return build
+    raise refusal(union, kind)
+
+
+def refusal(union: str, kind: str) -> ComputeError:
+    """The error a request for a variant that is not built gets."""
+    return _refusals.get((union, kind), Refusal()).error(union, kind)
+
+
+def built(union: str) -> frozenset[str]:
+    return frozenset(kind for u, kind in _builders if u == union)
+
+
+def refused(union: str) -> dict[str, Refusal]:
+    return {kind: r for (u, kind), r in _refusals.items() if u == union}
+
+
+def builders() -> dict[tuple[str, str], Build]:
+    """Every registered builder (for the tests that check the table)."""
+    return dict(_builders)
