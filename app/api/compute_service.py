@@ -168,7 +168,7 @@ def compile_node(
             node, window_ns, merged, None, dataset_references=dict(context.get("datasetReferences") or {})
         )
         reach = Reach(principal.data_source_patterns, everything=principal.admin)
-        plan = request.compile(limits, principal.allows, reach, catalogs)
+        plan = request.compile(limits, principal.allows, reach, catalogs, polled=True)
         if (
             why := cost.refusal(cost.estimate(plan.root, plan.window_ns, plan.history_ns), cost.budget())
         ) is not None:

@@ -47,10 +47,12 @@ class ComputationRequest:
         may_read: Callable[[str], bool] | None = None,
         reach: Reach | None = None,
         catalogs: Catalogs = NO_CATALOGS,
+        polled: bool = False,
     ) -> Plan:
         """`may_read`: whether the token reaches a data source (compile_plan checks each read);
         `reach`: the catalog entries it may see (None: this request's own, if any); `catalogs`: the
-        assets, runs, modules and events it may look up."""
+        assets, runs, modules and events it may look up; `polled`: computed once over a past
+        period (ComputeService), the variants Nominal only polls built too."""
         return compile_plan(
             self.node,
             self.window_ns,
@@ -61,6 +63,7 @@ class ComputationRequest:
             may_read,
             reach if reach is not None else self.reach,
             catalogs,
+            polled,
         )
 
     def resolved(self, plan: Plan) -> ComputationRequest:

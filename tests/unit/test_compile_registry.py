@@ -107,6 +107,11 @@ def test_every_variant_is_built_or_refused_exactly_as_nominal_api_lists_them(uni
     )
 
 
+@pytest.mark.parametrize("union", DISPATCHED)
+def test_a_variant_built_only_when_polled_is_refused_live(union: str) -> None:
+    assert registry.polled(union) <= set(registry.refused(union)), union
+
+
 def test_a_refused_variant_carries_nominals_own_type_where_it_has_one() -> None:
     for union in DISPATCHED:
         for kind, refusal in registry.refused(union).items():

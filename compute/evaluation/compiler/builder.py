@@ -85,6 +85,7 @@ class Builder:
     limits: Limits = field(default_factory=Limits)
     options: ResultOptions = field(default_factory=ResultOptions)
     catalogs: Catalogs = field(default_factory=Catalogs)  # what it may look up (catalogs.py)
+    polled: bool = False  # computed once over a past period (ComputeService): `polls` builders too
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -119,7 +120,7 @@ class Builder:
         """The node a variant of `union` builds, by its registered builder (registry.py), or the
         variant's refusal."""
         kind, inner = self.variant(union, value)
-        return registry.builder(union, kind)(self, inner)
+        return registry.builder(union, kind, self.polled)(self, inner)
 
     def nested(self, variables: Mapping[str, Json]) -> Builder:
         """A builder over other variables (a nested context's, alone) sharing everything else: the
@@ -443,7 +444,7 @@ class Builder:
 
     def numeric(self, value: Json) -> nodes.SeriesNode:
         kind, inner = self.variant("NumericSeries", value)
-        build = registry.builder("NumericSeries", kind)
+        build = registry.builder("NumericSeries", kind, self.polled)
         with self.budget:
             return build(self, inner)
 
@@ -451,7 +452,7 @@ class Builder:
         """An enum series; a label without timestamps (`selectCategoricalProperty`) only where the
         caller broadcasts it (`constant_ok`), refused by name anywhere else."""
         kind, inner = self.variant("EnumSeries", value)
-        build = registry.builder("EnumSeries", kind)
+        build = registry.builder("EnumSeries", kind, self.polled)
         with self.budget:
             node = build(self, inner)
         if isinstance(node, nodes.EnumConstant) and not constant_ok:
@@ -465,7 +466,7 @@ class Builder:
 
     def ranges(self, value: Json) -> nodes.RangeNode:
         kind, inner = self.variant("RangeSeries", value)
-        build = registry.builder("RangeSeries", kind)
+        build = registry.builder("RangeSeries", kind, self.polled)
         with self.budget:
             return build(self, inner)
 

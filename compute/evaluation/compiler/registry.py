@@ -9,6 +9,9 @@ A builder module registers with decorators as it loads (builders/__init__.py loa
 
     refuses("NumericSeries", "integral", invalid="INTEGRAL")
 
+    @polls("NumericSeries", "integral")  # refused live, computed when polled (ComputeService)
+    def integral(b: Builder, value: Json) -> SeriesNode: ...
+
 A variant registered twice, or both built and refused, is an error at import: which builder runs
 never depends on the order modules load in. tests/unit/test_compile_registry.py checks that, for
 every node union, the built and refused variants are exactly nominal-api's.
@@ -46,10 +49,12 @@ class Refusal:
 
 _builders: dict[tuple[str, str], Build] = {}
 _refusals: dict[tuple[str, str], Refusal] = {}
+_polled: dict[tuple[str, str], Build] = {}  # built only when polled; refused live
 
 
-def _claim(union: str, kind: str) -> None:
-    if (union, kind) in _builders or (union, kind) in _refusals:
+def _claim(union: str, kind: str, *tables: dict[tuple[str, str], Any]) -> None:
+    """A variant is built, or refused (and perhaps built when polled), once."""
+    if any((union, kind) in table for table in tables):
         raise RuntimeError(f"{union} '{kind}' is registered twice")
 
 
@@ -58,8 +63,21 @@ def builds(union: str, *variants: str) -> Callable[[B], B]:
 
     def register(build: B) -> B:
         for kind in variants:
-            _claim(union, kind)
+            _claim(union, kind, _builders, _refusals, _polled)
             _builders[union, kind] = build
+        return build
+
+    return register
+
+
+def polls(union: str, *variants: str) -> Callable[[B], B]:
+    """Registers the decorated function as the builder of these variants of `union` when they are
+    polled (Nominal's ComputeService); a live subscription still gets the variant's refusal."""
+
+    def register(build: B) -> B:
+        for kind in variants:
+            _claim(union, kind, _builders, _polled)
+            _polled[union, kind] = build  # its refusal (for live subscriptions) is registered apart
         return build
 
     return register
@@ -77,14 +95,16 @@ def refuses(
     `reason`."""
     refusal = Refusal(polling_only, invalid, reason)
     for kind in variants:
-        _claim(union, kind)
+        _claim(union, kind, _builders, _refusals)
         _refusals[union, kind] = refusal
 
 
-def builder(union: str, kind: str) -> Build:
-    """The builder of `kind`, or its refusal raised (a variant of a union nothing registers is
-    refused as not supported)."""
+def builder(union: str, kind: str, polled: bool = False) -> Build:
+    """The builder of `kind` (when `polled`, also one registered with `polls`), or its refusal
+    raised (a variant of a union nothing registers is refused as not supported)."""
     build = _builders.get((union, kind))
+    if build is None and polled:
+        build = _polled.get((union, kind))
     if build is not None:
         return build
     raise refusal(union, kind)
@@ -97,6 +117,11 @@ def refusal(union: str, kind: str) -> ComputeError:
 
 def built(union: str) -> frozenset[str]:
     return frozenset(kind for u, kind in _builders if u == union)
+
+
+def polled(union: str) -> frozenset[str]:
+    """The variants built only when polled."""
+    return frozenset(kind for u, kind in _polled if u == union)
 
 
 def refused(union: str) -> dict[str, Refusal]:
