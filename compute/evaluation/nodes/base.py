@@ -58,8 +58,14 @@ def _register(cls: type[Any]) -> None:
 
 
 def node_kinds() -> dict[str, type[Any]]:
-    """The registered node classes that can be built (not the abstract families)."""
-    return {name: cls for name, cls in REGISTRY.items() if not inspect.isabstract(cls)}
+    """The registered node classes that can be built live (not the abstract families, nor those only
+    a poll builds: `POLLED_ONLY`, evaluated once, whole, over a past period, so no micro-batch
+    evaluates them incrementally; their own tests check them against references)."""
+    return {
+        name: cls
+        for name, cls in REGISTRY.items()
+        if not inspect.isabstract(cls) and not getattr(cls, "POLLED_ONLY", False)
+    }
 
 
 @dataclass
