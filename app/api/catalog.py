@@ -215,9 +215,39 @@ def _query_matches(query: Any, dataset: dict[str, Any], depth: int = 0) -> bool:
     raise HttpError(400, f"query: unknown SearchDatasetsQuery type {kind!r}")
 
 
+_SEARCH_BODY = {
+    "type": "object",
+    "description": "nominal_api.scout_catalog.SearchDatasetsRequest",
+    "required": ["query"],
+    "properties": {
+        "query": {
+            "type": "object",
+            "description": "a SearchDatasetsQuery (a Conjure union: `type` names it)",
+        },
+        "pageSize": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_PAGE},
+        "token": {"type": "string", "description": "the nextPageToken of the previous page"},
+        "sortOptions": {
+            "type": "object",
+            "description": "field (INGEST_DATE, START_TIME, ...), isDescending",
+        },
+    },
+}
+_SEARCH_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}
+
+
 @router.post(
     "/catalog/v1/search-datasets-v2",
     summary="Nominal's searchDatasets: the data sources matching a query (`client.search_datasets()`)",
+    responses={
+        400: {"description": "an invalid body, or a query field not honoured", "content": _SEARCH_ERROR},
+        401: {
+            "description": "a missing or invalid bearer token (authentication on)",
+            "content": _SEARCH_ERROR,
+        },
+    },
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _SEARCH_BODY}}}
+    },
 )
 async def search_datasets(request: Request) -> JSONResponse:
     """Every data source with points (those the token reaches) is a dataset in the one workspace,

@@ -32,6 +32,7 @@ from app.protocol.admission import Principal, Refused
 logger = logging.getLogger(__name__)
 
 WORKSPACE = ws.Workspace(id="default", rid=WORKSPACE_RID, org="sparkwire", display_name="Sparkwire")
+IDLE_MS = 300_000  # the SDK's channel reconnects on its next call
 MAX_CHANNELS = 1000  # identifiers in one BatchGetChannelMetadata (the SDK sends batches of 500)
 DATA_TYPE = {"DOUBLE": series_pb2.DOUBLE, "STRING": series_pb2.STRING, "LOG": series_pb2.LOG}
 NO_METADATA = "Sparkwire keeps no channel descriptions or units: channel metadata is read only"
@@ -163,6 +164,9 @@ async def start_grpc_server(state: ServerState, address: str) -> grpc.aio.Server
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", state.settings.max_json_body_bytes),
         ("grpc.so_reuseport", 0),
+        # a connection with no call for this long is closed (its relay with it): as WebSockets
+        # idle out, an idle HTTP/2 connection does not hold a socket for ever
+        ("grpc.max_connection_idle_ms", IDLE_MS),
     ]
     server = grpc.aio.server(options=options)
     cm_grpc.add_ChannelMetadataServiceServicer_to_server(ChannelMetadata(state), server)

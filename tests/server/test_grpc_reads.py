@@ -230,6 +230,15 @@ async def test_http_and_websockets_are_served_on_the_same_port_beside_grpc(
                 timeout=10,
             )
         assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        # a service Sparkwire does not serve is refused at once, by its status, not left to time out
+        unserved = channel.unary_unary(
+            "/nominal.asset.v2.AssetService/GetAssets",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            unserved(b"", metadata=auth, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
     # a preface split across writes is still recognised; a request that only begins like it is HTTP
     with socket.create_connection(("127.0.0.1", secured.port), timeout=10) as s:
         s.sendall(b"PRI * HT")
@@ -240,3 +249,33 @@ async def test_http_and_websockets_are_served_on_the_same_port_beside_grpc(
     with socket.create_connection(("127.0.0.1", secured.port), timeout=10) as s:
         s.sendall(b"PRIX / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s.recv(12).startswith(b"HTTP/1.1 "), "an HTTP/1.1 answer"
+
+
+def test_search_datasets_pages_and_refuses_an_ingest_date_by_name(
+    secured: ServerProcess, written: Json
+) -> None:
+    url = f"{secured.base_url}/catalog/v1/search-datasets-v2"
+    query = {"type": "and", "and": [{"type": "archiveStatus", "archiveStatus": False}]}
+    r = httpx.post(url, json={"query": query}, headers=ALL)
+    assert r.status_code == 200, r.text
+    every = [d["rid"] for d in r.json()["results"]]
+    assert {written["mine"], written["theirs"]} <= set(every) and every == sorted(every)
+    seen, token = [], None
+    while True:  # one a page, until no token comes back
+        page = httpx.post(url, json={"query": query, "pageSize": 1, "token": token}, headers=ALL).json()
+        seen += [d["rid"] for d in page["results"]]
+        token = page.get("nextPageToken")
+        if token is None:
+            break
+    assert seen == every
+    refused = httpx.post(
+        url,
+        json={
+            "query": {"type": "ingestedBeforeInclusive", "ingestedBeforeInclusive": "2030-01-01T00:00:00Z"}
+        },
+        headers=ALL,
+    )
+    assert refused.status_code == 400
+    assert refused.json()["errorName"] == "Sparkwire:SearchOptionNotSupported"
+    assert httpx.post(url, json={"query": query}).status_code == 401
+    assert "/catalog/v1/search-datasets-v2" in httpx.get(f"{secured.base_url}/openapi.json").json()["paths"]
