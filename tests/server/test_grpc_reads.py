@@ -279,3 +279,35 @@ def test_search_datasets_pages_and_refuses_an_ingest_date_by_name(
     assert refused.json()["errorName"] == "Sparkwire:SearchOptionNotSupported"
     assert httpx.post(url, json={"query": query}).status_code == 401
     assert "/catalog/v1/search-datasets-v2" in httpx.get(f"{secured.base_url}/openapi.json").json()["paths"]
+
+
+@pytest.fixture(scope="module")
+def deadline_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A 4 s read deadline; no Spark is needed here, so it is used once it serves HTTP."""
+    base = tmp_path_factory.mktemp("grpc-deadline")
+    env = {"SPARKWIRE_HANDSHAKE_TIMEOUT": "4"}
+    proc = start_server(base / "data", base / "server.log", env=env, ready_path="/healthz")
+    yield proc
+    proc.stop()
+
+
+def _closed_after(port: int, first: bytes, wait: float = 0.0) -> float:
+    """Seconds from opening a connection until the server closes it, `first` sent after `wait`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        started = time.monotonic()
+        if first:
+            time.sleep(wait)
+            s.sendall(first)
+        assert s.recv(1024) == b"", "the server answered"
+        return time.monotonic() - started
+
+
+def test_a_silent_or_half_begun_connection_is_closed_at_the_read_deadline(
+    deadline_server: ServerProcess,
+) -> None:
+    port = deadline_server.port
+    for first in (b"", b"PRI * HTTP/2.0\r\n"):  # nothing; a part of the preface
+        assert 3.5 < _closed_after(port, first) < 8
+    # headers begun 3 s in: the deadline still counts from the connection's opening (4 s), not from
+    # its first byte (which would close it at 7 s)
+    assert 3.5 < _closed_after(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", wait=3.0) < 6
