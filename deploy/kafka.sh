@@ -16,6 +16,10 @@ SPARK_KAFKA_VERSION="${SPARK_KAFKA_VERSION:-4.1.1}"
 CACHE="${SPARKWIRE_CACHE:-$HOME/.cache/sparkwire}"
 BROKER_DIR="$CACHE/kafka-$KAFKA_VERSION"
 CONNECTOR_DIR="$CACHE/spark-sql-kafka-$SPARK_KAFKA_VERSION"
+# The broker logs through slf4j 1.7, whose binding to log4j2 the kafka_2.13 pom leaves to the
+# distribution: without it the broker would print nothing at all.
+LOG4J_VERSION="${LOG4J_VERSION:-2.24.3}"
+LOGGING_DIR="$CACHE/log4j-slf4j-impl-$LOG4J_VERSION"
 
 die() { echo "deploy/kafka.sh: $*" >&2; exit 1; }
 
@@ -51,6 +55,7 @@ EOF
 
 fetch() {
     fetch_into "org.apache.kafka:kafka_2.13:$KAFKA_VERSION" "$BROKER_DIR"
+    fetch_into "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION" "$LOGGING_DIR" log4j-slf4j-impl
     # Only what PySpark's own jars lack: Spark, Scala, zstd, lz4, snappy and slf4j come with PySpark.
     fetch_into "org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_KAFKA_VERSION" "$CONNECTOR_DIR" \
         "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
@@ -98,7 +103,7 @@ logger.kafka.name=kafka.server.KafkaRaftServer
 logger.kafka.level=INFO
 EOF
     local java_opts=(-Xms256m -Xmx512m -XX:+UseG1GC "-Dlog4j2.configurationFile=file:$data/log4j2.properties"
-        -cp "$BROKER_DIR/*")
+        -cp "$BROKER_DIR/*:$LOGGING_DIR/*")
     if [ ! -f "$data/logs/meta.properties" ]; then
         local cluster_id
         cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"

@@ -22,6 +22,7 @@ from app.runtime import demo
 from app.runtime.allocator import keep_freed_memory
 from app.runtime.data_dir_lock import DataDirLock, DataDirUnavailable
 from app.runtime.grpc_front import GrpcFront
+from app.runtime.kafka_check import KafkaUnreachable, check_kafka, needs_kafka
 from app.runtime.listen import CannotListen, bind_listener
 from app.runtime.logging_setup import configure_logging
 from app.runtime.redis_check import RedisUnreachable, check_redis, needs_redis
@@ -143,7 +144,9 @@ def serve(settings: Settings) -> None:
         listener = bind_listener(settings.host, settings.port)
         if needs_redis(settings):
             check_redis(settings.redis_url)
-    except (DataDirUnavailable, CannotListen, RedisUnreachable) as exc:
+        if needs_kafka(settings):
+            check_kafka(settings.kafka_bootstrap_servers)
+    except (DataDirUnavailable, CannotListen, RedisUnreachable, KafkaUnreachable) as exc:
         logger.error("%s", exc)
         sys.exit(1)
     keep_freed_memory()  # before the server starts its threads (app/runtime/allocator.py)

@@ -6,13 +6,16 @@ started again (writes succeed). The outage tests run last: they stop the module'
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ROOT, ServerProcess, free_port, start_server
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import subscribe_one, unique_rid
 from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
@@ -117,6 +120,18 @@ async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> 
         assert list(zip(stamps, [categories[i] for i in enum["values"]], strict=True)) == points
     finally:
         await client.close()
+
+
+def test_a_server_without_its_brokers_refuses_to_start_with_one_line(tmp_path: Path) -> None:
+    """Checked before Spark starts: exit status 1 and a line naming the brokers, no traceback."""
+    nobody = f"127.0.0.1:{free_port()}"
+    argv = [sys.executable, "-m", "app.runtime.cli", "serve", "--source", "kafka"]
+    argv += ["--kafka-bootstrap-servers", nobody, "--port", str(free_port()), "--data-dir", str(tmp_path)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert f"cannot reach Kafka at {nobody} (--kafka-bootstrap-servers)" in output, output
+    assert "Traceback" not in output, output
 
 
 async def test_with_the_broker_stopped_a_write_gets_503_and_nothing_is_stored_then_writes_succeed(
