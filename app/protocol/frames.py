@@ -40,6 +40,7 @@ from compute.evaluation.results import (
     RangeValue,
     SinglePoint,
 )
+from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, FrequencyPlotV2, SpectrogramGrid
 from schemas.timestamps import split_nanos, split_nanos_array
 
 Json = Any
@@ -295,6 +296,44 @@ def _single_point(p: SinglePoint) -> Json:
     return {"timestamp": timestamp(p.ts), "value": value, "precisionLoss": False}
 
 
+def _frequency_body(out: FrequencyPlot | FrequencyBuckets | SpectrogramGrid) -> tuple[str, Json]:
+    """The frequency-domain results (compute/evaluation/spectra.py), as nominal-api names them."""
+    if isinstance(out, FrequencyPlot):
+        plot = {"frequencies": doubles_json(out.frequencies), "amplitudes": doubles_json(out.amplitudes)}
+        if isinstance(out, FrequencyPlotV2):
+            return "frequencyDomainV2", {"type": "real", "real": plot}
+        return "frequencyDomain", plot
+    if isinstance(out, FrequencyBuckets):
+        f, a = out.frequencies.tolist(), out.amplitudes.tolist()
+        buckets = []
+        for i, first in enumerate(out.first.tolist()):
+            count = int(out.count[i])
+            bucket: Json = {
+                "frequencyStart": _double(float(out.start[i])),
+                "frequencyEnd": _double(float(out.end[i])),
+                "frequencyCenter": _double((float(out.start[i]) + float(out.end[i])) / 2),
+                "minAmplitude": _double(float(out.min[i])),
+                "maxAmplitude": _double(float(out.max[i])),
+                "meanAmplitude": _double(float(out.mean[i])),
+                "count": count,
+                "firstPoint": {"frequency": _double(f[first]), "amplitude": _double(a[first])},
+            }
+            if count > 1:
+                last = first + count - 1
+                bucket["lastPoint"] = {"frequency": _double(f[last]), "amplitude": _double(a[last])}
+            buckets.append(bucket)
+        return "bucketedFrequencyDomain", {"buckets": buckets}
+    rows = [
+        {"start": timestamp(int(s)), "end": timestamp(int(e)), "values": doubles_json(v)}
+        for s, e, v in zip(out.row_start.tolist(), out.row_end.tolist(), out.values, strict=True)
+    ]
+    return "spectrogram", {
+        "frequencyCenters": doubles_json(out.centers),
+        "frequencyEdges": doubles_json(out.edges),
+        "rows": rows,
+    }
+
+
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
@@ -339,6 +378,8 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "bucketedCartesian3d", _cartesian3d_buckets(out)
     if isinstance(out, MultivariateBuckets):
         return "multivariate", _multivariate(out)
+    if isinstance(out, FrequencyPlot | FrequencyBuckets | SpectrogramGrid):
+        return _frequency_body(out)
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, SpectrogramGrid
+
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
 OPEN_END = INT64_MAX  # a range still true at the newest point: no `end` on the wire
@@ -768,4 +770,7 @@ Output = (
     | CartesianBuckets
     | Cartesian3dBuckets
     | MultivariateBuckets
+    | FrequencyPlot
+    | FrequencyBuckets
+    | SpectrogramGrid
 )
