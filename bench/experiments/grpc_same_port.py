@@ -10,7 +10,10 @@ Per arm and turn:
 - http_new_conn_rps: the same with 16 at once for `seconds`: connections (requests) per second;
 - http_keepalive_rps: 4 kept-alive connections, requests in a row for `seconds` (the sniffer is out
   of the path once a connection is handed over: expected equal);
-- ws_connect: WebSocket handshake, first message, close; N in a row: p50 and p99 (us).
+- ws_connect: WebSocket handshake, first message, close; N in a row: p50 and p99 (us);
+- server_cpu_per_*: the server process's CPU time (every thread, /proc's schedstat) per HTTP
+  connection (5N in a row), per kept-alive request (5N on one connection: the control, which the
+  front never touches) and per WebSocket connection (N), in us.
 With the front, gRPC through it and straight to its unix socket (WorkspaceService.GetDefaultWorkspace,
 N calls on one channel: p50 in us; and a new channel's first call: p50 in ms).
 
@@ -206,6 +209,28 @@ async def sniffer_cpu(rounds: int = 5, n: int = 20_000) -> tuple[float, float]:
     return best["front"], best["plain"]
 
 
+def server_cpu_ns(pid: int) -> int:
+    """CPU time the server process has run, every thread, in ns (the scheduler's own count)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return total
+
+
+async def http_keepalive_requests(port: int, n: int) -> None:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    for _ in range(n):
+        writer.write(KEEPALIVE)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+    writer.close()
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -238,6 +263,16 @@ def measure(mode: str, n: int, seconds: float) -> dict[str, float]:
         _wait(port)
         time.sleep(0.5)
         out: dict[str, float] = {}
+        # the server's CPU per connection (or request): far less moved by a loaded machine than a latency
+        before = server_cpu_ns(proc.pid)
+        asyncio.run(http_connect(port, 5 * n))
+        out["server_cpu_per_http_conn_us"] = (server_cpu_ns(proc.pid) - before) / (5 * n) / 1e3
+        before = server_cpu_ns(proc.pid)
+        asyncio.run(http_keepalive_requests(port, 5 * n))
+        out["server_cpu_per_keepalive_req_us"] = (server_cpu_ns(proc.pid) - before) / (5 * n) / 1e3
+        before = server_cpu_ns(proc.pid)
+        asyncio.run(ws_connect(port, n))
+        out["server_cpu_per_ws_conn_us"] = (server_cpu_ns(proc.pid) - before) / n / 1e3
         connect = asyncio.run(http_connect(port, n))
         out["http_connect_p50_us"] = statistics.median(connect) * 1e6
         out["http_connect_p99_us"] = _pct(connect, 0.99) * 1e6
