@@ -51,6 +51,22 @@ def server(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Iter
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def second_server(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Iterator[ServerProcess]:
+    """Another server on the same topic, with its own Spark and its own producer."""
+    base = tmp_path_factory.mktemp("on-kafka-second")
+    env = {
+        "SPARKWIRE_SOURCE": "kafka",
+        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
+        "SPARKWIRE_KAFKA_TOPIC": TOPIC,
+        "SPARKWIRE_KAFKA_PARTITIONS": str(PARTITIONS),
+        "SPARKWIRE_RESUME_LINGER_SECONDS": "0",
+    }
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    yield proc
+    proc.stop()
+
+
 def _stamps(numeric: dict) -> list[int]:
     return [t["seconds"] * NANOS + t["nanos"] for t in numeric["timestamps"]]
 
@@ -120,6 +136,31 @@ async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> 
         assert list(zip(stamps, [categories[i] for i in enum["values"]], strict=True)) == points
     finally:
         await client.close()
+
+
+async def test_points_written_to_one_server_reach_subscribers_on_the_other(
+    server: ServerProcess, second_server: ServerProcess
+) -> None:
+    """One log for both: a series new to the reader (its catalog record from the compacted topic,
+    read before the micro-batch is filtered) reaches the reader's subscriber through its stream."""
+    for writer, reader in [(server, second_server), (second_server, server)]:
+        rid = unique_rid("kafka-cross")
+        client = await Client.connect(reader.ws_url)
+        try:
+            sub = subscription(series_node(), {"x": channel_variable(rid, "p", tags={"unit": "a"})}, WINDOW_S)
+            sub_id, full = await subscribe_one(client, sub)
+            assert full["full"]["result"]["numeric"]["values"] == []
+            now = time.time_ns()
+            await write_points(writer.base_url, rid, "p", [(now, 1.25), (now + 1, 2.5)], tags={"unit": "a"})
+            update = await client.update(sub_id)
+            assert update["type"] == "append", update
+            numeric = update["append"]["result"]["numeric"]
+            assert list(zip(_stamps(numeric), numeric["values"], strict=True)) == [
+                (now, 1.25),
+                (now + 1, 2.5),
+            ]
+        finally:
+            await client.close()
 
 
 def test_a_server_without_its_brokers_refuses_to_start_with_one_line(tmp_path: Path) -> None:

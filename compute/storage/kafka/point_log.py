@@ -66,6 +66,7 @@ COMMIT_TIMEOUT_S = 6.0
 DELIVERY_TIMEOUT_MS = 5_000  # a record not acknowledged this soon fails its transaction
 BARRIER_WAIT_S = 5.0
 CATALOG_CATCH_UP_S = 10.0
+POLL_CATALOG_S = 1.0  # a micro-batch waits at most this long for the catalog's end
 # librdkafka logs every failed reconnect to stderr; the writer logs an outage itself, once per 10 s.
 QUIET = {"log_level": 2}
 _NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
@@ -102,7 +103,7 @@ class KafkaLog:
         self._catalog_lock = threading.Lock()
         self._series: dict[int, SeriesInfo] = {}
         self._new: list[SeriesInfo] = []
-        self._catalog = self._consumer("catalog")
+        self._catalog = self._consumer("catalog", {"enable.partition.eof": True})
         self._catalog.assign([TopicPartition(self.layout.catalog_topic, 0, OFFSET_BEGINNING)])
         self._catch_up_catalog()
         self._new.clear()  # known at start: nothing to announce yet
@@ -142,9 +143,10 @@ class KafkaLog:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another server made it
                     raise LogUnavailable(f"creating Kafka topic {name} failed: {exc}") from exc
 
-    def _consumer(self, role: str) -> Consumer:
+    def _consumer(self, role: str, extra: dict[str, Any] | None = None) -> Consumer:
         return Consumer(
             {
+                **(extra or {}),
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"sparkwire-{role}-{self.consumer}",  # never joined: partitions are assigned
                 "enable.auto.commit": False,
@@ -309,41 +311,59 @@ class KafkaLog:
             return list(self._series.values())
 
     def poll_new_series(self) -> list[SeriesInfo]:
+        """New series, other servers' included, up to the catalog's end as of this call. The engine
+        polls before filtering a micro-batch, whose points were committed with their catalog
+        records (one transaction): read to the end, the catalog knows every series of the batch."""
         with self._catalog_lock:
-            self._read_catalog(0)
+            try:
+                self._read_catalog_to_end(POLL_CATALOG_S)
+            except LogUnavailable:  # the broker away: what has been fetched already, the rest next time
+                self._read_catalog(0)
             new, self._new = self._new, []
         return new
 
-    def _read_catalog(self, timeout: float) -> int:
-        """Take what the catalog topic has for us now (other servers' new series); the records read."""
-        taken = 0
+    def _read_catalog(self, timeout: float) -> bool:
+        """Take what the catalog topic has for us now; True once the consumer reported its end."""
+        at_end = False
         while True:
             messages = self._catalog.consume(num_messages=10_000, timeout=timeout)
             for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    at_end = at_end or error.code() == KafkaError._PARTITION_EOF
+                    continue
                 key, value = msg.key(), msg.value()
-                if msg.error() is not None or key is None or not value:
+                if key is None or not value:
                     continue
                 info = parse_definition(int(key), value)
                 if info.id not in self._series:
                     self._series[info.id] = info
                     self._new.append(info)
-            taken += len(messages)
             if not messages:
-                return taken
+                return at_end
             timeout = 0
+
+    def _read_catalog_to_end(self, wait_s: float) -> None:
+        """Read the catalog topic up to its high watermark as of now, or up to the end the consumer
+        reports (read_committed: an open transaction's records are not the end's), within `wait_s`."""
+        tp = TopicPartition(self.layout.catalog_topic, 0)
+        end = self._end_of(self._catalog, tp, wait_s)
+        deadline = time.monotonic() + wait_s
+        while True:
+            position = self._catalog.position([tp])[0].offset
+            if end <= 0 or position >= end:
+                return
+            if self._read_catalog(0.05):
+                return
+            if time.monotonic() > deadline:
+                raise LogUnavailable(
+                    f"the series catalog in {self.layout.catalog_topic} was not read in time"
+                )
 
     def _catch_up_catalog(self) -> None:
         """Read the catalog topic up to its end as of now (a server that starts knows every series)."""
-        tp = TopicPartition(self.layout.catalog_topic, 0)
-        end = self._end_of(self._catalog, tp)
-        deadline = time.monotonic() + CATALOG_CATCH_UP_S
         with self._catalog_lock:
-            while time.monotonic() < deadline:
-                self._read_catalog(0.2)
-                position = self._catalog.position([tp])[0].offset
-                if end <= 0 or position >= end:
-                    return
-        raise LogUnavailable(f"the series catalog in {self.layout.catalog_topic} was not read in time")
+            self._read_catalog_to_end(CATALOG_CATCH_UP_S)
 
     # -- the source contract -----------------------------------------------------------------------
     def partitions(self) -> list[int]:
@@ -357,12 +377,12 @@ class KafkaLog:
                 out[p] = self._end_of(self._meta, TopicPartition(self.layout.topic, p))
             return out
 
-    def _end_of(self, consumer: Consumer, tp: TopicPartition) -> int:
+    def _end_of(self, consumer: Consumer, tp: TopicPartition, wait_s: float = ADMIN_TIMEOUT_S) -> int:
         """A partition's high watermark; a topic created a moment ago may have no leader yet."""
-        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        deadline = time.monotonic() + wait_s
         while True:
             try:
-                return int(consumer.get_watermark_offsets(tp, timeout=ADMIN_TIMEOUT_S, cached=False)[1])
+                return int(consumer.get_watermark_offsets(tp, timeout=wait_s, cached=False)[1])
             except KafkaException as exc:
                 if not exc.args[0].retriable() and exc.args[0].code() not in _NO_LEADER_YET:
                     raise LogUnavailable(f"Kafka at {self.bootstrap} is unreachable: {exc}") from exc
