@@ -187,6 +187,17 @@ class Builder:
             raise MalformedNode(f"not an INTEGER: {inner!r}")
         return inner
 
+    def timestamp_constant(self, value: Json) -> int:
+        """`TimestampConstant`: a literal `Timestamp` or a variable holding one, in nanoseconds."""
+        kind, inner = self.variant("TimestampConstant", value)
+        if kind == "variable":
+            _, inner = self.typed_variable(inner, ("timestamp",))
+        t = self.obj(inner, "Timestamp")
+        seconds, nanos = t.get("seconds"), t.get("nanos", 0)
+        if not isinstance(seconds, int) or not isinstance(nanos, int) or isinstance(seconds, bool):
+            raise MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
+        return seconds * 1_000_000_000 + nanos
+
     def duration_expression(self, value: Json) -> int:
         """`scout.compute.api.Duration`: a unit count, a reference, or a sum/difference/negation."""
         kind, inner = self.variant("Duration", value)

@@ -803,17 +803,6 @@ def _resample(b: Builder, v: Json) -> nodes.SeriesNode:
     return ResampleForwardFill(node, interval, b.window_ns, last_rounded_up=True)
 
 
-def _timestamp_constant(b: Builder, value: Json) -> int:
-    kind, inner = b.variant("TimestampConstant", value)
-    if kind == "variable":
-        _, inner = b.typed_variable(inner, ("timestamp",))
-    t = b.obj(inner, "Timestamp")
-    seconds, nanos = t.get("seconds"), t.get("nanos", 0)
-    if not isinstance(seconds, int) or not isinstance(nanos, int) or isinstance(seconds, bool):
-        raise _malformed("a Timestamp needs integer 'seconds' and 'nanos'")
-    return seconds * 1_000_000_000 + nanos
-
-
 def time_range_filter(categorical: bool) -> Callable[[Builder, Json], nodes.SeriesNode]:
     """`timeRangeFilter`, NumericSeries or (`categorical`) EnumSeries: the points from startTime on.
     An endTime is a fixed end, which nothing after it can stream (Nominal's own refusal)."""
@@ -829,7 +818,7 @@ def time_range_filter(categorical: bool) -> Callable[[Builder, Json], nodes.Seri
             )
         x = _family_input(b, o, what, categorical)
         start = o.get("startTime")
-        return x if start is None else SinceTime(x, _timestamp_constant(b, start), categorical=categorical)
+        return x if start is None else SinceTime(x, b.timestamp_constant(start), categorical=categorical)
 
     return build
 
