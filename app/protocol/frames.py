@@ -15,6 +15,7 @@ import orjson
 from app.protocol.arrow_plot import arrow_body
 from app.protocol.shared_payload import SharedPayload, spliced
 from compute.evaluation.computation import GroupKey
+from compute.evaluation.curve_fit_results import CurveFitOutput
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
@@ -334,6 +335,29 @@ def _frequency_body(out: FrequencyPlot | FrequencyBuckets | SpectrogramGrid) -> 
     }
 
 
+def _curve_fit(out: CurveFitOutput) -> Json:
+    """nominal-api's CurveFitResult / CurveFitResultV2: the fit's errors and its curve's coefficients."""
+    if out.curve == "custom":
+        details: Json = {
+            "parameters": {k: _double(v) for k, v in out.parameters.items()},
+            "converged": out.converged,
+            "iterations": out.iterations,
+        }
+    elif out.curve == "polynomial":
+        details = {"a": [_double(a) for a in out.coefficients]}
+    else:
+        details = {"a": _double(out.coefficients[0]), "b": _double(out.coefficients[1])}
+    return {
+        "r2": _double(out.r2),
+        "mae": _double(out.mae),
+        "mse": _double(out.mse),
+        "rmse": _double(out.rmse),
+        "maxAbsoluteError": _double(out.max_absolute_error),
+        "sampleCount": out.sample_count,
+        "curveResultDetails": {"type": out.curve, out.curve: details},
+    }
+
+
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, NumericPoints):
@@ -380,6 +404,8 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "multivariate", _multivariate(out)
     if isinstance(out, FrequencyPlot | FrequencyBuckets | SpectrogramGrid):
         return _frequency_body(out)
+    if isinstance(out, CurveFitOutput):
+        return ("curveFitV2" if out.v2 else "curveFit"), _curve_fit(out)
     raise TypeError(f"no wire form for {type(out).__name__}")
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compute.evaluation.curve_fit_results import CurveFitOutput
 from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, SpectrogramGrid
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -770,6 +771,7 @@ Output = (
     | CartesianBuckets
     | Cartesian3dBuckets
     | MultivariateBuckets
+    | CurveFitOutput
     | FrequencyPlot
     | FrequencyBuckets
     | SpectrogramGrid

@@ -6,6 +6,7 @@ helpers.py."""
 from compute.evaluation.compiler.builders import (
     charts,
     cross_group,
+    curve_fits,
     derived,
     events,
     fluids,
@@ -16,11 +17,13 @@ from compute.evaluation.compiler.builders import (
     properties,
     ranges,
     refusals,
+    signal_filters,
 )
 
 __all__ = [
     "charts",
     "cross_group",
+    "curve_fits",
     "derived",
     "events",
     "fluids",
@@ -31,4 +34,5 @@ __all__ = [
     "properties",
     "ranges",
     "refusals",
+    "signal_filters",
 ]
