@@ -85,6 +85,13 @@ def channel(rid: str, name: str) -> Json:
     return n.channel(rid, name)
 
 
+def array_index(rid: str) -> Json:
+    """A node Nominal computes only when polled and Sparkwire refuses either way: an element of an
+    array series (PollingOnlyComputation ARRAY)."""
+    element = {"input": channel(rid, "wave"), "index": n.literal(0)}
+    return n.series(n.numeric_series(n.union("select1dArrayIndex", element)))
+
+
 def request(node: Json, start: int, end: int) -> sc.ComputeNodeRequest:
     body = {
         "node": node,
@@ -218,7 +225,7 @@ def test_compute_with_units_and_the_units_endpoints(secured: ServerProcess, writ
         context=sc.Context(variables={}, dataset_references={}),
     )
     assert present(client.compute_units(TOKEN, units).single).success == "m"
-    polling = n.union("frequency", n.union("fft", {"input": channel(rid, "wave")}))
+    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
     batch = client.batch_compute_units(
         TOKEN,
         sc.BatchComputeUnitsRequest(
@@ -239,14 +246,14 @@ def test_compute_with_units_and_the_units_endpoints(secured: ServerProcess, writ
     (failure,) = present(third.no_unit_available)
     error = present(failure.error)
     assert error.name == "Compute:PollingOnlyComputation"
-    assert error.params["pollingOnlyTypes"] == "FREQUENCY_DOMAIN"
+    assert error.params["pollingOnlyTypes"] == "ARRAY"
 
 
 def test_batch_and_parameterized_compute_answer_each_item(secured: ServerProcess, written: Json) -> None:
     rid, t0, wave, ramp = written["rid"], written["t0"], written["wave"], written["ramp"]
     client = service(secured.base_url)
     good = n.series(n.numeric_series(channel(rid, "wave")), buckets=50)
-    polling = n.union("frequency", n.union("fft", {"input": channel(rid, "wave")}))
+    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
     start, end = t0, t0 + 10 * NANOS
     batch = client.batch_compute_with_units(
         TOKEN,
@@ -304,11 +311,12 @@ def test_refusals_by_name(secured: ServerProcess, written: Json) -> None:
     with pytest.raises(ConjureHTTPError) as other:
         client.compute("Bearer other-token", good)
     assert present(other.value.response).status_code == 403
-    polling = n.union("frequency", n.union("fft", {"input": channel(rid, "wave")}))
+    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
     with pytest.raises(ConjureHTTPError) as refused:
         client.compute(TOKEN, request(polling, t0, t0 + NANOS))
     assert refused.value.error_name == "Compute:PollingOnlyComputation"
-    assert refused.value.parameters["pollingOnlyTypes"] == "FREQUENCY_DOMAIN"
+    assert refused.value.parameters["pollingOnlyTypes"] == "ARRAY"
+    # the frequency domain is computed when polled: tests/server/test_frequency_service.py
     lttb = n.union(
         "series",
         {
