@@ -41,7 +41,14 @@ from compute.evaluation.results import (
     RangeValue,
     SinglePoint,
 )
-from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, FrequencyPlotV2, SpectrogramGrid
+from compute.evaluation.spectra import (
+    FrequencyBuckets,
+    FrequencyComplex,
+    FrequencyMagnitudePhase,
+    FrequencyPlot,
+    FrequencyPlotV2,
+    Spectrum,
+)
 from schemas.timestamps import split_nanos, split_nanos_array
 
 Json = Any
@@ -297,13 +304,27 @@ def _single_point(p: SinglePoint) -> Json:
     return {"timestamp": timestamp(p.ts), "value": value, "precisionLoss": False}
 
 
-def _frequency_body(out: FrequencyPlot | FrequencyBuckets | SpectrogramGrid) -> tuple[str, Json]:
+def _frequency_body(out: Spectrum) -> tuple[str, Json]:
     """The frequency-domain results (compute/evaluation/spectra.py), as nominal-api names them."""
     if isinstance(out, FrequencyPlot):
         plot = {"frequencies": doubles_json(out.frequencies), "amplitudes": doubles_json(out.amplitudes)}
         if isinstance(out, FrequencyPlotV2):
             return "frequencyDomainV2", {"type": "real", "real": plot}
         return "frequencyDomain", plot
+    if isinstance(out, FrequencyMagnitudePhase):
+        body = {
+            "frequencies": doubles_json(out.frequencies),
+            "magnitudes": doubles_json(out.magnitudes),
+            "phases": doubles_json(out.phases),
+        }
+        return "frequencyDomainV2", {"type": "magnitudeAndPhase", "magnitudeAndPhase": body}
+    if isinstance(out, FrequencyComplex):
+        body = {
+            "frequencies": doubles_json(out.frequencies),
+            "real": doubles_json(out.real),
+            "imaginary": doubles_json(out.imaginary),
+        }
+        return "frequencyDomainV2", {"type": "complex", "complex": body}
     if isinstance(out, FrequencyBuckets):
         f, a = out.frequencies.tolist(), out.amplitudes.tolist()
         buckets = []
@@ -402,7 +423,7 @@ def output_body(out: Output) -> tuple[str, Json]:
         return "bucketedCartesian3d", _cartesian3d_buckets(out)
     if isinstance(out, MultivariateBuckets):
         return "multivariate", _multivariate(out)
-    if isinstance(out, FrequencyPlot | FrequencyBuckets | SpectrogramGrid):
+    if isinstance(out, Spectrum):
         return _frequency_body(out)
     if isinstance(out, CurveFitOutput):
         return ("curveFitV2" if out.v2 else "curveFit"), _curve_fit(out)

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compute.evaluation.curve_fit_results import CurveFitOutput
-from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, SpectrogramGrid
+from compute.evaluation.spectra import (
+    FrequencyBuckets,
+    FrequencyComplex,
+    FrequencyMagnitudePhase,
+    FrequencyPlot,
+    SpectrogramGrid,
+)
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -775,4 +781,6 @@ Output = (
     | FrequencyPlot
     | FrequencyBuckets
     | SpectrogramGrid
+    | FrequencyMagnitudePhase
+    | FrequencyComplex
 )

@@ -97,3 +97,55 @@ class SpectrogramGrid:
 
     def __len__(self) -> int:
         return len(self.row_start)
+
+
+@dataclass
+class FrequencyMagnitudePhase:
+    """`frequencyDomainV2`'s `magnitudeAndPhase` (FrequencyDomainPlotMagnitudeAndPhase): per
+    frequency, a magnitude and a phase (cpsd, bode)."""
+
+    frequencies: np.ndarray
+    magnitudes: np.ndarray
+    phases: np.ndarray
+    kind = "frequencyDomainV2"
+    appendable = False
+
+    def first_change(self, old: FrequencyMagnitudePhase) -> int | None:
+        same = _same(
+            (self.frequencies, self.magnitudes, self.phases), (old.frequencies, old.magnitudes, old.phases)
+        )
+        return None if same else 0
+
+    def since(self, start: int) -> FrequencyMagnitudePhase:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.frequencies)
+
+
+@dataclass
+class FrequencyComplex:
+    """`frequencyDomainV2`'s `complex` (FrequencyDomainPlotComplex): per frequency, a complex value's
+    real and imaginary parts (nyquist)."""
+
+    frequencies: np.ndarray
+    real: np.ndarray
+    imaginary: np.ndarray
+    kind = "frequencyDomainV2"
+    appendable = False
+
+    def first_change(self, old: FrequencyComplex) -> int | None:
+        same = _same(
+            (self.frequencies, self.real, self.imaginary), (old.frequencies, old.real, old.imaginary)
+        )
+        return None if same else 0
+
+    def since(self, start: int) -> FrequencyComplex:
+        return self
+
+    def __len__(self) -> int:
+        return len(self.frequencies)
+
+
+# every frequency-domain result (app/protocol/frames.py encodes them)
+Spectrum = FrequencyPlot | FrequencyBuckets | SpectrogramGrid | FrequencyMagnitudePhase | FrequencyComplex

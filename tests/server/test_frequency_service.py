@@ -2,7 +2,9 @@
 `ComputeService` client: a sine and a constant written over HTTP, then polled as `frequency`,
 `frequencyV2` and `spectrogram`. References from the mathematics: 1,000 points a second of
 2.5 sin(2 pi 50 t) + 1 over 4 s have a single-sided amplitude spectrum of 2.5 at 50 Hz, 1 at 0 Hz
-and nothing else, on bins of 0.25 Hz; Welch's density of the sine integrates to 2.5^2 / 2."""
+and nothing else, on bins of 0.25 Hz; Welch's density of the sine integrates to 2.5^2 / 2. A
+second channel 1.25 sin(2 pi 50 t + 0.7) at the same instants is the sine's response at 50 Hz of
+gain 0.5 (-6.02 dB) and phase 0.7 rad (the constant 1 is at 0 Hz only)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ __all__ = ["secured"]  # the module-scoped server with a tokens file, shared wit
 
 MS = 1_000_000
 F0, AMPLITUDE, OFFSET, SECONDS = 50.0, 2.5, 1.0, 4
+GAIN, LAG = 0.5, 0.7  # the echo: GAIN * AMPLITUDE * sin(2 pi F0 t + LAG), beside the sine
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +38,11 @@ async def sine(secured: object) -> dict[str, int | str]:
     ]
     async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": TOKEN}, timeout=120) as c:
         await write_points(base_url, rid, "sine", points, client=c)
+        echo = [
+            (t, GAIN * AMPLITUDE * math.sin(2 * math.pi * F0 * i / 1000 + LAG))
+            for i, (t, _) in enumerate(points)
+        ]
+        await write_points(base_url, rid, "echo", echo, client=c)
     return {"rid": rid, "t0": t0}
 
 
@@ -96,3 +104,25 @@ def test_a_polled_psd_and_spectrogram_of_the_sine(secured: object, sine: dict[st
     for row in grid.rows:  # 50 Hz is 10 cycles of each 0.2 s window: on its 5 Hz bin, amplitude 2.5
         assert grid.frequency_centers[int(np.argmax(row.values))] == pytest.approx(F0)
         assert max(row.values) == pytest.approx(AMPLITUDE, rel=1e-9)
+
+
+def test_a_polled_bode_reads_the_echos_gain_and_lag(secured: object, sine: dict[str, int | str]) -> None:
+    rid, t0 = str(sine["rid"]), int(sine["t0"])
+    # 200-point segments: 50 Hz is bin 10 of 5 Hz bins, where a Hann window leaks into no other tone
+    stft = {"window": "HANN", "nperseg": 200, "noverlap": 100}
+    bode = {
+        "input": channel(rid, "sine"),
+        "output": channel(rid, "echo"),
+        "stftOptions": stft,
+        "unwrapPhase": False,
+    }
+    got = service(secured.base_url).compute(  # type: ignore[attr-defined]
+        TOKEN, request(n.union("frequencyV2", n.union("bode", bode)), t0, t0 + SECONDS * NANOS)
+    )
+    plot = got.frequency_domain_v2
+    assert plot is not None and plot.magnitude_and_phase is not None
+    f = np.array(plot.magnitude_and_phase.frequencies)
+    k = int(np.argmin(np.abs(f - F0)))
+    assert f[k] == pytest.approx(F0) and len(f) == 101
+    assert plot.magnitude_and_phase.magnitudes[k] == pytest.approx(20 * math.log10(GAIN), abs=1e-6)
+    assert plot.magnitude_and_phase.phases[k] == pytest.approx(LAG, abs=1e-6)

@@ -20,17 +20,24 @@ from app.protocol import frames
 from compute.evaluation.compiler.limits import Limits, ResultOptions
 from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes.base import EvalEnv
 from compute.evaluation.nodes.frequency import (
     Bucketing,
     FrequencyDomainChart,
+    PairFrequencyChart,
+    PairTransform,
     SpectrogramChart,
     Stft,
     amplitude_spectrum,
+    cross_spectrum,
     frequency_buckets,
+    paired,
     samples,
     spectrogram_grid,
     welch_psd,
 )
+from compute.evaluation.nodes.inputs import ChannelInput
+from compute.evaluation.results import NumericPoints
 from compute.evaluation.spectra import FrequencyPlot, FrequencyPlotV2
 from tests import node_json as n
 from tests.server.test_compute_property import variables
@@ -204,9 +211,8 @@ def test_live_subscriptions_keep_nominals_refusal_and_a_poll_builds_them() -> No
         assert refused.value.params["pollingOnlyTypes"] == "FREQUENCY_DOMAIN"
     assert isinstance(_compile(fft(window="HANN", nfft=1024), True).root, FrequencyDomainChart)
     assert isinstance(_compile(spectrogram, True).root, SpectrogramChart)
-    with pytest.raises(ComputeError) as bode:
-        _compile(n.union("frequencyV2", n.union("bode", {"input": n.num("a"), "output": n.num("a")})), True)
-    assert bode.value.name == "InvalidComputation" and "bode" in bode.value.message
+    bode = n.union("frequencyV2", n.union("bode", {"input": n.num("a"), "output": n.num("a")}))
+    assert isinstance(_compile(bode, True).root, PairFrequencyChart)
 
 
 def test_the_results_decode_as_nominal_apis_compute_node_responses() -> None:
@@ -229,3 +235,75 @@ def test_the_results_decode_as_nominal_apis_compute_node_responses() -> None:
     decoded = decoder.decode(wire(frames.response({(): grid}, False)), sc.ComputeNodeResponse).spectrogram
     assert len(decoded.frequency_edges) == len(decoded.frequency_centers) + 1 == 34
     assert decoded.rows[0].start.seconds == T0 // S and len(decoded.rows[0].values) == 33
+
+
+# -- two series: a linear system's response is known at the frequency it is driven at ------------------
+def driven(gain: float, shift: float, n_points: int = 8192) -> tuple[Any, Any, Any, Any]:
+    """x = sin(2 pi 125 t), y = gain * sin(2 pi 125 t + shift): at 125 Hz the
+    response from x to y is gain * e^(i shift)."""
+    ts, x = sampled(1000.0, n_points, lambda t: np.sin(2 * np.pi * 125.0 * t))
+    y = gain * np.sin(2 * np.pi * 125.0 * (ts - T0) / S + shift)
+    return ts, x, ts, y
+
+
+def wrapped(angle: float, turn: float) -> float:
+    """An angle brought into [-turn / 2, turn / 2)."""
+    return (angle + turn / 2) % turn - turn / 2
+
+
+def pair_result(method: str, **options: Any) -> Any:
+    tx, x, ty, y = driven(0.5, 0.7)
+    chart = PairFrequencyChart(ChannelInput(0), ChannelInput(1), PairTransform(method, **options))
+    env = EvalEnv({0: NumericPoints(tx, x), 1: NumericPoints(ty, y)}, int(tx[0]), int(tx[-1]) + 1)
+    return chart.evaluate_groups({(): env})[()]
+
+
+def test_bode_and_nyquist_give_the_response_at_the_driven_frequency() -> None:
+    bode = pair_result("bode", scaling="MAGNITUDE_DB_20")
+    k = int(np.argmin(np.abs(bode.frequencies - 125.0)))
+    assert bode.frequencies[k] == pytest.approx(125.0)
+    assert bode.magnitudes[k] == pytest.approx(20 * math.log10(0.5), abs=1e-6)
+    # unwrapped (the default) the phase is the lag up to whole turns; wrapped it is the lag itself
+    assert wrapped(bode.phases[k] - 0.7, 2 * math.pi) == pytest.approx(0.0, abs=1e-6)
+    assert pair_result("bode", unwrap=False).phases[k] == pytest.approx(0.7, abs=1e-6)
+    nyquist = pair_result("nyquist")
+    assert nyquist.real[k] == pytest.approx(0.5 * math.cos(0.7), abs=1e-6)
+    assert nyquist.imaginary[k] == pytest.approx(0.5 * math.sin(0.7), abs=1e-6)
+    angular = pair_result("bode", scaling="LINEAR", frequency_type="ANGULAR", degrees=True)
+    assert angular.frequencies[k] == pytest.approx(2 * math.pi * 125.0)
+    assert angular.magnitudes[k] == pytest.approx(0.5, abs=1e-6)
+    assert wrapped(angular.phases[k] - math.degrees(0.7), 360.0) == pytest.approx(0.0, abs=1e-4)
+
+
+def test_cpsd_phase_is_the_lag_and_of_a_series_with_itself_is_its_psd() -> None:
+    cpsd = pair_result("cpsd", scaling="LINEAR", unwrap=False)
+    k = int(np.argmax(cpsd.magnitudes))
+    assert cpsd.frequencies[k] == pytest.approx(125.0) and cpsd.phases[k] == pytest.approx(0.7, abs=1e-6)
+    _, x = sampled(1000.0, 4096, lambda t: np.sin(2 * np.pi * 50.0 * t) + 0.1 * np.cos(2 * np.pi * 300.0 * t))
+    _, pxy = cross_spectrum(x, x, 1000.0, Stft())
+    _, pxx = welch_psd(x, 1000.0, Stft())
+    assert np.allclose(pxy.real, pxx) and np.allclose(pxy.imag, 0.0)
+
+
+def test_two_series_of_different_lengths_are_refused_and_alignment_is_refused_by_name() -> None:
+    ts, x = sampled(100.0, 10, lambda t: t)
+    with pytest.raises(ComputeError) as refused:
+        paired(ts, x, ts[:9], x[:9], "bode")
+    assert refused.value.name == "InvalidComputation" and "10 and 9" in refused.value.message
+    bode = {"input": n.num("a"), "output": n.num("a"), "alignmentConfiguration": {"driverSeries": "FIRST"}}
+    with pytest.raises(ComputeError) as aligned:
+        _compile(n.union("frequencyV2", n.union("bode", bode)), True)
+    assert aligned.value.params.get("field") == "alignmentConfiguration"
+
+
+def test_the_two_series_results_decode_as_nominal_apis_plots() -> None:
+    decoder = ConjureDecoder()
+    bode = decoder.decode(wire(frames.response({(): pair_result("bode")}, False)), sc.ComputeNodeResponse)
+    plot = bode.frequency_domain_v2.magnitude_and_phase
+    assert plot is not None and len(plot.frequencies) == len(plot.magnitudes) == len(plot.phases) == 129
+    nyquist = decoder.decode(
+        wire(frames.response({(): pair_result("nyquist")}, False)), sc.ComputeNodeResponse
+    )
+    k = 32  # 125 Hz on the 256-point segments' bins of 1000 / 256 Hz
+    assert nyquist.frequency_domain_v2.complex.frequencies[k] == pytest.approx(125.0)
+    assert nyquist.frequency_domain_v2.complex.real[k] == pytest.approx(0.5 * math.cos(0.7), abs=1e-6)

@@ -25,10 +25,19 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
+from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import EvalEnv, GroupKey, OutputNode, SeriesNode, numeric
+from compute.evaluation.nodes.charts import ChartInputs
 from compute.evaluation.nodes.outputs import HeldSeries
 from compute.evaluation.results import NumericPoints, Output
-from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, FrequencyPlotV2, SpectrogramGrid
+from compute.evaluation.spectra import (
+    FrequencyBuckets,
+    FrequencyComplex,
+    FrequencyMagnitudePhase,
+    FrequencyPlot,
+    FrequencyPlotV2,
+    SpectrogramGrid,
+)
 
 NANOS = 1_000_000_000
 # FftWindow -> scipy.signal.get_window's name
@@ -342,4 +351,118 @@ class SpectrogramChart(OutputNode):
             if self.stft.sampling_frequency is not None:
                 fs = self.stft.sampling_frequency
             out[key] = spectrogram_grid(x, fs, t0, self.stft, self.quantity, self.scaling, self.bucketing)
+        return out
+
+
+# -- two series: cpsd, nyquist, bode ------------------------------------------------------------------
+def paired(
+    tx: np.ndarray, x: np.ndarray, ty: np.ndarray, y: np.ndarray, what: str
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """(x, y, fs): x as `samples` makes it, and y at x's instants by linear interpolation over its own
+    timestamps. nominal-api requires "the input and output value arrays to have equal length"
+    (Bode without alignment): a pair of different lengths is refused."""
+    if len(tx) != len(ty):
+        raise ComputeError(
+            "InvalidComputation",
+            f"'{what}' needs its two series to hold as many points in the period: {len(tx)} and {len(ty)}",
+            {"invalidTypes": "", "variant": what},
+        )
+    keep = np.isfinite(x) & np.isfinite(y)
+    tx, x, ty, y = tx[keep], x[keep], ty[keep], y[keep]
+    xs, fs, t0 = samples(tx, x)
+    if fs <= 0:
+        return xs, y.astype(np.float64), fs
+    grid = np.linspace(0.0, float(tx[-1] - t0), len(tx)) + float(t0 - ty[0])
+    ys = np.interp(grid, (ty - ty[0]).astype(np.float64), y)
+    return xs, ys, fs
+
+
+def cross_spectrum(x: np.ndarray, y: np.ndarray, fs: float, stft: Stft) -> tuple[np.ndarray, np.ndarray]:
+    """(frequencies in Hz, Welch's one-sided cross-spectral density of x and y, conj(X) Y)."""
+    if len(x) < 2 or fs <= 0:
+        return np.empty(0, np.float64), np.empty(0, np.complex128)
+    f, pxy = signal.csd(x, y, fs=fs, scaling="density", **stft.args(len(x), "hann", 2))
+    return np.asarray(f, np.float64), np.asarray(pxy, np.complex128)
+
+
+def response_h1(x: np.ndarray, y: np.ndarray, fs: float, stft: Stft) -> tuple[np.ndarray, np.ndarray]:
+    """(frequencies in Hz, H(f) = Pxy / Pxx): the frequency response from x (input) to y (output),
+    the H1 estimate; a bin where x has no power is NaN."""
+    f, pxy = cross_spectrum(x, y, fs, stft)
+    if not len(f):
+        return f, pxy
+    _, pxx = welch_psd(x, fs, stft)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return f, np.where(pxx > 0, pxy / pxx, np.nan)
+
+
+def phase(z: np.ndarray, unwrap: bool, degrees: bool) -> np.ndarray:
+    angle = np.angle(z)
+    if unwrap:
+        finite = np.isfinite(angle)
+        angle = angle.copy()
+        angle[finite] = np.unwrap(angle[finite])
+    return np.degrees(angle) if degrees else angle
+
+
+@dataclass(frozen=True)
+class PairTransform:
+    """`frequencyV2` `cpsd` (magnitude and phase of the CSD: a density, rescaled with the frequency
+    type), `nyquist` (H(f), real and imaginary, in Hz) or `bode` (|H| and its phase)."""
+
+    method: str  # cpsd, nyquist, bode
+    stft: Stft = Stft()
+    scaling: str = "MAGNITUDE_DB_10"
+    frequency_type: str = "LINEAR"
+    unwrap: bool = True
+    degrees: bool = False
+
+
+@dataclass
+class PairFrequencyChart(OutputNode):
+    """`frequencyV2` over two series: per group, FrequencyDomainPlotV2's `magnitudeAndPhase`
+    (cpsd, bode) or `complex` (nyquist)."""
+
+    POLLED_ONLY = True
+
+    x: SeriesNode
+    y: SeriesNode
+    transform: PairTransform
+
+    def __post_init__(self) -> None:
+        self.bundle = ChartInputs([self.x, self.y])
+        self.held = (HeldSeries(), HeldSeries())
+
+    @property
+    def input(self) -> ChartInputs:
+        return self.bundle
+
+    def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
+        t = self.transform
+        what = t.method
+        xs = _group_series(self.x, self.held[0], envs, what)
+        ys = _group_series(self.y, self.held[1], envs, what)
+        out: dict[GroupKey, Output] = {}
+        for key, sx in xs.items():
+            sy = ys[key]
+            x, y, fs = paired(sx.ts, sx.values, sy.ts, sy.values, what)
+            if t.stft.sampling_frequency is not None:
+                fs = t.stft.sampling_frequency
+            if t.method == "cpsd":
+                f, z = cross_spectrum(x, y, fs, t.stft)
+                if len(f):
+                    f, magnitude = frequency_type(f, np.abs(z), fs, t.frequency_type)
+                else:
+                    magnitude = np.empty(0, np.float64)
+                out[key] = FrequencyMagnitudePhase(
+                    f, scaled(magnitude, t.scaling), phase(z, t.unwrap, t.degrees)
+                )
+                continue
+            f, h = response_h1(x, y, fs, t.stft)
+            if t.method == "nyquist":
+                out[key] = FrequencyComplex(f, h.real.copy(), h.imag.copy())
+                continue
+            if len(f):  # |H| is a ratio, not a density: only the axis changes
+                f = frequency_type(f, np.ones(len(f)), fs, t.frequency_type)[0]
+            out[key] = FrequencyMagnitudePhase(f, scaled(np.abs(h), t.scaling), phase(h, t.unwrap, t.degrees))
         return out

@@ -11,11 +11,13 @@ from typing import Any
 from compute.evaluation.compiler.builder import Builder, double
 from compute.evaluation.compiler.helpers import one_of
 from compute.evaluation.compiler.registry import polls
-from compute.evaluation.errors import MalformedNode, not_supported, refuse
+from compute.evaluation.errors import MalformedNode, refuse
 from compute.evaluation.nodes.frequency import (
     WINDOWS,
     Bucketing,
     FrequencyDomainChart,
+    PairFrequencyChart,
+    PairTransform,
     SpectrogramChart,
     Stft,
     Transform,
@@ -118,17 +120,12 @@ def frequency(b: B, value: Json) -> FrequencyDomainChart:
 
 
 @polls("ComputableNode", "frequencyV2")
-def frequency_v2(b: B, value: Json) -> FrequencyDomainChart:
+def frequency_v2(b: B, value: Json) -> FrequencyDomainChart | PairFrequencyChart:
     kind, inner = one_of(value, "FrequencyDomainV2", ("fft", "psd", "cpsd", "nyquist", "bode"))
     if kind == "fft":
         return _fft(b, inner, v2=True)
-    if kind != "psd":
-        raise not_supported(
-            f"frequencyV2 '{kind}' (a response between two series) is not computed by Sparkwire yet; "
-            "fft and psd are",
-            kind,
-            union="FrequencyDomainV2",
-        )
+    if kind in ("cpsd", "nyquist", "bode"):
+        return _pair(b, kind, inner)
     o = b.obj(inner, "Psd")
     series = b.timed(b.numeric(b.get(o, "input", "Psd")), "frequencyV2.psd")
     scaling = (
@@ -147,6 +144,44 @@ def frequency_v2(b: B, value: Json) -> FrequencyDomainChart:
     return FrequencyDomainChart(
         series, transform, True, _summarization(o.get("summarizationStrategy"), "psd")
     )
+
+
+def _pair(b: B, kind: str, value: Json) -> PairFrequencyChart:
+    """cpsd (`x`, `y`), nyquist and bode (`input`, `output`): the second series read at the first's
+    instants (nodes/frequency.py `paired`)."""
+    what = f"frequencyV2.{kind}"
+    o = b.obj(value, kind)
+    first, second = ("x", "y") if kind == "cpsd" else ("input", "output")
+    x = b.timed(b.numeric(b.get(o, first, kind)), what)
+    y = b.timed(b.numeric(b.get(o, second, kind)), what)
+    if o.get("alignmentConfiguration") is not None:
+        raise refuse(
+            what,
+            "alignmentConfiguration",
+            "an alignment is not computed by Sparkwire; without it the two series must hold as many points",
+        )
+    default_scaling = "MAGNITUDE_DB_20" if kind == "bode" else "MAGNITUDE_DB_10"
+    scaling = default_scaling
+    if o.get("magnitudeScaling") is not None:
+        scaling = _enum(o["magnitudeScaling"], SCALINGS, f"{what}.magnitudeScaling")
+    ftype = "LINEAR"
+    if o.get("outputFrequencyType") is not None:
+        ftype = _enum(o["outputFrequencyType"], FREQUENCY_TYPES, f"{what}.outputFrequencyType")
+    unwrap = o.get("unwrapPhase")
+    if unwrap is not None and not isinstance(unwrap, bool):
+        raise MalformedNode(f"{what}.unwrapPhase must be a boolean")
+    degrees = o.get("outputPhaseUnit") is not None and (
+        _enum(o["outputPhaseUnit"], ("RADIANS", "DEGREES"), f"{what}.outputPhaseUnit") == "DEGREES"
+    )
+    transform = PairTransform(
+        kind,
+        stft=_stft(o.get("stftOptions"), what),
+        scaling=scaling,
+        frequency_type=ftype,
+        unwrap=True if unwrap is None else unwrap,
+        degrees=degrees,
+    )
+    return PairFrequencyChart(x, y, transform)
 
 
 REDUCTIONS = ("MEAN", "MAX", "GEOMETRIC_MEAN")
