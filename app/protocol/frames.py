@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import math
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -17,6 +17,7 @@ from app.protocol.shared_payload import SharedPayload, spliced
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.curve_fit_results import CurveFitOutput
 from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes.lttb_paging import PagedPoints
 from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import (
     NO_START,
@@ -381,6 +382,13 @@ def _curve_fit(out: CurveFitOutput) -> Json:
 
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
+    if isinstance(out, PagedPoints):  # a page: its points, and nextPageToken when a full page
+        kind, body = output_body(cast(Output, out.points))
+        if out.next_token is not None:
+            t, rank = out.next_token
+            token = {"timestamp": timestamp(t), "id": str(rank)}
+            body["nextPageToken"] = {"type": "timestampAndId", "timestampAndId": token}
+        return kind, body
     if isinstance(out, NumericPoints):
         return "numeric", {"timestamps": timestamps(out.ts), "values": doubles_json(out.values)}
     if isinstance(out, NumericBuckets):

@@ -4,6 +4,7 @@ pandas DataFrame or plain lists (`Client`), build compute nodes (`nodes`), write
 from sparkwire_client import charts, nodes, range_nodes
 from sparkwire_client.assets import Catalog, CatalogError, DataScope
 from sparkwire_client.client import Client, LateReport, Replay, Subscription, SubscriptionError, ws_url
+from sparkwire_client.compute import ComputeError, compute, compute_frame
 from sparkwire_client.modules import Modules, derived_enum, derived_numeric, derived_ranges
 from sparkwire_client.nodes import (
     asset_channel,
@@ -18,6 +19,7 @@ from sparkwire_client.nodes import (
     raw_node,
     run_channel,
     series,
+    spectrum,
 )
 from sparkwire_client.view import Range, View
 from sparkwire_client.writer import WriteError, Writer
@@ -26,6 +28,7 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "Client",
+    "ComputeError",
     "DataScope",
     "LateReport",
     "Modules",
@@ -38,6 +41,8 @@ __all__ = [
     "Writer",
     "asset_channel",
     "charts",
+    "compute",
+    "compute_frame",
     "derived_enum",
     "derived_numeric",
     "derived_ranges",
@@ -54,5 +59,6 @@ __all__ = [
     "raw_node",
     "run_channel",
     "series",
+    "spectrum",
     "ws_url",
 ]

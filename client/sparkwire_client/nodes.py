@@ -233,6 +233,22 @@ class NumericSeries(Node):
         start = {"seconds": start_ns // NANOS, "nanos": start_ns % NANOS}
         return self._unary("timeRangeFilter", startTime=_literal(start))
 
+    # -- computed on request only (sparkwire_client.compute; a subscription is refused, as by Nominal)
+    def cumulative_sum(self, start_ns: int) -> NumericSeries:
+        """The running total of the values from `start_ns` on (`cumulativeSum`)."""
+        start = {"seconds": start_ns // NANOS, "nanos": start_ns % NANOS}
+        return self._unary("cumulativeSum", startTimestamp=_literal(start))
+
+    def integral(self, start_ns: int, time_unit: TimeUnit | None = None) -> NumericSeries:
+        """The running trapezoidal area from `start_ns` on, time in `time_unit` (seconds by default)."""
+        start = {"seconds": start_ns // NANOS, "nanos": start_ns % NANOS}
+        extra = {"timeUnit": time_unit} if time_unit else {}
+        return self._unary("integral", startTimestamp=_literal(start), **extra)
+
+    def phase_unwrap(self, period: float) -> NumericSeries:
+        """Whole multiples of `period` added wherever a step exceeds half of it (`phaseUnwrap`)."""
+        return self._unary("phaseUnwrap", period=_literal(period))
+
     def near(self, value: float, tolerance: float, equal: bool = True) -> NumericSeries:
         """The points within `tolerance` of `value` (`equal`), or the others (`approximateFilter`)."""
         return self._unary(
@@ -413,6 +429,9 @@ class NumericSeries(Node):
 
 _INPUT_KEYED = frozenset(
     {
+        "cumulativeSum",
+        "integral",
+        "phaseUnwrap",
         "derivative",
         "valueDifference",
         "timeShift",
@@ -999,3 +1018,9 @@ def raw_node(node: Any, variables: Mapping[str, Any] | None = None) -> Computabl
     (`scout_compute_api.ComputableNode(...)`), with its context variables (name -> `VariableValue`,
     JSON or nominal-api objects). For a node the builders here do not cover."""
     return Computable(_plain(node), {k: _plain(v) for k, v in (variables or {}).items()})
+
+
+def spectrum(node: NumericSeries) -> Computable:
+    """The amplitude spectrum of the series over the period (`frequency` `fft`), which Nominal and
+    Sparkwire compute only when polled: ask with `sparkwire_client.compute`."""
+    return Computable(_union("frequency", _union("fft", {"input": node.json})), node.variables)

@@ -42,6 +42,10 @@ _VALUE_KINDS = frozenset({"numericPoint", "enumPoint", "singlePoint"})
 _CHART_KINDS = frozenset(
     {"numericHistogram", "enumHistogram", "cartesian", "bucketedCartesian", "bucketedCartesian3d"}
 )
+# What only a poll answers (sparkwire_client.compute): a spectrum, its buckets, a spectrogram.
+_SPECTRUM_KINDS = frozenset(
+    {"frequencyDomain", "frequencyDomainV2", "bucketedFrequencyDomain", "spectrogram"}
+)
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -168,6 +172,32 @@ def _counts(by_channel: Json) -> dict[str, int]:
     return {name: int(c["count"]) for name, c in by_channel.items()}
 
 
+def _spectrum_rows(kind: str, body: Json) -> list[Json]:
+    """A spectrum as rows of (frequency in Hz, amplitude); its buckets with their amplitude
+    statistics; a spectrogram as one row per time slice and frequency."""
+    if kind == "frequencyDomainV2":
+        body = body[body["type"]]
+    if kind in ("frequencyDomain", "frequencyDomainV2"):
+        pairs = zip(body["frequencies"], body["amplitudes"], strict=True)
+        return [{"frequency": _double(f), "amplitude": _double(a)} for f, a in pairs]
+    if kind == "bucketedFrequencyDomain":
+        return [
+            {
+                "frequency_start": _double(b["frequencyStart"]),
+                "frequency_end": _double(b["frequencyEnd"]),
+                **{k: _double(b[f"{k}Amplitude"]) for k in ("min", "max", "mean")},
+                "count": b["count"],
+            }
+            for b in body["buckets"]
+        ]
+    centers = [_double(c) for c in body["frequencyCenters"]]
+    return [
+        {"start": ns_of(row["start"]), "end": ns_of(row["end"]), "frequency": f, "value": _double(v)}
+        for row in body["rows"]
+        for f, v in zip(centers, row["values"], strict=True)
+    ]
+
+
 def _chart_rows(kind: str, body: Json) -> list[Json]:
     """A chart as rows: histogram buckets with each input's count, scatter pairs, scatter buckets."""
     if kind == "numericHistogram":
@@ -260,6 +290,8 @@ class ResultView:
             self.ranges = [_ranges([s["range"]])[0] for s in body["rangesSummary"]]
         elif kind in _CHART_KINDS:
             self.chart = _chart_rows(kind, body)
+        elif kind in _SPECTRUM_KINDS:
+            self.chart = _spectrum_rows(kind, body)
         else:
             raise ValueError(f"unsupported result type {kind!r}")
 
@@ -328,7 +360,7 @@ class ResultView:
             ]
         if self.kind in _VALUE_KINDS and self.value is not None:
             return [{"timestamp": self.value[0], "value": self.value[1]}]
-        if self.kind in _CHART_KINDS:
+        if self.kind in _CHART_KINDS or self.kind in _SPECTRUM_KINDS:
             return list(self.chart)
         return []
 

@@ -317,18 +317,7 @@ def test_refusals_by_name(secured: ServerProcess, written: Json) -> None:
     assert refused.value.error_name == "Compute:PollingOnlyComputation"
     assert refused.value.parameters["pollingOnlyTypes"] == "ARRAY"
     # the frequency domain is computed when polled: tests/server/test_frequency_service.py
-    lttb = n.union(
-        "series",
-        {
-            "input": n.numeric_series(channel(rid, "wave")),
-            "numericAggregations": {},
-            "summarizationStrategy": n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 100}),
-        },
-    )
-    with pytest.raises(ConjureHTTPError) as refused_lttb:
-        client.compute(TOKEN, request(lttb, t0, t0 + NANOS))
-    assert refused_lttb.value.error_name == "Compute:PollingOnlyComputation"
-    assert refused_lttb.value.parameters["pollingOnlyTypes"] == "LTTB_SUMMARIZATION_STRATEGY"
+    # LTTB, page and truncate summaries are computed when polled: tests/server/test_lttb_paging.py
     # not a node at all (raw JSON: the client would not encode it)
     body = ConjureEncoder().default(good)
     body["node"] = {"type": "noSuchNode", "noSuchNode": {}}

@@ -222,6 +222,8 @@ def _summarize_series(b: Builder, value: Json) -> nodes.OutputNode:
     if strategy is not None:
         skind, _ = b.variant("SummarizationStrategy", strategy)
         if skind in STRATEGY_POLLING_ONLY:
+            if b.polled:  # computed once over the period (builders/lttb_paging.py)
+                return registry.builder("SummarizationStrategy", skind, polled=True)(b, o)
             raise polling_only(
                 f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
             )
