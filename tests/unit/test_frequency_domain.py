@@ -28,6 +28,7 @@ from compute.evaluation.nodes.frequency import (
     PairTransform,
     SpectrogramChart,
     Stft,
+    Transform,
     amplitude_spectrum,
     cross_spectrum,
     frequency_buckets,
@@ -307,3 +308,25 @@ def test_the_two_series_results_decode_as_nominal_apis_plots() -> None:
     k = 32  # 125 Hz on the 256-point segments' bins of 1000 / 256 Hz
     assert nyquist.frequency_domain_v2.complex.frequencies[k] == pytest.approx(125.0)
     assert nyquist.frequency_domain_v2.complex.real[k] == pytest.approx(0.5 * math.cos(0.7), abs=1e-6)
+
+
+def test_transforms_too_large_to_compute_or_answer_are_refused_as_too_many_points() -> None:
+    ts, vs = sampled(100.0, 64, lambda t: np.sin(2 * np.pi * 5.0 * t))
+    with pytest.raises(ComputeError) as fft_points:
+        spectrum(ts, vs, "RECT", (1 << 24) + 1)
+    assert fft_points.value.name == "TooManyPoints" and fft_points.value.params["limit"] == str(1 << 24)
+    x, fs, t0 = samples(ts, vs)
+    # 16 windows of 4 points, each transformed over 2^22 points: 16 x (2^21 + 1) cells > 2^23
+    with pytest.raises(ComputeError) as cells:
+        spectrogram_grid(x, fs, t0, Stft(nperseg=4, noverlap=0, nfft=1 << 22), "PSD", None, Bucketing())
+    assert cells.value.name == "TooManyPoints"
+    # an unbucketed spectrum longer than the result limit is refused; bucketed it is answered
+    env = EvalEnv({0: NumericPoints(ts, vs)}, int(ts[0]), int(ts[-1]) + 1)
+    with pytest.raises(ComputeError) as long:
+        FrequencyDomainChart(ChannelInput(0), Transform("fft"), max_frequencies=32).evaluate_groups({(): env})
+    assert long.value.name == "TooManyPoints" and long.value.params["limit"] == "32"
+    bucketed = FrequencyDomainChart(
+        ChannelInput(0), Transform("fft"), buckets=(8, None, None), max_frequencies=32
+    )
+    # 33 frequencies in runs of ceil(33 / 8) = 5: 7 buckets (the count asked for is a target)
+    assert len(bucketed.evaluate_groups({(): env})[()]) == 7

@@ -43,6 +43,14 @@ NANOS = 1_000_000_000
 # FftWindow -> scipy.signal.get_window's name
 WINDOWS = {"RECT": "boxcar", "HANN": "hann", "HAMMING": "hamming", "BLACKMAN": "blackman"}
 MAX_SPECTROGRAM_CELLS = 262_144  # SpectrogramBucketing.maxTimeBuckets: rows x columns at most this
+# A short-time transform's windows x frequency bins before they are averaged or bucketed (complex
+# doubles: 128 MiB), and the length of one FFT: beyond, a request is refused, not attempted.
+MAX_STFT_CELLS = 1 << 23
+MAX_FFT_POINTS = 1 << 24
+
+
+def too_large(asked: int, what: str, limit: int) -> ComputeError:
+    return ComputeError("TooManyPoints", f"{asked} {what} exceed the limit of {limit}", {"limit": str(limit)})
 
 
 def samples(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, float, int]:
@@ -75,6 +83,8 @@ def amplitude_spectrum(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(frequencies in Hz, single-sided amplitudes): see the module's docstring."""
     size = nfft if nfft is not None else len(x)
+    if size > MAX_FFT_POINTS:
+        raise too_large(size, "FFT points", MAX_FFT_POINTS)
     seg = x[: min(len(x), size)]
     if size < 1 or not len(seg) or fs <= 0:
         empty = np.empty(0, np.float64)
@@ -110,6 +120,12 @@ class Stft:
             self.detrend or "CONSTANT"
         )
         nfft = max(self.nfft, nperseg) if self.nfft is not None else None
+        step = max(nperseg - min(noverlap, nperseg - 1), 1)
+        cells = ((n - nperseg) // step + 1) * ((nfft or nperseg) // 2 + 1)
+        if cells > MAX_STFT_CELLS:
+            raise too_large(
+                cells, "short-time Fourier transform cells (windows x frequency bins)", MAX_STFT_CELLS
+            )
         return {
             "window": win,
             "nperseg": nperseg,
@@ -226,6 +242,7 @@ class FrequencyDomainChart(OutputNode):
     transform: Transform
     v2: bool = False
     buckets: tuple[int, float | None, float | None] | None = None  # (buckets, min, max frequency)
+    max_frequencies: int = 1_000_000  # unbucketed: more frequencies than this (Limits.max_points) refused
 
     def __post_init__(self) -> None:
         self.held = HeldSeries()
@@ -243,6 +260,13 @@ class FrequencyDomainChart(OutputNode):
             f, a = self.transform.apply(x, sampling if sampling is not None else fs)
             if self.buckets is not None:
                 out[key] = frequency_buckets(f, a, *self.buckets)
+            elif len(f) > self.max_frequencies:
+                raise ComputeError(
+                    "TooManyPoints",
+                    f"{len(f)} frequencies exceed the limit of {self.max_frequencies}; "
+                    "ask for fewer with nfft or summarizationStrategy buckets",
+                    {"limit": str(self.max_frequencies)},
+                )
             else:
                 out[key] = (FrequencyPlotV2 if self.v2 else FrequencyPlot)(f, a)
         return out

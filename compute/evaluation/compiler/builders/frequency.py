@@ -100,12 +100,9 @@ def _fft(b: B, value: Json, v2: bool) -> FrequencyDomainChart:
     series = b.timed(b.numeric(b.get(o, "input", "Fft")), what)
     window = "RECT" if o.get("window") is None else _enum(o["window"], WINDOWS, f"{what}.window")
     nfft = None if o.get("nfft") is None else _positive(o["nfft"], f"{what}.nfft")
-    return FrequencyDomainChart(
-        series,
-        Transform("fft", window=window, nfft=nfft),
-        v2,
-        _summarization(o.get("summarizationStrategy"), what),
-    )
+    strategy = _summarization(o.get("summarizationStrategy"), what)
+    transform = Transform("fft", window=window, nfft=nfft)
+    return FrequencyDomainChart(series, transform, v2, strategy, b.limits.max_points)
 
 
 @polls("ComputableNode", "frequency")
@@ -116,7 +113,8 @@ def frequency(b: B, value: Json) -> FrequencyDomainChart:
     o = b.obj(inner, "Periodogram")
     series = b.timed(b.numeric(b.get(o, "input", "Periodogram")), "frequency.periodogram")
     method = _enum(b.get(o, "method", "Periodogram"), PERIODOGRAM_WINDOWS, "frequency.periodogram.method")
-    return FrequencyDomainChart(series, Transform("periodogram", window=PERIODOGRAM_WINDOWS[method]))
+    transform = Transform("periodogram", window=PERIODOGRAM_WINDOWS[method])
+    return FrequencyDomainChart(series, transform, max_frequencies=b.limits.max_points)
 
 
 @polls("ComputableNode", "frequencyV2")
@@ -141,9 +139,8 @@ def frequency_v2(b: B, value: Json) -> FrequencyDomainChart | PairFrequencyChart
     transform = Transform(
         "psd", stft=_stft(o.get("stftOptions"), "psd"), scaling=scaling, frequency_type=ftype
     )
-    return FrequencyDomainChart(
-        series, transform, True, _summarization(o.get("summarizationStrategy"), "psd")
-    )
+    strategy = _summarization(o.get("summarizationStrategy"), "psd")
+    return FrequencyDomainChart(series, transform, True, strategy, b.limits.max_points)
 
 
 def _pair(b: B, kind: str, value: Json) -> PairFrequencyChart:
