@@ -1,7 +1,8 @@
 """Curve fits and signal filters, which Nominal only polls, on a real server: points written over
 HTTP, then polled through nominal-api's generated `ComputeService` client (Conjure JSON, decoded
 into nominal-api's `CurveFitResultV2`, `CurveFitResult` and `NumericPlot`), values checked against
-the mathematics: a line's slope, intercept and R^2 = 1; an exponential's a and b; a zero-phase
+the mathematics: a line's slope, intercept and R^2 = 1; an exponential's a and b, closed form
+and by a custom formula; a zero-phase
 Butterworth low-pass's gain 1 / (1 + (tan(pi f / fs) / tan(pi fc / fs))^(2N)) at a passed and an
 attenuated frequency. The same nodes subscribed live are refused with Nominal's
 PollingOnlyComputation types (docs/protocol.md)."""
@@ -99,6 +100,21 @@ def test_curve_fits_polled_return_a_lines_and_an_exponentials_coefficients(
     )
     details = present(present(got.curve_fit_v2).curve_result_details.exponential)
     assert (details.a, details.b) == (pytest.approx(3.0, rel=1e-9), pytest.approx(0.4, rel=1e-9))
+    # a custom formula, y = a e^(b t) written out, fit from a = b = 1 by the optimizer
+    formula = n.union(
+        "custom",
+        {
+            "formula": n.literal("a * exp(b * t)"),
+            "variables": {"t": n.union("time", {})},
+            "parameters": {"a": n.literal(1.0), "b": n.literal(1.0)},
+        },
+    )
+    got = client.compute(
+        TOKEN, request(fit_v2(rid, "growth", formula, t0, t0 + 10 * NANOS), t0, t0 + 10 * NANOS)
+    )
+    fitted = present(present(got.curve_fit_v2).curve_result_details.custom)
+    assert fitted.converged and fitted.iterations >= 1
+    assert fitted.parameters == pytest.approx({"a": 3.0, "b": 0.4}, rel=1e-6)
     # the deprecated CurveFit answers the deprecated CurveFitResult
     v1 = n.union(
         "curve",

@@ -240,6 +240,69 @@ def test_the_deprecated_curve_fits_a_time_series_and_a_scatter() -> None:
     assert_exact(fit_of(scatter, {"x": xs, "y": ys}, T0, end), "exponential", [3.0, -0.2], 5)
 
 
+def custom(formula: str, variables: Json, parameters: dict[str, float]) -> Json:
+    return n.union(
+        "custom",
+        {
+            "formula": n.literal(formula),
+            "variables": variables,
+            "parameters": {k: n.literal(v) for k, v in parameters.items()},
+        },
+    )
+
+
+def test_a_custom_formula_recovers_its_parameters() -> None:
+    # linear in its parameters: y = 2 x + 3 sin(x) exactly, from a = b = 1
+    xs = [(T0 + i * 100 * MS, 0.3 * i) for i in range(40)]
+    ys = [(t, 2.0 * x + 3.0 * math.sin(x)) for t, x in xs]
+    end = T0 + 4 * S
+    x = n.union("numeric", series_variable("x"))
+    node = curve_v2(
+        {"series": n.channel(RID, "y")}, custom("a * x + b * sin(x)", {"x": x}, {"a": 1.0, "b": 1.0}), T0, end
+    )
+    out = fit_of(node, {"x": xs, "y": ys}, T0, end)
+    assert out.curve == "custom" and out.converged and out.iterations >= 1
+    assert out.parameters == pytest.approx({"a": 2.0, "b": 3.0}, rel=1e-7)
+    assert out.r2 == pytest.approx(1.0, abs=1e-12) and out.sample_count == 40
+    # nonlinear: y = 5 e^(-t / 2) + 1 against relative time, from A = 1, tau = 1, c = 0
+    decay = [(T0 + i * 100 * MS, 5.0 * math.exp(-(i * 0.1) / 2.0) + 1.0) for i in range(60)]
+    formula = custom("A * exp(-t / tau) + c", {"t": time_variable()}, {"A": 1.0, "tau": 1.0, "c": 0.0})
+    out = fit_of(
+        curve_v2({"series": n.channel(RID, "y")}, formula, T0, T0 + 6 * S), {"y": decay}, T0, T0 + 6 * S
+    )
+    assert out.converged
+    assert out.parameters == pytest.approx({"A": 5.0, "tau": 2.0, "c": 1.0}, rel=1e-6)
+
+
+def test_a_custom_line_through_noise_is_the_normal_equations_least_squares() -> None:
+    rng = np.random.default_rng(11)
+    x = np.linspace(-5.0, 5.0, 150)
+    y = -0.7 * x + 2.0 + rng.normal(0.0, 0.5, len(x))
+    xs = [(T0 + i * 10 * MS, float(v)) for i, v in enumerate(x)]
+    ys = [(T0 + i * 10 * MS, float(v)) for i, v in enumerate(y)]
+    end = T0 + 2 * S
+    node = curve_v2(
+        {"series": n.channel(RID, "y")},
+        custom("m * x + q", {"x": n.union("numeric", series_variable("x"))}, {"m": 0.0, "q": 0.0}),
+        T0,
+        end,
+    )
+    out = fit_of(node, {"x": xs, "y": ys}, T0, end)
+    slope = float(np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2))
+    assert out.parameters == pytest.approx({"m": slope, "q": float(y.mean() - slope * x.mean())}, rel=1e-6)
+    assert out.r2 == pytest.approx(float(np.corrcoef(x, y)[0, 1] ** 2), rel=1e-6)
+
+
+def test_a_formula_outside_the_expression_language_is_refused_by_name() -> None:
+    end = T0 + 10 * S
+    node = curve_v2(
+        {"series": n.channel(RID, "y")}, custom("a * gamma(t)", {"t": time_variable()}, {"a": 1.0}), T0, end
+    )
+    with pytest.raises(ComputeError) as err:
+        polled(node, {"y": [(T0, 1.0), (T0 + S, 2.0)]}, T0, end)
+    assert err.value.params.get("field") == "formula"
+
+
 def test_a_fit_without_enough_points_is_refused_by_name() -> None:
     end = T0 + 10 * S
     node = curve_v2({"series": n.channel(RID, "y")}, polynomial(time_variable(), 2), T0, end)

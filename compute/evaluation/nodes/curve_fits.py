@@ -9,7 +9,8 @@ says how each is fit and which points count.
 - polynomial: least squares by numpy.polynomial.polynomial.polyfit; with a fixed `intercept`,
   a_0 is that value and a_1 ... a_n are the least-squares solution of y - a_0 (numpy.linalg.lstsq);
 - logarithmic: least squares of y against ln(x) (exact, linear in a and b);
-- exponential and power: the closed form, least squares of ln(y) against x (or ln(x)).
+- exponential and power: the closed form, least squares of ln(y) against x (or ln(x));
+- a custom formula (`CustomCurveFitChart`): scipy.optimize.least_squares from the given starting values.
 
 R^2 is 1 - SS_res / SS_tot and the errors (MAE, MSE, RMSE, max absolute error) are of the fit curve's
 values against the points' y, in the y units, as nominal-api's `CurveFitResult` documents them."""
@@ -17,11 +18,12 @@ values against the points' y, in the y units, as nominal-api's `CurveFitResult` 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.polynomial import polynomial as P
+from scipy import optimize
 
 from compute.evaluation.curve_fit_results import CurveFitOutput
 from compute.evaluation.errors import ComputeError
@@ -183,3 +185,111 @@ class CurveFitChart(OutputNode):
             keep &= self.x_bounds.mask(xs.values)
             x = xs.values[keep]
         return fit(self.curve, x, y.values[keep], self.variant, v2=self.variant == "curveV2")
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A custom formula's input: the next series of the root's inputs (`time_unit_ns` None), or the
+    target's relative sample time in `time_unit_ns`; samples outside `bounds` are not fit."""
+
+    name: str
+    time_unit_ns: int | None = None
+    bounds: Bounds = Bounds()
+
+
+@dataclass
+class CustomCurveFitChart(OutputNode):
+    """The root of `curveV2` with a `custom` curve: the parameters of `formula` (a compiled
+    expression, nodes/expression.py) that minimize the sum of squared differences to the target's
+    points, by scipy.optimize.least_squares (trust region reflective) from the given starting
+    values. The target `y` and the variables read from series are paired by forward fill (1 s);
+    points are selected as `CurveFitChart` selects them."""
+
+    POLLED_ONLY = True
+
+    y: SeriesNode
+    series: list[SeriesNode]  # the variables read from series, in `variables` order
+    formula: Callable[[dict[str, np.ndarray]], np.ndarray]
+    variables: tuple[Variable, ...]
+    parameters: tuple[tuple[str, float], ...]  # name, starting value
+    start: int
+    end: int
+    y_bounds: Bounds = Bounds()
+
+    def __post_init__(self) -> None:
+        self.bundle = ChartInputs([self.y, *self.series])
+        self.held = HeldInputs(1 + len(self.series))
+
+    @property
+    def input(self) -> ChartInputs:
+        return self.bundle
+
+    def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
+        out: dict[GroupKey, Output] = {}
+        for key, series in self.held.whole(self.bundle.inputs, envs).items():
+            out[key] = self._fit([numeric(s, "curveV2") for s in series])
+        return out
+
+    def _fit(self, columns: list[NumericPoints]) -> CurveFitOutput:
+        y = columns[0]
+        keep = (y.ts >= self.start) & (y.ts <= self.end) & self.y_bounds.mask(y.values)
+        read = iter(columns[1:])  # aligned with y: the same timestamps
+        values: dict[str, np.ndarray] = {}
+        for v in self.variables:
+            if v.time_unit_ns is None:
+                values[v.name] = next(read).values
+                keep &= v.bounds.mask(values[v.name])
+        ts = y.ts[keep]
+        origin = int(ts[0]) if len(ts) else 0
+        for v in self.variables:
+            if v.time_unit_ns is not None:
+                values[v.name] = (y.ts - origin).astype(np.float64) / v.time_unit_ns
+                keep &= v.bounds.mask(values[v.name])
+        target = y.values[keep]
+        inputs = {name: column[keep] for name, column in values.items()}
+        finite = np.isfinite(target)
+        for column in inputs.values():
+            finite &= np.isfinite(column)
+        target = target[finite]
+        inputs = {name: column[finite] for name, column in inputs.items()}
+        return fit_formula(self.formula, inputs, self.parameters, target)
+
+
+def fit_formula(
+    formula: Callable[[dict[str, np.ndarray]], np.ndarray],
+    inputs: dict[str, np.ndarray],
+    parameters: tuple[tuple[str, float], ...],
+    y: np.ndarray,
+) -> CurveFitOutput:
+    """scipy.optimize.least_squares of formula(inputs, parameters) - y from the starting values."""
+    names = [name for name, _ in parameters]
+    if len(y) < len(names):
+        raise cannot_fit("curveV2", f"{len(y)} point(s) to fit {len(names)} parameter(s) of a custom formula")
+
+    def curve(p: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            out = formula({**inputs, **dict(zip(names, (np.asarray(x, np.float64) for x in p), strict=True))})
+        return np.broadcast_to(np.asarray(out, np.float64), y.shape)
+
+    try:
+        solution = optimize.least_squares(
+            lambda p: curve(p) - y, np.array([v for _, v in parameters], np.float64)
+        )
+    except ValueError as e:  # e.g. residuals not finite at the starting values
+        raise cannot_fit("curveV2", f"the custom formula cannot be fit: {e}") from None
+    residuals = y - curve(solution.x)
+    mse = float(np.mean(residuals**2))
+    return CurveFitOutput(
+        v2=True,
+        curve="custom",
+        coefficients=(),
+        r2=r_squared(y, residuals),
+        mae=float(np.mean(np.abs(residuals))),
+        mse=mse,
+        rmse=math.sqrt(mse),
+        max_absolute_error=float(np.max(np.abs(residuals))),
+        sample_count=len(y),
+        parameters={name: float(x) for name, x in zip(names, solution.x, strict=True)},
+        converged=bool(solution.status > 0),
+        iterations=int(solution.njev or solution.nfev),
+    )

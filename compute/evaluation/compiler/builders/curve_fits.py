@@ -5,7 +5,7 @@ subscription still gets Nominal's `PollingOnlyComputation` `CURVE_FITTING` (buil
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,12 +15,21 @@ from compute.evaluation.compiler.registry import polls
 from compute.evaluation.errors import MalformedNode, refuse
 from compute.evaluation.nodes import SeriesNode
 from compute.evaluation.nodes.cross_group import crosses
-from compute.evaluation.nodes.curve_fits import MAX_DEGREE, Bounds, Curve, CurveFitChart
+from compute.evaluation.nodes.curve_fits import (
+    MAX_DEGREE,
+    Bounds,
+    Curve,
+    CurveFitChart,
+    CustomCurveFitChart,
+    Variable,
+)
+from compute.evaluation.nodes.expression import InvalidExpression, compile_expression
 from compute.evaluation.nodes.math import Pointwise
 from compute.evaluation.nominal_variants import TIME_UNIT_NANOS
 
 Json = Any
 B = Builder
+R = TypeVar("R", CurveFitChart, CustomCurveFitChart)
 
 
 def _timestamp(b: B, value: Json) -> int:
@@ -78,7 +87,7 @@ def _component(i: int) -> Callable[[list[np.ndarray]], np.ndarray]:
     return lambda columns: columns[i]
 
 
-def _plain(root: CurveFitChart, variant: str) -> CurveFitChart:
+def _plain(root: R, variant: str) -> R:
     if crosses(root.input):
         raise refuse(
             variant,
@@ -86,6 +95,43 @@ def _plain(root: CurveFitChart, variant: str) -> CurveFitChart:
             "a curve fit over a node that acts across groups (filterByTag, selectTags, zScore) is not built",
         )
     return root
+
+
+def _custom(
+    b: B, o: dict[str, Json], y: SeriesNode, y_bounds: Bounds, start: int, end: int
+) -> CustomCurveFitChart:
+    """A `CustomCurveFit`, its formula compiled as `arithmetic` compiles one (nodes/expression.py)."""
+    variant = "curveV2"
+    formula = b.string_constant(b.get(o, "formula", "CustomCurveFit"))
+    raw_variables = b.obj(b.get(o, "variables", "CustomCurveFit"), "CustomCurveFit.variables")
+    raw_parameters = b.obj(b.get(o, "parameters", "CustomCurveFit"), "CustomCurveFit.parameters")
+    if not raw_parameters:
+        raise refuse(variant, "parameters", "a custom formula needs at least one parameter to fit")
+    clash = sorted(set(raw_variables) & set(raw_parameters))
+    if clash:
+        raise refuse(variant, "parameters", f"{', '.join(clash)} named both a variable and a parameter")
+    variables: list[Variable] = []
+    series: list[SeriesNode] = []
+    for name, value in sorted(raw_variables.items()):
+        xkind, xvar = one_of(value, "CurveFitVariable", ("numeric", "time"))
+        xo = b.obj(xvar, "CurveFitVariable")
+        if xkind == "time":
+            variables.append(Variable(name, _time_unit(b, xo, "CurveFitTimeVariable")))
+        else:
+            series.append(b.timed(b.numeric(b.get(xo, "series", "CurveFitSeriesVariable")), variant))
+            variables.append(Variable(name, None, _bounds(b, xo.get("boundsConfig"), variant)))
+    parameters = tuple((name, b.double_constant(v)) for name, v in sorted(raw_parameters.items()))
+    try:
+        compiled = compile_expression(
+            formula, [*raw_variables, *raw_parameters], boolean=False, charge=b.budget.charge_subtree
+        )
+    except InvalidExpression as e:
+        raise refuse(variant, "formula", f"{formula!r}: {e}") from None
+    if series:  # the target and the series variables paired by forward fill (1 s), as a scatter's x and y
+        aligned = [y, *series]
+        paired: list[SeriesNode] = [Pointwise(variant, aligned, _component(i)) for i in range(len(aligned))]
+        y, series = paired[0], paired[1:]
+    return CustomCurveFitChart(y, series, compiled, tuple(variables), parameters, start, end, y_bounds)
 
 
 @polls("ComputableNode", "curve")
@@ -125,7 +171,7 @@ def curve(b: B, value: Json) -> CurveFitChart:
 
 
 @polls("ComputableNode", "curveV2")
-def curve_v2(b: B, value: Json) -> CurveFitChart:
+def curve_v2(b: B, value: Json) -> CurveFitChart | CustomCurveFitChart:
     """`CurveFitV2`: a target series fit against time or another series, over `fitRange`."""
     variant = "curveV2"
     o = b.obj(value, "CurveFitV2")
@@ -140,12 +186,7 @@ def curve_v2(b: B, value: Json) -> CurveFitChart:
         ("polynomial", "exponential", "logarithmic", "power", "custom"),
     )
     if kind == "custom":
-        raise refuse(
-            variant,
-            "curveToFit",
-            "a custom formula is not fit by Sparkwire; fit a polynomial, exponential, logarithmic "
-            "or power curve",
-        )
+        return _plain(_custom(b, b.obj(details, "CustomCurveFit"), y, y_bounds, start, end), variant)
     do = b.obj(details, "PolynomialCurveFit" if kind == "polynomial" else "BuiltInCurveFit")
     fit = _polynomial(b, do, variant) if kind == "polynomial" else Curve(kind)
     xkind, xvar = one_of(b.get(do, "independentVariable", kind), "CurveFitVariable", ("numeric", "time"))
