@@ -56,7 +56,16 @@ async def written(server: ServerProcess) -> Json:
         await write_points(server.base_url, rid, "walk", walk, client=c)
         for unit, pts in by_unit.items():
             await write_points(server.base_url, rid, "split", pts, tags={"unit": unit}, client=c)
-    return {"rid": rid, "walk": walk, "by_unit": by_unit, "start": t0, "end": walk[-1][0] + 1}
+        states = [(t, ("idle", "run", "stop")[i % 3]) for i, (t, _) in enumerate(walk[:40])]
+        await write_points(server.base_url, rid, "state", states, client=c)
+    return {
+        "rid": rid,
+        "walk": walk,
+        "by_unit": by_unit,
+        "states": states,
+        "start": t0,
+        "end": walk[-1][0] + 1,
+    }
 
 
 def reference_lttb(points: list[tuple[int, float]], n_out: int) -> list[tuple[int, float]]:
@@ -168,3 +177,35 @@ def test_truncate_returns_the_first_points(server: ServerProcess, written: Json)
         TOKEN, request(strategy_node(series, "truncate", n.union("maxPointsToReturn", 10_000)), start, end)
     )
     assert pairs(present(got.numeric)) == walk
+
+
+def test_an_enum_series_is_paged_and_truncated_too(server: ServerProcess, written: Json) -> None:
+    client, rid, states = service(server.base_url), written["rid"], written["states"]
+    start, end = written["start"], written["end"]
+    series = n.enum_series(n.channel(rid, "state"))
+    got: list[tuple[int, str]] = []
+    token = None
+    for _ in range(10):
+        info: Json = {"pageSize": 7} if token is None else {"pageSize": 7, "pageToken": token}
+        plot = present(
+            client.compute(
+                TOKEN, request(strategy_node(series, "page", n.union("pageInfo", info)), start, end)
+            ).enum
+        )
+        got += [(ns(t), plot.categories[v]) for t, v in zip(plot.timestamps, plot.values, strict=True)]
+        if plot.next_page_token is None:
+            break
+        tid = present(plot.next_page_token.timestamp_and_id)
+        token = n.union(
+            "timestampAndId",
+            {"timestamp": {"seconds": tid.timestamp.seconds, "nanos": tid.timestamp.nanos}, "id": tid.id},
+        )
+    assert got == states
+    plot = present(
+        client.compute(
+            TOKEN, request(strategy_node(series, "truncate", n.union("maxPointsToReturn", 4)), start, end)
+        ).enum
+    )
+    assert [(ns(t), plot.categories[v]) for t, v in zip(plot.timestamps, plot.values, strict=True)] == states[
+        :4
+    ]

@@ -11,8 +11,13 @@ import math
 import numpy as np
 import pytest
 
-from compute.evaluation.nodes.lttb_paging import lttb, lttb_indices, page
+from compute.evaluation.compiler.limits import Limits, ResultOptions
+from compute.evaluation.compiler.plan import Plan, compile_plan
+from compute.evaluation.errors import ComputeError
+from compute.evaluation.nodes import SummarizeSeries
+from compute.evaluation.nodes.lttb_paging import PolledSummary, lttb, lttb_indices, page
 from compute.evaluation.results import NumericPoints
+from tests import node_json as nj
 from tests.lttb_reference import steinarsson
 
 pytestmark = pytest.mark.unit
@@ -116,3 +121,69 @@ def test_a_token_without_id_starts_at_the_first_point_at_or_after_its_time() -> 
     assert page(ts, (T0 + 5, 0), -5)[:2] == (0, 1)  # backward: the points before that position
     assert page(ts, (T0 + 99, 0), 3) == (4, 4, None)
     assert page(ts[:0], None, 3) == (0, 0, None)
+
+
+# -- compiled: built only when polled, refused live with Nominal's types -------------------------------
+def _strategy_node(kind: str, value: object, **extra: object) -> dict[str, object]:
+    body = {"input": nj.numeric_series(nj.channel("ri.test.lttb", "x")), "numericAggregations": {}, **extra}
+    return nj.union("series", {**body, "summarizationStrategy": nj.union(kind, value)})
+
+
+LTTB_SERIES = nj.series(
+    nj.numeric_series(
+        nj.union(
+            "largestTriangleThreeBuckets",
+            {"input": nj.channel("ri.test.lttb", "x"), "maxPointsToReturn": nj.literal(100)},
+        )
+    )
+)
+POLLED_ONLY = {
+    "LTTB_SUMMARIZATION_STRATEGY": _strategy_node("largestTriangleThreeBuckets", {"maxPointsPerGroup": 10}),
+    "PAGE_SUMMARIZATION_STRATEGY": _strategy_node("page", nj.union("pageInfo", {"pageSize": 10})),
+    "TRUNCATE_SUMMARIZATION_STRATEGY": _strategy_node("truncate", nj.union("maxPointsToReturn", 10)),
+    "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES": LTTB_SERIES,
+}
+
+
+def _compile(node: dict[str, object], polled: bool) -> Plan:
+    return compile_plan(node, 60 * S, {}, Limits(), ResultOptions(), polled=polled)
+
+
+@pytest.mark.parametrize("kind", sorted(POLLED_ONLY))
+def test_live_gets_nominals_polling_only_type_and_a_poll_builds_it(kind: str) -> None:
+    with pytest.raises(ComputeError) as refused:
+        _compile(POLLED_ONLY[kind], polled=False)
+    assert refused.value.name == "PollingOnlyComputation" and refused.value.params["pollingOnlyTypes"] == kind
+    root = _compile(POLLED_ONLY[kind], polled=True).root
+    assert isinstance(
+        root, PolledSummary if kind != "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES" else SummarizeSeries
+    )
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        _strategy_node("largestTriangleThreeBuckets", {"maxPointsPerGroup": 0}),
+        _strategy_node("largestTriangleThreeBuckets", {"maxPointsPerGroup": 10_001}),
+        _strategy_node("page", nj.union("pageInfo", {"pageSize": 0})),
+        _strategy_node("page", nj.union("pageInfo", {"pageSize": -5_001})),
+        _strategy_node(
+            "page",
+            nj.union(
+                "pageInfo",
+                {
+                    "pageSize": 10,
+                    "pageToken": nj.union(
+                        "timestampAndId", {"timestamp": {"seconds": 1, "nanos": 0}, "id": "x"}
+                    ),
+                },
+            ),
+        ),
+        _strategy_node("truncate", nj.union("maxPointsToReturn", 10_001)),
+        _strategy_node("truncate", nj.union("maxPointsToReturn", 5), outputFormat="ARROW_V3"),
+    ],
+)
+def test_values_outside_nominals_bounds_are_refused_by_name(node: dict[str, object]) -> None:
+    with pytest.raises(ComputeError) as refused:
+        _compile(node, polled=True)
+    assert refused.value.name == "InvalidComputation" and refused.value.params.get("field")
