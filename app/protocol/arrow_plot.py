@@ -10,13 +10,15 @@ Nominal's own Arrow client reads them)."""
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
+from compute.evaluation.nodes.lttb_paging import PagedPoints
 from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import NumericBuckets, NumericPoints, Output
+from schemas.timestamps import split_nanos
 
 Json = Any
 UINT32_MAX = np.iinfo(np.uint32).max
@@ -78,6 +80,14 @@ def numeric_buckets_stream(b: NumericBuckets, fmt: ArrowFormat) -> bytes:
 
 def arrow_body(out: Output, fmt: ArrowFormat, group_by_keys: list[str] | None) -> tuple[str, Json]:
     """(variant, ArrowPlot) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
+    if isinstance(out, PagedPoints):  # a page of points, with nextPageToken when it is full
+        kind, page = arrow_body(cast(Output, out.points), fmt, group_by_keys)
+        if out.next_token is not None:
+            t, rank = out.next_token
+            seconds, nanos = split_nanos(t)
+            token = {"timestamp": {"seconds": seconds, "nanos": nanos}, "id": str(rank)}
+            page["nextPageToken"] = {"type": "timestampAndId", "timestampAndId": token}
+        return kind, page
     if isinstance(out, NumericPoints):
         kind, data = "arrowNumeric", numeric_points_stream(out)
     elif isinstance(out, NumericBuckets):

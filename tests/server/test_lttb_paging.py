@@ -7,6 +7,7 @@ References come from the written points and the definitions: Steinarsson's LTTB
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pyarrow as pa
 import pytest
 from conjure_python_client import ConjureHTTPError
 
@@ -209,3 +211,38 @@ def test_an_enum_series_is_paged_and_truncated_too(server: ServerProcess, writte
     assert [(ns(t), plot.categories[v]) for t, v in zip(plot.timestamps, plot.values, strict=True)] == states[
         :4
     ]
+
+
+def arrow_pairs(plot: Any) -> list[tuple[int, float]]:
+    """An ArrowPlot's points (its `arrowBinary`, an Arrow IPC stream of timestamp and value)."""
+    data = plot.arrow_binary
+    raw = base64.b64decode(data) if isinstance(data, str) else bytes(data)
+    with pa.ipc.open_stream(raw) as reader:
+        table = reader.read_all()
+    return list(zip(table.column("timestamp").to_pylist(), table.column("value").to_pylist(), strict=True))
+
+
+def test_arrow_output_carries_the_same_points_and_page_tokens(server: ServerProcess, written: Json) -> None:
+    client, rid, walk = service(server.base_url), written["rid"], written["walk"]
+    start, end = written["start"], written["end"]
+    series = n.numeric_series(n.channel(rid, "walk"))
+    lttb = strategy_node(series, "largestTriangleThreeBuckets", {"maxPointsPerGroup": 100})
+    lttb["series"]["outputFormat"] = "ARROW_V3"
+    got = client.compute(TOKEN, request(lttb, start, end))
+    assert arrow_pairs(present(got.arrow_numeric)) == reference_lttb(walk, 100)
+    seen: list[tuple[int, float]] = []
+    token = None
+    for _ in range(10):
+        info: Json = {"pageSize": 1500} if token is None else {"pageSize": 1500, "pageToken": token}
+        node = strategy_node(series, "page", n.union("pageInfo", info))
+        node["series"]["outputFormat"] = "ARROW_V4"
+        plot = present(client.compute(TOKEN, request(node, start, end)).arrow_numeric)
+        seen += arrow_pairs(plot)
+        if plot.next_page_token is None:
+            break
+        tid = present(plot.next_page_token.timestamp_and_id)
+        token = n.union(
+            "timestampAndId",
+            {"timestamp": {"seconds": tid.timestamp.seconds, "nanos": tid.timestamp.nanos}, "id": tid.id},
+        )
+    assert seen == walk

@@ -180,7 +180,6 @@ def test_live_gets_nominals_polling_only_type_and_a_poll_builds_it(kind: str) ->
             ),
         ),
         _strategy_node("truncate", nj.union("maxPointsToReturn", 10_001)),
-        _strategy_node("truncate", nj.union("maxPointsToReturn", 5), outputFormat="ARROW_V3"),
     ],
 )
 def test_values_outside_nominals_bounds_are_refused_by_name(node: dict[str, object]) -> None:

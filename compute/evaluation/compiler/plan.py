@@ -126,7 +126,7 @@ def compile_plan(
         grouped=bool(group_sets),
         history_step_ns=step,
         catalog=b.catalog.use(),
-        arrow=root.arrow if isinstance(root, nodes.SummarizeSeries) else None,
+        arrow=getattr(root, "arrow", None),  # SummarizeSeries, PolledSummary (nodes/lttb_paging.py)
         unit=result_unit(root),
     )
 

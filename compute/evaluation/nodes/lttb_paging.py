@@ -24,6 +24,8 @@ from compute.evaluation.nodes.base import (
     numeric,
 )
 from compute.evaluation.nodes.cross_group import regroup
+from compute.evaluation.nodes.outputs import arrow_of_enum
+from compute.evaluation.output_format import ArrowFormat
 from compute.evaluation.results import EnumPoints, NumericPoints, Output
 
 MAX_LTTB_POINTS = 10_000  # LttbStrategy.maxPointsPerGroup / maxPointsToReturn: "no greater than 10,000"
@@ -173,6 +175,7 @@ class PolledSummary(OutputNode):
     POLLED_ONLY = True
     series: SeriesNode
     strategy: Strategy
+    arrow: ArrowFormat | None = None  # answered as Nominal's ArrowPlot (numeric series only)
 
     @property
     def input(self) -> SeriesNode:
@@ -183,6 +186,8 @@ class PolledSummary(OutputNode):
         return {k: self._select(self.series.evaluate(env).since(env.window_start)) for k, env in envs.items()}
 
     def _select(self, s: Series) -> Output:
+        if self.arrow is not None and isinstance(s, EnumPoints):
+            raise arrow_of_enum()
         strategy = self.strategy
         if isinstance(strategy, LttbStrategy):
             return lttb(_lttb_input(s), strategy.max_points_per_group)

@@ -97,14 +97,9 @@ def _strategy(b: Builder, kind: str, inner: Json) -> Strategy:
 @polls("SummarizationStrategy", "largestTriangleThreeBuckets", "page", "truncate")
 def _polled_summary(b: Builder, o: dict[str, Json]) -> nodes.OutputNode:
     """`o`: the whole SummarizeSeries (its strategy is one of these three). The answer is the
-    selected points in LEGACY form; buckets, resolution and numericAggregations do not apply."""
+    selected points (LEGACY, or Arrow's `arrowNumeric`); buckets, resolution and numericAggregations
+    do not apply."""
     kind, inner = b.variant("SummarizationStrategy", b.get(o, "summarizationStrategy", "SummarizeSeries"))
-    if arrow_format(o) is not None:
-        raise refuse(
-            "SummarizeSeries",
-            "outputFormat",
-            f"SummarizeSeries.outputFormat: summarizationStrategy {kind} is answered in LEGACY form only",
-        )
     strategy = _strategy(b, kind, inner)
     series = b.timed(b.series(b.get(o, "input", "SummarizeSeries")), "series")
-    return PolledSummary(series, strategy)
+    return PolledSummary(series, strategy, arrow_format(o))
