@@ -246,3 +246,14 @@ def test_arrow_output_carries_the_same_points_and_page_tokens(server: ServerProc
             {"timestamp": {"seconds": tid.timestamp.seconds, "nanos": tid.timestamp.nanos}, "id": tid.id},
         )
     assert seen == walk
+
+
+def test_compute_with_units_reports_the_unit_of_the_selected_points(
+    server: ServerProcess, written: Json
+) -> None:
+    rid, walk, start, end = written["rid"], written["walk"], written["start"], written["end"]
+    metres = n.numeric_series(n.union("unitOverride", {"input": n.channel(rid, "walk"), "unit": "m"}))
+    node = strategy_node(metres, "truncate", n.union("maxPointsToReturn", 3))
+    answer = service(server.base_url).compute_with_units(TOKEN, request(node, start, end))
+    assert present(answer.compute_unit.single).success == "m"
+    assert pairs(present(answer.compute_result.numeric)) == walk[:3]

@@ -24,6 +24,7 @@ from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.evaluation.compiler.limits import CompileBudget, Limits, ResultOptions
 from compute.evaluation.durations import human_duration
 from compute.evaluation.errors import ComputeError, not_supported
+from compute.evaluation.nodes.lttb_paging import PolledSummary
 from compute.evaluation.nodes.units import WithUnit
 from compute.evaluation.output_format import ArrowFormat
 from compute.storage.catalog_reach import Reach
@@ -133,8 +134,10 @@ def compile_plan(
 
 def result_unit(root: nodes.OutputNode) -> str | None:
     """The unit a creation reports: a series whose last step names its unit (`unitOverride`, or
-    `unitConversion`'s output unit). Any other node reports none (Sparkwire's channels carry no
+    `unitConversion`'s output unit), summarized, selected as a value, or its points selected by
+    LTTB, page or truncate when polled. Any other node reports none (Sparkwire's channels carry no
     unit, and it does not carry units through the other nodes)."""
-    if isinstance(root, nodes.SummarizeSeries | nodes.SelectValue) and isinstance(root.input, WithUnit):
+    keeps_unit = isinstance(root, nodes.SummarizeSeries | nodes.SelectValue | PolledSummary)
+    if keeps_unit and isinstance(root.input, WithUnit):
         return root.input.unit
     return None
