@@ -4,6 +4,7 @@ subscriber's envelope."""
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import math
 import uuid
@@ -31,6 +32,7 @@ from compute.evaluation.results import (
     EnumHistogram,
     EnumPoints,
     EnumValue,
+    LogPoints,
     MultivariateBuckets,
     NumericBuckets,
     NumericHistogram,
@@ -50,6 +52,7 @@ from compute.evaluation.spectra import (
     FrequencyPlotV2,
     Spectrum,
 )
+from compute.storage.log_lines import read_log_text
 from schemas.timestamps import split_nanos, split_nanos_array
 
 Json = Any
@@ -305,6 +308,18 @@ def _single_point(p: SinglePoint) -> Json:
     return {"timestamp": timestamp(p.ts), "value": value, "precisionLoss": False}
 
 
+def _paged_log(lines: LogPoints) -> tuple[str, Json]:
+    """A page of log lines as nominal-api's PagedLogPlot: each line's message and args, and an id
+    naming the point in the page (its timestamp, and its rank among the page's points of it)."""
+    ts = lines.ts.tolist()
+    values = []
+    for i, (t, code) in enumerate(zip(ts, lines.codes.tolist(), strict=True)):
+        message, args = read_log_text(lines.categories[code])
+        rank = i - bisect.bisect_left(ts, t, 0, i)
+        values.append({"message": message, "args": args, "id": f"{t}.{rank}"})
+    return "pagedLog", {"timestamps": timestamps(lines.ts), "values": values}
+
+
 def _frequency_body(out: Spectrum) -> tuple[str, Json]:
     """The frequency-domain results (compute/evaluation/spectra.py), as nominal-api names them."""
     if isinstance(out, FrequencyPlot):
@@ -383,7 +398,11 @@ def _curve_fit(out: CurveFitOutput) -> Json:
 def output_body(out: Output) -> tuple[str, Json]:
     """(variant, value) of a ComputeNodeResponse / ComputeNodeAppendResponse."""
     if isinstance(out, PagedPoints):  # a page: its points, and nextPageToken when a full page
-        kind, body = output_body(cast(Output, out.points))
+        kind, body = (
+            _paged_log(out.points)
+            if isinstance(out.points, LogPoints)
+            else output_body(cast(Output, out.points))
+        )
         if out.next_token is not None:
             t, rank = out.next_token
             token = {"timestamp": timestamp(t), "id": str(rank)}

@@ -7,14 +7,14 @@ as an enum channel's labels, so the judgement is kept by label and a batch costs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compute.evaluation.errors import ComputeError
-from compute.evaluation.nodes.base import PointByPoint, Series, SeriesNode, log_lines
-from compute.evaluation.results import NumericPoints
+from compute.evaluation.nodes.base import EvalEnv, Node, PointByPoint, Series, SeriesNode, log_lines
+from compute.evaluation.results import LogPoints, NumericPoints
 from compute.storage.log_lines import read_log_text
 
 # one log line's (message, args) -> whether the operator matches it
@@ -48,6 +48,26 @@ class Contains(PointByPoint):
                 value = judged[text] = 1.0 if self.matches(*_line(text)) else 0.0
             per_code[i] = value
         return NumericPoints(lines.ts, per_code[index.reshape(-1)])
+
+
+@dataclass
+class FilterLines(SeriesNode):
+    """`LogSeries.filter` (LogFilterSeries), built only when polled: the log lines `matches` holds
+    for, with their timestamps (Nominal's `search_logs` pages through them)."""
+
+    POLLED_ONLY = True
+    input: SeriesNode
+    matches: LineFilter
+
+    def children(self) -> Sequence[Node]:
+        return (self.input,)
+
+    def evaluate(self, env: EvalEnv) -> LogPoints:
+        lines = log_lines(self.input.evaluate(env), "filter")
+        codes, index = np.unique(lines.codes, return_inverse=True)
+        kept = np.array([self.matches(*_line(lines.categories[c])) for c in codes.tolist()], bool)
+        keep = kept[index.reshape(-1)] if len(lines) else np.empty(0, bool)
+        return LogPoints(lines.ts[keep], lines.codes[keep], lines.categories)
 
 
 def _line(text: str) -> tuple[str, dict[str, str]]:

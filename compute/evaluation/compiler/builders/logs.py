@@ -4,14 +4,17 @@ registry.py by their Conjure variant names when this module loads.
 
 A `LogSeries` streams here only as far as `contains` needs: `raw` (a variable bound to a channel, a
 series or a sub-computation reading one) and `channel`. Its other variants (selectLogs, union,
-filter, ...) are refused as Nominal refuses every LogSeries: polling only, `LOG_SERIES`.
+filter, ...) are refused as Nominal refuses every LogSeries: polling only, `LOG_SERIES`. When
+polled (Nominal's ComputeService, the SDK's `search_logs`), `Series.log` is built, and `filter`
+too: the lines its operator matches (nodes/logs.py `FilterLines`), answered in pages.
 
 The operators, as nominal-api documents them (docs/decisions/0071-log-points.md):
 - `regexFilter`: the message holds a match of the re2 regular expression (RE2's partial match,
   read by Google's re2 itself, so its syntax and its linear time are RE2's);
 - `exactMatchCaseInsensitiveFilter`: the message holds the token, case-insensitively (Unicode lower
   case), as a whole token: bounded on each side by the message's edge or a character other than an
-  ASCII letter or digit ("err" matches "ERR: disk" and "disk err", not "error");
+  ASCII letter or digit ("err" matches "ERR: disk" and "disk err", not "error"); an empty token
+  matches every line (the nominal SDK's `search_logs` sends one when it is given no match);
 - `arg`: the arg named `key` is present and holds a match of its regular expression;
 - `and` / `or` / `not`: every / any / not the operand(s) (an empty `and` matches, an empty `or`
   does not)."""
@@ -26,10 +29,10 @@ import re2
 from re2 import _re2
 
 from compute.evaluation.compiler.builder import Builder
-from compute.evaluation.compiler.registry import builds
+from compute.evaluation.compiler.registry import builds, polls
 from compute.evaluation.errors import MalformedNode, not_supported, polling_only
 from compute.evaluation.nodes import SeriesNode
-from compute.evaluation.nodes.logs import Contains, LineFilter
+from compute.evaluation.nodes.logs import Contains, FilterLines, LineFilter
 
 Json = Any
 B = Builder
@@ -48,8 +51,14 @@ _LOG_READS = {
 
 
 def log_series(b: B, value: Json) -> SeriesNode:
-    """A `LogSeries` that reads a log channel, or PollingOnlyComputation `LOG_SERIES` by name."""
+    """A `LogSeries` that reads a log channel (polled: also its lines a `filter` keeps), or
+    PollingOnlyComputation `LOG_SERIES` by name."""
     kind, inner = b.variant("LogSeries", value)
+    if kind == "filter" and b.polled:
+        o = b.obj(inner, "LogFilterSeries")
+        with b.budget:
+            lines = log_series(b, b.get(o, "input", "LogFilterSeries"))
+            return FilterLines(lines, line_filter(b, b.get(o, "operator", "LogFilterSeries")))
     read = _LOG_READS.get(kind)
     if read is None:
         raise polling_only(f"LogSeries '{kind}' supports polling only", "LOG_SERIES")
@@ -115,8 +124,8 @@ def _line_filter(b: B, kind: str, inner: Json) -> LineFilter:
         token = b.get(b.obj(inner, kind), "token", kind)
         if not isinstance(token, str):
             raise MalformedNode(f"{kind}.token must be a string")
-        if not token:
-            raise not_supported(f"{kind}.token is empty: it names no token to match", kind, field="token")
+        if not token:  # what the nominal SDK's search_logs sends for no match asked: every line
+            return lambda message, args: True
         holds_token = _has_token(token)
         return lambda message, args: holds_token(message)
     if kind == "arg":
@@ -147,3 +156,10 @@ def _contains(b: B, v: Json) -> SeriesNode:
     o = b.obj(v, what)
     x = log_series(b, b.get(o, "input", what))
     return Contains(x, line_filter(b, b.get(o, "operator", what)))
+
+
+@polls("Series", "log")
+def _polled_log(b: B, v: Json) -> SeriesNode:
+    """A log series polled (Nominal's `search_logs`: its lines in pages, builders/numeric.py's
+    `series` root allowing the page strategy only over one)."""
+    return log_series(b, v)

@@ -219,14 +219,20 @@ def _summarize_series(b: Builder, value: Json) -> nodes.OutputNode:
     window_ns, limits, options = b.window_ns, b.limits, b.options
     o = b.obj(value, "SummarizeSeries")
     strategy = o.get("summarizationStrategy")
-    if strategy is not None:
-        skind, _ = b.variant("SummarizationStrategy", strategy)
-        if skind in STRATEGY_POLLING_ONLY:
-            if b.polled:  # computed once over the period (builders/lttb_paging.py)
-                return registry.builder("SummarizationStrategy", skind, polled=True)(b, o)
-            raise polling_only(
-                f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
-            )
+    skind = None if strategy is None else b.variant("SummarizationStrategy", strategy)[0]
+    input_json = o.get("input")
+    if b.polled and isinstance(input_json, dict) and input_json.get("type") == "log" and skind != "page":
+        raise refuse(
+            "SummarizeSeries",
+            "summarizationStrategy",
+            "a log series is answered in pages only (summarizationStrategy page: Nominal's pagedLog)",
+        )
+    if skind in STRATEGY_POLLING_ONLY:
+        if b.polled:  # computed once over the period (builders/lttb_paging.py)
+            return registry.builder("SummarizationStrategy", skind, polled=True)(b, o)
+        raise polling_only(
+            f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
+        )
     aggregations = summary_aggregations(b, o)
     arrow = arrow_format(o)
     if arrow is not None:  # V2 percentile fields: bucket columns computed as numericAggregations are
