@@ -71,13 +71,14 @@ class DrainingServer(uvicorn.Server):
             "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
         )
         state = self._state()
-        if state is not None and self.grpc_front is not None:
-            await self.grpc_front.start(state)
+        # the line a newcomer reads next, right after the address (tests/server/test_first_hour_processes.py)
         if state is not None and state.settings.role != "edge" and not state.ready:
             logger.info(
                 "Spark is warming up (half a minute or more on a busy machine): /readyz answers 503 "
                 "until the streaming query runs, then a 'ready:' line follows"
             )
+        if state is not None and self.grpc_front is not None:
+            await self.grpc_front.start(state)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.grpc_front is not None:
