@@ -17,6 +17,7 @@ import httpx
 import pytest
 import websockets
 
+from app.protocol.auth import TokensFile
 from tests.conftest import ServerProcess, start_server
 from tests.hostile import close_code, connect, frames_until, make_jwt, still_usable, unique_rid
 from tests.wire import NANOS, channel_variable, new_id, series_node, subscribe_message, subscription, ts
@@ -195,10 +196,12 @@ async def test_tokens_file_changes_apply_without_a_restart(secured: tuple[Server
             {"token": other, "sub": "other", "dataSourceRids": [RID_PREFIX + "*"]},
         ],
     )
+    await asyncio.sleep(TokensFile.RECHECK_S + 0.25)  # an edit reaches lookups within RECHECK_S
     ws = await connect(server.ws_url, additional_headers=bearer(other))
     await still_usable(ws)
     await ws.close()
     write_tokens(tokens, [{"token": STATIC_TOKEN, "sub": "static", "dataSourceRids": [RID_PREFIX + "*"]}])
+    await asyncio.sleep(TokensFile.RECHECK_S + 0.25)
     with pytest.raises(websockets.InvalidStatus) as refused:
         await connect(server.ws_url, additional_headers=bearer(other))
     assert refused.value.response.status_code == 401
