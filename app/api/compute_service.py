@@ -31,7 +31,6 @@ from app.protocol import frames
 from app.protocol.auth import Principal
 from compute.evaluation import cost
 from compute.evaluation.compiler.builder import refuse_unhonoured_context
-from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.evaluation.compiler.plan import Plan
 from compute.evaluation.computation import Batch, Rows
 from compute.evaluation.errors import ComputeError, MalformedNode
@@ -149,16 +148,15 @@ def unit_error(err: HttpError) -> dict[str, Any]:
 
 # -- compiling ---------------------------------------------------------------------------------------
 def compile_node(
+    state: Any,
     principal: Principal,
-    limits: Any,
     node: dict[str, Any],
     context: Mapping[str, Any],
     window_ns: int,
     variables: Mapping[str, Any] | None = None,
-    catalogs: Catalogs = NO_CATALOGS,
 ) -> Plan:
-    """Blocking: the node's plan over a window of `window_ns`, compiled as a subscription's is (the
-    token's reach checked at each read); HttpError when refused."""
+    """Blocking: the node's plan over a window of `window_ns`, compiled as a subscription's is (this
+    server's limits and catalogs, the token's reach checked at each read); HttpError when refused."""
     if not principal.admin and not principal.data_source_patterns:
         raise HttpError(403, "the token reaches no data source", name="Compute:PermissionDenied")
     try:
@@ -168,7 +166,9 @@ def compile_node(
             node, window_ns, merged, None, dataset_references=dict(context.get("datasetReferences") or {})
         )
         reach = Reach(principal.data_source_patterns, everything=principal.admin)
-        plan = request.compile(limits, principal.allows, reach, catalogs, polled=True)
+        plan = request.compile(
+            state.settings.compute_limits, principal.allows, reach, state.catalogs, polled=True
+        )
         if (
             why := cost.refusal(cost.estimate(plan.root, plan.window_ns, plan.history_ns), cost.budget())
         ) is not None:
@@ -265,27 +265,13 @@ def compute_one(
 ) -> tuple[Any, str | None]:
     """Blocking: (ComputeNodeResponse, the result's unit) of one request; HttpError when refused."""
     start, end = _period(body.start, body.end)
-    plan = compile_node(
-        principal,
-        state.settings.compute_limits,
-        body.node,
-        body.context,
-        end - start,
-        catalogs=state.catalogs,
-    )
+    plan = compile_node(state, principal, body.node, body.context, end - start)
     return evaluate(history or History(state), plan, end), plan.unit
 
 
 def unit_of(state: Any, principal: Principal, body: ComputeUnitsRequest) -> Any:
     """Blocking: the ComputeUnitResult of a node (HttpError when refused)."""
-    plan = compile_node(
-        principal,
-        state.settings.compute_limits,
-        body.node,
-        body.context,
-        UNITS_WINDOW_NS,
-        catalogs=state.catalogs,
-    )
+    plan = compile_node(state, principal, body.node, body.context, UNITS_WINDOW_NS)
     return frames.unit_result(plan.unit)
 
 
@@ -382,15 +368,7 @@ def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeN
         span = parameter.timeRange or OptionalRange()
         try:
             start, end = _period(span.start or body.start, span.end or body.end)
-            plan = compile_node(
-                principal,
-                state.settings.compute_limits,
-                body.node,
-                body.context,
-                end - start,
-                parameter.variables,
-                catalogs=state.catalogs,
-            )
+            plan = compile_node(state, principal, body.node, body.context, end - start, parameter.variables)
             results.append({"type": "success", "success": evaluate(history, plan, end)})
         except HttpError as err:
             results.append(error_result(err))
