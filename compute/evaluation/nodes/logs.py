@@ -30,24 +30,14 @@ class Contains(PointByPoint):
     input: SeriesNode
     matches: LineFilter
     # the judgement of each line seen, by its stored text (compute/storage/log_lines.py)
-    judged: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    judged: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     def apply(self, x: Series) -> NumericPoints:
         lines = log_lines(x, "contains")
-        if not len(lines):
-            return NumericPoints(lines.ts, np.empty(0, np.float64))
-        codes, index = np.unique(lines.codes, return_inverse=True)
         judged = self.judged
         if len(judged) > MAX_KEPT_JUDGEMENTS:
             judged.clear()
-        per_code = np.empty(len(codes), np.float64)
-        for i, code in enumerate(codes.tolist()):
-            text = lines.categories[code]
-            value = judged.get(text)
-            if value is None:
-                value = judged[text] = 1.0 if self.matches(*_line(text)) else 0.0
-            per_code[i] = value
-        return NumericPoints(lines.ts, per_code[index.reshape(-1)])
+        return NumericPoints(lines.ts, matching(lines, self.matches, judged).astype(np.float64))
 
 
 @dataclass
@@ -64,10 +54,24 @@ class FilterLines(SeriesNode):
 
     def evaluate(self, env: EvalEnv) -> LogPoints:
         lines = log_lines(self.input.evaluate(env), "filter")
-        codes, index = np.unique(lines.codes, return_inverse=True)
-        kept = np.array([self.matches(*_line(lines.categories[c])) for c in codes.tolist()], bool)
-        keep = kept[index.reshape(-1)] if len(lines) else np.empty(0, bool)
+        keep = matching(lines, self.matches, {})
         return LogPoints(lines.ts[keep], lines.codes[keep], lines.categories)
+
+
+def matching(lines: LogPoints, matches: LineFilter, judged: dict[str, bool]) -> np.ndarray:
+    """Whether `matches` holds for each line, each distinct line (label) judged once; `judged`
+    keeps the judgements by stored text across calls."""
+    if not len(lines):
+        return np.empty(0, bool)
+    codes, index = np.unique(lines.codes, return_inverse=True)
+    per_code = np.empty(len(codes), bool)
+    for i, code in enumerate(codes.tolist()):
+        text = lines.categories[code]
+        value = judged.get(text)
+        if value is None:
+            value = judged[text] = matches(*_line(text))
+        per_code[i] = value
+    return per_code[index.reshape(-1)]
 
 
 def _line(text: str) -> tuple[str, dict[str, str]]:
