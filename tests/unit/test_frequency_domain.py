@@ -29,6 +29,7 @@ from compute.evaluation.nodes.frequency import (
     SpectrogramChart,
     Stft,
     Transform,
+    aligned,
     amplitude_spectrum,
     cross_spectrum,
     frequency_buckets,
@@ -286,15 +287,30 @@ def test_cpsd_phase_is_the_lag_and_of_a_series_with_itself_is_its_psd() -> None:
     assert np.allclose(pxy.real, pxx) and np.allclose(pxy.imag, 0.0)
 
 
-def test_two_series_of_different_lengths_are_refused_and_alignment_is_refused_by_name() -> None:
+def test_two_series_of_different_lengths_are_refused_and_cpsds_alignment_is_refused_by_name() -> None:
     ts, x = sampled(100.0, 10, lambda t: t)
     with pytest.raises(ComputeError) as refused:
         paired(ts, x, ts[:9], x[:9], "bode")
     assert refused.value.name == "InvalidComputation" and "10 and 9" in refused.value.message
-    bode = {"input": n.num("a"), "output": n.num("a"), "alignmentConfiguration": {"driverSeries": "FIRST"}}
+    # nominal-api's Cpsd has no alignmentConfiguration (only Bode aligns)
+    cpsd = {"x": n.num("a"), "y": n.num("a"), "alignmentConfiguration": {"driverSeries": "FIRST"}}
     with pytest.raises(ComputeError) as aligned:
-        _compile(n.union("frequencyV2", n.union("bode", bode)), True)
+        _compile(n.union("frequencyV2", n.union("cpsd", cpsd)), True)
     assert aligned.value.params.get("field") == "alignmentConfiguration"
+
+
+def test_bodes_alignment_reads_the_other_series_by_forward_fill_within_the_radius() -> None:
+    # input at 0, 10, 20, 30 s; output at 5, 12, 40 s; radius 6 s. FIRST (the input's instants): at 0
+    # the output has no point yet (left out), at 10 its 5 s point (5 s old), at 20 its 12 s point
+    # (8 s old: beyond the radius, left out), at 30 nothing within 6 s. SECOND (the output's): at 5 the
+    # input's 0 s point (5 s old), at 12 its 10 s point, at 40 its 30 s point (10 s old: left out).
+    s = 1_000_000_000
+    tx, x = np.array([0, 10, 20, 30]) * s, np.array([1.0, 2.0, 3.0, 4.0])
+    ty, y = np.array([5, 12, 40]) * s, np.array([10.0, 20.0, 30.0])
+    ts, ax, ay = aligned(tx, x, ty, y, "FIRST", 6 * s)
+    assert ts.tolist() == [10 * s] and ax.tolist() == [2.0] and ay.tolist() == [10.0]
+    ts, ax, ay = aligned(tx, x, ty, y, "SECOND", 6 * s)
+    assert ts.tolist() == [5 * s, 12 * s] and ax.tolist() == [1.0, 2.0] and ay.tolist() == [10.0, 20.0]
 
 
 def test_the_two_series_results_decode_as_nominal_apis_plots() -> None:

@@ -401,6 +401,25 @@ def paired(
     return xs, ys, fs
 
 
+def aligned(
+    tx: np.ndarray, x: np.ndarray, ty: np.ndarray, y: np.ndarray, driver: str, radius_ns: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bode's `alignmentConfiguration`: (the driver's timestamps, x and y at them). The driver is x
+    (FIRST, the input) or y (SECOND, the output); the other series is read at each driver timestamp by
+    forward fill: its last point at or before it, if no older than the radius. A driver timestamp
+    where the other has no such point is left out."""
+    td, vd, to, vo = (tx, x, ty, y) if driver == "FIRST" else (ty, y, tx, x)
+    if not len(to):
+        empty = np.empty(0, np.float64)
+        return td[:0], empty, empty
+    idx = np.searchsorted(to, td, side="right") - 1
+    ok = idx >= 0
+    idx = np.where(ok, idx, 0)
+    ok &= td - to[idx] <= radius_ns
+    driven, other = vd[ok].astype(np.float64), vo[idx[ok]].astype(np.float64)
+    return (td[ok], driven, other) if driver == "FIRST" else (td[ok], other, driven)
+
+
 def cross_spectrum(x: np.ndarray, y: np.ndarray, fs: float, stft: Stft) -> tuple[np.ndarray, np.ndarray]:
     """(frequencies in Hz, Welch's one-sided cross-spectral density of x and y, conj(X) Y)."""
     if len(x) < 2 or fs <= 0:
@@ -440,6 +459,7 @@ class PairTransform:
     frequency_type: str = "LINEAR"
     unwrap: bool = True
     degrees: bool = False
+    alignment: tuple[str, int] | None = None  # Bode's (driver FIRST / SECOND, forward fill radius in ns)
 
 
 @dataclass
@@ -469,7 +489,11 @@ class PairFrequencyChart(OutputNode):
         out: dict[GroupKey, Output] = {}
         for key, sx in xs.items():
             sy = ys[key]
-            x, y, fs = paired(sx.ts, sx.values, sy.ts, sy.values, what)
+            if t.alignment is None:
+                x, y, fs = paired(sx.ts, sx.values, sy.ts, sy.values, what)
+            else:
+                ts, ax, ay = aligned(sx.ts, sx.values, sy.ts, sy.values, *t.alignment)
+                x, y, fs = paired(ts, ax, ts, ay, what)
             if t.stft.sampling_frequency is not None:
                 fs = t.stft.sampling_frequency
             if t.method == "cpsd":

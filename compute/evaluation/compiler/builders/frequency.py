@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from compute.evaluation.compiler.builder import Builder, double
-from compute.evaluation.compiler.helpers import one_of
+from compute.evaluation.compiler.helpers import one_of, radius
 from compute.evaluation.compiler.registry import polls
 from compute.evaluation.errors import MalformedNode, refuse
 from compute.evaluation.nodes.frequency import (
@@ -151,12 +151,23 @@ def _pair(b: B, kind: str, value: Json) -> PairFrequencyChart:
     first, second = ("x", "y") if kind == "cpsd" else ("input", "output")
     x = b.timed(b.numeric(b.get(o, first, kind)), what)
     y = b.timed(b.numeric(b.get(o, second, kind)), what)
+    alignment = None
     if o.get("alignmentConfiguration") is not None:
-        raise refuse(
-            what,
-            "alignmentConfiguration",
-            "an alignment is not computed by Sparkwire; without it the two series must hold as many points",
+        if kind != "bode":  # nominal-api's Cpsd and Nyquist have no such field
+            raise refuse(
+                what,
+                "alignmentConfiguration",
+                f"nominal-api's {kind} has no alignmentConfiguration (only bode aligns); without it "
+                "the two series must hold as many points",
+            )
+        ac = b.obj(o["alignmentConfiguration"], "AlignmentConfiguration")
+        driver = _enum(
+            b.get(ac, "driverSeries", "AlignmentConfiguration"),
+            ("FIRST", "SECOND"),
+            f"{what}.alignmentConfiguration.driverSeries",
         )
+        b.get(ac, "interpolationConfiguration", "AlignmentConfiguration")
+        alignment = (driver, radius(b, ac, what))
     default_scaling = "MAGNITUDE_DB_20" if kind == "bode" else "MAGNITUDE_DB_10"
     scaling = default_scaling
     if o.get("magnitudeScaling") is not None:
@@ -177,6 +188,7 @@ def _pair(b: B, kind: str, value: Json) -> PairFrequencyChart:
         frequency_type=ftype,
         unwrap=True if unwrap is None else unwrap,
         degrees=degrees,
+        alignment=alignment,
     )
     return PairFrequencyChart(x, y, transform)
 

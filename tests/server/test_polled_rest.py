@@ -1,0 +1,114 @@
+"""The last polled variants, on a real server through nominal-api's generated `ComputeService`
+client: Bode's `alignmentConfiguration`. References from the mathematics and nominal-api's
+docstrings: the input 2.5 sin(2 pi 50 t) + 1 at 1 kHz over 4 s and the output 1.25 sin(2 pi 50 t
++ 0.7) written at 500 Hz (every other instant of the input). nominal-api: "When absent, Bode ...
+requires the input and output value arrays to have equal length" (4,000 and 2,000: refused);
+"FIRST uses the input timestamps and SECOND uses the output timestamps", the other series read by
+forward fill within `interpolationRadius`. Driven by the output (SECOND), or by the input (FIRST)
+with a radius of 0 (the input's odd instants have no output point at or 0 s before them, so they
+are left out), the pair is the two sines at the output's 2,000 instants: at 50 Hz a gain of 0.5
+(20 log10 0.5 dB) and a phase of 0.7 rad. FIRST with a 1 s radius holds each output value over the
+next input instant: every input instant is kept (1 kHz: 51 frequencies of 10 Hz bins)."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+
+import httpx
+import numpy as np
+import pytest
+from conjure_python_client import ConjureEncoder, ConjureHTTPError
+
+from tests import node_json as n
+from tests.server.test_compute_service import TOKEN, channel, request, secured, service
+from tests.wire import NANOS, write_points
+
+__all__ = ["secured"]
+
+MS = 1_000_000
+F0, AMPLITUDE, OFFSET, SECONDS = 50.0, 2.5, 1.0, 4
+GAIN, LAG = 0.5, 0.7
+
+
+@pytest.fixture(scope="module")
+async def pair(secured: object) -> dict[str, int | str]:
+    base_url: str = secured.base_url  # type: ignore[attr-defined]
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 600) * NANOS
+    sine = [
+        (t0 + i * MS, OFFSET + AMPLITUDE * math.sin(2 * math.pi * F0 * i / 1000))
+        for i in range(SECONDS * 1000)
+    ]
+    echo = [
+        (t0 + i * MS, GAIN * AMPLITUDE * math.sin(2 * math.pi * F0 * i / 1000 + LAG))
+        for i in range(0, SECONDS * 1000, 2)
+    ]
+    async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": TOKEN}, timeout=120) as c:
+        await write_points(base_url, rid, "sine", sine, client=c)
+        await write_points(base_url, rid, "echo500", echo, client=c)
+    return {"rid": rid, "t0": t0}
+
+
+def bode(rid: str, **extra: object) -> dict[str, object]:
+    body = {
+        "input": channel(rid, "sine"),
+        "output": channel(rid, "echo500"),
+        # 100-point segments at 500 Hz: 5 Hz bins, 50 Hz on bin 10 where a Hann window leaks nothing
+        "stftOptions": {"window": "HANN", "nperseg": 100, "noverlap": 50},
+        "unwrapPhase": False,
+        **extra,
+    }
+    return n.union("frequencyV2", n.union("bode", body))
+
+
+def alignment(driver: str, radius_ns: int) -> dict[str, object]:
+    radius = n.union("literal", n.duration(radius_ns))
+    return {
+        "driverSeries": driver,
+        "interpolationConfiguration": n.union("forwardFillInterpolation", {"interpolationRadius": radius}),
+    }
+
+
+def test_bode_aligns_its_series_as_configured(secured: object, pair: dict[str, int | str]) -> None:
+    rid, t0 = str(pair["rid"]), int(pair["t0"])
+    client = service(secured.base_url)  # type: ignore[attr-defined]
+    end = t0 + SECONDS * NANOS
+    with pytest.raises(ConjureHTTPError) as strict:  # no alignment: 4,000 and 2,000 points
+        client.compute(TOKEN, request(bode(rid), t0, end))
+    assert strict.value.error_name == "Compute:InvalidComputation"
+    for driver, radius in (("SECOND", NANOS), ("FIRST", 0)):
+        got = client.compute(
+            TOKEN, request(bode(rid, alignmentConfiguration=alignment(driver, radius)), t0, end)
+        )
+        plot = got.frequency_domain_v2
+        assert plot is not None and plot.magnitude_and_phase is not None, driver
+        f = np.array(plot.magnitude_and_phase.frequencies)
+        assert len(f) == 51 and f[1] == pytest.approx(5.0), driver  # 500 Hz: 51 bins of 5 Hz
+        k = int(np.argmin(np.abs(f - F0)))
+        assert f[k] == pytest.approx(F0)
+        assert plot.magnitude_and_phase.magnitudes[k] == pytest.approx(20 * math.log10(GAIN), abs=1e-6)
+        assert plot.magnitude_and_phase.phases[k] == pytest.approx(LAG, abs=1e-6)
+    held = client.compute(
+        TOKEN, request(bode(rid, alignmentConfiguration=alignment("FIRST", NANOS)), t0, end)
+    ).frequency_domain_v2
+    assert held is not None and held.magnitude_and_phase is not None
+    f = np.array(held.magnitude_and_phase.frequencies)
+    assert len(f) == 51 and f[1] == pytest.approx(10.0)  # every input instant kept: 1 kHz, 10 Hz bins
+    # nominal-api's cpsd has no alignmentConfiguration (its generated client drops it): sent as raw
+    # JSON, it is refused by name, not ignored
+    body = ConjureEncoder().default(request(bode(rid), t0, end))
+    cpsd = {
+        "x": channel(rid, "sine"),
+        "y": channel(rid, "sine"),
+        "alignmentConfiguration": alignment("FIRST", 0),
+    }
+    body["node"] = n.union("frequencyV2", n.union("cpsd", cpsd))
+    r = httpx.post(
+        f"{secured.base_url}/compute/v2/compute",  # type: ignore[attr-defined]
+        json=body,
+        headers={"Authorization": TOKEN},
+        timeout=30,
+    )
+    assert r.status_code == 400 and r.json()["parameters"]["field"] == "alignmentConfiguration", r.text
