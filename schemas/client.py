@@ -73,6 +73,11 @@ class SubscriptionExtensions(ConjureModel):
     resume_token: str | None = Field(default=None, max_length=512, description="resume from this token")
     late_reports: bool = Field(default=False, description="lateReport messages, at most one a second")
     replay: Replay | None = None
+    stream_polled: bool = Field(
+        default=False,
+        description="stream the polling-only nodes Sparkwire can keep exact live (a signal filter, a "
+        "frequency-domain spectrum) instead of refusing them with PollingOnlyComputation",
+    )
 
 
 class StreamingComputeNodeSubscription(ConjureModel):

@@ -585,6 +585,7 @@ def _request(sub: StreamingComputeNodeSubscription) -> ComputationRequest:
         options.allowed_lateness.to_nanos() if options.allowed_lateness else None,
         ResultOptions(append_only=rc is not None, decimate=rc.append_only.decimate_results if rc else True),
         dict(request.context.dataset_references or {}),
+        stream_polled=sub.sparkwire is not None and sub.sparkwire.stream_polled,
     )
 
 

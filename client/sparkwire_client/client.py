@@ -355,10 +355,13 @@ class Client:
         allowed_lateness: float | None = None,
         subscription_id: str | None = None,
         replay: Replay | None = None,
+        stream_polled: bool = False,
     ) -> Subscription:
         """Subscribe to `node` over a window of `window` seconds; returns at once (the first
         FullResult arrives through the subscription). With `replay`, a past period instead (needs
-        a Sparkwire server)."""
+        a Sparkwire server). With `stream_polled`, a node Nominal only polls that Sparkwire can
+        stream exactly (a signal filter, a frequency-domain spectrum) streams live instead of being
+        refused (`sparkwire.streamPolled`, docs/extensions.md; needs a Sparkwire server)."""
         seconds = window.total_seconds() if isinstance(window, datetime.timedelta) else float(window)
         options: Json = {"minDelay": int(min_delay_ms), "allowAppends": True}
         if allowed_lateness is not None:
@@ -369,6 +372,8 @@ class Client:
             request["sparkwire"] = {"resume": True, "lateReports": True}
         if replay is not None:
             request["sparkwire"] = {**request.get("sparkwire", {}), "replay": replay.request()}
+        if stream_polled:
+            request["sparkwire"] = {**request.get("sparkwire", {}), "streamPolled": True}
         sub = Subscription(self, subscription_id or str(uuid.uuid4()), request, round(seconds * 1e9))
         self.subscriptions[sub.id] = sub
         link = self._require_link()

@@ -33,6 +33,9 @@ class ComputationRequest:
     # finds what its token may see, so the compute tier searches with it too, and tokens of other
     # reach have computations of their own.
     reach: Reach | None = None
+    # `sparkwire.streamPolled` (docs/extensions.md): the polled variants builders/streamed.py marks
+    # are built live too. Part of the key: the same node without it is refused, never shared.
+    stream_polled: bool = False
 
     @cached_property
     def key(self) -> str:
@@ -64,6 +67,7 @@ class ComputationRequest:
             reach if reach is not None else self.reach,
             catalogs,
             polled,
+            self.stream_polled and not polled,
         )
 
     def resolved(self, plan: Plan) -> ComputationRequest:
@@ -75,10 +79,13 @@ class ComputationRequest:
     def _fields(self) -> list[Any]:
         options = [self.options.append_only, self.options.decimate]
         fields = [self.node, self.window_ns, self.context, self.allowed_lateness_ns, options]
-        if self.dataset_references or self.resolution is not None:  # keys of older requests unchanged
+        # keys of older requests unchanged
+        if self.dataset_references or self.resolution is not None or self.stream_polled:
             fields += [self.dataset_references, self.resolution]
-        if self.reach is not None:
-            fields.append(self.reach.to_json())
+        if self.reach is not None or self.stream_polled:
+            fields.append(None if self.reach is None else self.reach.to_json())
+        if self.stream_polled:
+            fields.append({"streamPolled": True})
         return fields
 
     def to_json(self) -> str:
@@ -88,6 +95,9 @@ class ComputationRequest:
     def from_json(cls, text: str | bytes) -> ComputationRequest:
         node, window_ns, context, lateness, (append_only, decimate), *rest = json.loads(text)
         references, resolution = rest[:2] if rest else ({}, None)
-        reach = Reach.from_json(rest[2]) if len(rest) > 2 else None
+        reach = Reach.from_json(rest[2]) if len(rest) > 2 and rest[2] is not None else None
+        stream_polled = len(rest) > 3 and bool(rest[3].get("streamPolled"))
         options = ResultOptions(bool(append_only), bool(decimate))
-        return cls(node, int(window_ns), context, lateness, options, references, resolution, reach)
+        return cls(
+            node, int(window_ns), context, lateness, options, references, resolution, reach, stream_polled
+        )

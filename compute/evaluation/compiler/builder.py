@@ -86,6 +86,9 @@ class Builder:
     options: ResultOptions = field(default_factory=ResultOptions)
     catalogs: Catalogs = field(default_factory=Catalogs)  # what it may look up (catalogs.py)
     polled: bool = False  # computed once over a past period (ComputeService): `polls` builders too
+    # A live subscription that asked to stream polled variants (`sparkwire.streamPolled`): those
+    # marked with `streams` (builders/streamed.py) are built too.
+    streamed: bool = False
 
     # -- JSON shapes -------------------------------------------------------------------------------
     def variant(self, union: str, value: Json) -> tuple[str, Json]:
@@ -120,7 +123,7 @@ class Builder:
         """The node a variant of `union` builds, by its registered builder (registry.py), or the
         variant's refusal."""
         kind, inner = self.variant(union, value)
-        return registry.builder(union, kind, self.polled)(self, inner)
+        return registry.builder(union, kind, self.polled, self.streamed)(self, inner)
 
     def nested(self, variables: Mapping[str, Json]) -> Builder:
         """A builder over other variables (a nested context's, alone) sharing everything else: the
@@ -455,7 +458,7 @@ class Builder:
 
     def numeric(self, value: Json) -> nodes.SeriesNode:
         kind, inner = self.variant("NumericSeries", value)
-        build = registry.builder("NumericSeries", kind, self.polled)
+        build = registry.builder("NumericSeries", kind, self.polled, self.streamed)
         with self.budget:
             return build(self, inner)
 
@@ -463,7 +466,7 @@ class Builder:
         """An enum series; a label without timestamps (`selectCategoricalProperty`) only where the
         caller broadcasts it (`constant_ok`), refused by name anywhere else."""
         kind, inner = self.variant("EnumSeries", value)
-        build = registry.builder("EnumSeries", kind, self.polled)
+        build = registry.builder("EnumSeries", kind, self.polled, self.streamed)
         with self.budget:
             node = build(self, inner)
         if isinstance(node, nodes.EnumConstant) and not constant_ok:
@@ -477,7 +480,7 @@ class Builder:
 
     def ranges(self, value: Json) -> nodes.RangeNode:
         kind, inner = self.variant("RangeSeries", value)
-        build = registry.builder("RangeSeries", kind, self.polled)
+        build = registry.builder("RangeSeries", kind, self.polled, self.streamed)
         with self.budget:
             return build(self, inner)
 

@@ -67,12 +67,14 @@ def compile_plan(
     reach: Reach | None = None,
     catalogs: Catalogs = NO_CATALOGS,
     polled: bool = False,
+    streamed: bool = False,
 ) -> Plan:
     """`context`: the variables; `references`: the datasets `DatasetReference` names; `may_read`:
     whether the token reaches a data source (None: every one), checked at each read; `catalogs`:
     the assets, runs, modules and events it may look up (none by default); `polled`: computed once
     over a past period (Nominal's ComputeService), so the variants Nominal only polls are built
-    too (registry.py `polls`). Raises
+    too (registry.py `polls`); `streamed`: a live subscription that asked to stream the polled
+    variants marked with `streams` (builders/streamed.py, docs/extensions.md). Raises
     ComputeError for a valid request Sparkwire refuses (`ComputationTooComplex` as soon as it
     expands past `limits`' compile budget), MalformedNode for a broken one."""
     if window_ns < 0:
@@ -99,11 +101,12 @@ def compile_plan(
         options=options,
         catalogs=catalogs,
         polled=polled,
+        streamed=streamed,
         catalog=datasets.CatalogReads(reach=reach, source=catalogs.assets),  # reach None: all
     )
     b.dataset_references = context_references(b, references)
     kind, value = b.variant("ComputableNode", node)
-    root = registry.builder("ComputableNode", kind, polled)(b, value)
+    root = registry.builder("ComputableNode", kind, polled, streamed)(b, value)
     dimensions.check_dimensions(b, root.input)  # no node over differently grouped inputs
     lookback = root.lookback_ns
     if lookback > limits.max_lookback_ns:

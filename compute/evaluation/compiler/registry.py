@@ -50,6 +50,9 @@ class Refusal:
 _builders: dict[tuple[str, str], Build] = {}
 _refusals: dict[tuple[str, str], Refusal] = {}
 _polled: dict[tuple[str, str], Build] = {}  # built only when polled; refused live
+# Of those, the variants a live subscription may stream when it asks (`sparkwire.streamPolled`,
+# docs/extensions.md): builders/streamed.py lists them.
+_streamed: set[tuple[str, str]] = set()
 
 
 def _claim(union: str, kind: str, *tables: dict[tuple[str, str], Any]) -> None:
@@ -83,6 +86,15 @@ def polls(union: str, *variants: str) -> Callable[[B], B]:
     return register
 
 
+def streams(union: str, *variants: str) -> None:
+    """Marks these polled variants of `union` as streamed live to a subscription that asks for it
+    (`sparkwire.streamPolled`); one that does not ask keeps the variant's refusal."""
+    for kind in variants:
+        if (union, kind) not in _polled:
+            raise RuntimeError(f"{union} '{kind}' is not built when polled: it cannot be streamed as polled")
+        _streamed.add((union, kind))
+
+
 def refuses(
     union: str,
     *variants: str,
@@ -99,11 +111,12 @@ def refuses(
         _refusals[union, kind] = refusal
 
 
-def builder(union: str, kind: str, polled: bool = False) -> Build:
-    """The builder of `kind` (when `polled`, also one registered with `polls`), or its refusal
-    raised (a variant of a union nothing registers is refused as not supported)."""
+def builder(union: str, kind: str, polled: bool = False, streamed: bool = False) -> Build:
+    """The builder of `kind` (when `polled`, also one registered with `polls`; when `streamed`, a
+    live subscription that asked for polled variants, also one marked with `streams`), or its
+    refusal raised (a variant of a union nothing registers is refused as not supported)."""
     build = _builders.get((union, kind))
-    if build is None and polled:
+    if build is None and (polled or (streamed and (union, kind) in _streamed)):
         build = _polled.get((union, kind))
     if build is not None:
         return build
@@ -117,6 +130,11 @@ def refusal(union: str, kind: str) -> ComputeError:
 
 def built(union: str) -> frozenset[str]:
     return frozenset(kind for u, kind in _builders if u == union)
+
+
+def streamed(union: str) -> frozenset[str]:
+    """The polled variants a subscription may stream when it asks (`sparkwire.streamPolled`)."""
+    return frozenset(kind for u, kind in _streamed if u == union)
 
 
 def polled(union: str) -> frozenset[str]:

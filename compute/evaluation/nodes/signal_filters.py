@@ -56,9 +56,14 @@ def butterworth(btype: str, cutoffs: tuple[float, ...], order: int, fs: float) -
     return sos
 
 
+def padding(sos: np.ndarray) -> int:
+    """The points sosfiltfilt's default padding extends each side with (SciPy's rule)."""
+    return 3 * (2 * len(sos) + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum())))
+
+
 def filtfilt(sos: np.ndarray, values: np.ndarray) -> np.ndarray:
     """sosfiltfilt with SciPy's default padding, which needs more points than its pad."""
-    pad = 3 * (2 * len(sos) + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum())))
+    pad = padding(sos)
     if len(values) <= pad:
         raise filter_error(
             f"{len(values)} point(s) in the period; a filter of {len(sos)} second-order section(s) "
@@ -80,6 +85,10 @@ class SignalFilter(SeriesNode):
     cutoffs: tuple[float, ...]  # Hz
     order: int
     fs: float | None = None  # samplingFrequency (Hz); None: the series' median rate
+    # Streamed live (`sparkwire.streamPolled`): a window holding too few points to filter yet (no
+    # median rate, no more points than the padding) is an empty series until enough arrive, where
+    # a poll refuses it; with enough points the output is the poll's.
+    live: bool = False
 
     def children(self) -> tuple[SeriesNode]:
         return (self.input,)
@@ -90,6 +99,10 @@ class SignalFilter(SeriesNode):
         ts, values = x.ts[finite], x.values[finite]
         if not len(ts):
             return empty_numeric()
+        if self.live and self.fs is None and (len(ts) < 2 or np.median(np.diff(ts)) <= 0):
+            return empty_numeric()  # no rate yet
         fs = self.fs if self.fs is not None else sampling_frequency(ts)
         sos = butterworth(self.btype, self.cutoffs, self.order, fs)
+        if self.live and len(ts) <= padding(sos):
+            return empty_numeric()  # fewer points than the padding yet
         return NumericPoints(ts, filtfilt(sos, values))

@@ -19,6 +19,8 @@ from compute.evaluation.compiler.builders import (
     ranges,
     refusals,
     signal_filters,
+    streamed,
+    tag_intervals,
 )
 
 __all__ = [
@@ -37,4 +39,6 @@ __all__ = [
     "ranges",
     "refusals",
     "signal_filters",
+    "streamed",
+    "tag_intervals",
 ]

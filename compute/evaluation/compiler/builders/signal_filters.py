@@ -43,4 +43,4 @@ def signal_filter(b: Builder, value: Json) -> SignalFilter:
     fs = None if o.get("samplingFrequency") is None else b.double_constant(o["samplingFrequency"])
     if fs is not None and not (fs > 0 and math.isfinite(fs)):
         raise refuse("signalFilter", "samplingFrequency", f"must be a positive number, got {fs}")
-    return SignalFilter(x, BTYPES[kind], cutoffs, order, fs)
+    return SignalFilter(x, BTYPES[kind], cutoffs, order, fs, live=b.streamed)

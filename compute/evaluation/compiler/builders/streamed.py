@@ -1,0 +1,21 @@
+"""The polled variants a live subscription may stream when it asks (`sparkwire.streamPolled`,
+docs/extensions.md, docs/decisions/0082-streamed-polled-nodes.md). Their builders are those the
+poll uses (registered with `polls` in their family's module); this module only marks them, so a
+subscription that asks gets the very node ComputeService evaluates, re-evaluated whole over the
+window at each micro-batch (a POLLED_ONLY node has no incremental form: nodes/base.py's default
+`evaluate_since` is the whole evaluation cut), so every frame is exactly the polled answer over the
+same points. A subscription that does not ask (every Nominal client) keeps Nominal's
+`PollingOnlyComputation` refusal (builders/refusals.py).
+
+Not marked, so refused under the option too: LTTB, page and truncate (`summarizeSeries` strategies
+and `lttb`), the curve fits, the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
+`InvalidComputationType`s computed on request, log series, arrays, structs and UDFs."""
+
+from __future__ import annotations
+
+from compute.evaluation.compiler.registry import streams
+
+# a zero-phase (forwards and backwards) Butterworth filter: every output depends on every point
+streams("NumericSeries", "signalFilter")
+# the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked)
+streams("ComputableNode", "frequency", "frequencyV2")

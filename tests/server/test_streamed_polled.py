@@ -1,0 +1,149 @@
+"""Polling-only nodes streamed live under `sparkwire.streamPolled` (docs/extensions.md, decision
+0082), on a real server with Spark: a subscription made through `sparkwire_client` with
+`stream_polled=True` before any point exists, then points written in chunks of one second each
+(200 Hz: a 10 Hz sine of amplitude 1 plus a 60 Hz one of amplitude 0.5). After each chunk the
+subscription's view, merged from the frames it received, must equal, value for value (float
+equality), what Nominal's ComputeService answers over a period holding the same points: a
+zero-phase Butterworth low-pass (`signalFilter`) and the window's amplitude spectrum (`frequency`
+`fft`), whose peaks are also checked against the mathematics (a rectangular window over whole
+periods: amplitude 1 at 10 Hz, 0.5 at 60 Hz). The same nodes subscribed without the option keep
+Nominal's `PollingOnlyComputation` refusal."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from sparkwire_client import Client, View, raw_node
+from tests import node_json as n
+from tests.conftest import ServerProcess, start_server
+from tests.server.test_compute_service import TOKEN, ns, present, request, service
+from tests.wire import NANOS, new_id, subscription, write_points
+from tests.wire import Client as WireClient
+
+Json = dict[str, Any]
+FS = 200  # Hz
+CHUNK = FS  # one second per chunk
+CHUNKS = 4
+WINDOW_S = 3600.0
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    base = tmp_path_factory.mktemp("streamed-polled")
+    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_RESUME_LINGER_SECONDS": "0"})
+    yield proc
+    proc.stop()
+
+
+def wave(t0: int, count: int) -> list[tuple[int, float]]:
+    step = NANOS // FS
+    return [
+        (t0 + i * step, math.sin(2 * math.pi * 10 * i / FS) + 0.5 * math.sin(2 * math.pi * 60 * i / FS))
+        for i in range(count)
+    ]
+
+
+def low_pass(rid: str) -> Json:
+    node = n.union(
+        "signalFilter",
+        {
+            "input": n.channel(rid, "wave"),
+            "signalFilterConfiguration": n.union("lowPass", {"cutoffFrequency": n.literal(30.0)}),
+            "order": n.literal(4),
+        },
+    )
+    return n.series(n.numeric_series(node), buckets=10_000)
+
+
+def spectrum(rid: str) -> Json:
+    return n.union("frequency", n.union("fft", {"input": n.channel(rid, "wave")}))
+
+
+def points_of(view: View) -> list[tuple[int, float]]:
+    return [(int(r["timestamp"]), float(r["value"])) for r in view.rows()]
+
+
+def spectrum_of(view: View) -> list[tuple[float, float]]:
+    return [(float(r["frequency"]), float(r["amplitude"])) for r in view.rows()]
+
+
+async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chunk(
+    live_server: ServerProcess,
+) -> None:
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    points = wave(t0, CHUNK * CHUNKS)
+    polled = service(live_server.base_url)
+    async with Client(live_server.base_url, extensions=False, explain_empty=False) as client:
+        filtered = await client.subscribe(raw_node(low_pass(rid)), WINDOW_S, stream_polled=True)
+        spectral = await client.subscribe(raw_node(spectrum(rid)), WINDOW_S, stream_polled=True)
+        async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
+            for k in range(CHUNKS):
+                await write_points(
+                    live_server.base_url, rid, "wave", points[k * CHUNK : (k + 1) * CHUNK], client=http
+                )
+                held = points[: (k + 1) * CHUNK]
+                count = len(held)
+                start, end = t0 - 60 * NANOS, held[-1][0] + 1
+                view = await filtered.wait_for(lambda v, c=count: len(v.rows()) == c, timeout=120)
+                got = present(polled.compute(TOKEN, request(low_pass(rid), start, end)).numeric)
+                want = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
+                assert [t for t, _ in want] == [t for t, _ in held]
+                assert points_of(view) == want, f"chunk {k}: the streamed filter differs from the polled one"
+
+                bins = count // 2 + 1
+                view = await spectral.wait_for(lambda v, b=bins: len(v.rows()) == b, timeout=120)
+                plot = present(polled.compute(TOKEN, request(spectrum(rid), start, end)).frequency_domain)
+                want_spectrum = list(
+                    zip(map(float, plot.frequencies), map(float, plot.amplitudes), strict=True)
+                )
+                assert spectrum_of(view) == want_spectrum, f"chunk {k}: the streamed spectrum differs"
+                f, a = np.array(want_spectrum).T
+                for freq, amplitude in ((10.0, 1.0), (60.0, 0.5)):
+                    at = int(np.argmin(np.abs(f - freq)))
+                    assert f[at] == pytest.approx(freq) and a[at] == pytest.approx(amplitude, rel=1e-9)
+        assert filtered.version >= CHUNKS and spectral.version >= CHUNKS  # one update per chunk at least
+
+
+async def test_without_the_option_they_keep_nominals_refusal(live_server: ServerProcess) -> None:
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    client = await WireClient.connect(live_server.ws_url)
+    try:
+        for kind, node in (("SIGNAL_FILTER", low_pass(rid)), ("FREQUENCY_DOMAIN", spectrum(rid))):
+            sub_id = new_id()
+            await client.subscribe({sub_id: subscription(node, {}, WINDOW_S)})
+            creation = await client.creation(sub_id)
+            assert creation["type"] == "error", creation
+            error = creation["error"]["serializableError"]
+            assert error["name"] == "PersistentCompute:PollingOnlyComputation"
+            assert error["params"]["pollingOnlyTypes"] == kind
+    finally:
+        await client.close()
+
+
+async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerProcess) -> None:
+    """LTTB is not streamed: under the option too it is refused with Nominal's type."""
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    lttb = n.union(
+        "largestTriangleThreeBuckets", {"input": n.channel(rid, "wave"), "maxPointsToReturn": n.literal(100)}
+    )
+    node = n.series(n.numeric_series(lttb))
+    client = await WireClient.connect(live_server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe(
+            {sub_id: {**subscription(node, {}, WINDOW_S), "sparkwire": {"streamPolled": True}}}
+        )
+        creation = await client.creation(sub_id)
+        assert creation["type"] == "error", creation
+        assert creation["error"]["serializableError"]["name"] == "PersistentCompute:PollingOnlyComputation"
+    finally:
+        await client.close()
