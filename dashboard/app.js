@@ -2,8 +2,8 @@
 // channel (plus one per channel for threshold ranges), a live chart, and a readout of connection
 // state and latency. The chart's data is published on window.sparkwire for scripts and tests.
 
-import { Palette, draw, drawHistogram, drawParallel, drawScatter, drawScatter3d, formatValue } from "./chart.js";
-import { LiveConnection, MergedView, dbl, newId, tsMs } from "./protocol.js";
+import { Palette, draw, drawHistogram, drawParallel, drawScatter, drawScatter3d, drawSpectrum, formatValue } from "./chart.js";
+import { LiveConnection, MergedView, ResultView, dbl, newId, resultParts, tsMs } from "./protocol.js";
 
 const DEFAULTS = {
   rid: "ri.sparkwire.main.dataset.demo",
@@ -23,10 +23,13 @@ const DEFAULTS = {
   replayTo: "",
   speed: "10", // times real time; "max": as fast as the server goes
   then: "live", // at replayTo: follow "live", or "stop"
+  cutoff: "1", // mode spectrum: the low-pass filter's cutoff (Hz)
 };
 const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets beyond
 // the modes that put a chart beside the time chart (one subscription of that chart)
 const SIDE_MODES = new Set(["histogram", "scatter", "scatter3d", "multivariate"]);
+// the mode whose side chart and second series are polled (POST /compute/v2/compute), not subscribed
+const POLLED_MODE = "spectrum";
 const $ = (id) => document.getElementById(id);
 const STALE_MS = 5000; // no append for this long: the latency readout says so instead of an old value
 const OP_TEXT = { GREATER_THAN: ">", GREATER_THAN_OR_EQUAL_TO: "≥", LESS_THAN: "<", LESS_THAN_OR_EQUAL_TO: "≤" };
@@ -58,6 +61,12 @@ const published = {
   formErrors: [], // why the form's configuration was refused (not applied)
   drawn: null, // what the time chart drew: its panels (one y-axis each), strips and threshold line
   sideDrawn: null, // where the 3D scatter put its labels and dots, or the multivariate panel its rows
+  // mode spectrum, polled: { channel, at (the period's end, ms), groups: { group: [[frequency, min, max]] },
+  // peaks: { group: { frequency, from, to, amplitude } } } of the first channel (its formula applied)
+  spectrum: null,
+  // each poll's outcome: { periodMs, spectrum: {...}, filter: {...} }, each with ok, at, tookMs, error
+  polled: null,
+  pollErrors: {}, // "spectrum" | "filter" -> why its last poll failed (shown under the chart)
   config: null,
 };
 window.sparkwire = published;
@@ -102,6 +111,7 @@ function showModeFields() {
   const formula = $("formula").value;
   $("threshold-field").hidden = mode !== "ranges" && mode !== "rangeValues" && formula !== "ifElse";
   $("expression-field").hidden = formula !== "expression";
+  $("cutoff-field").hidden = mode !== POLLED_MODE;
 }
 
 /** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
@@ -134,13 +144,17 @@ function validate(config) {
   if ((config.mode === "buckets" || config.mode === "histogram") && !(Number.isInteger(Number(config.buckets)) && Number(config.buckets) >= 1)) {
     problems.push(["buckets", `Buckets must be a whole number, 1 or more (got "${config.buckets}").`]);
   }
+  const cutoff = Number(config.cutoff);
+  if (config.mode === POLLED_MODE && (config.cutoff === "" || !Number.isFinite(cutoff) || cutoff <= 0)) {
+    problems.push(["cutoff", `The low-pass cutoff must be more than 0 Hz (got "${config.cutoff}").`]);
+  }
   return problems;
 }
 
 /** The refusals beside the form, each field marked: nothing runs until they are put right. */
 function renderFormErrors(problems) {
   published.formErrors = problems.map(([, message]) => message);
-  for (const id of ["window", "threshold", "buckets"]) {
+  for (const id of ["window", "threshold", "buckets", "cutoff"]) {
     const problem = problems.find(([field]) => field === id);
     $(id).setCustomValidity(problem ? problem[1] : "");
     $(id).toggleAttribute("aria-invalid", Boolean(problem));
@@ -400,6 +414,157 @@ function replayPeriod(config) {
   return { from, to };
 }
 
+// -- polled computations: a spectrum and a low-pass filter (mode spectrum) -------------------------
+// Nominal computes a spectrum (FREQUENCY_DOMAIN) and a signal filter (SIGNAL_FILTER) only when
+// polled: a subscription to either is refused with PollingOnlyComputation. So mode spectrum polls
+// its ComputeService, POST /compute/v2/compute (docs/protocol.md, "Frequency domain, computed when
+// polled" and "Curve fits and signal filters, computed when polled"), over the dashboard's window,
+// for the first channel (through the chosen formula): its single-sided amplitude spectrum beside the
+// chart, and its low-pass filtered version drawn with the live channel in the time chart.
+const SPECTRUM_BUCKETS = 512; // frequency buckets (a bin each until the window holds 1,022 points)
+const FILTER_ORDER = 4; // the Butterworth filter's order (applied forwards and backwards: doubled)
+
+/** How often the polled charts are refreshed: a poll recomputes the whole window (an FFT and a
+ *  two-way filter of every point in it), so the period grows with the window, 1/60 of it (a poll
+ *  then meets at most ~2% new points), never under 1 s (a person reads a spectrum no faster, and
+ *  the server's cost stays below one window's computation a second) nor over 30 s (a long window
+ *  still shows news within half a minute). The next poll starts only when the last one has
+ *  answered, so a slow server is never asked twice at once. */
+function pollPeriodMs(config) {
+  return Math.min(30000, Math.max(1000, (Number(config.window) * 1000) / 60));
+}
+
+let pollGeneration = 0; // apply() starts a new one: an older poll's answer is dropped
+let pollTimer = null;
+
+function stopPolling() {
+  pollGeneration += 1;
+  clearTimeout(pollTimer);
+  pollTimer = null;
+}
+
+function startPolling(config, channel) {
+  stopPolling();
+  const generation = pollGeneration;
+  published.polled = { periodMs: pollPeriodMs(config), spectrum: null, filter: null };
+  const tick = async () => {
+    await pollOnce(config, channel, generation);
+    if (generation === pollGeneration) pollTimer = setTimeout(tick, pollPeriodMs(config));
+  };
+  tick();
+}
+
+/** The channel's NumericSeries (variable x, through the formula) inside a polled node. */
+function polledNodes(config) {
+  const input = (FORMULAS[config.formula] ?? FORMULAS[""])({ type: "raw", raw: { name: "x" } }, config);
+  const fft = { input, window: "HANN", summarizationStrategy: { type: "buckets", buckets: { buckets: SPECTRUM_BUCKETS } } };
+  const lowPass = { cutoffFrequency: literal(Number(config.cutoff)) };
+  const filtered = {
+    type: "signalFilter",
+    signalFilter: { input, signalFilterConfiguration: { type: "lowPass", lowPass }, order: literal(FILTER_ORDER) },
+  };
+  return {
+    spectrum: { type: "frequencyV2", frequencyV2: { type: "fft", fft } },
+    filter: { type: "series", series: { input: { type: "numeric", numeric: filtered }, numericAggregations: {}, buckets: RAW_LIMIT } },
+  };
+}
+
+/** One ComputeService call: the ComputeNodeResponse, or an Error saying what the server said. */
+async function compute(node, variable, startMs, endMs) {
+  const body = { node, start: isoTs(startMs), end: isoTs(endMs), context: { variables: { x: variable }, datasetReferences: {} } };
+  const headers = { "Content-Type": "application/json", ...(authorized().headers ?? {}) };
+  let answer;
+  try {
+    answer = await fetch("compute/v2/compute", { method: "POST", headers, body: JSON.stringify(body) });
+  } catch (err) {
+    throw new Error(`the server did not answer (${err.message})`);
+  }
+  noteRefusal(answer);
+  if (answer.ok) return answer.json();
+  const text = await answer.text();
+  let error = null;
+  try {
+    error = JSON.parse(text);
+  } catch {
+    // not a Conjure error (a proxy's page): its status and first words are what there is to say
+  }
+  if (!error || !error.errorName) throw new Error(`${answer.status}: ${text.slice(0, 200)}`);
+  const params = Object.entries(error.parameters ?? {}).filter(([k]) => k !== "message");
+  const said = error.message ?? error.parameters?.message ?? "";
+  const extra = params.length ? ` (${params.map(([k, v]) => `${k}: ${v}`).join(", ")})` : "";
+  throw new Error(`${error.errorName}${said ? `: ${said}` : ""}${extra}`);
+}
+
+/** The frequency a bucket is drawn at: its bin's own when it holds one (or the higher of two),
+ *  else its centre. */
+function bucketFrequency(b) {
+  const first = b.firstPoint;
+  const last = b.lastPoint;
+  if (b.count === 1 || !last) return dbl(first.frequency);
+  if (b.count === 2) return dbl(last.amplitude) > dbl(first.amplitude) ? dbl(last.frequency) : dbl(first.frequency);
+  return dbl(b.frequencyCenter);
+}
+
+async function pollOnce(config, channel, generation) {
+  const endMs = replaying() ? replayClock() : Date.now();
+  const startMs = endMs - Number(config.window) * 1000;
+  const variable = config.asset
+    ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
+    : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy);
+  const nodes = polledNodes(config);
+  const outcome = async (role, use) => {
+    const began = performance.now();
+    try {
+      const response = await compute(nodes[role], variable, startMs, endMs);
+      if (generation !== pollGeneration) return;
+      use(response);
+      published.polled[role] = { ok: true, at: endMs, tookMs: performance.now() - began, error: null };
+      delete published.pollErrors[role];
+    } catch (err) {
+      if (generation !== pollGeneration) return;
+      // said under the chart (and kept until a poll succeeds); what was drawn before stays drawn
+      const what = role === "spectrum" ? "spectrum" : `low-pass ${config.cutoff} Hz`;
+      published.polled[role] = { ok: false, at: endMs, tookMs: performance.now() - began, error: err.message };
+      published.pollErrors[role] = `${channel} (${what}, polled): ${err.message}`;
+    }
+  };
+  await Promise.all([
+    outcome("spectrum", (response) => {
+      const groups = {};
+      const peaks = {};
+      for (const [group, kind, body] of resultParts(response)) {
+        if (kind !== "bucketedFrequencyDomain") throw new Error(`unexpected answer ${kind}`);
+        groups[group] = body.buckets.map((b) => [bucketFrequency(b), dbl(b.minAmplitude), dbl(b.maxAmplitude)]);
+        // the peak above the first bucket (which holds 0 Hz: the mean, not an oscillation)
+        let best = null;
+        body.buckets.forEach((b, i) => {
+          if ((i > 0 || body.buckets.length === 1) && (!best || dbl(b.maxAmplitude) > dbl(best.maxAmplitude))) best = b;
+        });
+        if (best) {
+          const amplitude = dbl(best.maxAmplitude);
+          peaks[group] = { frequency: bucketFrequency(best), from: dbl(best.frequencyStart), to: dbl(best.frequencyEnd), amplitude };
+        }
+      }
+      published.spectrum = { channel, at: endMs, groups, peaks };
+    }),
+    outcome("filter", (response) => {
+      for (const name of Object.keys(published.series)) if (published.series[name].polled) delete published.series[name];
+      for (const [group, kind, body] of resultParts(response)) {
+        const view = new ResultView();
+        view.replace(kind, body);
+        const rows = view.sorted();
+        const entry = { kind, channel, group, polled: true, points: [], buckets: [] };
+        if (kind === "bucketedNumeric") entry.buckets = rows.map(([t, b]) => [t, b.min, b.max, b.mean, b.count]);
+        else entry.points = rows;
+        published.series[`${label(channel, group)} · low-pass ${config.cutoff} Hz`] = entry;
+      }
+    }),
+  ]);
+  if (generation !== pollGeneration) return;
+  renderErrors();
+  dirty = true;
+}
+
 // -- subscriptions ---------------------------------------------------------------------------------
 function apply(config) {
   const problems = validate(config);
@@ -422,6 +587,10 @@ function apply(config) {
   published.side = null;
   published.values = {};
   published.errors = [];
+  published.spectrum = null;
+  published.polled = null;
+  published.pollErrors = {};
+  stopPolling();
   const period = replayPeriod(config);
   published.replay = period ? { ...period, ended: null } : null;
   connection.unsubscribeAll();
@@ -440,7 +609,7 @@ function apply(config) {
       connection.subscribe(id, request(config, channel, role));
     }
   });
-  const side = SIDE_MODES.has(config.mode);
+  const side = SIDE_MODES.has(config.mode) || config.mode === POLLED_MODE;
   $("side").hidden = !side;
   $("charts").classList.toggle("with-side", side);
   $("tiles").hidden = config.mode !== "value";
@@ -448,6 +617,12 @@ function apply(config) {
     published.errors.push("scatter: name two channels, x first, then y");
   } else if (config.mode === "scatter3d" && channels.length !== 3) {
     published.errors.push("3D scatter: name three channels, x, y, then z");
+  } else if (config.mode === POLLED_MODE) {
+    const first = channels[0];
+    if (!first) published.errors.push("spectrum: name a channel (the first one is polled)");
+    else if (channelTypes.get(`${sourceOf(config)}|${first}`) === "string") {
+      published.errors.push(`spectrum: ${first} is a string channel; a spectrum and a filter need numbers`);
+    } else startPolling(config, first);
   } else if (side && channels.length) {
     const id = newId();
     const sub = { channel: channels.join(", "), role: config.mode, index: 0, view: new MergedView(0) };
@@ -546,6 +721,21 @@ function publishSide(sub) {
 }
 
 function drawSide(config) {
+  if (config.mode === POLLED_MODE) {
+    const spectrum = published.spectrum;
+    if (!spectrum) return;
+    const groups = Object.keys(spectrum.groups).sort();
+    const colors = sidePalette.assign(groups);
+    const name = (group) => label(spectrum.channel, group);
+    // each group's spectrum in its series' colour (that of the live line in the time chart)
+    const color = (group) => published.colors[name(group)] ?? colors[group];
+    const sets = groups.map((group) => ({ label: name(group), color: color(group), buckets: spectrum.groups[group] }));
+    const peaks = groups.filter((g) => spectrum.peaks[g]).map((g) => ({ label: name(g), ...spectrum.peaks[g] }));
+    const every = formatValue(published.polled.periodMs / 1000);
+    const title = `amplitude spectrum · ${spectrum.channel} · the last ${config.window} s, polled every ${every} s`;
+    published.sideDrawn = drawSpectrum($("side"), { sets, peaks, title });
+    return;
+  }
   const side = published.side;
   if (!side || !side.kind) return;
   const groups = Object.keys(side.groups).sort();
@@ -683,7 +873,7 @@ function frame() {
       ...series.map((s) =>
         enums.includes(s)
           ? `<span data-series="${escape(s.label)}" class="enum"><b>${escape(s.label)}</b> · ${s.kind}: ${key(s)}</span>`
-          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}</span>`,
+          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}${s.polled ? ` (order ${FILTER_ORDER} Butterworth, both ways; polled every ${formatValue(published.polled.periodMs / 1000)} s)` : ""}</span>`,
       ),
       ...ranges.map(
         (r, i) =>
@@ -844,7 +1034,8 @@ function renderLatency() {
 }
 
 function renderErrors() {
-  $("errors").innerHTML = published.errors.map((e) => `<li>${escape(e)}</li>`).join("");
+  const polled = Object.values(published.pollErrors).map((e) => `<li data-polled>${escape(e)}</li>`);
+  $("errors").innerHTML = [...published.errors.map((e) => `<li>${escape(e)}</li>`), ...polled].join("");
 }
 
 function escape(text) {

@@ -661,3 +661,74 @@ export function drawParallel(canvas, { axes, lines, title, labels = [] }) {
   // the rows' baselines (11 px text): the title, the axes' names, their top values
   return { title: shownTitle, titleY: 14, namesY: 32, topValuesY: plot.y0 - 5, axisTop: plot.y0, names: axes.map((_, k) => at(k)) };
 }
+
+/**
+ * An amplitude spectrum: sets: [{label, color, buckets: [[frequency, min, max]]}] (a bucket's
+ * frequency, and the least and greatest amplitude of the bins it holds), drawn as the greatest
+ * amplitude's line over a band down to the least, on a frequency axis in Hz from 0. The first
+ * bucket holds 0 Hz (the mean): it does not set the amplitude scale (it would flatten everything
+ * else on a channel far from zero) and is clipped, its value written, when it stands above it.
+ * peaks: [{label, frequency, amplitude}] marked with a dot and their frequency.
+ * Returns { x0, x1, fmax, top } (where it drew).
+ */
+export function drawSpectrum(canvas, { sets, title, peaks = [] }) {
+  const { ctx, width, height } = surface(canvas);
+  const plot = { x0: 56, x1: width - 12, y0: 24, y1: height - 40 };
+  ctx.fillStyle = "#1b2631";
+  ctx.textAlign = "left";
+  ctx.fillText(fitText(ctx, title, width - 24), 12, 14);
+  const fmax = Math.max(1e-9, ...sets.flatMap((s) => s.buckets.map(([f]) => f)));
+  const scaled = sets.flatMap((s) => s.buckets.slice(s.buckets.length > 1 ? 1 : 0).map(([, , mx]) => mx));
+  const top = Math.max(1e-12, ...scaled.filter(Number.isFinite)) * 1.1;
+  const x = (f) => plot.x0 + (f / fmax) * (plot.x1 - plot.x0);
+  const y = (a) => Math.max(plot.y0, plot.y1 - (a / top) * (plot.y1 - plot.y0));
+  axis(ctx, 0, top, y, true, plot);
+  axis(ctx, 0, fmax, x, false, plot);
+  ctx.fillStyle = "#5d6d7e";
+  ctx.textAlign = "right";
+  ctx.fillText("Hz", plot.x1, plot.y1 + 30);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+  ctx.clip();
+  for (const s of sets) {
+    if (!s.buckets.length) continue;
+    ctx.fillStyle = s.color + "40"; // the band from each bucket's least to its greatest amplitude
+    ctx.beginPath();
+    s.buckets.forEach(([f, , mx], i) => (i ? ctx.lineTo(x(f), y(mx)) : ctx.moveTo(x(f), y(mx))));
+    for (let i = s.buckets.length - 1; i >= 0; i--) ctx.lineTo(x(s.buckets[i][0]), y(s.buckets[i][1]));
+    ctx.closePath();
+    ctx.fill();
+    line(ctx, s.buckets.map(([f, , mx]) => [x(f), y(mx)]), s.color, 1.5);
+  }
+  ctx.restore();
+  ctx.font = "11px system-ui, sans-serif";
+  for (const s of sets) {
+    const [f, , mx] = s.buckets[0] ?? [];
+    if (s.buckets.length > 1 && mx > top) {
+      ctx.fillStyle = s.color;
+      ctx.textAlign = "left";
+      ctx.fillText(`0 Hz: ${formatValue(mx)} ↑`, x(f) + 4, plot.y0 + 12);
+    }
+  }
+  peaks.forEach((p, i) => {
+    const color = sets.find((s) => s.label === p.label)?.color ?? "#1b2631";
+    const [px, py] = [x(p.frequency), y(p.amplitude)];
+    ctx.fillStyle = color;
+    ctx.beginPath();
+    ctx.arc(px, py, 3.5, 0, 2 * Math.PI);
+    ctx.fill();
+    const text = `${formatValue(p.frequency)} Hz · ${formatValue(p.amplitude)}`;
+    const w = ctx.measureText(text).width;
+    ctx.textAlign = "left";
+    const tx = Math.max(plot.x0 + 2, Math.min(plot.x1 - w - 2, px + 6));
+    const ty = Math.max(plot.y0 + 12, py - 6) + i * 13;
+    ctx.fillStyle = "#ffffffd0";
+    ctx.fillRect(tx - 2, ty - 10, w + 4, 13);
+    ctx.fillStyle = "#1b2631";
+    ctx.fillText(text, tx, ty);
+  });
+  ctx.strokeStyle = "#5d6d7e";
+  ctx.strokeRect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+  return { x0: plot.x0, x1: plot.x1, fmax, top };
+}

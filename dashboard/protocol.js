@@ -144,7 +144,8 @@ function groupKey(grouping) {
     .join(",");
 }
 
-function parts(result) {
+/** A ComputeNodeResponse as [group key, kind, body] per group ("" when not grouped). */
+export function resultParts(result) {
   if (result.type !== "grouped") return [["", result.type, result[result.type]]];
   return result.grouped.responses.map((g) => [groupKey(g.grouping), g.response.type, g.response[g.response.type]]);
 }
@@ -160,7 +161,7 @@ export class MergedView {
   apply(update) {
     if (update.type === "full") {
       this.groups = new Map();
-      for (const [key, kind, body] of parts(update.full.result)) {
+      for (const [key, kind, body] of resultParts(update.full.result)) {
         const view = new ResultView();
         view.replace(kind, body);
         this.groups.set(key, view);
@@ -169,7 +170,7 @@ export class MergedView {
       const start = tsMs(update.append.start);
       const end = tsMs(update.append.end);
       this.end = Math.max(this.end, end);
-      for (const [key, kind, body] of parts(update.append.result)) {
+      for (const [key, kind, body] of resultParts(update.append.result)) {
         if (!this.groups.has(key)) this.groups.set(key, new ResultView());
         this.groups.get(key).merge(kind, body, start, end);
       }

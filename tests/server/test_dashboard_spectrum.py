@@ -1,0 +1,187 @@
+"""The dashboard's polled charts, in headless Chromium against a real server with authentication on:
+mode `spectrum` polls Nominal's ComputeService (`POST /compute/v2/compute`) over the dashboard's
+window for the first channel, and draws its amplitude spectrum beside the time chart and its
+low-pass filtered version in it, beside the live channel.
+
+References from the mathematics: x(t) = 2 sin(2 pi 5 t) + sin(2 pi 40 t), 100 points a second for
+20 s, has a single-sided amplitude spectrum of 2 at 5 Hz and 1 at 40 Hz (both on bins of 0.05 Hz,
+where a Hann window reads a sine's amplitude exactly and leaks nothing beyond the next bin); a
+digital order-N Butterworth low-pass filter of cutoff fc (the bilinear transform of the analog one,
+its cutoff prewarped) applied forwards and backwards (nominal-api: "bidirectional Butterworth
+filters") has the gain |H(f)|^2 = 1 / (1 + (tan(pi f / fs) / tan(pi fc / fs))^(2N)), so with
+fs = 100 Hz, fc = 10 Hz and N = 4 the 5 Hz part keeps 0.9968 of its amplitude and the 40 Hz part
+1.5e-8."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import numpy as np
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.conftest import ServerProcess, start_server
+from tests.server.test_dashboard import drawn_pixels, points_of, side_pixels, unique_rid, until
+from tests.wire import NANOS, write_points
+
+TOKEN = "spectrum-token"
+F_LOW, A_LOW, F_HIGH, A_HIGH = 5.0, 2.0, 40.0, 1.0
+RATE, SECONDS = 100, 20
+CUTOFF, ORDER = 10.0, 4  # the dashboard's filter order (dashboard/app.js FILTER_ORDER)
+FILTERED = f"x · low-pass {CUTOFF:g} Hz"
+
+
+@pytest.fixture(scope="module")
+def authed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module, with a tokens file (the page must send its token on its polls)."""
+    base = tmp_path_factory.mktemp("dashboard-spectrum")
+    tokens = base / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": [{"token": TOKEN, "sub": "viewer", "dataSourceRids": ["*"]}]}))
+    proc = start_server(base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)})
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+async def written(authed: ServerProcess) -> dict[str, Any]:
+    """The two sines, the last 20 s up to now: inside a 60 s window for the next 40 s."""
+    rid = unique_rid("spectrum")
+    t0 = time.time_ns() - SECONDS * NANOS
+    points = [
+        (
+            t0 + i * NANOS // RATE,
+            A_LOW * math.sin(2 * math.pi * F_LOW * i / RATE)
+            + A_HIGH * math.sin(2 * math.pi * F_HIGH * i / RATE),
+        )
+        for i in range(SECONDS * RATE)
+    ]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=authed.base_url, headers=headers, timeout=60) as http:
+        await write_points(authed.base_url, rid, "x", points, client=http)
+    return {"rid": rid, "t0": t0, "points": points}
+
+
+def query(rid: str, **extra: str) -> str:
+    params = {"groupBy": "", "tags": "", "rid": rid, "channels": "x", "window": "60", "mode": "spectrum"}
+    return urlencode({**params, "cutoff": f"{CUTOFF:g}", **extra})
+
+
+def butterworth_two_way(f: float) -> float:
+    return 1 / (1 + (math.tan(math.pi * f / RATE) / math.tan(math.pi * CUTOFF / RATE)) ** (2 * ORDER))
+
+
+def amplitude_at(points: list[list[float]], t0: int, f: float) -> float:
+    """The amplitude of the sine of frequency f in the plotted points, fitted by least squares over
+    their middle (seconds 5 to 15: whole periods, far from the filter's edges)."""
+    seconds = np.array([(t - t0 / 1e6) / 1000 for t, _ in points])
+    values = np.array([v for _, v in points])
+    middle = (seconds >= 5.0) & (seconds < 15.0)
+    assert middle.sum() == 10 * RATE, middle.sum()
+    basis = np.column_stack(
+        [
+            np.sin(2 * np.pi * f * seconds[middle]),
+            np.cos(2 * np.pi * f * seconds[middle]),
+            np.ones(middle.sum()),
+        ]
+    )
+    (s, c, _), *_ = np.linalg.lstsq(basis, values[middle], rcond=None)
+    return math.hypot(s, c)
+
+
+async def test_without_a_token_the_polls_are_refused_and_said(
+    authed: ServerProcess, written: dict[str, Any], page: Page
+) -> None:
+    await page.goto(f"{authed.base_url}/?{query(written['rid'])}")
+    data = await until(
+        page, lambda d: bool(d["pollErrors"].get("spectrum") and d["pollErrors"].get("filter"))
+    )
+    assert data["auth"] == "token needed"
+    assert data["spectrum"] is None and FILTERED not in data["series"]
+    assert data["polled"]["spectrum"]["ok"] is False
+    # shown under the chart, not only kept in the page's state
+    await expect(page.locator("#errors li[data-polled]")).to_have_count(2)
+    await expect(page.locator("#notice")).to_contain_text("needs a token")
+
+
+async def test_the_spectrum_peaks_at_the_sines_frequency_and_the_filter_attenuates_the_high_one(
+    authed: ServerProcess, written: dict[str, Any], page: Page, tmp_path: Path
+) -> None:
+    rid, t0, points = written["rid"], written["t0"], written["points"]
+    await page.goto(f"{authed.base_url}/?{query(rid)}#token={TOKEN}")
+    await expect(page.locator("#cutoff-field")).to_be_visible()
+    data = await until(
+        page,
+        lambda d: (
+            bool(d["spectrum"] and d["spectrum"]["peaks"].get(""))
+            and len(points_of(d, FILTERED)) == len(points)
+            and len(points_of(d, "x")) == len(points)
+        ),
+        timeout=90,
+    )
+    assert data["auth"] is None and data["pollErrors"] == {} and data["errors"] == []
+    assert data["polled"]["periodMs"] == 1000  # a 60 s window: 1/60 of it, at least 1 s
+
+    # the spectrum: its peak at the low sine's frequency and amplitude; the high sine's bin reads 1
+    spectrum = data["spectrum"]
+    assert spectrum["channel"] == "x"
+    peak = spectrum["peaks"][""]
+    assert peak["frequency"] == pytest.approx(F_LOW, abs=1e-9)
+    assert peak["from"] <= F_LOW < peak["to"]
+    assert peak["amplitude"] == pytest.approx(A_LOW, rel=1e-6)
+    curve = spectrum["groups"][""]
+    nyquist = RATE / 2
+    assert curve[0][0] <= 0.05 and curve[-1][0] == pytest.approx(nyquist)  # 0 Hz to Nyquist
+    high = min(curve, key=lambda row: abs(row[0] - F_HIGH))
+    assert high[0] == pytest.approx(F_HIGH, abs=1e-9) and high[2] == pytest.approx(A_HIGH, rel=1e-6)
+    elsewhere = [mx for f, _, mx in curve if abs(f - F_LOW) > 0.2 and abs(f - F_HIGH) > 0.2 and f > 0]
+    assert max(elsewhere) < 1e-6  # nothing but the two sines (a bin away from each: Hann's own lobe)
+
+    # the filtered channel: the written instants, the 5 Hz part kept, the 40 Hz part gone
+    filtered = points_of(data, FILTERED)
+    assert data["series"][FILTERED]["kind"] == "numeric" and data["series"][FILTERED]["polled"] is True
+    assert all(
+        math.isclose(t, ns / 1e6, abs_tol=1e-3) for (t, _), (ns, _) in zip(filtered, points, strict=True)
+    )
+    assert amplitude_at(filtered, t0, F_LOW) == pytest.approx(A_LOW * butterworth_two_way(F_LOW), abs=1e-3)
+    assert amplitude_at(filtered, t0, F_HIGH) == pytest.approx(A_HIGH * butterworth_two_way(F_HIGH), abs=1e-3)
+    raw = points_of(data, "x")  # the live channel beside it still carries the 40 Hz sine
+    assert amplitude_at(raw, t0, F_HIGH) == pytest.approx(A_HIGH, abs=1e-6)
+
+    # drawn: the filtered line in its own colour in the time chart, the spectrum beside it
+    await page.wait_for_timeout(400)
+    assert await drawn_pixels(page, FILTERED) > 300
+    assert await side_pixels(page) > 300
+    legend = await page.inner_text(f'#legend [data-series="{FILTERED}"]')
+    assert "polled every 1 s" in legend and "order 4" in legend
+    (tmp_path / "spectrum.png").write_bytes(await page.screenshot())
+
+    # refreshed: a later poll covers a later window
+    first = data["spectrum"]["at"]
+    later = await until(
+        page, lambda d: bool(d["spectrum"]) and d["spectrum"]["at"] >= first + 1000, timeout=30
+    )
+    assert later["spectrum"]["peaks"][""]["frequency"] == pytest.approx(F_LOW, abs=0.1)
+
+    # a cutoff the server refuses (above Nyquist): its error is shown, the spectrum still drawn
+    await page.fill("#cutoff", "80")
+    await page.click("button[type=submit]")
+    data = await until(
+        page, lambda d: bool(d["pollErrors"].get("filter")) and bool(d["spectrum"]), timeout=60
+    )
+    said = data["pollErrors"]["filter"]
+    assert "InvalidComputation" in said and "Nyquist" in said, said
+    assert not any(s.startswith("x · low-pass") for s in data["series"])
+    await expect(page.locator("#errors li[data-polled]")).to_contain_text("Nyquist")
+
+    # a cutoff that is not a frequency is refused beside the form, as the other fields are
+    await page.fill("#cutoff", "0")
+    await page.click("button[type=submit]")
+    data = await until(page, lambda d: bool(d["formErrors"]))
+    assert "cutoff" in data["formErrors"][0]
