@@ -1,8 +1,10 @@
 """Nominal's DataSourceService reads over HTTP, in Conjure JSON (nominal-api's `datasource.api`):
 `searchChannels` (`dataset.search_channels()`, and the channel listing of the SDK's
-`datasource_to_dataframe` and `get_channels`) and `getAvailableTagsForChannel`
-(`channel.get_available_tags()`), answered from the series catalog of the log; and the bounds of a
-data source (`get_dataset(rid).bounds`, filled in by app/api/catalog.py).
+`datasource_to_dataframe` and `get_channels`), `getAvailableTagsForChannel`
+(`channel.get_available_tags()`) and `batchGetSeriesCount` (the polars export's check of which
+channels hold points: docs/decisions/0083-polars-export-and-polled-cost.md), answered from the
+series catalog of the log; and the bounds of a data source (`get_dataset(rid).bounds`, filled in by
+app/api/catalog.py).
 
 A channel is a data source's channel name whatever its tags: its series (one per tag set) are one
 channel here. Admitted before the body is read (app/api/admitted_route.py); with authentication on,
@@ -23,7 +25,7 @@ from pydantic import BaseModel, Field
 from app.api.admitted_route import AdmittedRoute, admit_request
 from app.http.errors import HttpError
 from compute.storage.contract import PointLog
-from compute.storage.series import SeriesInfo, SeriesKind
+from compute.storage.series import SeriesInfo, SeriesKind, TagCondition
 from compute.storage.sqlite import spans
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ConjureError"}}}
@@ -224,3 +226,122 @@ async def bounds(log: PointLog, rids: list[str]) -> dict[str, dict[str, Any]]:
         rid: {"start": timestamp(lo), "end": timestamp(hi), "type": "ABSOLUTE"}
         for rid, (lo, hi) in per_rid.items()
     }
+
+
+class Range(BaseModel):
+    """nominal-api's api.Range (api.Timestamp ends)."""
+
+    start: dict[str, int]
+    end: dict[str, int]
+
+
+class GetSeriesCountRequest(BaseModel):
+    """nominal-api's datasource.api.GetSeriesCountRequest."""
+
+    dataSourceRid: str = Field(max_length=1000)
+    channel: str = Field(max_length=1000)
+    range: Range
+    tagFilters: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+
+
+class BatchGetSeriesCountRequest(BaseModel):
+    requests: list[GetSeriesCountRequest] = Field(max_length=MAX_ITEMS)
+
+
+def _api_ns(value: dict[str, int], field: str) -> int:
+    if not isinstance(value.get("seconds"), int) or not 0 <= int(value.get("nanos", 0)) < NANOS:
+        raise HttpError(400, f"{field}: an api.Timestamp (seconds, nanos)")
+    return value["seconds"] * NANOS + int(value.get("nanos", 0))
+
+
+def _literal_of(value: Any, field: str) -> str:
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != "literal"
+        or not isinstance(value.get("literal"), str)
+    ):
+        raise HttpError(
+            400,
+            f"{field}: only a literal StringConstant is served (a variable would need the request's context)",
+            name="Sparkwire:SeriesCountOptionNotSupported",
+            params={"field": field},
+        )
+    return str(value["literal"])
+
+
+def tag_conditions(value: Any, field: str) -> list[TagCondition]:
+    """nominal-api's TagFilters: IN / NOT_IN on one key (`single`), combined with `and`; a key named
+    twice is refused, as Nominal does ("throws if any one tag key is specified in more than one filter")."""
+    if not isinstance(value, dict) or value.get("type") not in ("single", "and"):
+        raise HttpError(400, f"{field}: a TagFilters union (single or and)")
+    if value["type"] == "and":
+        parts = value.get("and")
+        if not isinstance(parts, list):
+            raise HttpError(400, f"{field}.and: a list of TagFilters")
+        out = [c for i, part in enumerate(parts) for c in tag_conditions(part, f"{field}.and.{i}")]
+    else:
+        single = value.get("single")
+        if not isinstance(single, dict) or single.get("operator") not in ("IN", "NOT_IN"):
+            raise HttpError(400, f"{field}.single: a TagFilter (key, values, operator IN or NOT_IN)")
+        values = single.get("values")
+        if not isinstance(values, list):
+            raise HttpError(400, f"{field}.single.values: a list of StringConstants")
+        out = [
+            TagCondition(
+                _literal_of(single.get("key"), f"{field}.single.key"),
+                frozenset(_literal_of(v, f"{field}.single.values.{i}") for i, v in enumerate(values)),
+                negate=single["operator"] == "NOT_IN",
+            )
+        ]
+    keys = [c.key for c in out]
+    if len(set(keys)) != len(keys):
+        raise HttpError(400, f"{field}: a tag key in more than one filter: {sorted(keys)}")
+    return out
+
+
+@router.post(
+    "/batch-get-series-count",
+    summary="Nominal's batchGetSeriesCount: per request, the series of a channel with points in a range",
+)
+async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Request) -> dict[str, Any]:
+    """A series counts when its tags pass the tag filters and a block of its points overlaps
+    [range.start, range.end] (compute/storage/sqlite/spans.py, no point read); on a log with no time
+    index (Redis), only the whole of time can be asked for (docs/decisions/0074-sdk-reads.md)."""
+    principal = admit_request(request, DataSourceRoute.doing)
+    state = request.app.state.sparkwire
+    asked = []
+    for i, item in enumerate(body.requests):
+        start = _api_ns(item.range.start, f"requests.{i}.range.start")
+        end = _api_ns(item.range.end, f"requests.{i}.range.end")
+        if end < start:
+            raise HttpError(400, f"requests.{i}.range: end is before start")
+        conditions = (
+            [] if item.tagFilters is None else tag_conditions(item.tagFilters, f"requests.{i}.tagFilters")
+        )
+        asked.append((item, start, end, conditions))
+    known = await asyncio.to_thread(state.log.series) if asked else []
+    path = span_reader(state.log)
+    responses: list[dict[str, Any]] = []
+    for item, start, end, conditions in asked:
+        infos = []
+        if principal.allows(item.dataSourceRid):
+            infos = [
+                i
+                for i in known
+                if i.key.data_source_rid == item.dataSourceRid
+                and i.key.channel == item.channel
+                and all(c.holds(dict(i.key.tags)) for c in conditions)
+            ]
+        if infos and path is not None:
+            found = await asyncio.to_thread(spans.points_between, path, [i.id for i in infos], start, end)
+            infos = [i for i in infos if found.get(i.id, 0) > 0]
+        elif infos and not covers_all_time(start, end):
+            raise HttpError(
+                400,
+                "range: this server's log (Redis) keeps no index of the series' times, so only the "
+                "whole of time can be asked for",
+                name="Sparkwire:TimeRangeNotHonoured",
+            )
+        responses.append({"seriesCount": len(infos)})
+    return {"responses": responses}
