@@ -250,7 +250,9 @@ def evaluate(history: History, plan: Plan, end: int) -> Any:
         outputs = polled.evaluate(history.read(ids, polled.read_from, last))
     except ComputeError as err:
         raise refused(err) from None
-    return frames.response(outputs, plan.grouped, plan.arrow)
+    # tagByIntervals groups an ungrouped plan's output by the intervals' tags (none: no group at all)
+    grouped = plan.grouped or set(outputs) != {()}
+    return frames.response(outputs, grouped, plan.arrow)
 
 
 def _period(start: Timestamp, end: Timestamp) -> tuple[int, int]:

@@ -1,14 +1,16 @@
 """The last polled variants, on a real server through nominal-api's generated `ComputeService`
-client: Bode's `alignmentConfiguration`. References from the mathematics and nominal-api's
-docstrings: the input 2.5 sin(2 pi 50 t) + 1 at 1 kHz over 4 s and the output 1.25 sin(2 pi 50 t
-+ 0.7) written at 500 Hz (every other instant of the input). nominal-api: "When absent, Bode ...
-requires the input and output value arrays to have equal length" (4,000 and 2,000: refused);
-"FIRST uses the input timestamps and SECOND uses the output timestamps", the other series read by
-forward fill within `interpolationRadius`. Driven by the output (SECOND), or by the input (FIRST)
-with a radius of 0 (the input's odd instants have no output point at or 0 s before them, so they
-are left out), the pair is the two sines at the output's 2,000 instants: at 50 Hz a gain of 0.5
-(20 log10 0.5 dB) and a phase of 0.7 rad. FIRST with a 1 s radius holds each output value over the
-next input instant: every input instant is kept (1 kHz: 51 frequencies of 10 Hz bins)."""
+client: Bode's `alignmentConfiguration`, then `tagByIntervals`.
+
+Bode's references, from the mathematics and nominal-api's docstrings: the input 2.5 sin(2 pi 50 t)
++ 1 at 1 kHz over 4 s and the output 1.25 sin(2 pi 50 t + 0.7) written at 500 Hz (every other
+instant of the input). nominal-api: "When absent, Bode ... requires the input and output value
+arrays to have equal length" (4,000 and 2,000: refused); "FIRST uses the input timestamps and
+SECOND uses the output timestamps", the other series read by forward fill within
+`interpolationRadius`. Driven by the output (SECOND), or by the input (FIRST) with a radius of 0
+(the input's odd instants have no output point at or 0 s before them, so they are left out), the
+pair is the two sines at the output's 2,000 instants: at 50 Hz a gain of 0.5 (20 log10 0.5 dB) and
+a phase of 0.7 rad. FIRST with a 1 s radius holds each output value over the next input instant:
+every input instant is kept (1 kHz: 51 frequencies of 10 Hz bins)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 from conjure_python_client import ConjureEncoder, ConjureHTTPError
 
 from tests import node_json as n
-from tests.server.test_compute_service import TOKEN, channel, request, secured, service
+from tests.server.test_compute_service import TOKEN, channel, ns, request, secured, service
 from tests.wire import NANOS, write_points
 
 __all__ = ["secured"]
@@ -112,3 +114,90 @@ def test_bode_aligns_its_series_as_configured(secured: object, pair: dict[str, i
         timeout=30,
     )
     assert r.status_code == 400 and r.json()["parameters"]["field"] == "alignmentConfiguration", r.text
+
+
+def _timestamp(t: int) -> dict[str, object]:
+    return n.union("literal", n.duration(t))
+
+
+@pytest.fixture(scope="module")
+async def level(secured: object) -> dict[str, int | str]:
+    """A channel at 10 Hz over 10 s, its i-th point (i / 10 s after t0) of value i."""
+    base_url: str = secured.base_url  # type: ignore[attr-defined]
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 900) * NANOS
+    points = [(t0 + i * 100 * MS, float(i)) for i in range(100)]
+    async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": TOKEN}, timeout=120) as c:
+        await write_points(base_url, rid, "level", points, client=c)
+    return {"rid": rid, "t0": t0}
+
+
+def tagged(
+    rid: str, spans: list[tuple[int, int | None]], tag_by: list[str], shift: str | None = None
+) -> dict[str, object]:
+    literal = {
+        "literalRanges": [
+            {"startTimestamp": _timestamp(a), **({} if b is None else {"endTimestamp": _timestamp(b)})}
+            for a, b in spans
+        ]
+    }
+    body: dict[str, object] = {
+        "input": channel(rid, "level"),
+        "intervals": n.union(
+            "ranges",
+            {"ranges": n.union("literalRanges", literal), "tagBy": [n.union(t, {}) for t in tag_by]},
+        ),
+    }
+    if shift is not None:
+        body["timeShift"] = n.union(shift, {})
+    return n.series(n.numeric_series(n.union("tagByIntervals", body)))
+
+
+def groups(got: object) -> dict[tuple[tuple[str, str], ...], list[tuple[int, float]]]:
+    grouped = got.grouped  # type: ignore[attr-defined]
+    assert grouped is not None
+    out = {}
+    for r in grouped.responses:
+        tags = tuple(sorted(r.grouping.tags_with_values.items()))
+        numeric = r.response.numeric
+        assert numeric is not None
+        out[tags] = [(ns(t), v) for t, v in zip(numeric.timestamps, numeric.values, strict=True)]
+    return out
+
+
+def test_tag_by_intervals_groups_the_points_of_each_range(
+    secured: object, level: dict[str, int | str]
+) -> None:
+    """nominal-api: "Points within an interval get tagged; points outside all intervals are
+    dropped"; each interval is a group tagged INTERVAL_INDEX (its position) and INTERVAL_START;
+    "Optional time shift subtracts a per-interval anchor from timestamps after matching"."""
+    rid, t0 = str(level["rid"]), int(level["t0"])
+    client = service(secured.base_url)  # type: ignore[attr-defined]
+    end = t0 + 10 * NANOS
+    first, second = (t0 + NANOS, t0 + 2 * NANOS), (t0 + 5 * NANOS, t0 + 6500 * MS)
+    node = tagged(rid, [first, second], ["intervalIndex", "rangeStartTimestamp"])
+    got = groups(client.compute(TOKEN, request(node, t0, end)))
+    assert got == {
+        (("INTERVAL_INDEX", "0"), ("INTERVAL_START", str(first[0]))): [
+            (t0 + i * 100 * MS, float(i)) for i in range(10, 20)
+        ],
+        (("INTERVAL_INDEX", "1"), ("INTERVAL_START", str(second[0]))): [
+            (t0 + i * 100 * MS, float(i)) for i in range(50, 65)
+        ],
+    }
+    # shifted by each interval's start: each group's points from 0 s on
+    shifted = groups(
+        client.compute(
+            TOKEN, request(tagged(rid, [first, second], ["intervalIndex"], "intervalStart"), t0, end)
+        )
+    )
+    assert shifted == {
+        (("INTERVAL_INDEX", "0"),): [(i * 100 * MS, float(10 + i)) for i in range(10)],
+        (("INTERVAL_INDEX", "1"),): [(i * 100 * MS, float(50 + i)) for i in range(15)],
+    }
+    # by its end: a range open at the period's end has none to resolve
+    with pytest.raises(ConjureHTTPError) as open_end:
+        client.compute(
+            TOKEN, request(tagged(rid, [(t0 + 8 * NANOS, None)], ["intervalIndex"], "intervalEnd"), t0, end)
+        )
+    assert open_end.value.error_name == "Compute:InvalidComputation"
