@@ -64,7 +64,8 @@ const published = {
   // mode spectrum, polled: { channel, at (the period's end, ms), groups: { group: [[frequency, min, max]] },
   // peaks: { group: { frequency, from, to, amplitude } } } of the first channel (its formula applied)
   spectrum: null,
-  // each poll's outcome: { periodMs, spectrum: {...}, filter: {...} }, each with ok, at, tookMs, error
+  // the polls: { periodMs (until the next), tookMs (the last, both requests), spectrum: {...},
+  // filter: {...} }, each of the two with ok, at (its period's end), tookMs, error
   polled: null,
   pollErrors: {}, // "spectrum" | "filter" -> why its last poll failed (shown under the chart)
   config: null,
@@ -424,14 +425,17 @@ function replayPeriod(config) {
 const SPECTRUM_BUCKETS = 512; // frequency buckets (a bin each until the window holds 1,022 points)
 const FILTER_ORDER = 4; // the Butterworth filter's order (applied forwards and backwards: doubled)
 
-/** How often the polled charts are refreshed: a poll recomputes the whole window (an FFT and a
- *  two-way filter of every point in it), so the period grows with the window, 1/60 of it (a poll
- *  then meets at most ~2% new points), never under 1 s (a person reads a spectrum no faster, and
- *  the server's cost stays below one window's computation a second) nor over 30 s (a long window
- *  still shows news within half a minute). The next poll starts only when the last one has
- *  answered, so a slow server is never asked twice at once. */
-function pollPeriodMs(config) {
-  return Math.min(30000, Math.max(1000, (Number(config.window) * 1000) / 60));
+/** How often the polled charts are refreshed. A poll recomputes the whole window (an FFT and a
+ *  two-way filter of every point in it; nothing of it is carried to the next poll), so the period
+ *  grows with the window: 1/60 of it (a poll then meets under 2% new points), never under 1 s (a
+ *  person reads a spectrum no faster) nor over 30 s (a long window still shows news within half a
+ *  minute). And at least 10 times what the last poll took, so that one page keeps the server busy
+ *  at most a tenth of the time: measured on 2 cores, a 1 kHz channel's poll (both requests) took
+ *  ~0.4 s over a 60 s window and ~1.4 s over 10 min, so those refresh every ~4 s and ~14 s. The
+ *  next poll starts only when the last one has answered: a slow server is never asked twice at once. */
+function pollPeriodMs(config, tookMs = 0) {
+  const byWindow = Math.min(30000, Math.max(1000, (Number(config.window) * 1000) / 60));
+  return Math.max(byWindow, 10 * tookMs);
 }
 
 let pollGeneration = 0; // apply() starts a new one: an older poll's answer is dropped
@@ -446,10 +450,14 @@ function stopPolling() {
 function startPolling(config, channel) {
   stopPolling();
   const generation = pollGeneration;
-  published.polled = { periodMs: pollPeriodMs(config), spectrum: null, filter: null };
+  published.polled = { periodMs: pollPeriodMs(config), tookMs: null, spectrum: null, filter: null };
   const tick = async () => {
+    const began = performance.now();
     await pollOnce(config, channel, generation);
-    if (generation === pollGeneration) pollTimer = setTimeout(tick, pollPeriodMs(config));
+    if (generation !== pollGeneration) return;
+    published.polled.tookMs = performance.now() - began;
+    published.polled.periodMs = pollPeriodMs(config, published.polled.tookMs);
+    pollTimer = setTimeout(tick, published.polled.periodMs);
   };
   tick();
 }
@@ -731,7 +739,7 @@ function drawSide(config) {
     const color = (group) => published.colors[name(group)] ?? colors[group];
     const sets = groups.map((group) => ({ label: name(group), color: color(group), buckets: spectrum.groups[group] }));
     const peaks = groups.filter((g) => spectrum.peaks[g]).map((g) => ({ label: name(g), ...spectrum.peaks[g] }));
-    const every = formatValue(published.polled.periodMs / 1000);
+    const every = (published.polled.periodMs / 1000).toFixed(published.polled.periodMs < 10000 ? 1 : 0);
     const title = `amplitude spectrum · ${spectrum.channel} · the last ${config.window} s, polled every ${every} s`;
     published.sideDrawn = drawSpectrum($("side"), { sets, peaks, title });
     return;
@@ -873,7 +881,7 @@ function frame() {
       ...series.map((s) =>
         enums.includes(s)
           ? `<span data-series="${escape(s.label)}" class="enum"><b>${escape(s.label)}</b> · ${s.kind}: ${key(s)}</span>`
-          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}${s.polled ? ` (order ${FILTER_ORDER} Butterworth, both ways; polled every ${formatValue(published.polled.periodMs / 1000)} s)` : ""}</span>`,
+          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}${s.polled ? ` (order ${FILTER_ORDER} Butterworth, both ways; polled every ${(published.polled.periodMs / 1000).toFixed(published.polled.periodMs < 10000 ? 1 : 0)} s)` : ""}</span>`,
       ),
       ...ranges.map(
         (r, i) =>
