@@ -14,8 +14,13 @@ and `lttb`), the curve fits, the spectrogram, the two-series transforms (cpsd, n
 from __future__ import annotations
 
 from compute.evaluation.compiler.registry import streams
+from compute.evaluation.nodes.frequency import FrequencyDomainChart
 
 # a zero-phase (forwards and backwards) Butterworth filter: every output depends on every point
 streams("NumericSeries", "signalFilter")
-# the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked)
-streams("ComputableNode", "frequency", "frequencyV2")
+# the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked); not the
+# two-series transforms `frequencyV2` also holds (cpsd, nyquist, bode), which refuse a window whose
+# two series hold different counts, as one does between two writes
+streams(
+    "ComputableNode", "frequency", "frequencyV2", only=lambda node: isinstance(node, FrequencyDomainChart)
+)
