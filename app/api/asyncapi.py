@@ -25,9 +25,11 @@ FullResult followed by AppendResults (`subscriptionUpdate`). Ping/pong keep the 
 on `shutdownNotice` a client opens a new connection, re-subscribes and switches once it delivers.
 Compute nodes (`ComputableNode`) are Nominal's; their full definition is the `nominal-api` package.
 
-Sparkwire's extensions (resume tokens, late-point reports, replay) are opt-in per subscription
-(`sparkwire` beside `computeRequest`); the fields and messages they add (`resumeToken`, `resume`,
-`lateReport`, `replayEnded`) are only ever sent to a subscription that asked. See docs/extensions.md.
+Sparkwire's extensions (resume tokens, late-point reports, replay, streaming polling-only nodes)
+are opt-in per subscription (`sparkwire` beside `computeRequest`); the fields and messages they add
+(`resumeToken`, `resume`, `lateReport`, `replayEnded`) are only ever sent to a subscription that
+asked, and `streamPolled` streams a signal filter or a spectrum that is otherwise refused with
+PollingOnlyComputation. See docs/extensions.md.
 """
 
 
