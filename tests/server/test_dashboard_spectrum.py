@@ -74,8 +74,8 @@ def query(rid: str, **extra: str) -> str:
     return urlencode({**params, "cutoff": f"{CUTOFF:g}", **extra})
 
 
-def butterworth_two_way(f: float) -> float:
-    return 1 / (1 + (math.tan(math.pi * f / RATE) / math.tan(math.pi * CUTOFF / RATE)) ** (2 * ORDER))
+def butterworth_two_way(f: float, cutoff: float = CUTOFF) -> float:
+    return 1 / (1 + (math.tan(math.pi * f / RATE) / math.tan(math.pi * cutoff / RATE)) ** (2 * ORDER))
 
 
 def amplitude_at(points: list[list[float]], t0: int, f: float) -> float:
@@ -188,3 +188,45 @@ async def test_the_spectrum_peaks_at_the_sines_frequency_and_the_filter_attenuat
     await page.click("button[type=submit]")
     data = await until(page, lambda d: bool(d["formErrors"]))
     assert "cutoff" in data["formErrors"][0]
+
+
+async def test_grouped_by_a_tag_each_group_has_its_spectrum_and_filtered_line(
+    authed: ServerProcess, page: Page
+) -> None:
+    """Group by (the demo's default, `vehicle`): a spectrum and a filtered line per group."""
+    rid = unique_rid("spectrum-groups")
+    t0 = time.time_ns() - SECONDS * NANOS
+    sines = {"a": (3.0, 1.0), "b": (8.0, 0.5)}  # vehicle -> (frequency, amplitude)
+    cutoff = 5.0
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=authed.base_url, headers=headers, timeout=60) as http:
+        for vehicle, (f, a) in sines.items():
+            points = [
+                (t0 + i * NANOS // RATE, a * math.sin(2 * math.pi * f * i / RATE))
+                for i in range(SECONDS * RATE)
+            ]
+            await write_points(authed.base_url, rid, "x", points, tags={"vehicle": vehicle}, client=http)
+    await page.goto(f"{authed.base_url}/?{query(rid, groupBy='vehicle', cutoff=f'{cutoff:g}')}#token={TOKEN}")
+    filtered = {v: f"x {{vehicle={v}}} · low-pass {cutoff:g} Hz" for v in sines}
+    data = await until(
+        page,
+        lambda d: (
+            bool(d["spectrum"])
+            and set(d["spectrum"]["peaks"]) == {"vehicle=a", "vehicle=b"}
+            and all(len(points_of(d, name)) == SECONDS * RATE for name in filtered.values())
+        ),
+        timeout=90,
+    )
+    assert data["pollErrors"] == {} and data["errors"] == []
+    for vehicle, (f, a) in sines.items():
+        peak = data["spectrum"]["peaks"][f"vehicle={vehicle}"]
+        assert peak["frequency"] == pytest.approx(f, abs=1e-9) and peak["amplitude"] == pytest.approx(
+            a, rel=1e-6
+        )
+        line = points_of(data, filtered[vehicle])
+        assert amplitude_at(line, t0, f) == pytest.approx(a * butterworth_two_way(f, cutoff), abs=1e-3)
+    # 3 Hz under the 5 Hz cutoff keeps nearly all of it, 8 Hz above it keeps under a tenth
+    assert butterworth_two_way(3.0, cutoff) > 0.95 and butterworth_two_way(8.0, cutoff) < 0.05
+    await page.wait_for_timeout(400)
+    for name in filtered.values():
+        assert await drawn_pixels(page, name) > 100
