@@ -76,7 +76,7 @@ class SubscriptionExtensions(ConjureModel):
     stream_polled: bool = Field(
         default=False,
         description="stream the polling-only nodes Sparkwire can keep exact live (a signal filter, a "
-        "frequency-domain spectrum) instead of refusing them with PollingOnlyComputation",
+        "frequency-domain spectrum, an LTTB series) instead of refusing them with PollingOnlyComputation",
     )
 
 

@@ -28,8 +28,8 @@ Compute nodes (`ComputableNode`) are Nominal's; their full definition is the `no
 Sparkwire's extensions (resume tokens, late-point reports, replay, streaming polling-only nodes)
 are opt-in per subscription (`sparkwire` beside `computeRequest`); the fields and messages they add
 (`resumeToken`, `resume`, `lateReport`, `replayEnded`) are only ever sent to a subscription that
-asked, and `streamPolled` streams a signal filter or a spectrum that is otherwise refused with
-PollingOnlyComputation. See docs/extensions.md.
+asked, and `streamPolled` streams a signal filter, a spectrum or an LTTB series otherwise
+refused with PollingOnlyComputation. See docs/extensions.md.
 """
 
 

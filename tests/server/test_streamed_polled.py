@@ -4,9 +4,10 @@
 (200 Hz: a 10 Hz sine of amplitude 1 plus a 60 Hz one of amplitude 0.5). After each chunk the
 subscription's view, merged from the frames it received, must equal, value for value (float
 equality), what Nominal's ComputeService answers over a period holding the same points: a
-zero-phase Butterworth low-pass (`signalFilter`) and the window's amplitude spectrum (`frequency`
-`fft`), whose peaks are also checked against the mathematics (a rectangular window over whole
-periods: amplitude 1 at 10 Hz, 0.5 at 60 Hz). The same nodes subscribed without the option keep
+zero-phase Butterworth low-pass (`signalFilter`), 50 points selected by LTTB
+(`largestTriangleThreeBuckets`) and the window's amplitude spectrum (`frequency` `fft`), whose
+peaks are also checked against the mathematics (a rectangular window over whole periods:
+amplitude 1 at 10 Hz, 0.5 at 60 Hz). The same nodes subscribed without the option keep
 Nominal's `PollingOnlyComputation` refusal."""
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
-from sparkwire_client import Client, View, raw_node
+from sparkwire_client import Client, Subscription, View, raw_node
 from tests import node_json as n
 from tests.conftest import ServerProcess, start_server
 from tests.server.test_compute_service import TOKEN, ns, present, request, service
@@ -63,6 +64,32 @@ def low_pass(rid: str) -> Json:
     return n.series(n.numeric_series(node), buckets=10_000)
 
 
+def lttb(rid: str) -> Json:
+    node = n.union(
+        "largestTriangleThreeBuckets", {"input": n.channel(rid, "wave"), "maxPointsToReturn": n.literal(50)}
+    )
+    return n.series(n.numeric_series(node))
+
+
+async def settled(sub: Subscription, ready: Callable[[View], bool], what: str) -> View:
+    """The subscription's view once `ready`, or a failure saying what it held instead."""
+    try:
+        return await sub.wait_for(ready, timeout=120)
+    except TimeoutError:
+        rows = sub.view.rows() if sub.view is not None else []
+        pytest.fail(
+            f"{what}: not reached in 120 s; the view holds {len(rows)} rows after {sub.version} updates"
+        )
+
+
+def holds(rows: int) -> Callable[[View], bool]:
+    return lambda view: len(view.rows()) == rows
+
+
+def ends_at(ts: int) -> Callable[[View], bool]:
+    return lambda view: bool(view.rows()) and view.rows()[-1]["timestamp"] == ts
+
+
 def spectrum(rid: str) -> Json:
     return n.union("frequency", n.union("fft", {"input": n.channel(rid, "wave")}))
 
@@ -85,6 +112,7 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
     async with Client(live_server.base_url, extensions=False, explain_empty=False) as client:
         filtered = await client.subscribe(raw_node(low_pass(rid)), WINDOW_S, stream_polled=True)
         spectral = await client.subscribe(raw_node(spectrum(rid)), WINDOW_S, stream_polled=True)
+        selected = await client.subscribe(raw_node(lttb(rid)), WINDOW_S, stream_polled=True)
         async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
             for k in range(CHUNKS):
                 await write_points(
@@ -93,14 +121,14 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 held = points[: (k + 1) * CHUNK]
                 count = len(held)
                 start, end = t0 - 60 * NANOS, held[-1][0] + 1
-                view = await filtered.wait_for(lambda v, c=count: len(v.rows()) == c, timeout=120)
+                view = await settled(filtered, holds(count), f"chunk {k}: filter")
                 got = present(polled.compute(TOKEN, request(low_pass(rid), start, end)).numeric)
                 want = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
                 assert [t for t, _ in want] == [t for t, _ in held]
                 assert points_of(view) == want, f"chunk {k}: the streamed filter differs from the polled one"
 
                 bins = count // 2 + 1
-                view = await spectral.wait_for(lambda v, b=bins: len(v.rows()) == b, timeout=120)
+                view = await settled(spectral, holds(bins), f"chunk {k}: spectrum")
                 plot = present(polled.compute(TOKEN, request(spectrum(rid), start, end)).frequency_domain)
                 want_spectrum = list(
                     zip(map(float, plot.frequencies), map(float, plot.amplitudes), strict=True)
@@ -110,7 +138,20 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 for freq, amplitude in ((10.0, 1.0), (60.0, 0.5)):
                     at = int(np.argmin(np.abs(f - freq)))
                     assert f[at] == pytest.approx(freq) and a[at] == pytest.approx(amplitude, rel=1e-9)
-        assert filtered.version >= CHUNKS and spectral.version >= CHUNKS  # one update per chunk at least
+
+                last = held[-1][0]  # LTTB keeps the first and the last point, 50 in all
+                view = await settled(
+                    selected,
+                    ends_at(last),
+                    f"chunk {k}: LTTB",
+                )
+                got = present(polled.compute(TOKEN, request(lttb(rid), start, end)).numeric)
+                want = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
+                assert len(want) == 50 and want[0] == held[0] and want[-1] == held[-1]
+                assert set(want) <= set(held)  # points of the series, as written
+                assert points_of(view) == want, f"chunk {k}: the streamed LTTB differs from the polled one"
+        for sub in (filtered, spectral, selected):
+            assert sub.version >= CHUNKS  # one update per chunk at least
 
 
 async def test_without_the_option_they_keep_nominals_refusal(live_server: ServerProcess) -> None:
@@ -130,12 +171,13 @@ async def test_without_the_option_they_keep_nominals_refusal(live_server: Server
 
 
 async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerProcess) -> None:
-    """LTTB is not streamed: under the option too it is refused with Nominal's type."""
+    """The LTTB summarization strategy is not streamed: under the option too it is refused with
+    Nominal's type."""
     rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
-    lttb = n.union(
-        "largestTriangleThreeBuckets", {"input": n.channel(rid, "wave"), "maxPointsToReturn": n.literal(100)}
+    strategy = n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 100})
+    node = n.union(
+        "series", {"input": n.numeric_series(n.channel(rid, "wave")), "summarizationStrategy": strategy}
     )
-    node = n.series(n.numeric_series(lttb))
     client = await WireClient.connect(live_server.ws_url)
     try:
         sub_id = new_id()
@@ -144,6 +186,8 @@ async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerPr
         )
         creation = await client.creation(sub_id)
         assert creation["type"] == "error", creation
-        assert creation["error"]["serializableError"]["name"] == "PersistentCompute:PollingOnlyComputation"
+        error = creation["error"]["serializableError"]
+        assert error["name"] == "PersistentCompute:PollingOnlyComputation"
+        assert error["params"]["pollingOnlyTypes"] == "LTTB_SUMMARIZATION_STRATEGY"
     finally:
         await client.close()

@@ -64,11 +64,21 @@ def lttb() -> Json:
     return n.series(n.numeric_series(node))
 
 
+def lttb_strategy() -> Json:
+    strategy = n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 10})
+    return n.union(
+        "series", {"input": n.numeric_series(n.channel(RID, "x")), "summarizationStrategy": strategy}
+    )
+
+
 def compile_live(node: Json, streamed: bool) -> Any:
     return compile_plan(node, 3600 * S, {}, Limits(), ResultOptions(), streamed=streamed)
 
 
-@pytest.mark.parametrize("make, kind", [(low_pass, "SIGNAL_FILTER"), (fft, "FREQUENCY_DOMAIN")])
+@pytest.mark.parametrize(
+    "make, kind",
+    [(low_pass, "SIGNAL_FILTER"), (fft, "FREQUENCY_DOMAIN"), (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES")],
+)
 def test_streamed_only_when_asked(make: Any, kind: str) -> None:
     with pytest.raises(ComputeError) as err:
         compile_live(make(), streamed=False)
@@ -81,7 +91,7 @@ def test_streamed_only_when_asked(make: Any, kind: str) -> None:
     [
         (cpsd, "FREQUENCY_DOMAIN"),
         (spectrogram, "FREQUENCY_DOMAIN"),
-        (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES"),
+        (lttb_strategy, "LTTB_SUMMARIZATION_STRATEGY"),
     ],
 )
 def test_what_is_not_streamed_keeps_the_refusal_under_the_option(make: Any, kind: str) -> None:
@@ -125,6 +135,7 @@ def test_a_live_low_pass_is_empty_until_it_can_filter_then_the_zero_phase_filter
         c.apply_batch(_rows(x[held : held + size], held, t0), t0 + (held + size) * S // int(FS))
         held += size
         out = c.snapshot(None)[()]
+        assert isinstance(out, NumericPoints)
         if held <= 27:
             assert len(out) == 0
             continue

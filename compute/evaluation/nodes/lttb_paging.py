@@ -4,7 +4,9 @@ summarization strategy), and the `page` and `truncate` summarization strategies,
 resolution points (docs/protocol.md, "Points selected when polled"; decision 0080).
 
 Each is evaluated once, whole, over the period (`POLLED_ONLY`): none has an incremental form, and a
-live subscription is refused with Nominal's `PollingOnlyComputation` type."""
+live subscription is refused with Nominal's `PollingOnlyComputation` type (unless it asks
+`sparkwire.streamPolled`: the LTTB series is then re-evaluated whole at each micro-batch,
+compiler/builders/streamed.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ window at each micro-batch (a POLLED_ONLY node has no incremental form: nodes/ba
 same points. A subscription that does not ask (every Nominal client) keeps Nominal's
 `PollingOnlyComputation` refusal (builders/refusals.py).
 
-Not marked, so refused under the option too: LTTB, page and truncate (`summarizeSeries` strategies
-and `lttb`), the curve fits, the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
+Not marked, so refused under the option too: the `summarizeSeries` strategies (LTTB, page and
+truncate), the curve fits, the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
 `InvalidComputationType`s computed on request, log series, arrays, structs and UDFs."""
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from compute.evaluation.nodes.frequency import FrequencyDomainChart
 
 # a zero-phase (forwards and backwards) Butterworth filter: every output depends on every point
 streams("NumericSeries", "signalFilter")
+# at most maxPointsToReturn of the window's points, selected by LTTB (the series variant; the
+# summarization strategy is answered by the `series` root's own polled path, not streamed)
+streams("NumericSeries", "largestTriangleThreeBuckets")
 # the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked); not the
 # two-series transforms `frequencyV2` also holds (cpsd, nyquist, bode), which refuse a window whose
 # two series hold different counts, as one does between two writes
