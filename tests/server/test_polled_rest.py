@@ -25,6 +25,7 @@ from conjure_python_client import ConjureEncoder, ConjureHTTPError
 
 from tests import node_json as n
 from tests.server.test_compute_service import TOKEN, channel, ns, request, secured, service
+from tests.server.test_log_writer import logs_body
 from tests.wire import NANOS, write_points
 
 __all__ = ["secured"]
@@ -201,3 +202,61 @@ def test_tag_by_intervals_groups_the_points_of_each_range(
             TOKEN, request(tagged(rid, [(t0 + 8 * NANOS, None)], ["intervalIndex"], "intervalEnd"), t0, end)
         )
     assert open_end.value.error_name == "Compute:InvalidComputation"
+
+
+def log_channel(rid: str, name: str) -> dict[str, object]:
+    source = {"dataSourceRid": n.literal(rid), "channel": n.literal(name), "tags": {}}
+    return n.union("channel", n.union("dataSource", source))
+
+
+def paged(client: object, log: dict[str, object], start: int, end: int) -> list[tuple[int, str]]:
+    node = n.union(
+        "series",
+        {
+            "input": n.union("log", log),
+            "numericAggregations": {},
+            "summarizationStrategy": n.union("page", n.union("pageInfo", {"pageSize": 100})),
+        },
+    )
+    plot = client.compute(TOKEN, request(node, start, end)).paged_log  # type: ignore[attr-defined]
+    assert plot is not None and plot.next_page_token is None
+    return [(ns(t), v.message) for t, v in zip(plot.timestamps, plot.values, strict=True)]
+
+
+def test_log_series_variants_computed_when_polled(secured: object) -> None:
+    """References from nominal-api's docstrings: `union` KEEP_ALL keeps every input's lines (in time
+    order); `timeShift` moves each line by the duration; `toStartOfInterval` rewrites "a point at
+    timestamp `t` ... to `floor(t / window) * window`", colliding lines all kept; `selectLogs`
+    selects one channel of a dataset by name."""
+    base_url: str = secured.base_url  # type: ignore[attr-defined]
+    rid = f"ri.sparkwire.test.logs.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 1200) * NANOS
+    app = [(t0 + i * 250 * MS, f"app {i}", {"i": str(i)}) for i in range(8)]  # 0, 250, ... 1750 ms
+    db: list[tuple[int, str, dict[str, str]]] = [
+        (t0 + i * 400 * MS, f"db {i}", {}) for i in range(5)
+    ]  # 0, 400, ... 1600 ms
+    for name, lines in (("app.log", app), ("db.log", db)):
+        r = httpx.post(
+            f"{base_url}/storage/writer/v1/logs/{rid}",
+            content=logs_body(lines, channel=name),
+            headers={"Content-Type": "application/json", "Authorization": TOKEN},
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+    client = service(base_url)
+    start, end = t0, t0 + 2 * NANOS
+    union = n.union(
+        "union", {"input": [log_channel(rid, "app.log"), log_channel(rid, "db.log")], "operation": "KEEP_ALL"}
+    )
+    want = sorted([(t, m) for t, m, _ in app + db], key=lambda p: p[0])  # stable: app's line first at t0
+    assert paged(client, union, start, end) == want
+    shifted = n.union(
+        "timeShift", {"input": log_channel(rid, "db.log"), "duration": n.union("literal", n.duration(NANOS))}
+    )
+    assert paged(client, shifted, start, end) == [(t + NANOS, m) for t, m, _ in db if t + NANOS < end]
+    window = n.union("nanoseconds", {"nanoseconds": n.literal(500 * MS)})
+    snapped = n.union("toStartOfInterval", {"input": log_channel(rid, "app.log"), "window": window})
+    assert paged(client, snapped, start, end) == [((t // (500 * MS)) * 500 * MS, m) for t, m, _ in app]
+    dataset = {"type": "saved", "saved": {"rid": n.literal(rid)}}
+    selected = n.union("selectLogs", {"dataset": dataset, "name": n.literal("db.log")})
+    assert paged(client, selected, start, end) == [(t, m) for t, m, _ in db]

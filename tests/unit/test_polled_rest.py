@@ -153,3 +153,41 @@ def test_what_is_not_computed_is_refused_by_name() -> None:
     with pytest.raises(ComputeError) as refused:
         compile_plan(events, 10 * S, {}, Limits(), ResultOptions(), polled=True)
     assert refused.value.params.get("field") == "intervals"
+
+
+def log_series(kind: str, body: Json) -> Json:
+    channel = n.union(
+        "channel",
+        n.union("dataSource", {"dataSourceRid": n.literal(RID), "channel": n.literal("app.log"), "tags": {}}),
+    )
+    inner = n.union(kind, {"input": channel, **body})
+    return n.union(
+        "series",
+        {
+            "input": n.union("log", inner),
+            "numericAggregations": {},
+            "summarizationStrategy": n.union("page", n.union("pageInfo", {"pageSize": 10})),
+        },
+    )
+
+
+def test_log_series_variants_are_refused_live_and_by_name_where_not_computed() -> None:
+    shifted = log_series("timeShift", {"duration": n.union("literal", n.duration(S))})
+    with pytest.raises(ComputeError) as live:  # Nominal refuses every log series to a subscription
+        compile_plan(shifted, 10 * S, {}, Limits(), ResultOptions())
+    assert live.value.name == "PollingOnlyComputation"
+    compile_plan(shifted, 10 * S, {}, Limits(), ResultOptions(), polled=True)
+    tagged = log_series("filterByTag", {"predicate": n.union("in", {"tagName": "a", "tagValues": ["b"]})})
+    with pytest.raises(ComputeError) as polled:
+        compile_plan(tagged, 10 * S, {}, Limits(), ResultOptions(), polled=True)
+    assert polled.value.name == "InvalidComputation" and "filterByTag" in polled.value.message
+    with pytest.raises(ComputeError) as empty:
+        compile_plan(
+            log_series("union", {"input": [], "operation": "KEEP_ALL"}),
+            10 * S,
+            {},
+            Limits(),
+            ResultOptions(),
+            polled=True,
+        )
+    assert empty.value.params.get("field") == "input"

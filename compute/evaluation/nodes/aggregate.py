@@ -32,6 +32,7 @@ from compute.evaluation.nodes.base import (
     cut,
     enum,
     grid_end,
+    log_lines,
     numeric,
 )
 from compute.evaluation.results import NO_START, OPEN_END, EnumPoints, NumericPoints, Ranges
@@ -341,8 +342,8 @@ def _typed(s: Series, categorical: bool, node: str, env: EvalEnv) -> Series:
 
 def _take(s: Series, ts: np.ndarray, index: slice | np.ndarray) -> Series:
     """The points of `s` at `index`, with the timestamps `ts`, numeric or enum alike."""
-    if isinstance(s, EnumPoints):
-        return EnumPoints(ts, s.codes[index], s.categories)
+    if isinstance(s, EnumPoints):  # a log series (LogPoints) stays one
+        return type(s)(ts, s.codes[index], s.categories)
     return NumericPoints(ts, s.values[index])
 
 
@@ -357,6 +358,7 @@ class ToStartOfInterval(SeriesNode):
     input: SeriesNode
     width: int
     categorical: bool = False  # built as an EnumSeries
+    lines: bool = False  # built as a LogSeries (when polled: builders/log_series.py)
 
     def children(self) -> Sequence[Node]:
         return (self.input,)
@@ -375,7 +377,11 @@ class ToStartOfInterval(SeriesNode):
         return out
 
     def _snap(self, x: Series, env: EvalEnv) -> Series:
-        s = _typed(x, self.categorical, "toStartOfInterval", env)
+        s = (
+            log_lines(x, "toStartOfInterval")
+            if self.lines
+            else _typed(x, self.categorical, "toStartOfInterval", env)
+        )
         return _take(s, (s.ts // self.width) * self.width, slice(None))
 
 

@@ -22,9 +22,10 @@ from compute.evaluation.nodes.base import (
     SeriesNode,
     enum,
     grid_end,
+    log_lines,
     numeric,
 )
-from compute.evaluation.results import EnumPoints, Ranges
+from compute.evaluation.results import EnumPoints, LogPoints, Ranges
 
 
 @dataclass
@@ -146,15 +147,33 @@ class EnumResample(SeriesNode):
 class EnumUnion(SeriesNode):
     """`union`: every input's points in one series; where several share a timestamp, MAX keeps the
     label that sorts last (by code point), MIN the one that sorts first, THROW refuses the
-    computation (InvalidComputation, at evaluation)."""
+    computation (InvalidComputation, at evaluation). A LogSeries `union` (`lines`, built when
+    polled) has one operation, KEEP_ALL: every line of every input, in time order (lines sharing a
+    timestamp in the order of the inputs)."""
 
     inputs: list[SeriesNode]
-    operation: str  # THROW, MAX, MIN
+    operation: str  # THROW, MAX, MIN; KEEP_ALL for log lines
+    lines: bool = False
 
     def children(self) -> Sequence[Node]:
         return self.inputs
 
+    def _lines(self, env: EvalEnv) -> LogPoints:
+        series = [log_lines(x.evaluate(env), "union") for x in self.inputs]
+        index: dict[str, int] = {}
+        ts_parts, code_parts = [], []
+        for s in series:  # one numbering of every input's lines
+            recode = np.array([index.setdefault(c, len(index)) for c in s.categories] or [0], np.int32)
+            ts_parts.append(s.ts)
+            code_parts.append(recode[s.codes] if len(s) else np.empty(0, np.int32))
+        ts = np.concatenate(ts_parts).astype(np.int64)
+        codes = np.concatenate(code_parts).astype(np.int32)
+        order = np.argsort(ts, kind="stable")
+        return LogPoints(ts[order], codes[order], list(index))
+
     def evaluate(self, env: EvalEnv) -> EnumPoints:
+        if self.lines:
+            return self._lines(env)
         series = [enum(x.evaluate(env), "union", env.categories) for x in self.inputs]
         categories: list[str] = []
         index: dict[str, int] = {}

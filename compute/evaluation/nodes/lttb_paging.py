@@ -185,7 +185,7 @@ class PolledSummary(OutputNode):
 
     def evaluate_groups(self, envs: Mapping[GroupKey, EvalEnv]) -> dict[GroupKey, Output]:
         envs = regroup(self.series, envs)
-        return {k: self._select(self.series.evaluate(env).since(env.window_start)) for k, env in envs.items()}
+        return {k: self._select(_in_period(self.series.evaluate(env), env)) for k, env in envs.items()}
 
     def _select(self, s: Series) -> Output:
         if self.arrow is not None and isinstance(s, EnumPoints):
@@ -197,6 +197,13 @@ class PolledSummary(OutputNode):
             return points_slice(s, 0, strategy.max_points)
         lo, hi, token = page(s.ts, strategy.token, strategy.size)
         return cast(Output, PagedPoints(points_slice(s, lo, hi), token))  # encoded by frames.output_body
+
+
+def _in_period(s: Series, env: EvalEnv) -> Series:
+    """The points of the period polled, start <= ts < end (a positive timeShift carries points
+    read inside it past its end)."""
+    s = s.since(env.window_start)
+    return points_slice(s, 0, int(s.ts.searchsorted(env.now, side="left")))
 
 
 def points_slice(s: Series, lo: int, hi: int) -> Series:

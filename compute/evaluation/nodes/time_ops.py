@@ -111,6 +111,6 @@ class TimeShift(SeriesNode):
         else:
             return s
         ts = s.ts[keep] + np.int64(shift)
-        if isinstance(s, EnumPoints):
-            return EnumPoints(ts, s.codes[keep], s.categories)
+        if isinstance(s, EnumPoints):  # a log series (LogPoints) stays one
+            return type(s)(ts, s.codes[keep], s.categories)
         return NumericPoints(ts, s.values[keep])

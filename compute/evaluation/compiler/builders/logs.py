@@ -28,6 +28,7 @@ from typing import Any
 import re2
 from re2 import _re2
 
+from compute.evaluation.compiler import registry
 from compute.evaluation.compiler.builder import Builder
 from compute.evaluation.compiler.registry import builds, polls
 from compute.evaluation.errors import MalformedNode, not_supported, polling_only
@@ -60,6 +61,16 @@ def log_series(b: B, value: Json) -> SeriesNode:
             lines = log_series(b, b.get(o, "input", "LogFilterSeries"))
             return FilterLines(lines, line_filter(b, b.get(o, "operator", "LogFilterSeries")))
     read = _LOG_READS.get(kind)
+    if read is None and b.polled and kind in registry.polled("LogSeries"):  # builders/log_series.py
+        with b.budget:
+            polled: SeriesNode = registry.builder("LogSeries", kind, polled=True)(b, inner)
+        return polled
+    if read is None and b.polled:
+        raise not_supported(
+            f"LogSeries '{kind}' is not computed by Sparkwire when polled (of the log series, "
+            "filterByTag, selectTags and derived are not built)",
+            kind,
+        )
     if read is None:
         raise polling_only(f"LogSeries '{kind}' supports polling only", "LOG_SERIES")
     with b.budget:

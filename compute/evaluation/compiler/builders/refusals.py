@@ -25,12 +25,25 @@ for _union, _variants in {
     ),
 }.items():
     for _kind in _variants:
+        if _kind == "scalarUdf":  # below, with the reason it is refused when polled too
+            continue
         if _kind in POLLING_ONLY_TYPES:
             refuses(_union, _kind, polling_only=POLLING_ONLY_TYPES[_kind])
         else:
             refuses(_union, _kind, invalid=INVALID_TYPES[_kind])
 
 refuses("Series", "video", reason="Sparkwire stores no video")
+# Nominal computes scalarUdf only when polled; Sparkwire refuses it either way: its source is Rust to
+# be compiled to WASM, arbitrary code that no expression library evaluates
+# (docs/decisions/0084-the-last-polled-variants.md).
+for _union in ("NumericSeries", "EnumSeries"):
+    refuses(
+        _union,
+        "scalarUdf",
+        invalid=INVALID_TYPES["scalarUdf"],
+        reason="scalarUdf cannot stream (as in Nominal), and Sparkwire does not compute it when polled "
+        "either: its source is Rust code to compile to WebAssembly and run, which Sparkwire does not do",
+    )
 # An array or struct series streams by polling only, whichever family reads it.
 for _union in ("NumericSeries", "EnumSeries"):
     refuses(
