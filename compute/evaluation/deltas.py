@@ -39,6 +39,7 @@ from compute.evaluation.results import (
     SinglePoint,
     same_memory,
 )
+from compute.evaluation.spectra import FrequencyBuckets, FrequencyPlot, FrequencyPlotV2
 
 Outputs = dict[GroupKey, Output]
 
@@ -63,6 +64,10 @@ _KINDS: dict[str, type[Any]] = {
         CartesianBuckets,
         Cartesian3dBuckets,
         MultivariateBuckets,
+        # the spectra a live subscription streams under `sparkwire.streamPolled` (decision 0082)
+        FrequencyPlot,
+        FrequencyPlotV2,
+        FrequencyBuckets,
     )
 }
 # Outputs made of sorted rows, by the column that orders them.

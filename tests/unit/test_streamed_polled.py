@@ -146,3 +146,37 @@ def test_a_live_low_pass_is_empty_until_it_can_filter_then_the_zero_phase_filter
     middle = slice(200, 800)
     residual = out.values[middle] - np.sin(2 * math.pi * 10 * k[middle] / FS)
     assert np.max(np.abs(residual)) < 1e-3
+
+
+@pytest.mark.parametrize("v2, bucketed", [(False, False), (True, False), (True, True)])
+def test_a_streamed_spectrum_reaches_an_edge_as_the_compute_tier_holds_it(v2: bool, bucketed: bool) -> None:
+    """The compute tier sends an edge each computation's outputs (compute/evaluation/deltas.py);
+    a streamed spectrum's must arrive whole and equal, at each batch."""
+    from compute.evaluation import deltas
+
+    body: Json = {"input": n.channel(RID, "x")}
+    if bucketed:
+        body["summarizationStrategy"] = n.union("buckets", {"buckets": 10})
+    node = n.union("frequencyV2" if v2 else "frequency", n.union("fft", body))
+    plan = compile_live(node, streamed=True)
+    c = Computation("streamed", plan, allowed_lateness_ns=None)
+    c.route(SeriesInfo(0, SeriesKey.of(RID, "x", {}), SeriesKind.NUMERIC))
+    t0 = 1_700_000_000 * S
+    x = np.sin(2 * math.pi * 10 * np.arange(400) / FS)
+    c.backfill_seq = 200
+    c.load_backfill(_rows(x[:200], 0, t0), t0 + 200 * S // int(FS))
+    edge = deltas.apply({}, deltas.whole(c.snapshot(None)))
+    before = c.snapshot(None)
+    c.apply_batch(_rows(x[200:], 200, t0), t0 + 400 * S // int(FS))
+    after = c.snapshot(None)
+    edge = deltas.apply(edge, deltas.diff(before, after))
+    (got,) = edge.values()
+    (want,) = after.values()
+    assert type(got) is type(want) and want.kind in (
+        "frequencyDomain",
+        "frequencyDomainV2",
+        "bucketedFrequencyDomain",
+    )
+    for name in vars(want):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert len(want) == (10 if bucketed else 201)
