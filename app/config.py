@@ -87,6 +87,25 @@ class Settings(BaseSettings):
     max_replays: int = Field(
         16, ge=0, description="replays running at once, all connections (TooManyReplays)"
     )
+    max_polled_computations: int = Field(
+        2,
+        ge=1,
+        description="ComputeService requests evaluating at once (each on a thread of its own); more wait",
+    )
+    max_polled_queue: int = Field(
+        8, ge=0, description="ComputeService requests waiting for a slot; past it 503 Compute:ComputeBusy"
+    )
+    polled_time_budget_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a ComputeService request may evaluate, then stopped (Compute:ComputeTimedOut)",
+    )
+    max_polled_request_points: int = Field(
+        50_000_000,
+        ge=1,
+        description="points one ComputeService request may read, a batch's or parameterized request's "
+        "summed (Compute:TooManyPoints); one evaluation reads 10,000,000 at most",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Python log level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)"
     )

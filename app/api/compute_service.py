@@ -9,7 +9,11 @@ polling-only nodes among them) is refused with its error, named `Compute:<name>`
 
 History is read as export and back-fill read it: the embedded log by this process, the Redis log by
 a Spark batch job (not on an edge, which runs no Spark); the points a request would read are
-counted first and more than MAX_POLLED_POINTS is refused."""
+counted first and more than MAX_POLLED_POINTS in one evaluation, or more than
+SPARKWIRE_MAX_POLLED_REQUEST_POINTS over a batch's or a parameterized request's items, is refused
+before any is read. A request evaluates on a thread of a pool of its own, at most
+SPARKWIRE_MAX_POLLED_COMPUTATIONS at once, within SPARKWIRE_POLLED_TIME_BUDGET_SECONDS
+(app/api/polled_gate.py; docs/decisions/0083-polars-export-and-polled-cost.md)."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from pydantic import BaseModel, Field
 from app.api.admitted_route import AdmittedRoute, admit_request
 from app.api.data_sources import span_reader
 from app.api.export import Points, Timestamp, read_embedded, spark_count, spark_read, spark_series
+from app.api.polled_gate import gate_of
 from app.http.errors import HttpError
 from app.protocol import frames
 from app.protocol.auth import Principal
@@ -52,6 +57,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"description": "the token does not reach a data source the node reads", "content": _ERROR},
     501: {
         "description": "Sparkwire:ComputeNeedsSpark: the Redis log read where no Spark runs (an edge)",
+        "content": _ERROR,
+    },
+    503: {
+        "description": "Compute:ComputeBusy (every evaluation slot taken and the queue full) or "
+        "Compute:ComputeTimedOut (the request evaluated past its time budget and was stopped)",
         "content": _ERROR,
     },
 }
@@ -231,13 +241,40 @@ def _cut(p: Points, end: int) -> Rows:
     return Rows(p.seq[keep], p.ts[keep], p.values[keep])
 
 
-def evaluate(history: History, plan: Plan, end: int) -> Any:
+class Counted:
+    """A compiled plan routed to its series, and the points its period would read (counted, not read)."""
+
+    def __init__(self, history: History, plan: Plan, end: int) -> None:
+        self.plan, self.end = plan, end
+        self.polled = PolledComputation(plan, end)
+        self.ids = self.polled.route(history.known())
+        self.points = history.count(self.ids, self.polled.read_from, end - 1) if self.ids else 0
+
+
+def refuse_request_points(counted: list[Counted], limit: int) -> None:
+    """A batch's or parameterized request's items read at most `limit` points in all."""
+    total = sum(c.points for c in counted)
+    if total > limit:
+        raise HttpError(
+            400,
+            f"the request's {len(counted)} computations would read {total:,} points in all, more than "
+            f"this server's {limit:,} (SPARKWIRE_MAX_POLLED_REQUEST_POINTS): ask for fewer computations "
+            "or shorter periods",
+            name="Compute:TooManyPoints",
+            params={
+                "limit": str(limit),
+                "asked": str(total),
+                "setting": "SPARKWIRE_MAX_POLLED_REQUEST_POINTS",
+            },
+        )
+
+
+def evaluate(history: History, plan: Plan, end: int, counted: Counted | None = None) -> Any:
     """Blocking: the plan's ComputeNodeResponse over the period ending at `end`, its points those
     with ts < end (HttpError when refused)."""
-    polled = PolledComputation(plan, end)
-    ids = polled.route(history.known())
+    counted = counted or Counted(history, plan, end)
+    polled, ids, points = counted.polled, counted.ids, counted.points
     last = end - 1  # the period's points: start <= ts < end
-    points = history.count(ids, polled.read_from, last) if ids else 0
     if points > MAX_POLLED_POINTS:
         raise HttpError(
             400,
@@ -288,7 +325,8 @@ def _json(value: Any) -> Response:
 )
 async def compute(body: ComputeNodeRequest, request: Request) -> Response:
     principal = admit_request(request, ComputeRoute.doing)
-    result, _ = await asyncio.to_thread(compute_one, request.app.state.sparkwire, principal, body)
+    state = request.app.state.sparkwire
+    result, _ = await gate_of(state).run(lambda: compute_one(state, principal, body))
     return _json(result)
 
 
@@ -299,17 +337,32 @@ async def compute(body: ComputeNodeRequest, request: Request) -> Response:
 )
 async def compute_with_units(body: ComputeNodeRequest, request: Request) -> Response:
     principal = admit_request(request, ComputeRoute.doing)
-    result, unit = await asyncio.to_thread(compute_one, request.app.state.sparkwire, principal, body)
+    state = request.app.state.sparkwire
+    result, unit = await gate_of(state).run(lambda: compute_one(state, principal, body))
     return _json({"computeResult": result, "computeUnit": frames.unit_result(unit)})
 
 
 def _batch(state: Any, principal: Principal, requests: list[ComputeNodeRequest]) -> list[Any]:
-    """Blocking: each request's ComputeWithUnitsResult, a refusal as its own item's error."""
+    """Blocking: each request's ComputeWithUnitsResult, a refusal as its own item's error; every
+    item compiled and counted before any is read (the request's points bounded in all)."""
     history = History(state)
-    results: list[Any] = []
+    prepared: list[Counted | HttpError] = []
     for body in requests:
         try:
-            result, unit = compute_one(state, principal, body, history)
+            start, end = _period(body.start, body.end)
+            plan = compile_node(state, principal, body.node, body.context, end - start)
+            prepared.append(Counted(history, plan, end))
+        except HttpError as err:
+            prepared.append(err)
+    refuse_request_points(
+        [c for c in prepared if isinstance(c, Counted)], state.settings.max_polled_request_points
+    )
+    results: list[Any] = []
+    for item in prepared:
+        try:
+            if isinstance(item, HttpError):
+                raise item
+            result, unit = evaluate(history, item.plan, item.end, item), item.plan.unit
         except HttpError as err:
             results.append({"computeResult": error_result(err), "unitResult": unit_error(err)})
         else:
@@ -329,7 +382,8 @@ def _batch(state: Any, principal: Principal, requests: list[ComputeNodeRequest])
 )
 async def batch_compute_with_units(body: BatchComputeWithUnitsRequest, request: Request) -> Response:
     principal = admit_request(request, ComputeRoute.doing)
-    results = await asyncio.to_thread(_batch, request.app.state.sparkwire, principal, body.requests)
+    state = request.app.state.sparkwire
+    results = await gate_of(state).run(lambda: _batch(state, principal, body.requests))
     return _json({"results": results})
 
 
@@ -363,15 +417,27 @@ async def batch_compute_units(body: BatchComputeUnitsRequest, request: Request) 
 
 def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeNodeRequest) -> list[Any]:
     """Blocking: the node once per parameter input (its variables over the context's, its time
-    range over the request's), each a ComputeNodeResult."""
+    range over the request's), each a ComputeNodeResult; every input compiled and counted before
+    any is read (the request's points bounded in all)."""
     history = History(state)
-    results: list[Any] = []
+    prepared: list[Counted | HttpError] = []
     for parameter in body.parameterizedContext.parameterInputs:
         span = parameter.timeRange or OptionalRange()
         try:
             start, end = _period(span.start or body.start, span.end or body.end)
             plan = compile_node(state, principal, body.node, body.context, end - start, parameter.variables)
-            results.append({"type": "success", "success": evaluate(history, plan, end)})
+            prepared.append(Counted(history, plan, end))
+        except HttpError as err:
+            prepared.append(err)
+    refuse_request_points(
+        [c for c in prepared if isinstance(c, Counted)], state.settings.max_polled_request_points
+    )
+    results: list[Any] = []
+    for item in prepared:
+        try:
+            if isinstance(item, HttpError):
+                raise item
+            results.append({"type": "success", "success": evaluate(history, item.plan, item.end, item)})
         except HttpError as err:
             results.append(error_result(err))
     return results
@@ -384,5 +450,6 @@ def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeN
 )
 async def parameterized_compute(body: ParameterizedComputeNodeRequest, request: Request) -> Response:
     principal = admit_request(request, ComputeRoute.doing)
-    results = await asyncio.to_thread(_parameterized, request.app.state.sparkwire, principal, body)
+    state = request.app.state.sparkwire
+    results = await gate_of(state).run(lambda: _parameterized(state, principal, body))
     return _json({"results": results})

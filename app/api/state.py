@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from app.api.polled_gate import PolledGate
 from app.config import Settings
 from app.fanout.catalog_edits import CatalogEdits
 from app.fanout.hub import Hub
@@ -50,11 +51,15 @@ class ServerState:
 
     liveness: Liveness = field(init=False)  # every connection's heartbeat and backlog check
     ledger: CostLedger = field(init=False)  # what live subscriptions cost, per connection, tenant, server
+    polled_gate: PolledGate = field(init=False)  # ComputeService's evaluations: how many, how long
 
     def __post_init__(self) -> None:
         self.admission = Admission.from_settings(self.settings)
         settings = self.settings
         self.ledger = CostLedger(settings.evaluation_budget)
+        self.polled_gate = PolledGate(
+            settings.max_polled_computations, settings.max_polled_queue, settings.polled_time_budget_seconds
+        )
         cost.configure(settings.evaluation_budget)  # the evaluations' run-time checks (process-wide)
         heartbeat = SessionConfig(ping_interval=settings.ping_interval, ping_timeout=settings.ping_timeout)
         self.liveness = Liveness(min(1.0, settings.slow_consumer_timeout / 4, heartbeat.heartbeat_period))
