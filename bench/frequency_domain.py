@@ -6,6 +6,8 @@ window and numpy.fft.rfft of nodes/frequency.py) on the same points
 (docs/decisions/0079-frequency-domain.md).
 
     .venv/bin/python -m bench.frequency_domain [--points 1000000] [--repeats 5]
+
+`make bench` runs it through bench/polled.py (`measure`), its smoke mode over 20,000 points.
 """
 
 from __future__ import annotations
@@ -76,6 +78,57 @@ def in_process(points: int, repeats: int) -> list[float]:
     return times
 
 
+def measure(work: Path, points: int, repeats: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The evaluator alone, then `points` written under `work`, a server started on them and
+    `repeats` polled FFTs timed (after a warm-up): the figures in ms."""
+    alone = in_process(points, repeats)
+    print(f"evaluator alone (samples + rfft, {points:,} points): median {statistics.median(alone):.0f} ms")
+    start, end = write_points(work / "data", points)
+    server = start_server(
+        work / "data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
+    )
+    try:
+        channel: dict[str, Any] = {
+            "type": "channel",
+            "channel": {
+                "type": "dataSource",
+                "dataSource": {
+                    "dataSourceRid": {"type": "literal", "literal": RID},
+                    "channel": {"type": "literal", "literal": "vibration"},
+                    "tags": {},
+                },
+            },
+        }
+        body = {
+            "node": {"type": "frequency", "frequency": {"type": "fft", "fft": {"input": channel}}},
+            "start": {"seconds": start // NANOS, "nanos": 0},
+            "end": {"seconds": end // NANOS, "nanos": 0},
+            "context": {"variables": {}},
+        }
+        times = []
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            for i in range(repeats + 1):
+                began = time.perf_counter()
+                r = client.post("/compute/v2/compute", json=body)
+                took = (time.perf_counter() - began) * 1000
+                r.raise_for_status()
+                plot = r.json()["frequencyDomain"]
+                f, a = np.array(plot["frequencies"]), np.array(plot["amplitudes"])
+                assert len(f) == points // 2 + 1, len(f)
+                assert abs(f[int(np.argmax(a))] - 50.0) < 1e-6 and abs(a.max() - 3.0) < 0.01
+                print(f"{'warm-up' if i == 0 else f'run {i}'}: {took:.0f} ms, {len(f):,} frequencies")
+                if i:
+                    times.append(took)
+    finally:
+        server.stop()
+    return {
+        "points": points,
+        "alone_median_ms": round(statistics.median(alone), 1),
+        "times_ms": [round(t, 1) for t in times],
+        "median_ms": round(statistics.median(times), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -83,52 +136,13 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    alone = in_process(args.points, args.repeats)
-    print(
-        f"evaluator alone (samples + rfft, {args.points:,} points): median {statistics.median(alone):.0f} ms"
-    )
     with tempfile.TemporaryDirectory(prefix="sparkwire-fft-bench-") as tmp:
-        work = Path(tmp)
-        start, end = write_points(work / "data", args.points)
-        server = start_server(work / "data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING"})
-        try:
-            channel: dict[str, Any] = {
-                "type": "channel",
-                "channel": {
-                    "type": "dataSource",
-                    "dataSource": {
-                        "dataSourceRid": {"type": "literal", "literal": RID},
-                        "channel": {"type": "literal", "literal": "vibration"},
-                        "tags": {},
-                    },
-                },
-            }
-            body = {
-                "node": {"type": "frequency", "frequency": {"type": "fft", "fft": {"input": channel}}},
-                "start": {"seconds": start // NANOS, "nanos": 0},
-                "end": {"seconds": end // NANOS, "nanos": 0},
-                "context": {"variables": {}},
-            }
-            times = []
-            with httpx.Client(base_url=server.base_url, timeout=300) as client:
-                for i in range(args.repeats + 1):
-                    began = time.perf_counter()
-                    r = client.post("/compute/v2/compute", json=body)
-                    took = (time.perf_counter() - began) * 1000
-                    r.raise_for_status()
-                    plot = r.json()["frequencyDomain"]
-                    f, a = np.array(plot["frequencies"]), np.array(plot["amplitudes"])
-                    assert len(f) == args.points // 2 + 1, len(f)
-                    assert abs(f[int(np.argmax(a))] - 50.0) < 1e-6 and abs(a.max() - 3.0) < 0.01
-                    print(f"{'warm-up' if i == 0 else f'run {i}'}: {took:.0f} ms, {len(f):,} frequencies")
-                    if i:
-                        times.append(took)
-            print(
-                f"polled FFT of {args.points:,} points over HTTP: median {statistics.median(times):.0f} ms, "
-                f"min {min(times):.0f}, max {max(times):.0f} (target <= 500 ms)"
-            )
-        finally:
-            server.stop()
+        out = measure(Path(tmp), args.points, args.repeats)
+    times = out["times_ms"]
+    print(
+        f"polled FFT of {args.points:,} points over HTTP: median {out['median_ms']:.0f} ms, "
+        f"min {min(times):.0f}, max {max(times):.0f} (target <= 500 ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format
+from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format, polled
 from bench.baselines import DIED
 
 Json = Any
@@ -128,6 +128,7 @@ def targets(r: Json) -> list[tuple[str, str, str, str]]:
     rows += _live_windows_rows(r.get("live_windows") or {})
     rows += _ceiling_rows(r.get("ingest_ceiling") or {})
     rows += _output_format_rows(r.get("output_format") or {})
+    rows += polled.rows(r.get("polled") or {}, _verdict)
     kb = r.get("connections", {}).get("kb_per_connection")
     rows.append(
         (

@@ -12,8 +12,9 @@ bench/live_eval.py) and through a server of its own (bench/live_windows.py), the
 
 NAME=VALUE overrides any field of bench/plan.py's Plan (durations, rates, sizes);
 long_windows.NAME=VALUE, ingest_ceiling.NAME=VALUE, live_eval.NAME=VALUE and live_windows.NAME=VALUE
-those of their own plans. `--only` runs some workloads alone (latency, fanout, fanout10x, subscribe,
-ingest, idle, baselines, long_windows, ingest_ceiling, live_eval, live_windows, output_format; ingest
+those of their own plans, polled.NAME=VALUE bench/polled.py's. `--only` runs some workloads alone
+(latency, fanout, fanout10x, subscribe, ingest, idle, baselines, long_windows, ingest_ceiling,
+live_eval, live_windows, output_format, polled: issue 47's compute and FFT targets; ingest
 brings latency along), e.g. `--only fanout10x` measures fan-out at 10x in a few minutes; the
 report then says "not measured" of the rest.
 """
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format
+from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format, polled
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -58,6 +59,7 @@ WORKLOADS = (
     "live_eval",
     "live_windows",
     "output_format",
+    "polled",
 )
 
 
@@ -650,7 +652,11 @@ def main(argv: list[str] | None = None) -> None:
     only = frozenset(w for w in args.only.split(",") if w)
     if not only <= set(WORKLOADS):
         parser.error(f"--only: unknown workload(s) {', '.join(sorted(only - set(WORKLOADS)))}")
-    own, lw, ceiling, live, windows = split_overrides(args.overrides)
+    polled_over = [x.removeprefix("polled.") for x in args.overrides if x.startswith("polled.")]
+    own, lw, ceiling, live, windows = split_overrides(
+        [x for x in args.overrides if not x.startswith("polled.")]
+    )
+    polled_plan = with_overrides(polled.SMOKE if args.smoke else polled.FULL, polled_over)
     plan = with_overrides(SMOKE if args.smoke else FULL, own)
     lw_plan = with_overrides(long_windows.SMOKE if args.smoke else long_windows.FULL, lw)
     ceiling_plan = with_overrides(ingest_ceiling.SMOKE if args.smoke else ingest_ceiling.FULL, ceiling)
@@ -700,6 +706,9 @@ def main(argv: list[str] | None = None) -> None:
         run.live_windows()
     if "output_format" in only:
         run.output_format(args.smoke)
+    if "polled" in only:  # issue 47: compute and FFT over HTTP (servers of their own), LTTB in process
+        log("polled: compute of a channel to 1,000 buckets, an FFT, LTTB (bench/polled.py)")
+        run._own_server("polled", lambda: polled.measure(polled_plan, work / "polled", run.server_env()))
     run.results["duration_s"] = round(time.time() - started)
     kept = ingest_ceiling.kept_section(args.out)  # a standalone ceiling's section, if this run has none
     args.out.parent.mkdir(parents=True, exist_ok=True)

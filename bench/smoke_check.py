@@ -91,6 +91,13 @@ def check(out: Path) -> None:
     for usage in (results["latency"]["usage"], baselines["floor_disk"]["usage"]):
         assert usage["cpu_cores"] > 0 and usage["rss_max_mb"] > 100  # a JVM is in the tree
 
+    # issue 47's polled targets (bench/polled.py): compute and FFT timed over HTTP, LTTB in process
+    polled = results["polled"]
+    assert len(polled["compute"]["times_ms"]) == polled["plan"]["compute_repeats"]
+    assert min(polled["compute"]["times_ms"]) > 0
+    assert len(polled["fft"]["times_ms"]) == polled["plan"]["fft_repeats"] and polled["fft"]["median_ms"] > 0
+    assert polled["lttb"]["median_ms"] > 0
+
     report = out.read_text()
     for heading in (
         "## Targets",
@@ -131,6 +138,8 @@ def check(out: Path) -> None:
         "4 ingest ceiling JSON",
         "4 ingest ceiling protobuf+zstd",
         "5 idle connection",
+        "47 compute to 1,000 buckets (polled, HTTP): median",
+        "47 FFT (polled, HTTP): median",
     ):
         row = next((r for r in rows if name in r), None)
         assert row is not None, f"no target row {name!r}"

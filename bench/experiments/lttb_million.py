@@ -19,8 +19,8 @@ from compute.evaluation.results import NumericPoints
 NANOS = 1_000_000_000
 
 
-def main() -> None:
-    n, out, runs = (int(a) for a in (sys.argv[1:] + ["1000000", "1000", "7"][len(sys.argv) - 1 :])[:3])
+def measure(n: int, out: int, runs: int) -> dict[str, float | int]:
+    """LTTB of `n` points to `out`, `runs` times: the figures in ms (bench/polled.py reports them)."""
     rng = np.random.default_rng(0)
     t0 = 1_700_000_000 * NANOS
     ts = t0 + np.arange(n, dtype=np.int64) * 1_000_000 + rng.integers(0, 500_000, n)
@@ -32,9 +32,22 @@ def main() -> None:
         times.append(time.perf_counter() - started)
     assert len(kept) == out
     ms = sorted(t * 1000 for t in times)
+    return {
+        "points": n,
+        "out": out,
+        "runs": runs,
+        "median_ms": round(statistics.median(ms), 1),
+        "min_ms": round(ms[0], 1),
+        "max_ms": round(ms[-1], 1),
+    }
+
+
+def main() -> None:
+    n, out, runs = (int(a) for a in (sys.argv[1:] + ["1000000", "1000", "7"][len(sys.argv) - 1 :])[:3])
+    r = measure(n, out, runs)
     print(
-        f"LTTB {n:,} -> {out:,} points: median {statistics.median(ms):.1f} ms, "
-        f"min {ms[0]:.1f}, max {ms[-1]:.1f} ({runs} runs)"
+        f"LTTB {n:,} -> {out:,} points: median {r['median_ms']:.1f} ms, "
+        f"min {r['min_ms']:.1f}, max {r['max_ms']:.1f} ({runs} runs)"
     )
 
 
