@@ -4,9 +4,10 @@ node, in process, no Spark, against the designs whose cost would follow the new 
 A 1 kHz channel (a 50 Hz sine and noise) back-filled for the window, then micro-batches of 100 ms
 (100 new points); per batch, median of the batches:
 
-- `apply_batch`: the thread CPU of `Computation.apply_batch` for the streamed node as the server
-  runs it (compiled with `streamed=True`: the polled node re-evaluated whole over the window), and
-  of encoding its frame (`frames.full_update`; the frame's size in KiB);
+- `apply_batch`: the thread CPU of `Computation.apply_batch` for the streamed node (a spectrum, a
+  low-pass, LTTB to 1,000 points) as the server runs it (compiled with `streamed=True`: the
+  polled node re-evaluated whole over the window), and of encoding its frame as a FullResult
+  (`frames.full_update`; the frame's size in KiB);
 - spectrum: `np.fft.rfft` over the window alone (the recomputation's core), against a sliding DFT
   of a window of fixed length (each new point updates every bin: X_k <- (X_k + x_new - x_old)
   e^{2 pi i k / N}), and the sliding DFT's largest error against the FFT after the batches;
@@ -73,6 +74,18 @@ NODES = {
     "spectrum (frequency fft)": _union("frequency", _union("fft", {"input": X})),
     "low-pass (signalFilter)": _union(
         "series", {"input": _union("numeric", LOW_PASS), "numericAggregations": {}, "buckets": 1000}
+    ),
+    "LTTB to 1,000 (largestTriangleThreeBuckets)": _union(
+        "series",
+        {
+            "input": _union(
+                "numeric",
+                _union(
+                    "largestTriangleThreeBuckets", {"input": X, "maxPointsToReturn": _union("literal", 1000)}
+                ),
+            ),
+            "numericAggregations": {},
+        },
     ),
 }
 
