@@ -4,7 +4,9 @@ a newer write at the same timestamp replacing the older one.
 Points arriving in order (the common case) are appended into spare room at the end of the columns,
 and trimming only moves the start, so a micro-batch costs what it adds, not the whole window: with
 100 computations over 120 s of a 1 kHz channel, copying whole windows on every batch was ~6% of the
-server's fan-out profile. Whatever `ts` and `values` returned earlier stays valid and unchanged:
+server's fan-out profile. A batch written out of order (writers with several requests in flight)
+but newer than the window is sorted on its own and appended the same way; one reaching back into
+the window merges only the held points from its oldest on (docs/decisions/0086). Whatever `ts` and `values` returned earlier stays valid and unchanged:
 appends write past their end, and any reshuffle goes to new arrays.
 
 A back-fill's read can hand its columns over in buffers with that spare room already after them
@@ -77,20 +79,30 @@ class SeriesWindow:
             return
         if increasing is None:
             increasing = bool(np.all(ts[1:] > ts[:-1]))
-        in_order = increasing and (self._end == self._start or ts[0] > self._ts[self._end - 1])
-        if in_order:  # the common case: new points after the newest one
+        if not increasing:  # e.g. writers with several requests in flight, committed out of order
+            ts, values = _last_writes(ts, values)
+            n = len(ts)
+        if self._end == self._start or ts[0] > self._ts[self._end - 1]:
+            # the common case: new points after the newest one (also once a batch written out of
+            # order is sorted: it costs its own points, not the window's)
             if self._end + n > len(self._ts):
                 self._regrow(n)
             self._ts[self._end : self._end + n] = ts
             self._values[self._end : self._end + n] = values
             self._end += n
             return
-        all_ts = np.concatenate([self.ts, ts])
-        all_values = np.concatenate([self.values, values])
-        order = np.argsort(all_ts, kind="stable")  # stable: equal timestamps keep write order
-        all_ts, all_values = all_ts[order], all_values[order]
-        keep = np.r_[all_ts[1:] != all_ts[:-1], True]  # the last write of each timestamp
-        self.replace(all_ts[keep], all_values[keep])
+        # A point older than the newest held one: only the held points from it on are merged; the
+        # ones before it are copied as they are (views handed out earlier keep the old arrays).
+        keep = int(self.ts.searchsorted(ts[0], side="left"))
+        tail_ts, tail_values = _last_writes(  # held first: a new write wins at an equal timestamp
+            np.concatenate([self.ts[keep:], ts]), np.concatenate([self.values[keep:], values])
+        )
+        total = keep + len(tail_ts)
+        new_ts = np.empty(total + spare_room(total), np.int64)
+        new_values = np.empty(len(new_ts), self._values.dtype)
+        new_ts[:keep], new_values[:keep] = self.ts[:keep], self.values[:keep]
+        new_ts[keep:total], new_values[keep:total] = tail_ts, tail_values
+        self._ts, self._values, self._start, self._end = new_ts, new_values, 0, total
 
     def splice(self, t: int, ts: np.ndarray, values: np.ndarray) -> None:
         """Replace everything from `t` on with these sorted points (all at or after `t`): a live
@@ -128,6 +140,18 @@ class SeriesWindow:
 
     def __len__(self) -> int:
         return self._end - self._start
+
+
+def _last_writes(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points in write order -> sorted by time, the last write of each timestamp kept."""
+    order = np.argsort(ts, kind="stable")  # stable: equal timestamps keep write order
+    ts, values = ts[order], values[order]
+    last = np.empty(len(ts), bool)
+    last[-1:] = True
+    np.not_equal(ts[1:], ts[:-1], out=last[:-1])
+    if last.all():
+        return ts, values
+    return ts[last], values[last]
 
 
 def _offset(view: np.ndarray, buffer: np.ndarray) -> int | None:

@@ -18,7 +18,14 @@ from compute.evaluation.compiler.limits import Limits, ResultOptions
 from compute.evaluation.compiler.plan import compile_plan
 from compute.evaluation.computation import Computation, Rows
 from compute.evaluation.nodes.align import forward_fill
-from compute.evaluation.results import OPEN_END, PROVENANCE, NumericBuckets, NumericPoints, Ranges
+from compute.evaluation.results import (
+    OPEN_END,
+    PROVENANCE,
+    NumericBuckets,
+    NumericPoints,
+    Ranges,
+    same_memory,
+)
 from compute.evaluation.summarize import BucketMemo, numeric_buckets
 from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
@@ -254,6 +261,24 @@ def test_series_window_matches_a_plain_model_and_never_changes_what_it_returned(
         earlier.append((window.ts, window.values, window.ts.tolist(), window.values.tolist()))
     for ts, values, ts_then, values_then in earlier:
         assert ts.tolist() == ts_then and values.tolist() == values_then
+
+
+def test_a_batch_written_out_of_order_costs_its_own_points_not_the_windows() -> None:
+    """Writers with several requests in flight commit them out of order: a batch newer than the
+    window but unsorted is sorted on its own and appended in place (the window's memory is not
+    copied), and one reaching back into the window copies the points before it unchanged."""
+    window = SeriesWindow(np.float64)
+    window.insert(np.arange(1000, dtype=np.int64) * 10, np.arange(1000, dtype=np.float64))
+    held_ts, held_values = window.ts, window.values
+    window.insert(np.array([10_030, 10_010, 10_020, 10_010], np.int64), np.array([3.0, 1.0, 2.0, -1.0]))
+    assert window.ts[-3:].tolist() == [10_010, 10_020, 10_030]
+    assert window.values[-3:].tolist() == [-1.0, 2.0, 3.0]  # the last write of 10_010 wins
+    assert same_memory(window.ts[:1000], held_ts) and same_memory(window.values[:1000], held_values)
+
+    window.insert(np.array([10_025, 9_995], np.int64), np.array([7.0, 8.0]))  # behind the newest
+    assert window.ts[-6:].tolist() == [9_990, 9_995, 10_010, 10_020, 10_025, 10_030]
+    assert window.values[-6:].tolist() == [999.0, 8.0, -1.0, 2.0, 7.0, 3.0]
+    assert window.ts[:1000].tolist() == held_ts.tolist() and held_ts[-1] == 9_990  # old views kept
 
 
 def test_a_window_takes_over_only_sorted_views_of_the_buffers_it_is_given_and_only_when_empty() -> None:
