@@ -194,3 +194,9 @@ async def test_batch_get_series_count_counts_the_series_with_points_in_the_range
         r = await c.post("/data-source/v1/data-sources/batch-get-series-count", json={"requests": [bad]})
         assert r.status_code == 400
         assert r.json()["errorName"] == "Sparkwire:SeriesCountOptionNotSupported"
+
+
+def test_batch_get_series_count_is_listed_in_openapi(server: ServerProcess) -> None:
+    paths = httpx.get(f"{server.base_url}/openapi.json").json()["paths"]
+    operation = paths["/data-source/v1/data-sources/batch-get-series-count"]["post"]
+    assert "requestBody" in operation and "400" in operation["responses"]
