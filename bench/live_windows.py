@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import live_through
 from bench.children import Child, write_spec
 from bench.computations import BenchSubscription, _channel, _subscription
 from bench.feed import TABLE, channel_name
@@ -218,15 +219,22 @@ def _run(plan: LiveWindowsPlan, work: Path, server: ServerProcess, sampler: Tree
 
 
 def measure(
-    plan: LiveWindowsPlan, work: Path, env: dict[str, str] | None = None, keep_log: bool = False
+    plan: LiveWindowsPlan,
+    work: Path,
+    env: dict[str, str] | None = None,
+    keep_log: bool = False,
+    through: live_through.LiveThroughPlan | None = None,
 ) -> Json:
-    """Write the history, start a server on it, run both arms at once; the figures as a dict."""
+    """Write the history, start a server on it, run both arms at once; the figures as a dict. Then,
+    given `through`, the arm whose history is written through a running server (bench/live_through.py)."""
     work.mkdir(parents=True, exist_ok=True)
     results: Json = {"plan": dataclasses.asdict(plan)}
     results["history"] = write_history(plan, work / "server-data")
     log("starting the server")
     with server_on(work, env, plan.settle_s, keep_log) as (server, sampler):
         results.update(_run(plan, work, server, sampler))
+    if through is not None:
+        results["through"] = live_through.measure(through, work / "through", env)
     return results
 
 
@@ -263,6 +271,8 @@ def render(r: Json) -> str:
         f"{r['clients'].get('cpu_cores')} cores. Wall-clock latencies depend on what else the machine "
         "runs; the updates ratio compares arms measured together.",
     ]
+    if r.get("through"):
+        lines += ["", live_through.render(r["through"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

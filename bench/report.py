@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format, polled
+from bench import ingest_ceiling, live_eval, live_through, live_windows, long_windows, output_format, polled
 from bench.baselines import DIED
 
 Json = Any
@@ -279,6 +279,36 @@ def _live_windows_rows(lw: Json) -> list[tuple[str, str, str, str]]:
             f"<= {live_windows.P99_MS} ms",
             f"{_ms(p99)} (60 s arm {_ms((short.get('latency') or {}).get('p99_ms'))})" if p99 else "n/a",
             _verdict(p99, live_windows.P99_MS),
+        ),
+        *_live_through_rows(lw.get("through") or {}),
+    ]
+
+
+def _live_through_rows(t: Json) -> list[tuple[str, str, str, str]]:
+    """Workload 3c's written-through arm (bench/live_through.py): the hour arm against the 60 s arm,
+    measured one after the other over history written through the running server."""
+    if not t:
+        return []
+    v, long, short = t["verdicts"], t["long"], t["short"]
+    per_batch = "cpu_ms_per_computation_per_batch"
+
+    def verdict(met: bool | None) -> str:
+        return "not measured" if met is None else ("met" if met else "missed")
+
+    return [
+        (
+            "3c written through the server: updates per subscription per second, hour / 60 s",
+            f">= {live_through.UPDATES_RATIO_MIN}x",
+            f"{v['updates_ratio']}x ({long['updates_per_sub_per_s']} / {short['updates_per_sub_per_s']} "
+            f"per s, {t['plan']['computations']} distinct `summarize(x + y)` per arm)",
+            verdict(v["updates_met"]),
+        ),
+        (
+            "3c written through the server: CPU per computation per micro-batch, hour / 60 s",
+            f"<= {live_through.CPU_RATIO_MAX}x (<= {live_through.CPU_CEILING_MS} ms "
+            f"if the 60 s arm's < {live_through.CPU_FLOOR_MS} ms)",
+            f"{v['cpu_ratio']}x ({long[per_batch]} / {short[per_batch]} ms above the feed alone)",
+            verdict(v["cpu_met"]),
         ),
     ]
 

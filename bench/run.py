@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import ingest_ceiling, live_eval, live_windows, long_windows, output_format, polled
+from bench import ingest_ceiling, live_eval, live_through, live_windows, long_windows, output_format, polled
 from bench.children import Child, write_spec
 from bench.machine import describe_machine
 from bench.plan import FULL, SMOKE, Plan, with_overrides
@@ -279,13 +279,18 @@ class Run:
         except Exception as exc:  # the report says so; the other workloads' figures stand
             self.results.setdefault("errors", {})["output_format"] = repr(exc)
 
-    def live_windows(self) -> None:
-        """Workload 3c through a server: hour windows beside 60 s ones, live at once."""
+    def live_windows(self, through: live_through.LiveThroughPlan) -> None:
+        """Workload 3c through a server: hour windows beside 60 s ones, live at once; then `through`,
+        the arms one after the other over history written through a running server."""
         log("workload 3c: live long windows through a server (history written first)")
         self._own_server(
             "live_windows",
             lambda: live_windows.measure(
-                self.windows_plan, self.work / "live-windows", self.server_env(), keep_log=self.keep_records
+                self.windows_plan,
+                self.work / "live-windows",
+                self.server_env(),
+                keep_log=self.keep_records,
+                through=through,
             ),
         )
 
@@ -703,7 +708,7 @@ def main(argv: list[str] | None = None) -> None:
     if "live_eval" in only:
         run.live_eval()
     if "live_windows" in only:
-        run.live_windows()
+        run.live_windows(live_through.SMOKE if args.smoke else live_through.FULL)
     if "output_format" in only:
         run.output_format(args.smoke)
     if "polled" in only:  # issue 47: compute and FFT over HTTP (servers of their own), LTTB in process

@@ -67,6 +67,9 @@ def check(out: Path) -> None:
     for arm in ("long", "short"):
         assert windows[arm]["updates_per_sub_per_s"] > 0 and windows[arm]["latency"]["n"] > 0, arm
     assert windows["updates_ratio_long_to_short"] is not None and windows["usage"]["cpu_cores"] > 0
+    through = windows["through"]  # and the arms one after the other over history written through it
+    for arm in ("long", "short"):
+        assert through[arm]["updates_per_sub_per_s"] > 0 and through[arm]["batch"]["per_s"] > 0, arm
     # the ingest ceiling: each endpoint ramped (tiny steps), its server's CPU split by thread
     ceiling = results["ingest_ceiling"]
     for endpoint in ("json", "protobuf"):
@@ -135,6 +138,8 @@ def check(out: Path) -> None:
         "3b day window written through the server just before: FullResult p50",
         "3c updates per subscription per second, hour / 60 s (server)",
         "3c hour windows: write-to-frame p99 (server)",
+        "3c written through the server: updates per subscription per second, hour / 60 s",
+        "3c written through the server: CPU per computation per micro-batch, hour / 60 s",
         "4 ingest ceiling JSON",
         "4 ingest ceiling protobuf+zstd",
         "5 idle connection",

@@ -1,13 +1,14 @@
-"""A series' points inside a computation's window: sorted numpy columns, late points merged in place,
-a newer write at the same timestamp replacing the older one.
+"""A series' points inside a computation's window: sorted numpy columns, late points merged, a newer
+write at the same timestamp replacing the older one.
 
 Points arriving in order (the common case) are appended into spare room at the end of the columns,
 and trimming only moves the start, so a micro-batch costs what it adds, not the whole window: with
 100 computations over 120 s of a 1 kHz channel, copying whole windows on every batch was ~6% of the
 server's fan-out profile. A batch written out of order (writers with several requests in flight)
 but newer than the window is sorted on its own and appended the same way; one reaching back into
-the window merges only the held points from its oldest on (docs/decisions/0086). Whatever `ts` and `values` returned earlier stays valid and unchanged:
-appends write past their end, and any reshuffle goes to new arrays.
+the window merges only the held points from its oldest on (docs/decisions/0086). Whatever `ts` and
+`values` returned earlier stays valid and unchanged: appends write past their end, and any reshuffle
+goes to new arrays.
 
 A back-fill's read can hand its columns over in buffers with that spare room already after them
 (`adopt`): an hour-long window of a 1 kHz channel then costs no copy of its 58 MB, which was three
