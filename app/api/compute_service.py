@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,29 @@ def refuse_request_points(counted: list[Counted], limit: int) -> None:
         )
 
 
+# One item of a batch or parameterized request: node, context, start, end, variables over the context's
+_Item = tuple[dict[str, Any], Mapping[str, Any], Timestamp, Timestamp, Mapping[str, Any] | None]
+
+
+def _counted_items(
+    state: Any, principal: Principal, history: History, items: Iterable[_Item]
+) -> list[Counted | HttpError]:
+    """Every item compiled and counted before any is read, a refusal kept in its item's place; more
+    than SPARKWIRE_MAX_POLLED_REQUEST_POINTS in all refuses the whole request."""
+    prepared: list[Counted | HttpError] = []
+    for node, context, start_at, end_at, variables in items:
+        try:
+            start, end = _period(start_at, end_at)
+            plan = compile_node(state, principal, node, context, end - start, variables)
+            prepared.append(Counted(history, plan, end))
+        except HttpError as err:
+            prepared.append(err)
+    refuse_request_points(
+        [c for c in prepared if isinstance(c, Counted)], state.settings.max_polled_request_points
+    )
+    return prepared
+
+
 def evaluate(history: History, plan: Plan, end: int, counted: Counted | None = None) -> Any:
     """Blocking: the plan's ComputeNodeResponse over the period ending at `end`, its points those
     with ts < end (HttpError when refused)."""
@@ -346,17 +369,8 @@ def _batch(state: Any, principal: Principal, requests: list[ComputeNodeRequest])
     """Blocking: each request's ComputeWithUnitsResult, a refusal as its own item's error; every
     item compiled and counted before any is read (the request's points bounded in all)."""
     history = History(state)
-    prepared: list[Counted | HttpError] = []
-    for body in requests:
-        try:
-            start, end = _period(body.start, body.end)
-            plan = compile_node(state, principal, body.node, body.context, end - start)
-            prepared.append(Counted(history, plan, end))
-        except HttpError as err:
-            prepared.append(err)
-    refuse_request_points(
-        [c for c in prepared if isinstance(c, Counted)], state.settings.max_polled_request_points
-    )
+    items = ((b.node, b.context, b.start, b.end, None) for b in requests)
+    prepared = _counted_items(state, principal, history, items)
     results: list[Any] = []
     for item in prepared:
         try:
@@ -420,18 +434,12 @@ def _parameterized(state: Any, principal: Principal, body: ParameterizedComputeN
     range over the request's), each a ComputeNodeResult; every input compiled and counted before
     any is read (the request's points bounded in all)."""
     history = History(state)
-    prepared: list[Counted | HttpError] = []
-    for parameter in body.parameterizedContext.parameterInputs:
-        span = parameter.timeRange or OptionalRange()
-        try:
-            start, end = _period(span.start or body.start, span.end or body.end)
-            plan = compile_node(state, principal, body.node, body.context, end - start, parameter.variables)
-            prepared.append(Counted(history, plan, end))
-        except HttpError as err:
-            prepared.append(err)
-    refuse_request_points(
-        [c for c in prepared if isinstance(c, Counted)], state.settings.max_polled_request_points
+    spans = [(p, p.timeRange or OptionalRange()) for p in body.parameterizedContext.parameterInputs]
+    items = (
+        (body.node, body.context, span.start or body.start, span.end or body.end, p.variables)
+        for p, span in spans
     )
+    prepared = _counted_items(state, principal, history, items)
     results: list[Any] = []
     for item in prepared:
         try:
