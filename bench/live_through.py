@@ -19,12 +19,9 @@ under 0.2 ms). bench/live_windows.py runs it after its own arms (`make bench`, w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
-import json
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -36,10 +33,10 @@ from bench.clients import BenchClient
 from bench.computations import _channel, _raw, _subscription, _summarize
 from bench.feed import body
 from bench.httpclient import HttpConnection
-from bench.plan import with_overrides
 from bench.prefilled_server import batch_means, feed_child, server_on
 from bench.procstat import cpu_seconds
 from bench.serverproc import ServerProcess
+from bench.standalone import run_alone
 
 Json = Any
 NANOS = 1_000_000_000
@@ -205,11 +202,11 @@ def render(r: Json) -> str:
         "",
         f"{p['computations']} distinct `summarize(x + y)` ({p['buckets_from']} buckets on, one more each), "
         f"over the last {p['long_s']:,} s and then over the last {p['short_s']} s, while x and y are "
-        f"written at {p['rate_hz']:,} Hz. The hour of history ({h['points']:,} points) was written through "
-        f"the running server in requests of {p['request_points']:,} points ({h['seconds']} s) just before "
-        f"the first arm subscribed. Each arm measured over {p['measure_s']:g} s, {p['after_s']:g} s after "
-        f"its last FullResult; the server's Python process with the feed alone: "
-        f"{r['feed_alone_cores']} cores.",
+        f"written at {p['rate_hz']:,} Hz. The last {p['long_s']:,} s of history ({h['points']:,} points) "
+        f"was written through the running server in requests of {p['request_points']:,} points "
+        f"({h['seconds']} s) just before the first arm subscribed. Each arm measured over "
+        f"{p['measure_s']:g} s, {p['after_s']:g} s after its last FullResult; the server's Python "
+        f"process with the feed alone: {r['feed_alone_cores']} cores.",
         "",
         "| arm | FullResults (ms, sorted) | updates / subscription / s | micro-batches / s "
         "| mean callback ms | Python cores | CPU per computation per micro-batch above the feed |",
@@ -227,22 +224,16 @@ def render(r: Json) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    run_alone(
+        __doc__,
+        (FULL, SMOKE),
+        measure,
+        render,
+        "Sparkwire: live long windows written through the server",
+        ("data/live-through.md", "data/bench-smoke/live-through.md"),
+        log,
+        argv,
     )
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--work", type=Path)
-    parser.add_argument("overrides", nargs="*", help="NAME=VALUE fields of LiveThroughPlan")
-    args = parser.parse_args(argv)
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
-    out = args.out or Path("data/bench-smoke/live-through.md" if args.smoke else "data/live-through.md")
-    work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-live-through-"))
-    results = measure(plan, work)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    out.write_text("# Sparkwire: live long windows written through the server\n\n" + render(results))
-    log(f"wrote {out} ({results['verdicts']})")
 
 
 if __name__ == "__main__":

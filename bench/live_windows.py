@@ -23,11 +23,8 @@ arm's) is bench/live_eval.py's, measured in process.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,10 +38,10 @@ from bench.children import Child, write_spec
 from bench.computations import BenchSubscription, _channel, _subscription
 from bench.feed import TABLE, channel_name
 from bench.live_eval import node_of
-from bench.plan import with_overrides
 from bench.prefilled_server import batch_means, feed_child, round_robin, server_on, write_blocks
 from bench.procstat import TreeSampler, cpu_seconds
 from bench.serverproc import ServerProcess
+from bench.standalone import run_alone
 from bench.stats import delivery_latency, summarize
 
 Json = Any
@@ -277,22 +274,16 @@ def render(r: Json) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    run_alone(
+        __doc__,
+        (FULL, SMOKE),
+        measure,
+        render,
+        "Sparkwire: live long windows through a server",
+        ("data/live-windows.md", "data/bench-smoke/live-windows.md"),
+        log,
+        argv,
     )
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--work", type=Path)
-    parser.add_argument("overrides", nargs="*", help="NAME=VALUE fields of LiveWindowsPlan")
-    args = parser.parse_args(argv)
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
-    out = args.out or Path("data/bench-smoke/live-windows.md" if args.smoke else "data/live-windows.md")
-    work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-live-windows-"))
-    results = measure(plan, work)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    out.write_text("# Sparkwire: live long windows through a server\n\n" + render(results))
-    log(f"wrote {out}")
 
 
 if __name__ == "__main__":

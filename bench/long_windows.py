@@ -29,13 +29,11 @@ bench` (`--only long_windows`, workload 3b); `render(results)` is its markdown s
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -49,10 +47,10 @@ import numpy as np
 from bench.clients import BenchClient
 from bench.computations import bucketed
 from bench.machine import describe_machine
-from bench.plan import with_overrides
 from bench.prefilled_server import server_on, write_blocks
 from bench.procstat import TreeSampler, cpu_seconds, tree
 from bench.serverproc import ServerProcess
+from bench.standalone import run_alone
 
 Json = Any
 NANOS = 1_000_000_000
@@ -455,24 +453,17 @@ def _span(values: list[int]) -> str:
     return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def main(argv: list[str] | None = None) -> None:
+    run_alone(
+        __doc__,
+        (FULL, SMOKE),
+        measure,
+        render,
+        "Sparkwire: long windows",
+        ("BENCHMARKS.long-windows.md", "data/bench-smoke/long-windows.md"),
+        log,
+        argv,
     )
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--work", type=Path)
-    parser.add_argument("overrides", nargs="*", help="NAME=VALUE fields of LongWindowsPlan")
-    args = parser.parse_args()
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
-    out = args.out or Path("data/bench-smoke/long-windows.md" if args.smoke else "BENCHMARKS.long-windows.md")
-    work = args.work or Path(tempfile.mkdtemp(prefix="sparkwire-long-"))
-    work.mkdir(parents=True, exist_ok=True)
-    results = measure(plan, work)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    out.write_text("# Sparkwire: long windows\n\n" + render(results))
-    log(f"wrote {out}")
 
 
 if __name__ == "__main__":
