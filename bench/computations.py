@@ -20,21 +20,16 @@ class BenchSubscription:
     measure: str  # how a frame shows progress: "points", "buckets" or "none" (ranges)
 
 
-def _channel(rid: str, channel: int) -> Json:
+def named_channel(rid: str, name: str, **fields: Json) -> Json:
+    """The numeric series of channel `name` of data source `rid`, untagged (`fields`: more of its
+    dataSource's fields)."""
     lit = {"type": "literal"}
-    return {
-        "type": "channel",
-        "channel": {
-            "type": "dataSource",
-            "dataSource": {
-                "dataSourceRid": {**lit, "literal": rid},
-                "channel": {**lit, "literal": channel_name(channel)},
-                "tags": {},
-                "tagsToGroupBy": [],
-                "groupByTags": [],
-            },
-        },
-    }
+    source = {"dataSourceRid": {**lit, "literal": rid}, "channel": {**lit, "literal": name}, "tags": {}}
+    return {"type": "channel", "channel": {"type": "dataSource", "dataSource": {**source, **fields}}}
+
+
+def _channel(rid: str, channel: int) -> Json:
+    return named_channel(rid, channel_name(channel), tagsToGroupBy=[], groupByTags=[])
 
 
 def _raw(name: str) -> Json:

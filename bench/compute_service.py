@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
+from bench.computations import named_channel
 from bench.prefilled_server import write_blocks
 from bench.serverproc import start_server
 
@@ -70,17 +71,7 @@ def measure(
         work / "data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
     )
     try:
-        channel = {
-            "type": "channel",
-            "channel": {
-                "type": "dataSource",
-                "dataSource": {
-                    "dataSourceRid": {"type": "literal", "literal": RID},
-                    "channel": {"type": "literal", "literal": "vibration"},
-                    "tags": {},
-                },
-            },
-        }
+        channel = named_channel(RID, "vibration")
         body = {
             "node": {
                 "type": "series",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
+from bench.computations import named_channel
 from bench.prefilled_server import write_blocks
 from bench.serverproc import start_server
 
@@ -88,17 +89,7 @@ def measure(work: Path, points: int, repeats: int, env: dict[str, str] | None = 
         work / "data", work / "server.log", {"SPARKWIRE_LOG_LEVEL": "WARNING", **(env or {})}
     )
     try:
-        channel: dict[str, Any] = {
-            "type": "channel",
-            "channel": {
-                "type": "dataSource",
-                "dataSource": {
-                    "dataSourceRid": {"type": "literal", "literal": RID},
-                    "channel": {"type": "literal", "literal": "vibration"},
-                    "tags": {},
-                },
-            },
-        }
+        channel = named_channel(RID, "vibration")
         body = {
             "node": {"type": "frequency", "frequency": {"type": "fft", "fft": {"input": channel}}},
             "start": {"seconds": start // NANOS, "nanos": 0},
