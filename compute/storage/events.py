@@ -190,7 +190,7 @@ def _compare(a: int, op: str, b: int) -> bool:
     return {"<=": a <= b, "<": a < b, ">=": a >= b, ">": a > b}[op]
 
 
-def _property(e: Event, name: str) -> str | None:
+def property_value(e: Event, name: str) -> str | None:
     """A string property of that name: the untyped one, else a typed stringValue."""
     if name in e.properties:
         return e.properties[name]
@@ -224,9 +224,9 @@ def matches(query: Query, e: Event) -> bool:
         found = [label in e.labels for label in query[2]]
         return all(found) if query[1] == "AND" else any(found)
     if kind == "property":  # (name, value)
-        return _property(e, query[1]) == query[2]
+        return property_value(e, query[1]) == query[2]
     if kind == "properties":  # (name, values): any of them
-        return _property(e, query[1]) in query[2]
+        return property_value(e, query[1]) in query[2]
     if kind == "eventTypes":
         return e.type in query[1]
     if kind == "originTypes":

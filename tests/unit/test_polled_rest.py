@@ -150,9 +150,9 @@ def test_what_is_not_computed_is_refused_by_name() -> None:
             )
         )
     )
-    with pytest.raises(ComputeError) as refused:
+    with pytest.raises(ComputeError) as refused:  # events' tagBy is "non-empty" too
         compile_plan(events, 10 * S, {}, Limits(), ResultOptions(), polled=True)
-    assert refused.value.params.get("field") == "intervals"
+    assert refused.value.params.get("field") == "tagBy"
 
 
 def log_series(kind: str, body: Json) -> Json:
