@@ -171,16 +171,19 @@ def log_series(kind: str, body: Json) -> Json:
     )
 
 
-def test_log_series_variants_are_refused_live_and_by_name_where_not_computed() -> None:
+def test_log_series_variants_are_refused_live_and_computed_when_polled() -> None:
     shifted = log_series("timeShift", {"duration": n.union("literal", n.duration(S))})
     with pytest.raises(ComputeError) as live:  # Nominal refuses every log series to a subscription
         compile_plan(shifted, 10 * S, {}, Limits(), ResultOptions())
     assert live.value.name == "PollingOnlyComputation"
     compile_plan(shifted, 10 * S, {}, Limits(), ResultOptions(), polled=True)
-    tagged = log_series("filterByTag", {"predicate": n.union("in", {"tagName": "a", "tagValues": ["b"]})})
-    with pytest.raises(ComputeError) as polled:
-        compile_plan(tagged, 10 * S, {}, Limits(), ResultOptions(), polled=True)
-    assert polled.value.name == "InvalidComputation" and "filterByTag" in polled.value.message
+    # filterByTag and selectTags are computed when polled too (tests/unit/test_log_tags.py)
+    predicate = n.union("in", {"key": n.literal("a"), "values": n.literal([n.literal("b")])})
+    tagged = log_series("filterByTag", {"predicate": predicate})
+    with pytest.raises(ComputeError) as live_tagged:
+        compile_plan(tagged, 10 * S, {}, Limits(), ResultOptions())
+    assert live_tagged.value.name == "PollingOnlyComputation"
+    compile_plan(tagged, 10 * S, {}, Limits(), ResultOptions(), polled=True)
     with pytest.raises(ComputeError) as empty:
         compile_plan(
             log_series("union", {"input": [], "operation": "KEEP_ALL"}),

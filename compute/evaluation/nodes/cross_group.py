@@ -40,7 +40,7 @@ from compute.evaluation.nodes.base import (
     numeric,
     reach_of,
 )
-from compute.evaluation.results import EnumPoints, NumericPoints
+from compute.evaluation.results import EnumPoints, LogPoints, NumericPoints
 from compute.storage.series import TagCondition
 
 
@@ -138,7 +138,9 @@ def _family(env: EvalEnv, node: str) -> Family:
     return env.family
 
 
-def _empty(enum: bool, categories: list[str]) -> Series:
+def _empty(enum: bool, categories: list[str], lines: bool = False) -> Series:
+    if lines:
+        return LogPoints(np.empty(0, np.int64), np.empty(0, np.int32), [])
     if enum:
         return EnumPoints(np.empty(0, np.int64), np.empty(0, np.int32), categories)
     return NumericPoints(np.empty(0, np.int64), np.empty(0, np.float64))
@@ -146,7 +148,8 @@ def _empty(enum: bool, categories: list[str]) -> Series:
 
 def merge(parts: Sequence[Series]) -> Series:
     """Several groups' series as one: every point kept (equal timestamps too, in the order of the
-    parts), in time order; enum labels kept whatever each part's categories."""
+    parts), in time order; enum labels kept whatever each part's categories; log lines stay log
+    lines."""
     if len(parts) == 1:
         return parts[0]
     filled = [p for p in parts if len(p)]
@@ -172,7 +175,8 @@ def merge(parts: Sequence[Series]) -> Series:
         codes = [p.codes for p in enums]
     ts = np.concatenate([p.ts for p in enums])
     order = np.argsort(ts, kind="stable")
-    return EnumPoints(ts[order], np.concatenate(codes).astype(np.int32)[order], categories)
+    kind = LogPoints if all(isinstance(p, LogPoints) for p in enums) else EnumPoints
+    return kind(ts[order], np.concatenate(codes).astype(np.int32)[order], categories)
 
 
 class CrossGroup(SeriesNode):
@@ -238,6 +242,7 @@ class FilterByTag(CrossGroup):
     conditions: tuple[TagCondition, ...]
     dims: tuple[str, ...] = ()
     enum: bool = False  # the EnumSeries variant
+    lines: bool = False  # the LogSeries variant (built only when polled)
 
     def reach(self) -> Reach:
         return Reach()
@@ -255,7 +260,7 @@ class FilterByTag(CrossGroup):
     def _kept(self, env: EvalEnv, since: int) -> Series:
         members = self.members(_family(env, "filterByTag")).get(env.group, [])
         if not members:  # a group this node left out, asked for by a node over several inputs
-            return _empty(self.enum, env.categories)
+            return _empty(self.enum, env.categories, self.lines)
         return self._input(members[0][1], since)
 
 
@@ -269,6 +274,7 @@ class SelectTags(CrossGroup):
     keys: frozenset[str]
     dims: tuple[str, ...] = ()
     enum: bool = False  # the EnumSeries variant
+    lines: bool = False  # the LogSeries variant (built only when polled)
 
     def reach(self) -> Reach:
         return Reach()
@@ -285,7 +291,7 @@ class SelectTags(CrossGroup):
     def _merged(self, env: EvalEnv, since: int) -> Series:
         members = self.members(_family(env, "selectTags")).get(env.group, [])
         if not members:
-            return _empty(self.enum, env.categories)
+            return _empty(self.enum, env.categories, self.lines)
         return merge([self._input(m, since) for _, m in members])
 
 

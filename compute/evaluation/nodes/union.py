@@ -12,7 +12,8 @@ import numpy as np
 
 from compute.evaluation.errors import not_supported
 from compute.evaluation.nodes.base import EvalEnv, Node, Series, SeriesNode
-from compute.evaluation.results import EnumPoints, NumericPoints
+from compute.evaluation.nodes.cross_group import merge
+from compute.evaluation.results import EnumPoints, LogPoints, NumericPoints
 
 
 @dataclass
@@ -30,6 +31,8 @@ class MergedBranches(SeriesNode):
             ts = np.concatenate([p.ts for p in parts])
             order = np.argsort(ts, kind="stable")
             return NumericPoints(ts[order], np.concatenate([p.values for p in parts])[order])  # type: ignore[union-attr]
+        if all(isinstance(p, LogPoints) for p in parts):  # log lines, each part with its own texts
+            return merge(parts)
         if all(isinstance(p, EnumPoints) for p in parts):
             ts = np.concatenate([p.ts for p in parts])
             order = np.argsort(ts, kind="stable")
@@ -73,6 +76,6 @@ class PointsFrom(SeriesNode):
         keep = s.ts >= self.start_ns
         if keep.all():
             return s
-        if isinstance(s, EnumPoints):
-            return EnumPoints(s.ts[keep], s.codes[keep], s.categories)
+        if isinstance(s, EnumPoints):  # a log channel's lines too (LogPoints)
+            return type(s)(s.ts[keep], s.codes[keep], s.categories)
         return NumericPoints(s.ts[keep], s.values[keep])

@@ -1,6 +1,10 @@
 """Builders of the nodes that act across a computation's groups (nodes/cross_group.py): numeric and
-enum `filterByTag` and `selectTags`, numeric `zScore`.
-Registered by their Conjure variant names (registry.py) when this module loads.
+enum `filterByTag` and `selectTags`, numeric `zScore`; and, registered with `polls` (Nominal refuses
+every LogSeries to a subscription: PollingOnlyComputation `LOG_SERIES`, which live subscriptions
+keep), the LogSeries `filterByTag` (`LogTagFilterSeries`: "Applies a tag predicate to the log series
+produced by input") and `selectTags` (`LogSelectTagsSeries`: "Subsets the tag dimensions of the input
+log series to the given tag keys. Preserves the input series' cardinality"), the same nodes over
+log lines. Registered by their Conjure variant names (registry.py) when this module loads.
 
 A node's groups are keyed by tag keys, its "tag dimensions": a channel's groupByTags, the selected
 keys after `selectTags`. A predicate or a selection naming a tag the input is not grouped by reaches
@@ -9,9 +13,10 @@ series those reads take to the ones whose tags meet it, `selectTags` groups thos
 it names. That holds only where no node between acts across groups (below one, a tag it dropped is
 gone), and a zScore family must still be among the input's tags: both are refused by name.
 
-A selection without a channel name (`selectNumeric` / `selectEnum` with no `name`) is nominal-api's
-`SelectSeries` form: `filterByTag` on the reserved `NOMINAL_CHANNEL` key names the channels (`in`), each
-read carries its name as that tag, and `selectTags([NOMINAL_CHANNEL])` keeps them apart as groups."""
+A selection without a channel name (`selectNumeric` / `selectEnum` / `selectLogs` with no `name`) is
+nominal-api's `SelectSeries` form: `filterByTag` on the reserved `NOMINAL_CHANNEL` key names the
+channels (`in`), each read carries its name as that tag, and `selectTags([NOMINAL_CHANNEL])` keeps
+them apart as groups."""
 
 from __future__ import annotations
 
@@ -19,11 +24,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from compute.evaluation.compiler import datasets
+from compute.evaluation.compiler import datasets, registry
 from compute.evaluation.compiler.builder import NO_INPUT, Builder
 from compute.evaluation.compiler.dimensions import dimensions, keys_of, known
 from compute.evaluation.compiler.helpers import radius
-from compute.evaluation.compiler.registry import builds
+from compute.evaluation.compiler.registry import builds, polls
 from compute.evaluation.errors import MalformedNode, refuse
 from compute.evaluation.nodes import Node, SeriesNode
 from compute.evaluation.nodes.cross_group import FilterByTag, SelectTags, ZScore, crosses
@@ -33,6 +38,18 @@ from compute.storage.series import TagCondition
 
 Json = Any
 B = Builder
+SELECT = {"numeric": "selectNumeric", "enum": "selectEnum", "log": "selectLogs"}  # SelectSeries by family
+
+
+def _series(b: B, value: Json, family: str) -> SeriesNode:
+    """The input of its family: a NumericSeries, an EnumSeries, or a LogSeries (built as a polled
+    `Series.log` is, builders/logs.py)."""
+    if family == "numeric":
+        return b.numeric(value)
+    if family == "enum":
+        return b.enum(value)
+    node: SeriesNode = registry.builder("Series", "log", polled=True)(b, value)
+    return node
 
 
 def _predicate(b: B, value: Json, what: str) -> list[TagCondition]:
@@ -115,7 +132,7 @@ def _channels_named(
         return None
     kind = raw.get("type")
     inner = raw.get(kind) if isinstance(kind, str) else None
-    if kind not in ("selectNumeric", "selectEnum") or not isinstance(inner, dict) or inner.get("name"):
+    if kind != SELECT[family] or not isinstance(inner, dict) or inner.get("name"):
         return None
     on_channel = [cond for cond in conditions if cond.key == datasets.NOMINAL_CHANNEL]
     if not on_channel:
@@ -132,7 +149,7 @@ def _channels_named(
     reads: list[SeriesNode] = []
     for name in names:
         named = {"type": kind, kind: {**inner, "name": {"type": "literal", "literal": name}}}
-        read = b.numeric(named) if family == "numeric" else b.enum(named)
+        read = _series(b, named, family)
         for leaf in _reads(read):
             selector = b.selectors[leaf.index]
             injected = {**dict(selector.injected), datasets.NOMINAL_CHANNEL: name}
@@ -154,13 +171,13 @@ def _filter_by_tag(family: str) -> Callable[[B, Json], SeriesNode]:
         if named is not None:
             x, conditions = b.timed(named[0], what), named[1]
         else:
-            x = b.timed(b.numeric(raw) if family == "numeric" else b.enum(raw), what)
+            x = b.timed(_series(b, raw, family), what)
         dims = dimensions(b, x)
         beyond = [cond for cond in conditions if cond.key not in dims]
         if _reaches_reads(b, x, what, "predicate", {cond.key for cond in beyond}, dims):
             _narrow(b, x, beyond)
         grouped = tuple(cond for cond in conditions if cond.key in dims)
-        return FilterByTag(x, grouped, dims, enum=family == "enum") if grouped else x
+        return FilterByTag(x, grouped, dims, enum=family == "enum", lines=family == "log") if grouped else x
 
     return build
 
@@ -170,13 +187,14 @@ def _select_tags(family: str) -> Callable[[B, Json], SeriesNode]:
         what = "selectTags"
         o = b.obj(v, what)
         raw = b.get(o, "input", what)
-        x = b.timed(b.numeric(raw) if family == "numeric" else b.enum(raw), what)
+        x = b.timed(_series(b, raw, family), what)
         keys = keys_of(b, o, "tagKeys", what)
         dims = dimensions(b, x)
         if _reaches_reads(b, x, what, "tagKeys", set(keys) - set(dims), dims):
             _group_reads(b, x, set(keys) - set(dims))
             dims = dimensions(b, x)
-        return SelectTags(x, keys, tuple(k for k in dims if k in keys), enum=family == "enum")
+        kept = tuple(k for k in dims if k in keys)
+        return SelectTags(x, keys, kept, enum=family == "enum", lines=family == "log")
 
     return build
 
@@ -195,3 +213,5 @@ for _family, _union in (("numeric", "NumericSeries"), ("enum", "EnumSeries")):
     builds(_union, "filterByTag")(_filter_by_tag(_family))
     builds(_union, "selectTags")(_select_tags(_family))
 builds("NumericSeries", "zScore")(_z_score)
+polls("LogSeries", "filterByTag")(_filter_by_tag("log"))
+polls("LogSeries", "selectTags")(_select_tags("log"))

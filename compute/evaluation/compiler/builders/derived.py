@@ -24,7 +24,7 @@ from compute.evaluation import nodes
 from compute.evaluation.compiler.builder import Builder, VariableUse
 from compute.evaluation.compiler.catalogs import ModuleCatalog
 from compute.evaluation.compiler.datasets import CatalogUnreachable
-from compute.evaluation.compiler.registry import builds
+from compute.evaluation.compiler.registry import builds, polls
 from compute.evaluation.errors import ComputeError, MalformedNode
 from compute.storage.assets import CatalogUnavailable
 from compute.storage.modules import Module, ModuleVersion
@@ -484,6 +484,26 @@ def _enum(b: Builder, v: Json) -> nodes.SeriesNode:
 @builds("RangeSeries", "derived")
 def _ranges(b: Builder, v: Json) -> nodes.RangeNode:
     return apply(b, _of_kind(b, v, "ranges", "a RangeSeries"), b.ranges)
+
+
+@polls("LogSeries", "derived")
+def _log(b: Builder, v: Json) -> nodes.SeriesNode:
+    """`LogSeries.derived`, polled (live, every LogSeries keeps PollingOnlyComputation `LOG_SERIES`):
+    resolved as every derived series is, so a missing module, version, function or argument is
+    refused as for the others. Then always refused by name: nominal-api's module functions compute
+    an `EnumSeries`, a `NumericSeries` or a `RangeSeries` (`FunctionNode`: enum, numeric, ranges,
+    or a udf) and take no log series (`ValueType` has none), so no function of a module can be a
+    log series (docs/decisions/0084-the-last-polled-variants.md)."""
+    application = resolve(b, v)
+    raise _refused(
+        f"function {application.label} computes {application.kind}, and is used as a LogSeries: "
+        "nominal-api's module functions compute numeric, enum or range series (FunctionNode), never "
+        "log lines",
+        "functionName",
+        moduleName=application.module.api_name,
+        functionName=application.function,
+        functionNode=application.kind,
+    )
 
 
 # What a parameter is bound to when a function's node is checked on its own (`malformation`).

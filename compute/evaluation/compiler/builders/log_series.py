@@ -11,7 +11,9 @@ Sparkwire's, each with the evaluator its numeric or enum form uses:
 - `union` (`LogUnionSeries`, operation KEEP_ALL, the only one nominal-api lists): every line of
   every input in time order (nodes/enum_ops.py).
 The inner log series is built by `Series.log`'s builder, the one a polled log series uses.
-`derived`, `filterByTag` and `selectTags` are refused by name when polled (builders/logs.py)."""
+`filterByTag` and `selectTags` are built with the numeric and enum ones (builders/cross_group.py),
+`derived` with the other derived series (builders/derived.py: always refused by name, as no module
+function computes log lines)."""
 
 from __future__ import annotations
 

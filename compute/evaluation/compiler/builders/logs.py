@@ -65,12 +65,8 @@ def log_series(b: B, value: Json) -> SeriesNode:
         with b.budget:
             polled: SeriesNode = registry.builder("LogSeries", kind, polled=True)(b, inner)
         return polled
-    if read is None and b.polled:
-        raise not_supported(
-            f"LogSeries '{kind}' is not computed by Sparkwire when polled (of the log series, "
-            "filterByTag, selectTags and derived are not built)",
-            kind,
-        )
+    if read is None and b.polled:  # every LogSeries variant of nominal-api 0.1505.0 has a builder
+        raise not_supported(f"LogSeries '{kind}' is not computed by Sparkwire when polled", kind)
     if read is None:
         raise polling_only(f"LogSeries '{kind}' supports polling only", "LOG_SERIES")
     with b.budget:
