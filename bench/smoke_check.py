@@ -100,6 +100,9 @@ def check(out: Path) -> None:
     assert min(polled["compute"]["times_ms"]) > 0
     assert len(polled["fft"]["times_ms"]) == polled["plan"]["fft_repeats"] and polled["fft"]["median_ms"] > 0
     assert polled["lttb"]["median_ms"] > 0
+    streamed = polled["streamed"]
+    assert streamed["apply_batch_ms"] > 0 and streamed["recompute_ms"] > 0
+    assert streamed["window_points"] == polled["plan"]["streamed_window_s"] * 1000
 
     report = out.read_text()
     for heading in (
