@@ -5,7 +5,8 @@ A 1 kHz channel (a 50 Hz sine and noise) back-filled for the window, then micro-
 (100 new points); per batch, median of the batches:
 
 - `apply_batch`: the thread CPU of `Computation.apply_batch` for the streamed node (a spectrum, a
-  low-pass, LTTB to 1,000 points) as the server runs it (compiled with `streamed=True`: the
+  low-pass, LTTB to 1,000 points, a line fit against time, a custom fit of the sine) as the server
+  runs it (compiled with `streamed=True`: the
   polled node re-evaluated whole over the window), and of encoding its frame as a FullResult
   (`frames.full_update`; the frame's size in KiB);
 - spectrum: `np.fft.rfft` over the window alone (the recomputation's core), against a sliding DFT
@@ -70,6 +71,15 @@ LOW_PASS = _union(
         "order": _union("literal", 4),
     },
 )
+ALL_TIME = {"startTime": _union("literal", {"seconds": 0, "nanos": 0})}
+ALL_TIME["endTime"] = _union("literal", {"seconds": 4_000_000_000, "nanos": 0})
+TARGET = _union("numeric", {"series": X})
+
+
+def _fit(curve: dict[str, Any]) -> dict[str, Any]:
+    return _union("curveV2", {"target": TARGET, "fitRange": ALL_TIME, "curveToFit": curve})
+
+
 NODES = {
     "spectrum (frequency fft)": _union("frequency", _union("fft", {"input": X})),
     "low-pass (signalFilter)": _union(
@@ -86,6 +96,22 @@ NODES = {
             ),
             "numericAggregations": {},
         },
+    ),
+    "line fit (curveV2 polynomial, degree 1)": _fit(
+        _union(
+            "polynomial",
+            {"independentVariable": _union("time", {}), "degree": _union("literal", 1)},
+        )
+    ),
+    "custom fit (curveV2 a sin(2 pi 50 t) + c)": _fit(
+        _union(
+            "custom",
+            {
+                "formula": _union("literal", "a * sin(314.1592653589793 * t) + c"),
+                "variables": {"t": _union("time", {})},
+                "parameters": {"a": _union("literal", 0.5), "c": _union("literal", 0.0)},
+            },
+        )
     ),
 }
 

@@ -7,7 +7,9 @@ equality), what Nominal's ComputeService answers over a period holding the same 
 zero-phase Butterworth low-pass (`signalFilter`), 50 points selected by LTTB
 (`largestTriangleThreeBuckets`) and the window's amplitude spectrum (`frequency` `fft`), whose
 peaks are also checked against the mathematics (a rectangular window over whole periods:
-amplitude 1 at 10 Hz, 0.5 at 60 Hz). The same nodes subscribed without the option keep
+amplitude 1 at 10 Hz, 0.5 at 60 Hz). A curve fit (`curveV2`, a line against time) streams the
+same way: each FullResult's `curveFitV2` is, as JSON, the ComputeService's over the same points,
+and its coefficients those of the line written. The same nodes subscribed without the option keep
 Nominal's `PollingOnlyComputation` refusal."""
 
 from __future__ import annotations
@@ -154,11 +156,68 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
             assert sub.version >= CHUNKS  # one update per chunk at least
 
 
+def line_fit(rid: str, t0: int) -> Json:
+    """curveV2: a first-degree polynomial of the channel `line` against its relative time (s)."""
+    fit_range = {
+        "startTime": n.literal({"seconds": t0 // NANOS - 60, "nanos": 0}),
+        "endTime": n.literal({"seconds": t0 // NANOS + 3600, "nanos": 0}),
+    }
+    curve = n.union("polynomial", {"independentVariable": n.union("time", {}), "degree": n.literal(1)})
+    target = n.union("numeric", {"series": n.channel(rid, "line")})
+    return n.union("curveV2", {"target": target, "fitRange": fit_range, "curveToFit": curve})
+
+
+async def test_a_streamed_curve_fit_equals_the_polled_fit_at_each_chunk(live_server: ServerProcess) -> None:
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    line = [(t0 + i * NANOS // 10, 2.0 + 0.5 * (i / 10)) for i in range(60)]  # y = 2 + 0.5 t, 10 Hz
+    node = line_fit(rid, t0)
+    client = await WireClient.connect(live_server.ws_url)
+    try:
+        sub_id = new_id()
+        await client.subscribe(
+            {sub_id: {**subscription(node, {}, WINDOW_S), "sparkwire": {"streamPolled": True}}}
+        )
+        assert (await client.creation(sub_id))["type"] == "success"
+        async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
+            for k in range(3):
+                await write_points(
+                    live_server.base_url, rid, "line", line[k * 20 : (k + 1) * 20], client=http
+                )
+                held = line[: (k + 1) * 20]
+                fit: Json = {}
+                while fit.get("sampleCount") != len(held):  # no fit (NaN, 0 samples) before the first
+                    update = await client.update(sub_id, timeout=120)
+                    assert update["type"] == "full", update  # a fit has no append form
+                    fit = update["full"]["result"]["curveFitV2"]
+                start, end = t0 - 60 * NANOS, held[-1][0] + 1
+                body = {
+                    "node": node,
+                    "start": {"seconds": start // NANOS, "nanos": start % NANOS},
+                    "end": {"seconds": end // NANOS, "nanos": end % NANOS},
+                    "context": {"variables": {}, "datasetReferences": {}},
+                }
+                answer = await http.post("/compute/v2/compute", json=body, headers={"Authorization": TOKEN})
+                assert answer.status_code == 200, answer.text
+                assert fit == answer.json()["curveFitV2"], (
+                    f"chunk {k}: the streamed fit differs from the polled one"
+                )
+                assert fit["curveResultDetails"]["polynomial"]["a"] == pytest.approx([2.0, 0.5], rel=1e-9)
+                assert fit["r2"] == pytest.approx(1.0, abs=1e-12)
+    finally:
+        await client.close()
+
+
 async def test_without_the_option_they_keep_nominals_refusal(live_server: ServerProcess) -> None:
     rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
     client = await WireClient.connect(live_server.ws_url)
     try:
-        for kind, node in (("SIGNAL_FILTER", low_pass(rid)), ("FREQUENCY_DOMAIN", spectrum(rid))):
+        refused = (
+            ("SIGNAL_FILTER", low_pass(rid)),
+            ("FREQUENCY_DOMAIN", spectrum(rid)),
+            ("CURVE_FITTING", line_fit(rid, time.time_ns())),
+        )
+        for kind, node in refused:
             sub_id = new_id()
             await client.subscribe({sub_id: subscription(node, {}, WINDOW_S)})
             creation = await client.creation(sub_id)

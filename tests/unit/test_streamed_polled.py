@@ -180,3 +180,141 @@ def test_a_streamed_spectrum_reaches_an_edge_as_the_compute_tier_holds_it(v2: bo
     for name in vars(want):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert len(want) == (10 if bucketed else 201)
+
+
+# -- curve fits: each frame the poll's fit over the window's points ---------------------------------
+def _ts(t: int) -> Json:
+    return n.literal({"seconds": t // S, "nanos": t % S})
+
+
+def _fit_v2(curve: Json) -> Json:
+    target = n.union("numeric", {"series": n.channel(RID, "y")})
+    fit_range = {"startTime": _ts(1_700_000_000 * S), "endTime": _ts(1_700_001_000 * S)}
+    return n.union("curveV2", {"target": target, "fitRange": fit_range, "curveToFit": curve})
+
+
+def _against(kind: str, x: Json, **more: Json) -> Json:
+    return _fit_v2(n.union(kind, {"independentVariable": x, **more}))
+
+
+def _x() -> Json:
+    return n.union("numeric", {"series": n.channel(RID, "x")})
+
+
+def quadratic_in_time() -> Json:
+    return _against("polynomial", n.union("time", {}), degree=n.literal(2))
+
+
+def power_against_x() -> Json:
+    return _against("power", _x())
+
+
+def custom_against_x() -> Json:
+    custom = {
+        "formula": n.literal("a * exp(b * x)"),
+        "variables": {"x": _x()},
+        "parameters": {"a": n.literal(1.0), "b": n.literal(0.0)},
+    }
+    return _fit_v2(n.union("custom", custom))
+
+
+def exponential_scatter_v1() -> Json:
+    scatter = n.union("scatter", {"scatter": {"x": n.channel(RID, "x"), "y": n.channel(RID, "y")}})
+    options = {"startTime": _ts(1_700_000_000 * S), "endTime": _ts(1_700_001_000 * S)}
+    return n.union(
+        "curve",
+        {
+            "curveFitPlotType": scatter,
+            "curveFitDetails": n.union("exponential", {}),
+            "curveFitOptions": options,
+        },
+    )
+
+
+FITS = [quadratic_in_time, power_against_x, custom_against_x, exponential_scatter_v1]
+
+
+@pytest.mark.parametrize("make", FITS)
+def test_a_curve_fit_streams_only_when_asked(make: Any) -> None:
+    with pytest.raises(ComputeError) as err:
+        compile_live(make(), streamed=False)
+    assert (
+        err.value.name == "PollingOnlyComputation" and err.value.params["pollingOnlyTypes"] == "CURVE_FITTING"
+    )
+    compile_live(make(), streamed=True)  # built
+
+
+def _polled_fit(node: Json, window: int, end: int, x: np.ndarray, y: np.ndarray, t: np.ndarray) -> Any:
+    """What the ComputeService answers for `node` over [end - window, end) of the points (t, x), (t, y)."""
+    from compute.evaluation.polled import evaluate_period
+
+    plan = compile_plan(node, window, {}, Limits(), ResultOptions(), polled=True)
+    known = [SeriesInfo(i, SeriesKey.of(RID, name, {}), SeriesKind.NUMERIC) for i, name in enumerate("xy")]
+
+    def read(ids: list[int], lo: int, hi: int) -> dict[int, Rows]:
+        keep = (t >= lo) & (t <= hi)
+        columns = (x, y)
+        return {
+            i: Rows(np.arange(1, int(keep.sum()) + 1, dtype=np.int64), t[keep], columns[i][keep]) for i in ids
+        }
+
+    return evaluate_period(plan, known, read, end)
+
+
+@pytest.mark.parametrize("make", FITS)
+def test_a_streamed_curve_fit_is_the_polled_fit_over_the_window_at_each_batch(make: Any) -> None:
+    """A 3 s window of points every 100 ms: no fit (NaN, no sample) while the window holds too few
+    points, where a poll refuses; then at each batch, as points arrive and (past 30) leave the
+    window's start, the frame of the fit equals, float for float, the poll over the same period."""
+    from app.protocol import frames
+    from compute.evaluation.curve_fit_results import CurveFitOutput
+
+    window, step, t0 = 3 * S, 100 * MS, 1_700_000_000 * S
+    count = 100
+    i = np.arange(count)
+    t = t0 + i * step
+    x = 1.0 + 0.05 * i
+    y = 3.0 * np.exp(-0.2 * x) * (1.0 + 0.01 * np.sin(7.0 * i))  # an exponential, slightly off
+    node = make()
+    plan = compile_plan(node, window, {}, Limits(), ResultOptions(), streamed=True)
+    c = Computation("streamed", plan, allowed_lateness_ns=None)
+    for sid, name in enumerate("xy"):
+        c.route(SeriesInfo(sid, SeriesKey.of(RID, name, {}), SeriesKind.NUMERIC))
+
+    def rows(lo: int, hi: int) -> dict[int, Rows]:
+        seq = np.arange(lo, hi, dtype=np.int64) + 1
+        return {0: Rows(2 * seq - 1, t[lo:hi], x[lo:hi]), 1: Rows(2 * seq, t[lo:hi], y[lo:hi])}
+
+    c.backfill_seq = 2
+    c.load_backfill(rows(0, 1), t[0] + step)
+    (first,) = c.snapshot(None).values()
+    assert isinstance(first, CurveFitOutput) and first.sample_count == 0
+    assert all(math.isnan(v) for v in (first.r2, first.rmse, *first.coefficients, *first.parameters.values()))
+    with pytest.raises(ComputeError) as err:
+        _polled_fit(node, window, t[0] + step, x, y, t)
+    assert err.value.name == "InvalidComputation"
+    held, fitted = 1, 0
+    for size in (1, 3, 10, 25, 40, 20):  # 2, 5, 15, 40 (10 left), 80, 100 points written
+        now = t[held + size - 1] + step
+        c.apply_batch(rows(held, held + size), now)
+        held += size
+        live = c.snapshot(None)
+        if live[()].sample_count == 0:  # 2 points: too few for the quadratic's 3 coefficients
+            assert held == 2 and math.isnan(live[()].r2)
+            with pytest.raises(ComputeError):
+                _polled_fit(node, window, now, x, y, t)
+            continue
+        want = _polled_fit(node, window, now, x, y, t)
+        assert live == want
+        assert frames.response(live, grouped=False) == frames.response(want, grouped=False)
+        fitted = live[()].sample_count
+        assert fitted == min(held, 30)  # the window's points, the oldest gone once it is full
+    # and it is the fit it says, over the last 3 s (x from 3.5 to 4.95) of y = 3 e^(-0.2 x) off by 1%
+    (last,) = c.snapshot(None).values()
+    assert fitted == 30 and last.r2 > 0.9
+    if last.curve == "exponential":  # a, b of y = a e^(b x)
+        assert last.coefficients == pytest.approx((3.0, -0.2), rel=0.05)
+    if last.curve == "custom":  # the same curve, a * exp(b * x), by least squares from a = 1, b = 0
+        assert last.converged and (last.parameters["a"], last.parameters["b"]) == pytest.approx(
+            (3.0, -0.2), rel=0.05
+        )

@@ -60,8 +60,31 @@ class Bounds:
         return keep
 
 
-def cannot_fit(variant: str, why: str) -> ComputeError:
-    return ComputeError("InvalidComputation", f"{variant}: {why}", {"invalidTypes": "", "variant": variant})
+class CannotFit(ComputeError):
+    """The points cannot be fit (too few of them, or a custom formula not finite where it starts)."""
+
+
+def cannot_fit(variant: str, why: str) -> CannotFit:
+    return CannotFit("InvalidComputation", f"{variant}: {why}", {"invalidTypes": "", "variant": variant})
+
+
+def no_fit(curve: str, v2: bool, coefficients: int, parameters: tuple[str, ...] = ()) -> CurveFitOutput:
+    """A streamed fit's frame while the window's points cannot be fit (where a poll refuses the
+    period): no sample fit, every coefficient, parameter and error NaN."""
+    nan = math.nan
+    return CurveFitOutput(
+        v2=v2,
+        curve=curve,
+        coefficients=(nan,) * coefficients,
+        r2=nan,
+        mae=nan,
+        mse=nan,
+        rmse=nan,
+        max_absolute_error=nan,
+        sample_count=0,
+        parameters=dict.fromkeys(parameters, nan),
+        converged=False,
+    )
 
 
 def fit(curve: Curve, x: np.ndarray, y: np.ndarray, variant: str, v2: bool) -> CurveFitOutput:
@@ -143,7 +166,8 @@ class CurveFitChart(OutputNode):
     """The root of `curve` / `curveV2`: per group, the points of `y` (and `x`, aligned with it, when
     fit against a series) from `start` to `end` inclusive whose values lie within the bounds, and
     the fit of `curve` to them. Against time, x is the time since the earliest of those points in
-    `time_unit_ns`. Built only by a poll (POLLED_ONLY): evaluated once, whole, over the period."""
+    `time_unit_ns`. Built only by a poll (POLLED_ONLY): evaluated once, whole, over the period, or
+    re-evaluated whole over the window at each micro-batch when streamed (`sparkwire.streamPolled`)."""
 
     POLLED_ONLY = True
 
@@ -156,6 +180,9 @@ class CurveFitChart(OutputNode):
     y_bounds: Bounds = Bounds()
     x_bounds: Bounds = Bounds()
     variant: str = "curveV2"
+    # Streamed live (`sparkwire.streamPolled`): a window whose points cannot be fit yet is `no_fit`
+    # until they can, where a poll refuses it; once they can, the output is the poll's.
+    live: bool = False
 
     def __post_init__(self) -> None:
         inputs = [self.y] if self.x is None else [self.x, self.y]
@@ -184,7 +211,14 @@ class CurveFitChart(OutputNode):
             xs = columns[0]  # aligned with y: the same timestamps (ChartInputs of two Pointwise)
             keep &= self.x_bounds.mask(xs.values)
             x = xs.values[keep]
-        return fit(self.curve, x, y.values[keep], self.variant, v2=self.variant == "curveV2")
+        v2 = self.variant == "curveV2"
+        try:
+            return fit(self.curve, x, y.values[keep], self.variant, v2=v2)
+        except CannotFit:
+            if not self.live:
+                raise
+            count = self.curve.degree + 1 if self.curve.curve == "polynomial" else 2
+            return no_fit(self.curve.curve, v2, count)
 
 
 @dataclass(frozen=True)
@@ -215,6 +249,7 @@ class CustomCurveFitChart(OutputNode):
     start: int
     end: int
     y_bounds: Bounds = Bounds()
+    live: bool = False  # streamed: `no_fit` while the window's points cannot be fit (CurveFitChart)
 
     def __post_init__(self) -> None:
         self.bundle = ChartInputs([self.y, *self.series])
@@ -252,7 +287,12 @@ class CustomCurveFitChart(OutputNode):
             finite &= np.isfinite(column)
         target = target[finite]
         inputs = {name: column[finite] for name, column in inputs.items()}
-        return fit_formula(self.formula, inputs, self.parameters, target)
+        try:
+            return fit_formula(self.formula, inputs, self.parameters, target)
+        except CannotFit:
+            if not self.live:
+                raise
+            return no_fit("custom", True, 0, tuple(name for name, _ in self.parameters))
 
 
 def fit_formula(

@@ -1,6 +1,7 @@
 """Builders of the curve fits (`ComputableNode` `curve`, deprecated, and `curveV2`; evaluator in
 nodes/curve_fits.py), registered to be built only when polled (ComputeService): a live
-subscription still gets Nominal's `PollingOnlyComputation` `CURVE_FITTING` (builders/refusals.py)."""
+subscription still gets Nominal's `PollingOnlyComputation` `CURVE_FITTING` (builders/refusals.py),
+unless it asks `sparkwire.streamPolled` (builders/streamed.py): the fit is then built `live`."""
 
 from __future__ import annotations
 
@@ -131,7 +132,9 @@ def _custom(
         aligned = [y, *series]
         paired: list[SeriesNode] = [Pointwise(variant, aligned, _component(i)) for i in range(len(aligned))]
         y, series = paired[0], paired[1:]
-    return CustomCurveFitChart(y, series, compiled, tuple(variables), parameters, start, end, y_bounds)
+    return CustomCurveFitChart(
+        y, series, compiled, tuple(variables), parameters, start, end, y_bounds, live=b.streamed
+    )
 
 
 @polls("ComputableNode", "curve")
@@ -156,7 +159,14 @@ def curve(b: B, value: Json) -> CurveFitChart:
     if pkind == "timeSeries":
         y = b.timed(b.numeric(b.get(po, "series", "TimeSeriesCurveFit")), variant)
         root = CurveFitChart(
-            y, None, fit, start, end, _time_unit(b, options, "TimeSeriesFitOptions"), variant=variant
+            y,
+            None,
+            fit,
+            start,
+            end,
+            _time_unit(b, options, "TimeSeriesFitOptions"),
+            variant=variant,
+            live=b.streamed,
         )
         return _plain(root, variant)
     scatter = b.obj(b.get(po, "scatter", "ScatterCurveFit"), "Scatter")
@@ -166,7 +176,10 @@ def curve(b: B, value: Json) -> CurveFitChart:
     y_bounds = Bounds(_optional_double(b, options, "minY"), _optional_double(b, options, "maxY"))
     xs, ys = _aligned(variant, x, y)
     return _plain(
-        CurveFitChart(ys, xs, fit, start, end, y_bounds=y_bounds, x_bounds=x_bounds, variant=variant), variant
+        CurveFitChart(
+            ys, xs, fit, start, end, y_bounds=y_bounds, x_bounds=x_bounds, variant=variant, live=b.streamed
+        ),
+        variant,
     )
 
 
@@ -192,13 +205,11 @@ def curve_v2(b: B, value: Json) -> CurveFitChart | CustomCurveFitChart:
     xkind, xvar = one_of(b.get(do, "independentVariable", kind), "CurveFitVariable", ("numeric", "time"))
     xo = b.obj(xvar, "CurveFitVariable")
     if xkind == "time":
-        root = CurveFitChart(
-            y, None, fit, start, end, _time_unit(b, xo, "CurveFitTimeVariable"), y_bounds=y_bounds
-        )
+        unit = _time_unit(b, xo, "CurveFitTimeVariable")
+        root = CurveFitChart(y, None, fit, start, end, unit, y_bounds=y_bounds, live=b.streamed)
         return _plain(root, variant)
     x = b.timed(b.numeric(b.get(xo, "series", "CurveFitSeriesVariable")), variant)
     xs, ys = _aligned(variant, x, y)
-    root = CurveFitChart(
-        ys, xs, fit, start, end, y_bounds=y_bounds, x_bounds=_bounds(b, xo.get("boundsConfig"), variant)
-    )
+    x_bounds = _bounds(b, xo.get("boundsConfig"), variant)
+    root = CurveFitChart(ys, xs, fit, start, end, y_bounds=y_bounds, x_bounds=x_bounds, live=b.streamed)
     return _plain(root, variant)

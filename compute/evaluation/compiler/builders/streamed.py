@@ -8,7 +8,7 @@ same points. A subscription that does not ask (every Nominal client) keeps Nomin
 `PollingOnlyComputation` refusal (builders/refusals.py).
 
 Not marked, so refused under the option too: the `summarizeSeries` strategies (LTTB, page and
-truncate), the curve fits, the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
+truncate), the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
 `InvalidComputationType`s computed on request, log series, arrays, structs and UDFs."""
 
 from __future__ import annotations
@@ -27,3 +27,6 @@ streams("NumericSeries", "largestTriangleThreeBuckets")
 streams(
     "ComputableNode", "frequency", "frequencyV2", only=lambda node: isinstance(node, FrequencyDomainChart)
 )
+# the fit over the window's points in the fit range, refreshed each batch (every curve, custom too;
+# built `live`: no fit, NaN, while the points cannot be fit, where a poll refuses the period)
+streams("ComputableNode", "curve", "curveV2")
