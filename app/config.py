@@ -121,12 +121,21 @@ class Settings(BaseSettings):
         description="point log: embedded (SQLite in data-dir), redis (Redis Streams, shared) or kafka "
         "(Kafka, shared, read by Spark's Kafka source; `make kafka` runs a broker)",
     )
-    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka brokers of the kafka source")
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="Kafka brokers of the kafka source and of compute-slots"
+    )
     kafka_topic: str = Field(
         "sparkwire-points", description="kafka source: the points topic (the catalog is TOPIC-series)"
     )
     kafka_partitions: int = Field(
         4, ge=1, description="kafka source: partitions of the points topic when this server creates it"
+    )
+    compute_slots: int = Field(
+        0,
+        ge=0,
+        description="role compute: 0 = one compute process runs every live computation; N = any number "
+        "of compute processes share them over N slots, the partitions of topic KAFKA-TOPIC-compute, "
+        "assigned by Kafka's consumer group (every compute process needs the same kafka-bootstrap-servers)",
     )
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
     redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")

@@ -85,10 +85,19 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
         engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
         on_failed, on_recovered = state.hub.on_stream_failed, state.hub.on_stream_recovered
         if settings.role == "compute":
-            from app.tiers.compute import ComputeTier
+            from app.tiers.compute import ComputeTier, Sharding
 
+            sharding = None
+            if settings.compute_slots > 0:  # shared with other compute processes (app/tiers/shards.py)
+                topic = f"{settings.kafka_topic}-compute"
+                sharding = Sharding(settings.kafka_bootstrap_servers, topic, settings.compute_slots)
             tier = ComputeTier(
-                engine, settings.redis_url, settings.redis_prefix, settings.compute_limits, state.catalogs
+                engine,
+                settings.redis_url,
+                settings.redis_prefix,
+                settings.compute_limits,
+                state.catalogs,
+                sharding,
             )
             engine.on_changes = tier.on_changes
             on_failed, on_recovered = tier.on_stream_failed, tier.on_stream_recovered

@@ -12,6 +12,11 @@ Threads, none of them the event loop's:
 - the publisher: sends what is queued in order, what queued up meanwhile in one pipelined round
   trip. Versions are assigned and messages queued under one lock, which no Redis round trip holds:
   a burst of snapshots or a slow Redis no longer stalls the batch thread's micro-batches.
+
+With `compute-slots` > 0 several compute processes share the computations (app/tiers/shards.py):
+each runs only the wanted computations whose slot Kafka's group coordinator gave it, and each
+message it publishes for one goes through the slot's fence. A computation's epoch is this process's
+epoch and the slot's token, so a computation that moves reaches the edges as a new epoch.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 import redis
 
 from app.tiers import wire
+from app.tiers.shards import Fence, Shards
 from compute.evaluation import deltas
 from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.evaluation.compiler.limits import Limits
@@ -47,10 +53,10 @@ class _Outgoing:
     """Messages to publish together, in order; `what` names them in a warning if they fail."""
 
     what: str
-    messages: list[tuple[str, bytes]] = field(default_factory=list)
+    messages: list[tuple[str, bytes, Fence | None]] = field(default_factory=list)
 
-    def add(self, channel: str, payload: bytes) -> None:
-        self.messages.append((channel, payload))
+    def add(self, channel: str, payload: bytes, fence: Fence | None = None) -> None:
+        self.messages.append((channel, payload, fence))
 
 
 @dataclass
@@ -59,11 +65,28 @@ class _Published:
     version: int
     outputs: deltas.Outputs  # what the edges hold as of `version`
     late: int = 0  # the computation's late drops as of the last message (app/tiers/mirror.py)
+    epoch: str = ""  # the epoch its messages carry (this process's, and its slot's token if sharded)
+    fence: Fence | None = None
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Where the compute processes share their computations (app/tiers/shards.py)."""
+
+    bootstrap_servers: str
+    topic: str
+    slots: int
 
 
 class ComputeTier:
     def __init__(
-        self, engine: Engine, redis_url: str, prefix: str, limits: Limits, catalogs: Catalogs = NO_CATALOGS
+        self,
+        engine: Engine,
+        redis_url: str,
+        prefix: str,
+        limits: Limits,
+        catalogs: Catalogs = NO_CATALOGS,
+        sharding: Sharding | None = None,
     ) -> None:
         self.engine = engine
         self.limits = limits
@@ -86,6 +109,20 @@ class ComputeTier:
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(ADD_WORKERS, thread_name_prefix="tier-add")
+        self._fences: dict[str, Fence] = {}  # sharded: the fence each running (or adding) key started under
+        self.shards = (
+            None
+            if sharding is None
+            else Shards(
+                sharding.bootstrap_servers,
+                sharding.topic,
+                sharding.slots,
+                self.redis,
+                prefix,
+                self.epoch,
+                self._nudge.set,
+            )
+        )
         self._threads = [
             threading.Thread(target=self._reconcile_loop, name="tier-reconcile", daemon=True),
             threading.Thread(target=self._listen, name="tier-listen", daemon=True),
@@ -93,11 +130,15 @@ class ComputeTier:
         ]
 
     def start(self) -> None:
+        if self.shards is not None:
+            self.shards.start()
         for thread in self._threads:
             thread.start()
         logger.info("compute tier %s: serving edges through %s", self.epoch, self.names.prefix)
 
     def stop(self) -> None:
+        if self.shards is not None:  # first: the others take its slots while this one stops
+            self.shards.stop()
         self._stop.set()
         self._nudge.set()
         self._outbox.put(None)  # the publisher sends what is queued, then ends
@@ -121,7 +162,8 @@ class ComputeTier:
                 if published is None or self._running.get(computation.key) is not computation:
                     continue  # not snapshotted yet: its snapshot will hold this change
                 if isinstance(change, ComputeError):
-                    out.add(published.channel, self._error(change, computation.error is not None))
+                    error = self._error(change, computation.error is not None, published.epoch)
+                    out.add(published.channel, error, published.fence)
                     continue
                 outputs = computation.snapshot(None)
                 payload = deltas.diff(published.outputs, outputs)
@@ -130,7 +172,7 @@ class ComputeTier:
                 published.outputs = outputs
                 message = {
                     "t": wire.CHANGE,
-                    "e": self.epoch,
+                    "e": published.epoch,
                     "v": published.version,
                     "s": change.start,
                     "end": change.end,
@@ -138,7 +180,7 @@ class ComputeTier:
                     "d": payload,
                     "late": self._late(computation, published),
                 }
-                out.add(published.channel, deltas.encode(message))
+                out.add(published.channel, deltas.encode(message), published.fence)
                 self.changes += 1
             self._queue(out)
 
@@ -147,7 +189,7 @@ class ComputeTier:
         with self._lock:
             out = _Outgoing("the stream's failure")
             for published in self._published.values():
-                out.add(published.channel, self._error(error, sticky=False))
+                out.add(published.channel, self._error(error, False, published.epoch), published.fence)
             self._queue(out)
 
     def on_stream_recovered(self) -> None:
@@ -189,6 +231,7 @@ class ComputeTier:
             "e": self.epoch,
             "ready": self.engine.running,
             "n": len(self._running),
+            "sh": 0 if self.shards is None else self.shards.slots,  # edges: a sibling is no restart
         }
         self.redis.publish(self.names.heartbeat, deltas.encode(message))
 
@@ -216,23 +259,39 @@ class ComputeTier:
         # While the query restarts, new computations wait: the restart rebuilds what runs. (Asked
         # before taking the lock the batch thread publishes under: it is a call into the JVM.)
         running = self.engine.running
+        fences = self._owned(wanted)
+        if self.shards is not None:  # only the computations of the slots this process owns
+            wanted = {k: v for k, v in wanted.items() if k in fences}
         with self._lock:
             self._wanted = wanted
-            for key in [k for k in self._running if k not in wanted]:
+            moved = {k for k in (*self._running, *self._failed) if self._fences.get(k) != fences.get(k)}
+            for key in [k for k in self._running if k not in wanted or k in moved]:
                 self.engine.remove(self._running.pop(key))
                 self._published.pop(key, None)
-            for key in [k for k in self._failed if k not in wanted]:
+                self._fences.pop(key, None)
+            for key in [k for k in self._failed if k not in wanted or k in moved]:
                 del self._failed[key]
+                self._fences.pop(key, None)
             new = [
                 k
                 for k in wanted
                 if running and k not in self._running and k not in self._adding and k not in self._failed
             ]
             self._adding.update(new)
+            for key in new:
+                if key in fences:
+                    self._fences[key] = fences[key]
         for key in new:
-            self._pool.submit(self._add, key, wanted[key])
+            self._pool.submit(self._add, key, wanted[key], fences.get(key))
 
-    def _add(self, key: str, request_json: str) -> None:
+    def _owned(self, wanted: dict[str, str]) -> dict[str, Fence]:
+        """Sharded: the fence of each wanted key whose slot this process owns (else empty)."""
+        if self.shards is None:
+            return {}
+        fences = {k: self.shards.owner(k) for k in wanted}
+        return {k: f for k, f in fences.items() if f is not None}
+
+    def _add(self, key: str, request_json: str, fence: Fence | None = None) -> None:
         try:
             request = ComputationRequest.from_json(request_json)
             if request.key != key:
@@ -251,17 +310,26 @@ class ComputeTier:
                 logger.exception("compute tier: a computation failed to start")
             with self._lock:
                 self._adding.discard(key)
+                if key not in self._wanted or self._fences.get(key) != fence:  # moved meanwhile
+                    self._forget_fence(key, fence)
+                    return
                 self._failed[key] = error
                 self._publish_error_to(key, error)
             return
         with self._lock:
             self._adding.discard(key)
-            if key not in self._wanted:  # unwanted while it was back-filled
+            if key not in self._wanted or self._fences.get(key) != fence:
+                # unwanted while it was back-filled, or its slot moved meanwhile
                 self.engine.remove(computation)
+                self._forget_fence(key, fence)
                 return
             self._running[key] = computation
             self.started += 1
             self._publish_snapshot(key, bump=False)
+
+    def _forget_fence(self, key: str, fence: Fence | None) -> None:
+        if fence is not None and self._fences.get(key) == fence:
+            del self._fences[key]
 
     def _answer_sync(self) -> None:
         if not self.engine.running:  # a restart is under way: its end publishes every snapshot
@@ -287,18 +355,26 @@ class ComputeTier:
         version = 0 if published is None else published.version + (1 if bump else 0)
         outputs = computation.snapshot(None)
         channel = self.names.results(key)
+        fence = self._fences.get(key)
+        epoch = self._epoch(fence)
         message = {
             "t": wire.SNAPSHOT,
-            "e": self.epoch,
+            "e": epoch,
             "v": version,
             "end": computation.end,
             "o": deltas.whole(outputs),
         }
-        fresh = _Published(channel, version, outputs, 0 if published is None else published.late)
+        late = 0 if published is None else published.late
+        fresh = _Published(channel, version, outputs, late, epoch, fence)
         message["late"] = self._late(computation, fresh)
         self._published[key] = fresh
         self.snapshots += 1
-        self._queue(_Outgoing("a snapshot", [(channel, deltas.encode(message))]))
+        self._queue(_Outgoing("a snapshot", [(channel, deltas.encode(message), fence)]))
+
+    def _epoch(self, fence: Fence | None) -> str:
+        """A computation's epoch: this process's, and its slot's token when sharded (a moved
+        computation, or one whose slot came back, is a new epoch to the edges)."""
+        return self.epoch if fence is None else f"{self.epoch}.{fence[1]}"
 
     @staticmethod
     def _late(computation: Computation, published: _Published) -> list[int | None]:
@@ -318,16 +394,19 @@ class ComputeTier:
                 computation = self._running.get(key)
                 if computation is None or computation.late_dropped == published.late:
                     continue
-                message = {"t": wire.LATE, "e": self.epoch, "late": self._late(computation, published)}
-                out.add(published.channel, deltas.encode(message))
+                message = {"t": wire.LATE, "e": published.epoch, "late": self._late(computation, published)}
+                out.add(published.channel, deltas.encode(message), published.fence)
             self._queue(out)
 
     def _publish_error_to(self, key: str, error: ComputeError) -> None:
-        self._queue(_Outgoing("an error", [(self.names.results(key), self._error(error, sticky=True))]))
+        fence = self._fences.get(key)
+        payload = self._error(error, True, self._epoch(fence))
+        self._queue(_Outgoing("an error", [(self.names.results(key), payload, fence)]))
 
-    def _error(self, error: ComputeError, sticky: bool) -> bytes:
+    @staticmethod
+    def _error(error: ComputeError, sticky: bool, epoch: str) -> bytes:
         err = [error.name, error.message, error.params, error.status_code]
-        return deltas.encode({"t": wire.ERROR, "e": self.epoch, "sticky": sticky, "err": err})
+        return deltas.encode({"t": wire.ERROR, "e": epoch, "sticky": sticky, "err": err})
 
     def _queue(self, out: _Outgoing) -> None:
         """With the lock held: the order messages are queued in is the order they are published."""
@@ -352,14 +431,24 @@ class ComputeTier:
 
     def _send(self, outgoing: list[_Outgoing]) -> None:
         pipe = self.redis.pipeline(transaction=False)
+        fences: list[Fence | None] = []
         for out in outgoing:
-            for channel, payload in out.messages:
-                pipe.publish(channel, payload)
+            for channel, payload, fence in out.messages:
+                if fence is None or self.shards is None:
+                    pipe.publish(channel, payload)
+                else:  # published only while this process still holds the slot
+                    self.shards.publish(pipe, fence, channel, payload)
+                fences.append(fence)
         try:
-            pipe.execute()
+            answers = pipe.execute()
         except redis.RedisError as exc:
             what = ", ".join(dict.fromkeys(out.what for out in outgoing))
             logger.warning("compute tier: publishing %s failed (%s); edges will re-sync", what, exc)
+            return
+        if self.shards is not None:
+            refused = {f for f, answer in zip(fences, answers, strict=True) if f is not None and answer == -1}
+            for fence in refused:  # another process owns the slot now: its computations stop here
+                self.shards.refused(fence)
 
     # -- the listener --------------------------------------------------------------------------------
     def _listen(self) -> None:

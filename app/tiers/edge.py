@@ -11,6 +11,11 @@ On the event loop, with redis.asyncio:
   `COMPUTE_TIMEOUT_SECONDS` (or Redis unreachable) tells every subscriber `JobInvalidState`; once
   it is back, the wants are written again and every mirror is re-synced by a snapshot, so each
   subscriber gets a fresh FullResult without reconnecting.
+
+Several compute processes may share the computations (`compute-slots`, app/tiers/shards.py): the
+compute tier is alive while any of them is. One whose heartbeat stops takes only its own
+computations' subscribers with it: they are told `JobInvalidState`, and the process that takes
+over the computation publishes a snapshot at a new epoch, which gives them a fresh FullResult.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -43,6 +49,15 @@ logger = logging.getLogger(__name__)
 FIRST_SNAPSHOT_TIMEOUT = 120.0  # a new computation's back-fill on the compute tier, at most
 MAX_BACKOFF = 5.0
 GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most this often
+
+
+@dataclass
+class _ComputeProcess:
+    """A compute process as its heartbeats tell it."""
+
+    heard: float  # monotonic time of its last heartbeat
+    ready: bool
+    sharded: bool  # it shares the computations with others (its epoch is not the tier's)
 
 
 def compute_unreachable(why: str) -> ComputeError:
@@ -74,6 +89,7 @@ class RemoteComputations:
         self._pubsub: Any = None
         self._connected = False
         self._compute_epoch: str | None = None
+        self._computes: dict[str, _ComputeProcess] = {}  # epoch -> the compute process heard of
         self._compute_ready = False
         self._last_heartbeat = 0.0
         self._compute_alive = False
@@ -216,6 +232,10 @@ class RemoteComputations:
             if now >= next_lease:
                 await self.redis.set(self.names.lease(self.edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
                 next_lease = now + wire.LEASE_SECONDS / 5
+            silent = [e for e, p in self._computes.items() if now - p.heard > wire.COMPUTE_TIMEOUT_SECONDS]
+            gone = [e for e in silent if self._computes.pop(e).sharded]
+            if gone and self._computes and self._compute_alive:  # others are alive: only its share moves
+                self._moved(gone)
             if self._compute_alive and now - self._last_heartbeat > wire.COMPUTE_TIMEOUT_SECONDS:
                 logger.warning(
                     "edge %s: no heartbeat from the compute tier for %.1fs",
@@ -256,22 +276,46 @@ class RemoteComputations:
             self._spawn(self._ask_snapshots([mirror]))
 
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
-        self._last_heartbeat = time.monotonic()
-        epoch, ready = str(message.get("e")), bool(message.get("ready"))
-        if not self._compute_alive or epoch != self._compute_epoch:
+        self._last_heartbeat = now = time.monotonic()
+        epoch, ready, sharded = str(message.get("e")), bool(message.get("ready")), bool(message.get("sh"))
+        known = epoch in self._computes
+        self._computes[epoch] = _ComputeProcess(now, ready, sharded)
+        # A sharded process that joins is a sibling, not a restart: the computations it takes over
+        # reach the mirrors at a new epoch each (app/tiers/mirror.py).
+        replaced = epoch != self._compute_epoch and not sharded
+        if not self._compute_alive or replaced:
             logger.info("edge %s: compute tier %s is up", self.edge_id, epoch)
             self._compute_alive = True
-            if epoch != self._compute_epoch:  # a new compute tier: every mirror re-syncs
+            if replaced:  # a new compute tier: every mirror re-syncs
                 for mirror in self._mirrors.values():
                     mirror.synced = False
             # (One we lost sight of: `_lost` marked its mirrors already; those synced since stay.)
             self._compute_epoch = epoch
             self._spawn(self._register())
-        self._compute_ready = ready
+        elif not known:
+            logger.info("edge %s: compute process %s joined", self.edge_id, epoch)
+        # (sharded: ready while any is; one compute tier: as its latest heartbeat says)
+        self._compute_ready = any(p.ready for p in self._computes.values()) if sharded else ready
+
+    def _moved(self, gone: list[str]) -> None:
+        """Sharded compute processes went silent while others live: the subscribers of their
+        computations are told, and owed a fresh window once another process publishes them."""
+        logger.warning("edge %s: compute process(es) %s silent; their computations move", self.edge_id, gone)
+        error = compute_unreachable("the compute process running it is silent; it moves to another")
+        moved = [
+            m
+            for m in self._mirrors.values()
+            if m.epoch is not None and wire.process_of(m.epoch) in gone and m.first.is_set()
+        ]
+        for mirror in moved:
+            mirror.lost()
+        if self.hub is not None and moved:
+            self.hub.fan_out([(m, error) for m in moved])
 
     def _lost(self, error: ComputeError) -> None:
         """The compute tier is out of reach: every subscriber is told, every mirror must re-sync."""
         self._compute_alive = False
+        self._computes.clear()
         for mirror in self._mirrors.values():
             mirror.lost()
         if self.hub is not None:

@@ -66,5 +66,11 @@ class Names:
         return f"{self.prefix}:tier:result:{digest(key)}"
 
 
+def process_of(epoch: str) -> str:
+    """The compute process of a computation's epoch: `PROCESS.TOKEN` when the processes share the
+    computations (app/tiers/shards.py), the process's epoch alone otherwise."""
+    return epoch.split(".", 1)[0]
+
+
 def digest(key: str) -> str:
     return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()

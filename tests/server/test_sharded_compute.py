@@ -1,0 +1,168 @@
+"""Computations sharded across compute processes (docs/decisions/0089): a Kafka broker, a
+redis-server, two `--role compute` processes sharing the live computations through Kafka's consumer
+group (`compute-slots`), one edge, real WebSocket clients. One compute process is killed with
+SIGKILL: its computations move to the other, and every subscriber gets a correct FullResult again
+on the same connection, with nothing acknowledged lost and no frame going back in time."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import ServerProcess, start_server
+from tests.kafka_broker import start_kafka
+from tests.server.test_end_to_end import unique_rid
+from tests.server.test_two_tier import gauge, wait_for
+from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
+
+pytestmark = pytest.mark.timeout(900)
+
+SLOTS = 16
+TOPIC = "sharded-points"  # the slots' topic is TOPIC-compute, the consumer group's name too
+FAILOVER_TARGET_S = 10.0  # issue 45: SIGKILL to every affected subscriber's correct result
+
+
+@dataclass
+class Shared:
+    edge: ServerProcess
+    computes: list[ServerProcess]
+    bootstrap: str
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    from tests.infra import start_redis
+
+    workdir = tmp_path_factory.mktemp("sharded")
+    kafka = start_kafka(workdir / "kafka")
+    redis_server = start_redis(workdir / "redis")
+    env = {
+        "SPARKWIRE_SOURCE": "redis",
+        "SPARKWIRE_REDIS_URL": redis_server.url,
+        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
+        "SPARKWIRE_KAFKA_TOPIC": TOPIC,
+        "SPARKWIRE_COMPUTE_SLOTS": str(SLOTS),
+    }
+    processes: list[ServerProcess] = []
+
+    def start(name: str, role: str, timeout: float) -> ServerProcess:
+        base = workdir / name
+        process = start_server(
+            base / "data", base.with_suffix(".log"), env, timeout, command=["serve", "--role", role]
+        )
+        processes.append(process)
+        return process
+
+    try:
+        with ThreadPoolExecutor(2) as pool:  # the two Spark drivers start side by side
+            computes = list(pool.map(lambda n: start(n, "compute", 300), ["compute-a", "compute-b"]))
+        edge = start("edge", "edge", 120)
+        yield Shared(edge, computes, kafka.bootstrap)
+    finally:
+        for process in processes:
+            process.stop(signal.SIGKILL)
+        redis_server.daemon.stop()
+        kafka.stop()
+
+
+def slots_per_member(bootstrap: str) -> list[int]:
+    """Kafka's own view of the group: how many slots each live member holds (none while the group
+    is being formed)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    group = f"{TOPIC}-compute"
+    try:
+        (description,) = [f.result(timeout=10) for f in admin.describe_consumer_groups([group]).values()]
+    except KafkaException:
+        return []
+    return sorted(len(m.assignment.topic_partitions) for m in description.members)
+
+
+def values(update: dict) -> list[float]:
+    kind = update["type"]
+    return list(update[kind]["result"]["numeric"]["values"])
+
+
+async def test_a_killed_compute_process_hands_its_computations_over(shared: Shared) -> None:
+    await wait_for(lambda: slots_per_member(shared.bootstrap) == [SLOTS // 2] * 2, 60, "slots split")
+    edge, computes = shared.edge, shared.computes
+    now = time.time_ns()
+    clients = [await Client.connect(edge.ws_url) for _ in range(2)]
+    subs: list[tuple[Client, str, str]] = []  # (client, subscription id, data source)
+    held: dict[str, list[float]] = {}  # what each subscriber holds, frame by frame
+    try:
+        # computations until both processes run some (a key's slot is a hash: at least 6 of them)
+        while len(subs) < 6 or min(gauge(c, "sparkwire_computations") for c in computes) == 0:
+            assert len(subs) < 24, "every computation landed on one process"
+            rid = unique_rid("sharded")
+            await write_points(
+                edge.base_url, rid, "temp", [(now - (5 - i) * NANOS, float(i)) for i in range(5)]
+            )
+            client, sub_id = clients[len(subs) % 2], new_id()
+            await client.subscribe(
+                {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
+            )
+            first = await client.update(sub_id, timeout=120)
+            assert first["type"] == "full" and values(first) == [0.0, 1.0, 2.0, 3.0, 4.0]
+            subs.append((client, sub_id, rid))
+            held[sub_id] = values(first)
+        counts = [gauge(c, "sparkwire_computations") for c in computes]
+        assert sum(counts) == len(subs) and min(counts) > 0, counts
+
+        victim = computes[counts.index(max(counts))]
+        killed_at = time.monotonic()
+        victim.stop(signal.SIGKILL)
+        # written (and acknowledged) right after the kill: every subscriber must end up holding it
+        for i, (_, _, rid) in enumerate(subs):
+            await write_points(edge.base_url, rid, "temp", [(time.time_ns(), 100.0 + i)])
+
+        async def until_whole(client: Client, sub_id: str, want: list[float]) -> tuple[float, int]:
+            """Seconds from the kill until the subscriber holds `want`, and FullResults on the way."""
+            fulls = 0
+            while held[sub_id] != want:
+                update = await client.update(sub_id, timeout=60)
+                if update["type"] == "error":
+                    name = update["error"]["serializableError"]["name"]
+                    assert name == "PersistentCompute:JobInvalidState", update
+                    continue
+                if update["type"] == "full":
+                    fulls += 1
+                    new = values(update)
+                    # never back in time: a FullResult holds everything the subscriber held
+                    assert new[: len(held[sub_id])] == held[sub_id], (held[sub_id], new)
+                    held[sub_id] = new
+                else:
+                    assert update["type"] == "append", update
+                    held[sub_id] = held[sub_id] + values(update)
+            return time.monotonic() - killed_at, fulls
+
+        outcomes = await asyncio.gather(
+            *(
+                until_whole(client, sub_id, [0.0, 1.0, 2.0, 3.0, 4.0, 100.0 + i])
+                for i, (client, sub_id, _) in enumerate(subs)
+            )
+        )
+        moved = [seconds for seconds, fulls in outcomes if fulls > 0]
+        assert len(moved) >= max(counts), outcomes  # every computation of the victim came back whole
+        slowest = max(seconds for seconds, _ in outcomes)
+        print(f"failover: {len(moved)} moved of {len(subs)}; whole again after {sorted(moved)} s")
+        assert slowest <= FAILOVER_TARGET_S, outcomes
+        survivor = next(c for c in computes if c is not victim)
+        assert gauge(survivor, "sparkwire_computations") == len(subs)
+        assert slots_per_member(shared.bootstrap) == [SLOTS]
+        # and they stay live on the survivor: a later point arrives as an append everywhere
+        for i, (_, _, rid) in enumerate(subs):
+            await write_points(edge.base_url, rid, "temp", [(time.time_ns(), 200.0 + i)])
+        for i, (client, sub_id, _) in enumerate(subs):
+            update = await client.update(sub_id, timeout=60)
+            assert update["type"] == "append" and values(update) == [200.0 + i], update
+    finally:
+        for client in clients:
+            await client.close()
