@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 logger = logging.getLogger(__name__)
 
 SESSION_TIMEOUT_MS = 6000  # the broker's least by default (group.min.session.timeout.ms)
-HEARTBEAT_MS = 1000
+HEARTBEAT_MS = 500  # the survivors hear of a rebalance at their next heartbeat
 POLL_SECONDS = 0.2  # the membership thread's poll: rebalance callbacks run inside it
 CLAIM_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_S = 30.0
@@ -162,6 +162,7 @@ class Shards:
             self._thread.join(timeout=15)
         with self._lock:
             self._owned.clear()
+        self._producer = self._consumer = None  # (librdkafka's handles end with them)
 
     def _ensure_topic(self) -> int:
         admin = AdminClient({"bootstrap.servers": self._bootstrap, "log_level": 3})
