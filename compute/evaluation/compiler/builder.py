@@ -196,7 +196,7 @@ class Builder:
         if kind == "variable":
             _, inner = self.typed_variable(inner, ("timestamp",))
         t = self.obj(inner, "Timestamp")
-        seconds, nanos = t.get("seconds"), t.get("nanos", 0)
+        seconds, nanos = t.get("seconds"), t.get("nanos") or 0  # Conjure's null is an absent member
         if not isinstance(seconds, int) or not isinstance(nanos, int) or isinstance(seconds, bool):
             raise MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
         return seconds * 1_000_000_000 + nanos

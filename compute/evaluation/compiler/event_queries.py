@@ -44,17 +44,6 @@ UNSUPPORTED = {
 }
 
 
-def _timestamp(b: B, value: Json) -> int:
-    kind, inner = b.variant("TimestampConstant", value)
-    if kind == "variable":
-        _, inner = b.typed_variable(inner, ("timestamp",))
-    t = b.obj(inner, "Timestamp")
-    seconds, nanos = t.get("seconds"), t.get("nanos") or 0
-    if not isinstance(seconds, int) or isinstance(seconds, bool) or not isinstance(nanos, int):
-        raise MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
-    return seconds * 1_000_000_000 + nanos
-
-
 def query(b: B, value: Json, what: str, terms: list[int]) -> Query:
     """A `ComputeEventQuery` in the form compute/storage/events.py matches, its constants resolved."""
     terms[0] += 1
@@ -71,13 +60,13 @@ def query(b: B, value: Json, what: str, terms: list[int]) -> Query:
     if kind == "searchText":
         return ("searchText", b.string_constant(inner))
     if kind in ("after", "before"):
-        return (kind, _timestamp(b, inner))
+        return (kind, b.timestamp_constant(inner))
     if kind == "advancedTimeFilter":
         o = b.obj(inner, kind)
         condition = b.get(o, "timestampCondition", kind)
         if condition not in TIME_CONDITIONS:
             raise MalformedNode(f"{kind}.timestampCondition: unknown value {condition!r}")
-        return ("time", condition, _timestamp(b, b.get(o, "timestamp", kind)))
+        return ("time", condition, b.timestamp_constant(b.get(o, "timestamp", kind)))
     if kind == "asset":
         return ("asset", b.string_constant(inner))
     if kind == "originType":

@@ -13,7 +13,7 @@ import numpy as np
 from compute.evaluation.compiler.builder import Builder
 from compute.evaluation.compiler.helpers import one_of
 from compute.evaluation.compiler.registry import polls
-from compute.evaluation.errors import MalformedNode, refuse
+from compute.evaluation.errors import refuse
 from compute.evaluation.nodes import SeriesNode
 from compute.evaluation.nodes.cross_group import crosses
 from compute.evaluation.nodes.curve_fits import (
@@ -33,20 +33,10 @@ B = Builder
 R = TypeVar("R", CurveFitChart, CustomCurveFitChart)
 
 
-def _timestamp(b: B, value: Json) -> int:
-    kind, inner = b.variant("TimestampConstant", value)
-    if kind == "variable":
-        _, inner = b.typed_variable(inner, ("timestamp",))
-    t = b.obj(inner, "Timestamp")
-    seconds, nanos = t.get("seconds"), t.get("nanos") or 0
-    if not isinstance(seconds, int) or isinstance(seconds, bool) or not isinstance(nanos, int):
-        raise MalformedNode("a Timestamp needs integer 'seconds' and 'nanos'")
-    return seconds * 1_000_000_000 + nanos
-
-
 def _span(b: B, value: Json, what: str, variant: str) -> tuple[int, int]:
     o = b.obj(value, what)
-    start, end = _timestamp(b, b.get(o, "startTime", what)), _timestamp(b, b.get(o, "endTime", what))
+    start = b.timestamp_constant(b.get(o, "startTime", what))
+    end = b.timestamp_constant(b.get(o, "endTime", what))
     if end < start:
         raise refuse(variant, what, f"{variant}: the fit range ends before it starts")
     return start, end
