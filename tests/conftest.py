@@ -3,6 +3,7 @@ Spark takes ~10 s to start, so tests share it and isolate themselves by data sou
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from playwright.async_api import Browser, Page, async_playwright
 from bench.serverproc import ROOT, ServerProcess, free_port, launch
 
 # What test modules import from here; the server process itself is bench/serverproc.py's.
-__all__ = ["ROOT", "ServerProcess", "free_port", "start_server"]
+__all__ = ["ROOT", "ServerProcess", "free_port", "start_secured_server", "start_server"]
 
 
 def start_server(
@@ -40,6 +41,16 @@ def start_server(
         own_process_group=own_process_group,
         command=command,
     )
+
+
+def start_secured_server(base: Path, tokens: list[dict[str, object]]) -> ServerProcess:
+    """A server in `base` whose tokens file holds `tokens` (auth on), used once /healthz answers:
+    for tests of what needs no Spark (the polled and read endpoints read the log in the server's
+    own process)."""
+    tokens_file = base / "tokens.json"
+    tokens_file.write_text(json.dumps({"tokens": tokens}))
+    env = {"SPARKWIRE_TOKENS_FILE": str(tokens_file)}
+    return start_server(base / "data", base / "server.log", env=env, ready_path="/healthz")
 
 
 @pytest.fixture(scope="session")

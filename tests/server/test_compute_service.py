@@ -33,7 +33,7 @@ from conjure_python_client import (
 from nominal_api import scout_compute_api as sc
 
 from tests import node_json as n
-from tests.conftest import ROOT, ServerProcess, start_server
+from tests.conftest import ROOT, ServerProcess, start_secured_server, start_server
 from tests.infra import start_redis
 from tests.wire import NANOS, write_points
 
@@ -47,15 +47,11 @@ TOKEN = "Bearer all-token"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a tokens file; the embedded log is read by this process, so no Spark is waited for."""
     base = tmp_path_factory.mktemp("compute-service")
-    tokens = base / "tokens.json"
     entries = [
         {"token": "all-token", "sub": "all", "dataSourceRids": ["*"]},
         {"token": "other-token", "sub": "other", "dataSourceRids": ["ri.other.*"]},
     ]
-    tokens.write_text(json.dumps({"tokens": entries}))
-    proc = start_server(
-        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
-    )
+    proc = start_secured_server(base, entries)
     yield proc
     proc.stop()
 

@@ -9,7 +9,6 @@ PollingOnlyComputation types (docs/protocol.md)."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import uuid
@@ -22,7 +21,7 @@ import pytest
 from conjure_python_client import ConjureHTTPError
 
 from tests import node_json as n
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, start_secured_server
 from tests.server.test_compute_service import TOKEN, ns, present, request, service
 from tests.wire import NANOS, Client, new_id, subscription, write_points
 
@@ -34,11 +33,7 @@ FS = 1000.0
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("curve-fits-filters")
-    tokens = base / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": [{"token": "all-token", "sub": "all", "dataSourceRids": ["*"]}]}))
-    proc = start_server(
-        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
-    )
+    proc = start_secured_server(base, [{"token": "all-token", "sub": "all", "dataSourceRids": ["*"]}])
     yield proc
     proc.stop()
 

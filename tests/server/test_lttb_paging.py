@@ -8,7 +8,6 @@ References come from the written points and the definitions: Steinarsson's LTTB
 from __future__ import annotations
 
 import base64
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 from conjure_python_client import ConjureHTTPError
 
 from tests import node_json as n
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, start_secured_server
 from tests.lttb_reference import steinarsson
 from tests.server.test_compute_service import TOKEN, ns, present, request, service
 from tests.wire import NANOS, write_points
@@ -34,11 +33,7 @@ COUNT = 4000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("lttb-paging")
-    tokens = base / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": [{"token": "all-token", "sub": "all", "dataSourceRids": ["*"]}]}))
-    proc = start_server(
-        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
-    )
+    proc = start_secured_server(base, [{"token": "all-token", "sub": "all", "dataSourceRids": ["*"]}])
     yield proc
     proc.stop()
 

@@ -9,7 +9,6 @@ channel name, so channels can be filtered and grouped the same way tags are"."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from conjure_python_client import ConjureHTTPError
 from nominal_api import event
 
 from tests import node_json as n
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, start_secured_server
 from tests.server.test_compute_service import ns, request, service
 from tests.server.test_events import create, create_request, make_asset
 from tests.server.test_log_writer import logs_body
@@ -38,12 +37,8 @@ Json = dict[str, Any]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a tokens file whose one token may change the catalog (events need `admin`)."""
     base = tmp_path_factory.mktemp("polled-tags")
-    tokens = base / "tokens.json"
     entries = [{"token": "admin-token", "sub": "operator", "dataSourceRids": ["*"], "admin": True}]
-    tokens.write_text(json.dumps({"tokens": entries}))
-    proc = start_server(
-        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
-    )
+    proc = start_secured_server(base, entries)
     yield proc
     proc.stop()
 

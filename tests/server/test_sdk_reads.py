@@ -30,7 +30,7 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import scout_dataexport_api as de
 
 from app.api.export import MAX_EXPORT_POINTS
-from tests.conftest import ROOT, ServerProcess, start_server
+from tests.conftest import ROOT, ServerProcess, start_secured_server, start_server
 from tests.infra import start_redis
 from tests.wire import NANOS, write_points
 from tests.wire import ts as ts_json
@@ -356,15 +356,11 @@ def test_the_reads_are_listed_in_openapi(server: ServerProcess) -> None:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a tokens file; these reads need no Spark, so it is used once it serves HTTP."""
     base = tmp_path_factory.mktemp("secured-reads")
-    tokens = base / "tokens.json"
     entries = [
         {"token": "all-token", "sub": "all", "dataSourceRids": ["*"]},
         {"token": "mine-token", "sub": "mine", "dataSourceRids": ["ri.mine.*"]},
     ]
-    tokens.write_text(json.dumps({"tokens": entries}))
-    proc = start_server(
-        base / "data", base / "server.log", env={"SPARKWIRE_TOKENS_FILE": str(tokens)}, ready_path="/healthz"
-    )
+    proc = start_secured_server(base, entries)
     yield proc
     proc.stop()
 
