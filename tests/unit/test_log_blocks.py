@@ -3,6 +3,7 @@ stream (by seq) and for back-fill (by series and time)."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -185,4 +186,46 @@ def test_a_retention_backlog_is_pruned_in_steps_that_come_faster_than_once_a_sec
         assert log.pruned.blocks == 499, log.pruned  # the newest block always stays
         assert log.pruned.steps == 5, log.pruned
     finally:
+        log.close()
+
+
+def test_a_mapped_back_fill_reader_reads_exactly_after_pruning_shrinks_the_file(tmp_path: Path) -> None:
+    """Back-fills read through a memory map (docs/decisions/0090): a mapped connection gives the
+    points an unmapped one gives, and still does once pruning has cut the file shorter than the map
+    it made (a stale map past the file's end would be a SIGBUS, not a wrong answer)."""
+    now = time.time_ns()
+    old, recent = now - 7200 * 1_000_000_000, now - 60 * 1_000_000_000
+    keeper = DurableLog(tmp_path / "log.db")
+    for i in range(40):  # 40 expired blocks of 20,000 points, then the series that stays
+        ts = [old + i * 20_000 + k for k in range(20_000)]
+        keeper.submit([SeriesWrite(A, SeriesKind.NUMERIC, ts, [float(k) for k in range(20_000)])]).result()
+    keeper.submit(
+        [SeriesWrite(B, SeriesKind.NUMERIC, [recent + k for k in range(5000)], [k / 7 for k in range(5000)])]
+    ).result()
+    ids = {info.key: info.id for info in keeper.series()}
+    keeper.close()
+
+    def read(conn: sqlite3.Connection) -> tuple[list[int], list[float]]:
+        cols = blocks.read_series_columns(conn, [ids[B]], 0, blocks.max_seq(conn))[ids[B]]
+        return cols.ts.tolist(), cols.values.tolist()
+
+    mapped = blocks.connect_reader(tmp_path / "log.db", mapped=True)
+    assert mapped.execute("PRAGMA mmap_size").fetchone()[0] > 0
+    written = ([recent + k for k in range(5000)], [k / 7 for k in range(5000)])
+    assert read(mapped) == written
+    assert len(blocks.read_series_columns(mapped, [ids[A]], 0, blocks.max_seq(mapped))[ids[A]].ts) == 800_000
+    before = (tmp_path / "log.db").stat().st_size
+
+    log = DurableLog(tmp_path / "log.db", retention=Retention(3600, 0))
+    try:
+        deadline = time.monotonic() + 30
+        while log.pruned.blocks < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log.pruned.blocks == 40, log.pruned
+        assert (tmp_path / "log.db").stat().st_size < before / 4  # the file shrank under the map
+        assert read(mapped) == written
+        assert blocks.read_series_columns(mapped, [ids[A]], 0, blocks.max_seq(mapped)) == {}
+        assert read(blocks.connect_reader(tmp_path / "log.db")) == written
+    finally:
+        mapped.close()
         log.close()

@@ -184,8 +184,8 @@ class EmbeddedLog:
     ) -> dict[int, blocks.SeriesColumns]:
         """`read_history` as numpy columns per series, in seq order (what the engine's back-fill
         wants, without a table to split); `spare`: room to leave after each (blocks.read_series_columns)."""
-        # A connection of its own: back-fills run beside the stream's reads of the log.
-        conn = blocks.connect_reader(self.durable.path)
+        # A connection of its own (back-fills run beside the stream's reads of the log), mapped.
+        conn = blocks.connect_reader(self.durable.path, mapped=True)
         try:
             return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq, spare)
         finally:
