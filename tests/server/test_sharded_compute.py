@@ -2,14 +2,15 @@
 redis-server, two `--role compute` processes sharing the live computations through Kafka's consumer
 group (`compute-slots`), one edge, real WebSocket clients. One compute process is killed with
 SIGKILL: its computations move to the other, and every subscriber gets a correct FullResult again
-on the same connection, with nothing acknowledged lost and no frame going back in time."""
+on the same connection, with nothing acknowledged lost and no frame going back in time. Then one is
+added while points are being written: it takes its share of the slots, and the same holds."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ class Shared:
     computes: list[ServerProcess]
     bootstrap: str
     redis_url: str
+    start_compute: Callable[[str], ServerProcess]  # one more compute process, stopped with the rest
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
         with ThreadPoolExecutor(2) as pool:  # the two Spark drivers start side by side
             computes = list(pool.map(lambda n: start(n, "compute", 300), ["compute-a", "compute-b"]))
         edge = start("edge", "edge", 120)
-        yield Shared(edge, computes, kafka.bootstrap, redis_server.url)
+        yield Shared(
+            edge, computes, kafka.bootstrap, redis_server.url, lambda name: start(name, "compute", 300)
+        )
     finally:
         for process in processes:
             process.stop(signal.SIGKILL)
@@ -93,6 +97,31 @@ def slots_per_member(bootstrap: str) -> list[int]:
 def values(update: dict) -> list[float]:
     kind = update["type"]
     return list(update[kind]["result"]["numeric"]["values"])
+
+
+async def until_holding(client: Client, sub_id: str, held: list[float], want: list[float]) -> tuple[int, int]:
+    """Apply the subscriber's updates until it holds `want`; how many FullResults and errors came on
+    the way. A subscriber whose computation's process died is told `JobInvalidState` until the
+    computation has a new owner."""
+    fulls = errors = 0
+    while held != want:
+        update = await client.update(sub_id, timeout=60)
+        if update["type"] == "error":
+            name = update["error"]["serializableError"]["name"]
+            assert name == "PersistentCompute:JobInvalidState", update
+            errors += 1
+            continue
+        if update["type"] == "full":
+            fulls += 1
+            new = values(update)
+            # never back in time: a FullResult holds everything the subscriber held
+            assert new[: len(held)] == held, (held, new)
+            held[:] = new
+        else:
+            assert update["type"] == "append", update
+            held.extend(values(update))
+        assert len(held) <= len(want) and held == want[: len(held)], (held, want)
+    return fulls, errors
 
 
 async def test_a_killed_compute_process_hands_its_computations_over(shared: Shared) -> None:
@@ -130,22 +159,7 @@ async def test_a_killed_compute_process_hands_its_computations_over(shared: Shar
 
         async def until_whole(client: Client, sub_id: str, want: list[float]) -> tuple[float, int]:
             """Seconds from the kill until the subscriber holds `want`, and FullResults on the way."""
-            fulls = 0
-            while held[sub_id] != want:
-                update = await client.update(sub_id, timeout=60)
-                if update["type"] == "error":
-                    name = update["error"]["serializableError"]["name"]
-                    assert name == "PersistentCompute:JobInvalidState", update
-                    continue
-                if update["type"] == "full":
-                    fulls += 1
-                    new = values(update)
-                    # never back in time: a FullResult holds everything the subscriber held
-                    assert new[: len(held[sub_id])] == held[sub_id], (held[sub_id], new)
-                    held[sub_id] = new
-                else:
-                    assert update["type"] == "append", update
-                    held[sub_id] = held[sub_id] + values(update)
+            fulls, _ = await until_holding(client, sub_id, held[sub_id], want)
             return time.monotonic() - killed_at, fulls
 
         outcomes = await asyncio.gather(
@@ -171,6 +185,67 @@ async def test_a_killed_compute_process_hands_its_computations_over(shared: Shar
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared) -> None:
+    """A third compute process joins while every computation's channel is being written: the
+    cooperative rebalance hands it some of the slots (from whichever processes still live, so this
+    holds with or without the kill above), the computations of those slots move to it, and every
+    subscriber ends up holding every acknowledged point, no frame going back in time."""
+    edge = shared.edge
+    live = [c for c in shared.computes if c.process.poll() is None]
+    now = time.time_ns()
+    client = await Client.connect(edge.ws_url)
+    rids: dict[str, str] = {}  # subscription id -> its data source
+    held: dict[str, list[float]] = {}
+    acked: dict[str, list[float]] = {}
+    try:
+        # 16 computations: the newcomer's share of the slots holds none of them with p < 1e-4
+        for _ in range(16):
+            rid, sub_id = unique_rid("added"), new_id()
+            await write_points(
+                edge.base_url, rid, "temp", [(now - (5 - i) * NANOS, float(i)) for i in range(5)]
+            )
+            await client.subscribe(
+                {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
+            )
+            first = await client.update(sub_id, timeout=120)
+            assert first["type"] == "full" and values(first) == [0.0, 1.0, 2.0, 3.0, 4.0], first
+            rids[sub_id], held[sub_id], acked[sub_id] = rid, values(first), [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert sum(gauge(c, "sparkwire_computations") for c in live) == len(rids)
+
+        writing = True
+
+        async def write_all_the_while() -> None:
+            value = 1000.0
+            while writing:
+                for sub_id, rid in rids.items():
+                    await write_points(edge.base_url, rid, "temp", [(time.time_ns(), value)])
+                    acked[sub_id].append(value)  # acknowledged: the subscriber must end up with it
+                value += 1
+                await asyncio.sleep(0.1)
+
+        writer = asyncio.create_task(write_all_the_while())
+        newcomer = await asyncio.to_thread(shared.start_compute, "compute-c")
+        await wait_for(lambda: gauge(newcomer, "sparkwire_computations") > 0, 120, "the newcomer computes")
+        await asyncio.sleep(3)  # and points keep coming after the move
+        writing = False
+        await writer
+
+        members = slots_per_member(shared.bootstrap)
+        assert len(members) == len(live) + 1 and sum(members) == SLOTS, members
+        assert max(members) - min(members) <= 1, members  # an even share, the newcomer's included
+        outcomes = await asyncio.gather(
+            *(until_holding(client, sub_id, held[sub_id], acked[sub_id]) for sub_id in rids)
+        )
+        moved = gauge(newcomer, "sparkwire_computations")
+        print(f"added: slots {members}, {moved:g} of {len(rids)} computations moved, fulls {outcomes}")
+        assert sum(gauge(c, "sparkwire_computations") for c in [*live, newcomer]) == len(rids)
+        assert sum(1 for fulls, _ in outcomes if fulls > 0) >= moved, outcomes
+        # a graceful move needs no error: the old owner hands the slot over, the new one publishes
+        assert all(errors == 0 for _, errors in outcomes), outcomes
+    finally:
+        await client.close()
 
 
 async def test_a_process_that_lost_a_slot_can_never_publish_it_again(shared: Shared) -> None:
