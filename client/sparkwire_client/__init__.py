@@ -8,6 +8,7 @@ from sparkwire_client.compute import ComputeError, compute, compute_frame
 from sparkwire_client.modules import Modules, derived_enum, derived_numeric, derived_ranges
 from sparkwire_client.nodes import (
     asset_channel,
+    curve_fit,
     enum_channel,
     expression,
     first_point,
@@ -43,6 +44,7 @@ __all__ = [
     "charts",
     "compute",
     "compute_frame",
+    "curve_fit",
     "derived_enum",
     "derived_numeric",
     "derived_ranges",

@@ -1024,3 +1024,50 @@ def spectrum(node: NumericSeries) -> Computable:
     """The amplitude spectrum of the series over the period (`frequency` `fft`), which Nominal and
     Sparkwire compute only when polled: ask with `sparkwire_client.compute`."""
     return Computable(_union("frequency", _union("fft", {"input": node.json})), node.variables)
+
+
+CurveKind = Literal["polynomial", "exponential", "logarithmic", "power"]
+
+
+def _timestamp(ns: int) -> Json:
+    return {"seconds": ns // NANOS, "nanos": ns % NANOS}
+
+
+def curve_fit(
+    node: NumericSeries,
+    start_ns: int,
+    end_ns: int,
+    curve: CurveKind = "polynomial",
+    *,
+    degree: int = 1,
+    intercept: float | None = None,
+    x: NumericSeries | None = None,
+    time_unit: TimeUnit | None = None,
+) -> Computable:
+    """A least-squares fit (`curveV2`) of the points of `node` from `start_ns` to `end_ns` against
+    their time since the earliest one (in `time_unit`, seconds by default) or, given `x`, against
+    that series: a polynomial of `degree` (with the fixed `intercept` a_0 if given), y = a e^(b x),
+    y = a ln(x) + b or y = a x^b. Nominal only polls it (`sparkwire_client.compute`); a Sparkwire
+    server streams it with `subscribe(..., stream_polled=True)`, one row per update (the view's
+    `curve`, `r2`, `mae`, `mse`, `rmse`, `maxAbsoluteError`, `sampleCount` and the coefficients)."""
+    if x is not None and time_unit is not None:
+        raise ValueError("time_unit applies to a fit against time: give x or time_unit, not both")
+    if curve != "polynomial" and intercept is not None:
+        raise ValueError("intercept applies to a polynomial fit only")
+    independent = (
+        _union("numeric", {"series": x.json})
+        if x is not None
+        else _union("time", {"timeUnit": time_unit} if time_unit else {})
+    )
+    details: Json = {"independentVariable": independent}
+    if curve == "polynomial":
+        details["degree"] = _literal(int(degree))
+        if intercept is not None:
+            details["intercept"] = _literal(float(intercept))
+    body = {
+        "target": _union("numeric", {"series": node.json}),
+        "fitRange": {"startTime": _literal(_timestamp(start_ns)), "endTime": _literal(_timestamp(end_ns))},
+        "curveToFit": _union(curve, details),
+    }
+    variables = Node._merge(node, x) if x is not None else dict(node.variables)
+    return Computable(_union("curveV2", body), variables)

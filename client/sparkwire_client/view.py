@@ -16,6 +16,8 @@ with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.
 - `grouped`: each group merges on its own;
 - the charts (`numericHistogram`, `enumHistogram`, `cartesian`, `bucketedCartesian`) have no append
   form: each FullResult replaces the chart;
+- a curve fit (`curveFit`, `curveFitV2`: Nominal's `CurveFitResult` / `CurveFitResultV2`, streamed
+  with `stream_polled=True`) has no append form either: each FullResult is the fit, one row;
 - and what falls out of the window (older than the newest `end` minus the window width) is trimmed.
 
 Enum values are stored as their category strings, so category lists that differ between frames
@@ -46,6 +48,8 @@ _CHART_KINDS = frozenset(
 _SPECTRUM_KINDS = frozenset(
     {"frequencyDomain", "frequencyDomainV2", "bucketedFrequencyDomain", "spectrogram"}
 )
+# A fit's errors and coefficients (Nominal's CurveFitResult / CurveFitResultV2): one row, no append form.
+_CURVE_FIT_KINDS = frozenset({"curveFit", "curveFitV2"})
 _SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -198,6 +202,29 @@ def _spectrum_rows(kind: str, body: Json) -> list[Json]:
     ]
 
 
+def _curve_fit_row(body: Json) -> Json:
+    """A `CurveFitResult` / `CurveFitResultV2` as one row: the curve's name, the fit's errors, its
+    sample count and the curve's details (`coefficients` a_0 ... a_n of a polynomial; `a`, `b` of an
+    exponential, logarithmic or power curve; `parameters`, `converged`, `iterations` of a custom one)."""
+    details = body["curveResultDetails"]
+    curve = details["type"]
+    fitted = details[curve]
+    row: Json = {
+        "curve": curve,
+        **{k: _double(body[k]) for k in ("r2", "mae", "mse", "rmse", "maxAbsoluteError")},
+        "sampleCount": int(body["sampleCount"]),
+    }
+    if curve == "polynomial":
+        row["coefficients"] = [_double(a) for a in fitted["a"]]
+    elif curve == "custom":
+        row["parameters"] = {k: _double(v) for k, v in fitted["parameters"].items()}
+        row["converged"] = bool(fitted["converged"])
+        row["iterations"] = int(fitted["iterations"])
+    else:
+        row["a"], row["b"] = _double(fitted["a"]), _double(fitted["b"])
+    return row
+
+
 def _chart_rows(kind: str, body: Json) -> list[Json]:
     """A chart as rows: histogram buckets with each input's count, scatter pairs, scatter buckets."""
     if kind == "numericHistogram":
@@ -273,7 +300,7 @@ class ResultView:
     entries: dict[int, Any] = field(default_factory=dict)  # points and buckets by timestamp
     ranges: list[Range] = field(default_factory=list)
     value: tuple[int, Any] | None = None  # numericPoint / enumPoint / singlePoint
-    chart: list[Json] = field(default_factory=list)  # a histogram's buckets or a scatter's rows
+    chart: list[Json] = field(default_factory=list)  # a chart's or spectrum's rows, or a fit's one row
 
     def replace(self, kind: str, body: Any) -> None:
         """A FullResult: the whole window."""
@@ -292,6 +319,8 @@ class ResultView:
             self.chart = _chart_rows(kind, body)
         elif kind in _SPECTRUM_KINDS:
             self.chart = _spectrum_rows(kind, body)
+        elif kind in _CURVE_FIT_KINDS:
+            self.chart = [_curve_fit_row(body)]
         else:
             raise ValueError(f"unsupported result type {kind!r}")
 
@@ -360,7 +389,7 @@ class ResultView:
             ]
         if self.kind in _VALUE_KINDS and self.value is not None:
             return [{"timestamp": self.value[0], "value": self.value[1]}]
-        if self.kind in _CHART_KINDS or self.kind in _SPECTRUM_KINDS:
+        if self.kind in _CHART_KINDS or self.kind in _SPECTRUM_KINDS or self.kind in _CURVE_FIT_KINDS:
             return list(self.chart)
         return []
 

@@ -9,8 +9,9 @@ zero-phase Butterworth low-pass (`signalFilter`), 50 points selected by LTTB
 peaks are also checked against the mathematics (a rectangular window over whole periods:
 amplitude 1 at 10 Hz, 0.5 at 60 Hz). A curve fit (`curveV2`, a line against time) streams the
 same way: each FullResult's `curveFitV2` is, as JSON, the ComputeService's over the same points,
-and its coefficients those of the line written. The same nodes subscribed without the option keep
-Nominal's `PollingOnlyComputation` refusal."""
+and its coefficients those of the line written; subscribed through `sparkwire_client`
+(`nodes.curve_fit`), the view's row holds the line's coefficients and the points fit so far. The
+same nodes subscribed without the option keep Nominal's `PollingOnlyComputation` refusal."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import httpx
 import numpy as np
 import pytest
 
-from sparkwire_client import Client, Subscription, View, raw_node
+from sparkwire_client import Client, Subscription, View, curve_fit, numeric_channel, raw_node
 from tests import node_json as n
 from tests.conftest import ServerProcess, start_server
 from tests.server.test_compute_service import TOKEN, ns, present, request, service
@@ -206,6 +207,35 @@ async def test_a_streamed_curve_fit_equals_the_polled_fit_at_each_chunk(live_ser
                 assert fit["r2"] == pytest.approx(1.0, abs=1e-12)
     finally:
         await client.close()
+
+
+def fit_over(count: int) -> Callable[[View], bool]:
+    return lambda view: [r["sampleCount"] for r in view.rows()] == [count]
+
+
+async def test_the_client_reads_a_streamed_fit_of_a_line(live_server: ServerProcess) -> None:
+    """y = 2 + 0.5 t (t in seconds since the first point, Nominal's time variable), written in two
+    chunks: the client's single row is a first-degree polynomial of exactly those coefficients, an
+    exact fit (r2 1, no error), over every point written so far."""
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    line = [(t0 + i * NANOS // 10, 2.0 + 0.5 * (i / 10)) for i in range(40)]
+    node = curve_fit(numeric_channel(rid, "line"), t0 - 60 * NANOS, t0 + 3600 * NANOS, degree=1)
+    async with Client(live_server.base_url, extensions=False, explain_empty=False) as client:
+        sub = await client.subscribe(node, WINDOW_S, stream_polled=True)
+        async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
+            for k in range(2):
+                await write_points(
+                    live_server.base_url, rid, "line", line[k * 20 : (k + 1) * 20], client=http
+                )
+                count = (k + 1) * 20
+                view = await settled(sub, fit_over(count), f"chunk {k}: fit")
+                (row,) = view.rows()
+                assert view.kind == "curveFitV2" and row["curve"] == "polynomial"
+                assert row["coefficients"] == pytest.approx([2.0, 0.5], rel=1e-9)
+                assert row["r2"] == pytest.approx(1.0, abs=1e-12)
+                for error in ("mae", "mse", "rmse", "maxAbsoluteError"):
+                    assert row[error] == pytest.approx(0.0, abs=1e-9), error
 
 
 async def test_without_the_option_they_keep_nominals_refusal(live_server: ServerProcess) -> None:
