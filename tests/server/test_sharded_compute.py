@@ -3,7 +3,9 @@ redis-server, two `--role compute` processes sharing the live computations throu
 group (`compute-slots`), one edge, real WebSocket clients. One compute process is killed with
 SIGKILL: its computations move to the other, and every subscriber gets a correct FullResult again
 on the same connection, with nothing acknowledged lost and no frame going back in time. Then one is
-added while points are being written: it takes its share of the slots, and the same holds."""
+added while points are being written: it takes its share of the slots, and the same holds. Then the
+broker is stopped for longer than a group session and started again: the computations go on, and
+the same holds."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from app.tiers.shards import Shards
 from tests.conftest import ServerProcess, start_server
-from tests.kafka_broker import start_kafka
+from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import unique_rid
 from tests.server.test_two_tier import gauge, wait_for
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
@@ -42,6 +44,7 @@ class Shared:
     bootstrap: str
     redis_url: str
     start_compute: Callable[[str], ServerProcess]  # one more compute process, stopped with the rest
+    kafka: KafkaBroker
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
             computes = list(pool.map(lambda n: start(n, "compute", 300), ["compute-a", "compute-b"]))
         edge = start("edge", "edge", 120)
         yield Shared(
-            edge, computes, kafka.bootstrap, redis_server.url, lambda name: start(name, "compute", 300)
+            edge, computes, kafka.bootstrap, redis_server.url, lambda name: start(name, "compute", 300), kafka
         )
     finally:
         for process in processes:
@@ -244,6 +247,62 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
         assert sum(1 for fulls, _ in outcomes if fulls > 0) >= moved, outcomes
         # a graceful move needs no error: the old owner hands the slot over, the new one publishes
         assert all(errors == 0 for _, errors in outcomes), outcomes
+    finally:
+        await client.close()
+
+
+async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(shared: Shared) -> None:
+    """The broker away for longer than a group session (6 s) while points are written: the points go
+    to the points log (Redis), so every write is still acknowledged; the compute processes cannot
+    heartbeat, so Kafka's client calls their slots lost and they drop those computations. Once the
+    broker is back the group forms again, the slots are claimed with new tokens, and every subscriber
+    ends holding every acknowledged point, no frame going back in time."""
+    edge = shared.edge
+    live = [c for c in shared.computes if c.process.poll() is None]
+    client = await Client.connect(edge.ws_url)
+    rids: dict[str, str] = {}
+    held: dict[str, list[float]] = {}
+    acked: dict[str, list[float]] = {}
+    now = time.time_ns()
+    try:
+        for _ in range(6):
+            rid, sub_id = unique_rid("outage"), new_id()
+            await write_points(
+                edge.base_url, rid, "temp", [(now - (3 - i) * NANOS, float(i)) for i in range(3)]
+            )
+            await client.subscribe(
+                {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
+            )
+            first = await client.update(sub_id, timeout=120)
+            assert first["type"] == "full" and values(first) == [0.0, 1.0, 2.0], first
+            rids[sub_id], held[sub_id], acked[sub_id] = rid, values(first), [0.0, 1.0, 2.0]
+
+        async def write_round(value: float) -> None:
+            for sub_id, rid in rids.items():
+                await write_points(edge.base_url, rid, "temp", [(time.time_ns(), value)])
+                acked[sub_id].append(value)
+
+        shared.kafka.stop()
+        stopped_at = time.monotonic()
+        value = 100.0
+        while time.monotonic() - stopped_at < 10:  # past the 6 s session: the slots are lost
+            await write_round(value)
+            value += 1
+            await asyncio.sleep(0.5)
+        await asyncio.to_thread(shared.kafka.start)
+        await write_round(value)  # written once the broker is back
+
+        outcomes = await asyncio.gather(
+            *(until_holding(client, sub_id, held[sub_id], acked[sub_id]) for sub_id in rids)
+        )
+        print(f"broker outage: (FullResults, errors) per subscriber {outcomes}")
+        await wait_for(lambda: sum(slots_per_member(shared.bootstrap)) == SLOTS, 60, "the group formed again")
+        assert sum(gauge(c, "sparkwire_computations") for c in live) == len(rids)
+        # and live again: a later point arrives as an append everywhere
+        await write_round(value + 1)
+        for sub_id in rids:
+            update = await client.update(sub_id, timeout=60)
+            assert update["type"] == "append" and values(update) == [value + 1], update
     finally:
         await client.close()
 
