@@ -47,6 +47,18 @@ class Shared:
     kafka: KafkaBroker
 
 
+def sharded_env(redis_url: str, bootstrap: str) -> dict[str, str]:
+    """The settings of every process here (deploy/docker-compose.yml's compute services set the same
+    ones, tests/unit/test_compose_file.py checks)."""
+    return {
+        "SPARKWIRE_SOURCE": "redis",
+        "SPARKWIRE_REDIS_URL": redis_url,
+        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SPARKWIRE_KAFKA_TOPIC": TOPIC,
+        "SPARKWIRE_COMPUTE_SLOTS": str(SLOTS),
+    }
+
+
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     from tests.infra import start_redis
@@ -54,13 +66,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     workdir = tmp_path_factory.mktemp("sharded")
     kafka = start_kafka(workdir / "kafka")
     redis_server = start_redis(workdir / "redis")
-    env = {
-        "SPARKWIRE_SOURCE": "redis",
-        "SPARKWIRE_REDIS_URL": redis_server.url,
-        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
-        "SPARKWIRE_KAFKA_TOPIC": TOPIC,
-        "SPARKWIRE_COMPUTE_SLOTS": str(SLOTS),
-    }
+    env = sharded_env(redis_server.url, kafka.bootstrap)
     processes: list[ServerProcess] = []
 
     def start(name: str, role: str, timeout: float) -> ServerProcess:

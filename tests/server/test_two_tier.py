@@ -37,6 +37,8 @@ WINDOW_S = 3600.0
 
 
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
+# What the compose file's compute services set to share the computations through Kafka.
+SHARDING_SETTINGS = ("SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS", "SPARKWIRE_KAFKA_TOPIC", "SPARKWIRE_COMPUTE_SLOTS")
 
 
 def compose_service(name: str) -> dict[str, Any]:
@@ -62,6 +64,8 @@ class Tier:
         env = {k: v for k, v in env.items() if k.startswith("SPARKWIRE_")}  # not the Spark cluster's
         env.update(SPARKWIRE_REDIS_URL=self.redis.url)
         env.pop("SPARKWIRE_SPARK_MASTER", None)  # local Spark here: this machine has no room for a cluster
+        for key in SHARDING_SETTINGS:  # one compute process here, no broker (test_sharded_compute runs them)
+            env.pop(key, None)
         env.update(SPARKWIRE_METRICS_TENANT_LABELS="true")  # the late counter per data source is asserted
         base = self.workdir / f"{name}-{time.monotonic_ns()}"
         return start_server(
@@ -69,7 +73,7 @@ class Tier:
         )
 
     def start_compute(self) -> ServerProcess:
-        return self.start("compute", "compute", ready_timeout=300)
+        return self.start("compute-a", "compute", ready_timeout=300)
 
     def start_edge(self, name: str) -> ServerProcess:
         return self.start("edge-a", name, ready_timeout=120)
