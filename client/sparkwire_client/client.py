@@ -360,9 +360,9 @@ class Client:
         """Subscribe to `node` over a window of `window` seconds; returns at once (the first
         FullResult arrives through the subscription). With `replay`, a past period instead (needs
         a Sparkwire server). With `stream_polled`, a node Nominal only polls that Sparkwire can
-        stream exactly (a signal filter, a frequency-domain spectrum, an LTTB series) streams live
-        instead of being refused (`sparkwire.streamPolled`, docs/extensions.md; needs a Sparkwire
-        server)."""
+        stream exactly (a signal filter, a frequency-domain spectrum, an LTTB series or
+        summarization strategy, a curve fit) streams live instead of being refused
+        (`sparkwire.streamPolled`, docs/extensions.md; needs a Sparkwire server)."""
         seconds = window.total_seconds() if isinstance(window, datetime.timedelta) else float(window)
         options: Json = {"minDelay": int(min_delay_ms), "allowAppends": True}
         if allowed_lateness is not None:

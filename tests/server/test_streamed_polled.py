@@ -5,7 +5,8 @@
 subscription's view, merged from the frames it received, must equal, value for value (float
 equality), what Nominal's ComputeService answers over a period holding the same points: a
 zero-phase Butterworth low-pass (`signalFilter`), 50 points selected by LTTB
-(`largestTriangleThreeBuckets`) and the window's amplitude spectrum (`frequency` `fft`), whose
+(`largestTriangleThreeBuckets`, the series variant and the `series` root's summarization strategy)
+and the window's amplitude spectrum (`frequency` `fft`), whose
 peaks are also checked against the mathematics (a rectangular window over whole periods:
 amplitude 1 at 10 Hz, 0.5 at 60 Hz). A curve fit (`curveV2`, a line against time) streams the
 same way: each FullResult's `curveFitV2` is, as JSON, the ComputeService's over the same points,
@@ -74,6 +75,14 @@ def lttb(rid: str) -> Json:
     return n.series(n.numeric_series(node))
 
 
+def lttb_strategy(rid: str) -> Json:
+    """The `series` root summarized by the LTTB strategy: at most 50 points per group."""
+    strategy = n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 50})
+    return n.union(
+        "series", {"input": n.numeric_series(n.channel(rid, "wave")), "summarizationStrategy": strategy}
+    )
+
+
 async def settled(sub: Subscription, ready: Callable[[View], bool], what: str) -> View:
     """The subscription's view once `ready`, or a failure saying what it held instead."""
     try:
@@ -116,6 +125,7 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
         filtered = await client.subscribe(raw_node(low_pass(rid)), WINDOW_S, stream_polled=True)
         spectral = await client.subscribe(raw_node(spectrum(rid)), WINDOW_S, stream_polled=True)
         selected = await client.subscribe(raw_node(lttb(rid)), WINDOW_S, stream_polled=True)
+        summarized = await client.subscribe(raw_node(lttb_strategy(rid)), WINDOW_S, stream_polled=True)
         async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
             for k in range(CHUNKS):
                 await write_points(
@@ -153,7 +163,13 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 assert len(want) == 50 and want[0] == held[0] and want[-1] == held[-1]
                 assert set(want) <= set(held)  # points of the series, as written
                 assert points_of(view) == want, f"chunk {k}: the streamed LTTB differs from the polled one"
-        for sub in (filtered, spectral, selected):
+
+                view = await settled(summarized, ends_at(last), f"chunk {k}: LTTB strategy")
+                got = present(polled.compute(TOKEN, request(lttb_strategy(rid), start, end)).numeric)
+                strategy_want = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
+                assert strategy_want == want  # the same selection as the series variant's, per Nominal
+                assert points_of(view) == strategy_want, f"chunk {k}: the streamed strategy differs"
+        for sub in (filtered, spectral, selected, summarized):
             assert sub.version >= CHUNKS  # one update per chunk at least
 
 
@@ -260,10 +276,10 @@ async def test_without_the_option_they_keep_nominals_refusal(live_server: Server
 
 
 async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerProcess) -> None:
-    """The LTTB summarization strategy is not streamed: under the option too it is refused with
-    Nominal's type."""
+    """The truncate summarization strategy (the first points of a period, by position) is not
+    streamed: under the option too it is refused with Nominal's type."""
     rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
-    strategy = n.union("largestTriangleThreeBuckets", {"maxPointsPerGroup": 100})
+    strategy = n.union("truncate", {"type": "maxPointsToReturn", "maxPointsToReturn": 100})
     node = n.union(
         "series", {"input": n.numeric_series(n.channel(rid, "wave")), "summarizationStrategy": strategy}
     )
@@ -277,6 +293,6 @@ async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerPr
         assert creation["type"] == "error", creation
         error = creation["error"]["serializableError"]
         assert error["name"] == "PersistentCompute:PollingOnlyComputation"
-        assert error["params"]["pollingOnlyTypes"] == "LTTB_SUMMARIZATION_STRATEGY"
+        assert error["params"]["pollingOnlyTypes"] == "TRUNCATE_SUMMARIZATION_STRATEGY"
     finally:
         await client.close()

@@ -71,13 +71,25 @@ def lttb_strategy() -> Json:
     )
 
 
+def truncate_strategy() -> Json:
+    strategy = n.union("truncate", {"type": "maxPointsToReturn", "maxPointsToReturn": 10})
+    return n.union(
+        "series", {"input": n.numeric_series(n.channel(RID, "x")), "summarizationStrategy": strategy}
+    )
+
+
 def compile_live(node: Json, streamed: bool) -> Any:
     return compile_plan(node, 3600 * S, {}, Limits(), ResultOptions(), streamed=streamed)
 
 
 @pytest.mark.parametrize(
     "make, kind",
-    [(low_pass, "SIGNAL_FILTER"), (fft, "FREQUENCY_DOMAIN"), (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES")],
+    [
+        (low_pass, "SIGNAL_FILTER"),
+        (fft, "FREQUENCY_DOMAIN"),
+        (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES"),
+        (lttb_strategy, "LTTB_SUMMARIZATION_STRATEGY"),
+    ],
 )
 def test_streamed_only_when_asked(make: Any, kind: str) -> None:
     with pytest.raises(ComputeError) as err:
@@ -91,7 +103,7 @@ def test_streamed_only_when_asked(make: Any, kind: str) -> None:
     [
         (cpsd, "FREQUENCY_DOMAIN"),
         (spectrogram, "FREQUENCY_DOMAIN"),
-        (lttb_strategy, "LTTB_SUMMARIZATION_STRATEGY"),
+        (truncate_strategy, "TRUNCATE_SUMMARIZATION_STRATEGY"),
     ],
 )
 def test_what_is_not_streamed_keeps_the_refusal_under_the_option(make: Any, kind: str) -> None:

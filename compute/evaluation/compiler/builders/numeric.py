@@ -228,8 +228,10 @@ def _summarize_series(b: Builder, value: Json) -> nodes.OutputNode:
             "a log series is answered in pages only (summarizationStrategy page: Nominal's pagedLog)",
         )
     if skind in STRATEGY_POLLING_ONLY:
-        if b.polled:  # computed once over the period (builders/lttb_paging.py)
-            return registry.builder("SummarizationStrategy", skind, polled=True)(b, o)
+        # computed once over the period (builders/lttb_paging.py), or re-evaluated whole over the
+        # window each batch for a subscription that asked, when the strategy streams (streamed.py)
+        if b.polled or (b.streamed and skind in registry.streamed("SummarizationStrategy")):
+            return registry.builder("SummarizationStrategy", skind, b.polled, b.streamed)(b, o)
         raise polling_only(
             f"summarization strategy '{skind}' supports polling only", STRATEGY_POLLING_ONLY[skind]
         )

@@ -7,9 +7,10 @@ window at each micro-batch (a POLLED_ONLY node has no incremental form: nodes/ba
 same points. A subscription that does not ask (every Nominal client) keeps Nominal's
 `PollingOnlyComputation` refusal (builders/refusals.py).
 
-Not marked, so refused under the option too: the `summarizeSeries` strategies (LTTB, page and
-truncate), the spectrogram, the two-series transforms (cpsd, nyquist, bode), the
-`InvalidComputationType`s computed on request, log series, arrays, structs and UDFs."""
+Not marked, so refused under the option too: the `summarizeSeries` strategies page and truncate
+(a read of a past period by position, not a view of a live window), the spectrogram, the
+two-series transforms (cpsd, nyquist, bode), the `InvalidComputationType`s computed on request, log
+series, arrays, structs and UDFs."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from compute.evaluation.nodes.frequency import FrequencyDomainChart
 
 # a zero-phase (forwards and backwards) Butterworth filter: every output depends on every point
 streams("NumericSeries", "signalFilter")
-# at most maxPointsToReturn of the window's points, selected by LTTB (the series variant; the
-# summarization strategy is answered by the `series` root's own polled path, not streamed)
+# at most maxPointsToReturn of the window's points, selected by LTTB: the series variant, and the
+# `series` root's summarization strategy (maxPointsPerGroup per group; numeric.py asks the registry)
 streams("NumericSeries", "largestTriangleThreeBuckets")
+streams("SummarizationStrategy", "largestTriangleThreeBuckets")
 # the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked); not the
 # two-series transforms `frequencyV2` also holds (cpsd, nyquist, bode), which refuse a window whose
 # two series hold different counts, as one does between two writes
