@@ -11,13 +11,17 @@ import pytest
 from tests.conftest import ROOT
 
 
-def test_the_systemd_unit_stops_the_way_the_server_expects() -> None:
-    unit = (ROOT / "deploy" / "sparkwire.service").read_text()
+def unit_settings(name: str) -> dict[str, str]:
     settings = {}
-    for line in unit.splitlines():
+    for line in (ROOT / "deploy" / name).read_text().splitlines():
         if "=" in line and not line.lstrip().startswith("#"):
             key, value = line.split("=", 1)
             settings[key.strip()] = value.strip()
+    return settings
+
+
+def test_the_systemd_unit_stops_the_way_the_server_expects() -> None:
+    settings = unit_settings("sparkwire.service")
     assert settings["KillMode"] == "mixed"
     assert settings["KillSignal"] == "SIGTERM"
     assert settings["Restart"] == "on-failure"
@@ -26,22 +30,60 @@ def test_the_systemd_unit_stops_the_way_the_server_expects() -> None:
     assert int(settings["TimeoutStopSec"]) >= grace + 20, "TimeoutStopSec must cover the drain and Spark"
 
 
-def test_the_systemd_unit_verifies(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "installed"),
+    [
+        ("sparkwire.service", "sparkwire.service"),
+        ("sparkwire-compute@.service", "sparkwire-compute@8101.service"),
+        ("sparkwire-edge@.service", "sparkwire-edge@8001.service"),
+    ],
+)
+def test_the_systemd_unit_verifies(tmp_path: Path, name: str, installed: str) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed here")
-    # The unit as shipped, except that ExecStart names this checkout's sparkwire (verify checks
-    # that the program exists).
+    # The unit as shipped (a template as one of its instances), except that ExecStart names this
+    # checkout's sparkwire (verify checks that the program exists).
     sparkwire = ROOT / ".venv" / "bin" / "sparkwire"
     if not sparkwire.exists():
         pytest.skip(f"{sparkwire} is not installed")
-    unit = (ROOT / "deploy" / "sparkwire.service").read_text()
+    unit = (ROOT / "deploy" / name).read_text()
     assert "ExecStart=/opt/sparkwire/bin/sparkwire serve" in unit
-    copy = tmp_path / "sparkwire.service"
+    copy = tmp_path / installed
     copy.write_text(unit.replace("/opt/sparkwire/bin/sparkwire", str(sparkwire)))
     result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr  # no unknown keys, no warnings
+
+
+@pytest.mark.parametrize("role", ["compute", "edge"])
+def test_the_template_units_run_one_process_per_port_stopping_as_the_single_unit(role: str) -> None:
+    """sparkwire-ROLE@PORT: the role, the instance as port and as its own data directory, the
+    shared settings file, and the single unit's way of stopping."""
+    settings = unit_settings(f"sparkwire-{role}@.service")
+    data = f"/var/lib/sparkwire/{role}-%i"
+    assert (
+        settings["ExecStart"]
+        == f"/opt/sparkwire/bin/sparkwire serve --role {role} --port %i --data-dir {data}"
+    )
+    assert "/var/lib/" + settings["StateDirectory"] == settings["WorkingDirectory"] == data
+    single = unit_settings("sparkwire.service")
+    for key in ("EnvironmentFile", "KillMode", "KillSignal", "TimeoutStopSec", "Restart", "User", "Type"):
+        assert settings[key] == single[key], key
+
+
+def test_the_settings_file_gives_the_template_units_the_sharded_tests_settings() -> None:
+    """deploy/sparkwire.env's "Running at scale" lines, uncommented, are the settings every process of
+    tests/server/test_sharded_compute.py gets."""
+    from tests.server.test_sharded_compute import SLOTS, sharded_env
+
+    text = (ROOT / "deploy" / "sparkwire.env").read_text().split("# Running at scale", 1)[1]
+    scale = dict(line[1:].split("=", 1) for line in text.splitlines() if line.startswith("#SPARKWIRE_"))
+    tested = sharded_env("redis://127.0.0.1:6379/0", "127.0.0.1:9092")
+    assert set(scale) == set(tested)
+    assert scale["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "redis"
+    assert scale["SPARKWIRE_COMPUTE_SLOTS"] == str(SLOTS) and SLOTS > 0
+    assert scale["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"  # deploy/kafka.sh's default port
 
 
 def test_the_kubernetes_manifest_is_one_replica_with_probes_and_a_grace_above_the_drain() -> None:
