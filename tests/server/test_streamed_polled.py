@@ -5,8 +5,8 @@
 subscription's view, merged from the frames it received, must equal, value for value (float
 equality), what Nominal's ComputeService answers over a period holding the same points: a
 zero-phase Butterworth low-pass (`signalFilter`), 50 points selected by LTTB
-(`largestTriangleThreeBuckets`, the series variant and the `series` root's summarization strategy)
-and the window's amplitude spectrum (`frequency` `fft`), whose
+(`largestTriangleThreeBuckets`, the series variant and the `series` root's summarization strategy),
+the spectrogram and the window's amplitude spectrum (`frequency` `fft`), whose
 peaks are also checked against the mathematics (a rectangular window over whole periods:
 amplitude 1 at 10 Hz, 0.5 at 60 Hz). A curve fit (`curveV2`, a line against time) streams the
 same way: each FullResult's `curveFitV2` is, as JSON, the ComputeService's over the same points,
@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from sparkwire_client import Client, Subscription, View, curve_fit, numeric_channel, raw_node
+from sparkwire_client.view import ResultView
 from tests import node_json as n
 from tests.conftest import ServerProcess, start_server
 from tests.server.test_compute_service import TOKEN, ns, present, request, service
@@ -94,6 +95,10 @@ async def settled(sub: Subscription, ready: Callable[[View], bool], what: str) -
         )
 
 
+def rows_are(want: list[Json]) -> Callable[[View], bool]:
+    return lambda view: view.rows() == want
+
+
 def holds(rows: int) -> Callable[[View], bool]:
     return lambda view: len(view.rows()) == rows
 
@@ -108,6 +113,21 @@ def spectrum(rid: str) -> Json:
 
 def points_of(view: View) -> list[tuple[int, float]]:
     return [(int(r["timestamp"]), float(r["value"])) for r in view.rows()]
+
+
+def spectrogram(rid: str) -> Json:
+    """A spectrogram (PSD, the default window) of windows of 64 points overlapping by 32."""
+    return n.union(
+        "spectrogram", {"input": n.channel(rid, "wave"), "stftOptions": {"nperseg": 64, "noverlap": 32}}
+    )
+
+
+def polled_rows(http_answer: httpx.Response, kind: str) -> list[Json]:
+    """A ComputeService answer (JSON) read as the client reads a frame of that kind."""
+    assert http_answer.status_code == 200, http_answer.text
+    view = ResultView()
+    view.replace(kind, http_answer.json()[kind])
+    return view.rows()
 
 
 def spectrum_of(view: View) -> list[tuple[float, float]]:
@@ -126,6 +146,7 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
         spectral = await client.subscribe(raw_node(spectrum(rid)), WINDOW_S, stream_polled=True)
         selected = await client.subscribe(raw_node(lttb(rid)), WINDOW_S, stream_polled=True)
         summarized = await client.subscribe(raw_node(lttb_strategy(rid)), WINDOW_S, stream_polled=True)
+        sliced = await client.subscribe(raw_node(spectrogram(rid)), WINDOW_S, stream_polled=True)
         async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
             for k in range(CHUNKS):
                 await write_points(
@@ -169,7 +190,19 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 strategy_want = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
                 assert strategy_want == want  # the same selection as the series variant's, per Nominal
                 assert points_of(view) == strategy_want, f"chunk {k}: the streamed strategy differs"
-        for sub in (filtered, spectral, selected, summarized):
+
+                body = {
+                    "node": spectrogram(rid),
+                    "start": {"seconds": start // NANOS, "nanos": start % NANOS},
+                    "end": {"seconds": end // NANOS, "nanos": end % NANOS},
+                    "context": {"variables": {}, "datasetReferences": {}},
+                }
+                answer = await http.post("/compute/v2/compute", json=body, headers={"Authorization": TOKEN})
+                slices = polled_rows(answer, "spectrogram")
+                # windows of 64 every 32 points over the points held: (count - 64) // 32 + 1 slices
+                assert len({r["start"] for r in slices}) == (count - 64) // 32 + 1
+                await settled(sliced, rows_are(slices), f"chunk {k}: the spectrogram")
+        for sub in (filtered, spectral, selected, summarized, sliced):
             assert sub.version >= CHUNKS  # one update per chunk at least
 
 

@@ -89,6 +89,7 @@ def compile_live(node: Json, streamed: bool) -> Any:
         (fft, "FREQUENCY_DOMAIN"),
         (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES"),
         (lttb_strategy, "LTTB_SUMMARIZATION_STRATEGY"),
+        (spectrogram, "FREQUENCY_DOMAIN"),
     ],
 )
 def test_streamed_only_when_asked(make: Any, kind: str) -> None:
@@ -102,7 +103,6 @@ def test_streamed_only_when_asked(make: Any, kind: str) -> None:
     "make, kind",
     [
         (cpsd, "FREQUENCY_DOMAIN"),
-        (spectrogram, "FREQUENCY_DOMAIN"),
         (truncate_strategy, "TRUNCATE_SUMMARIZATION_STRATEGY"),
     ],
 )

@@ -8,7 +8,7 @@ same points. A subscription that does not ask (every Nominal client) keeps Nomin
 `PollingOnlyComputation` refusal (builders/refusals.py).
 
 Not marked, so refused under the option too: the `summarizeSeries` strategies page and truncate
-(a read of a past period by position, not a view of a live window), the spectrogram, the
+(a read of a past period by position, not a view of a live window), the
 two-series transforms (cpsd, nyquist, bode), the `InvalidComputationType`s computed on request, log
 series, arrays, structs and UDFs."""
 
@@ -29,6 +29,9 @@ streams("SummarizationStrategy", "largestTriangleThreeBuckets")
 streams(
     "ComputableNode", "frequency", "frequencyV2", only=lambda node: isinstance(node, FrequencyDomainChart)
 )
+# the spectrogram of the window's points: its windows recomputed each batch (they are counted from
+# the window's first point, which moves), a fresh FullResult each time (no append form)
+streams("ComputableNode", "spectrogram")
 # the fit over the window's points in the fit range, refreshed each batch (every curve, custom too;
 # built `live`: no fit, NaN, while the points cannot be fit, where a poll refuses the period)
 streams("ComputableNode", "curve", "curveV2")
