@@ -236,6 +236,7 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
 
         writer = asyncio.create_task(write_all_the_while())
         newcomer = await asyncio.to_thread(shared.start_compute, "compute-c")
+        shared.computes.append(newcomer)  # a live compute process for the tests after this one
         await wait_for(lambda: gauge(newcomer, "sparkwire_computations") > 0, 120, "the newcomer computes")
         await asyncio.sleep(3)  # and points keep coming after the move
         writing = False
