@@ -108,11 +108,12 @@ def decode_server_message(text: str) -> pc.ServerMessage:
     return DECODER.read_from_string(text, pc.ServerMessage)
 
 
-def _without_nulls(value: Any) -> Any:
+def without_nulls(value: Any) -> Any:
+    """Conjure JSON less the optional fields the encoder writes as null (absent on the wire)."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
+        return [without_nulls(v) for v in value]
     return value
 
 
@@ -121,10 +122,10 @@ def decode_strictly(text: str) -> pc.ServerMessage:
     and here an unknown field too (it would drop one silently): what it decoded, encoded again,
     must be the frame itself."""
     message = decode_server_message(text)
-    again = _without_nulls(
+    again = without_nulls(
         json.loads(json.dumps(ConjureEncoder.do_encode(message)))
     )  # map keys as JSON has them
-    assert again == _without_nulls(json.loads(text)), f"a field a Nominal client does not know: {text[:300]}"
+    assert again == without_nulls(json.loads(text)), f"a field a Nominal client does not know: {text[:300]}"
     return message
 
 

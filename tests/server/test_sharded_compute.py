@@ -133,6 +133,31 @@ async def until_holding(client: Client, sub_id: str, held: list[float], want: li
     return fulls, errors
 
 
+async def subscribed_series(
+    client: Client, edge: ServerProcess, prefix: str, count: int, points: int
+) -> tuple[dict[str, str], dict[str, list[float]], dict[str, list[float]]]:
+    """`count` channels of their own with `points` points each (0.0, 1.0, ...; the last a second
+    ago), each subscribed as a series over the last hour; per subscription id: its data source,
+    what its FullResult held, and the points acknowledged (the same, for now)."""
+    now = time.time_ns()
+    rids: dict[str, str] = {}
+    held: dict[str, list[float]] = {}
+    acked: dict[str, list[float]] = {}
+    written = [float(i) for i in range(points)]
+    for _ in range(count):
+        rid, sub_id = unique_rid(prefix), new_id()
+        await write_points(
+            edge.base_url, rid, "temp", [(now - (points - i) * NANOS, v) for i, v in enumerate(written)]
+        )
+        await client.subscribe(
+            {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
+        )
+        first = await client.update(sub_id, timeout=120)
+        assert first["type"] == "full" and values(first) == written, first
+        rids[sub_id], held[sub_id], acked[sub_id] = rid, values(first), list(written)
+    return rids, held, acked
+
+
 async def test_a_killed_compute_process_hands_its_computations_over(shared: Shared) -> None:
     await wait_for(lambda: slots_per_member(shared.bootstrap) == [SLOTS // 2] * 2, 60, "slots split")
     edge, computes = shared.edge, shared.computes
@@ -203,24 +228,10 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
     subscriber ends up holding every acknowledged point, no frame going back in time."""
     edge = shared.edge
     live = [c for c in shared.computes if c.process.poll() is None]
-    now = time.time_ns()
     client = await Client.connect(edge.ws_url)
-    rids: dict[str, str] = {}  # subscription id -> its data source
-    held: dict[str, list[float]] = {}
-    acked: dict[str, list[float]] = {}
     try:
         # 16 computations: the newcomer's share of the slots holds none of them with p < 1e-4
-        for _ in range(16):
-            rid, sub_id = unique_rid("added"), new_id()
-            await write_points(
-                edge.base_url, rid, "temp", [(now - (5 - i) * NANOS, float(i)) for i in range(5)]
-            )
-            await client.subscribe(
-                {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
-            )
-            first = await client.update(sub_id, timeout=120)
-            assert first["type"] == "full" and values(first) == [0.0, 1.0, 2.0, 3.0, 4.0], first
-            rids[sub_id], held[sub_id], acked[sub_id] = rid, values(first), [0.0, 1.0, 2.0, 3.0, 4.0]
+        rids, held, acked = await subscribed_series(client, edge, "added", 16, 5)
         assert sum(gauge(c, "sparkwire_computations") for c in live) == len(rids)
 
         writing = True
@@ -267,22 +278,8 @@ async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(s
     edge = shared.edge
     live = [c for c in shared.computes if c.process.poll() is None]
     client = await Client.connect(edge.ws_url)
-    rids: dict[str, str] = {}
-    held: dict[str, list[float]] = {}
-    acked: dict[str, list[float]] = {}
-    now = time.time_ns()
     try:
-        for _ in range(6):
-            rid, sub_id = unique_rid("outage"), new_id()
-            await write_points(
-                edge.base_url, rid, "temp", [(now - (3 - i) * NANOS, float(i)) for i in range(3)]
-            )
-            await client.subscribe(
-                {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, 3600.0)}
-            )
-            first = await client.update(sub_id, timeout=120)
-            assert first["type"] == "full" and values(first) == [0.0, 1.0, 2.0], first
-            rids[sub_id], held[sub_id], acked[sub_id] = rid, values(first), [0.0, 1.0, 2.0]
+        rids, held, acked = await subscribed_series(client, edge, "outage", 6, 3)
 
         async def write_round(value: float) -> None:
             for sub_id, rid in rids.items():

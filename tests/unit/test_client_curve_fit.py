@@ -18,6 +18,7 @@ from compute.evaluation.compiler.limits import Limits, ResultOptions
 from compute.evaluation.compiler.plan import compile_plan
 from sparkwire_client import nodes as n
 from sparkwire_client.view import View
+from tests.wire import without_nulls
 
 pytestmark = pytest.mark.unit
 
@@ -34,22 +35,13 @@ def _series(node: n.NumericSeries) -> sc.NumericSeries:
     return sc.NumericSeries(raw=sc.Reference(name=name))
 
 
-def _without_nulls(value: Any) -> Any:
-    """Conjure JSON less the optional fields the encoder writes as null (absent on the wire)."""
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
 def _nominal(details: sc.CurveFitV2Details) -> Any:
     fit = sc.CurveFitV2(
         target=sc.CurveFitTarget(numeric=sc.CurveFitSeriesVariable(series=_series(y))),
         fit_range=sc.CurveFitRange(start_time=_stamp(5 * NANOS), end_time=_stamp(9 * NANOS + 1)),
         curve_to_fit=details,
     )
-    return _without_nulls(ConjureEncoder.do_encode(sc.ComputableNode(curve_v2=fit)))
+    return without_nulls(ConjureEncoder.do_encode(sc.ComputableNode(curve_v2=fit)))
 
 
 BUILT = {
