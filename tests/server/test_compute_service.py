@@ -88,14 +88,20 @@ def array_index(rid: str) -> Json:
     return n.series(n.numeric_series(n.union("select1dArrayIndex", element)))
 
 
-def request(node: Json, start: int, end: int) -> sc.ComputeNodeRequest:
-    body = {
+def request_body(node: Json, start: int, end: int) -> Json:
+    """A ComputeNodeRequest as JSON: `node` over start <= ts < end, no variables."""
+    return {
         "node": node,
         "start": {"seconds": start // NANOS, "nanos": start % NANOS},
         "end": {"seconds": end // NANOS, "nanos": end % NANOS},
         "context": {"variables": {}, "datasetReferences": {}},
     }
-    decoded: sc.ComputeNodeRequest = ConjureDecoder().decode(body, sc.ComputeNodeRequest)
+
+
+def request(node: Json, start: int, end: int) -> sc.ComputeNodeRequest:
+    decoded: sc.ComputeNodeRequest = ConjureDecoder().decode(
+        request_body(node, start, end), sc.ComputeNodeRequest
+    )
     return decoded
 
 

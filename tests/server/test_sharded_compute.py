@@ -41,7 +41,6 @@ FAILOVER_BOUND_S = 45.0
 class Shared:
     edge: ServerProcess
     computes: list[ServerProcess]
-    bootstrap: str
     redis_url: str
     start_compute: Callable[[str], ServerProcess]  # one more compute process, stopped with the rest
     kafka: KafkaBroker
@@ -81,9 +80,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
         with ThreadPoolExecutor(2) as pool:  # the two Spark drivers start side by side
             computes = list(pool.map(lambda n: start(n, "compute", 300), ["compute-a", "compute-b"]))
         edge = start("edge", "edge", 120)
-        yield Shared(
-            edge, computes, kafka.bootstrap, redis_server.url, lambda name: start(name, "compute", 300), kafka
-        )
+        yield Shared(edge, computes, redis_server.url, lambda name: start(name, "compute", 300), kafka)
     finally:
         for process in processes:
             process.stop(signal.SIGKILL)
@@ -159,7 +156,7 @@ async def subscribed_series(
 
 
 async def test_a_killed_compute_process_hands_its_computations_over(shared: Shared) -> None:
-    await wait_for(lambda: slots_per_member(shared.bootstrap) == [SLOTS // 2] * 2, 60, "slots split")
+    await wait_for(lambda: slots_per_member(shared.kafka.bootstrap) == [SLOTS // 2] * 2, 60, "slots split")
     edge, computes = shared.edge, shared.computes
     now = time.time_ns()
     clients = [await Client.connect(edge.ws_url) for _ in range(2)]
@@ -209,7 +206,7 @@ async def test_a_killed_compute_process_hands_its_computations_over(shared: Shar
         assert slowest <= FAILOVER_BOUND_S, outcomes
         survivor = next(c for c in computes if c is not victim)
         assert gauge(survivor, "sparkwire_computations") == len(subs)
-        assert slots_per_member(shared.bootstrap) == [SLOTS]
+        assert slots_per_member(shared.kafka.bootstrap) == [SLOTS]
         # and they stay live on the survivor: a later point arrives as an append everywhere
         for i, (_, _, rid) in enumerate(subs):
             await write_points(edge.base_url, rid, "temp", [(time.time_ns(), 200.0 + i)])
@@ -253,7 +250,7 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
         writing = False
         await writer
 
-        members = slots_per_member(shared.bootstrap)
+        members = slots_per_member(shared.kafka.bootstrap)
         assert len(members) == len(live) + 1 and sum(members) == SLOTS, members
         assert max(members) - min(members) <= 1, members  # an even share, the newcomer's included
         outcomes = await asyncio.gather(
@@ -300,7 +297,9 @@ async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(s
             *(until_holding(client, sub_id, held[sub_id], acked[sub_id]) for sub_id in rids)
         )
         print(f"broker outage: (FullResults, errors) per subscriber {outcomes}")
-        await wait_for(lambda: sum(slots_per_member(shared.bootstrap)) == SLOTS, 60, "the group formed again")
+        await wait_for(
+            lambda: sum(slots_per_member(shared.kafka.bootstrap)) == SLOTS, 60, "the group formed again"
+        )
         assert sum(gauge(c, "sparkwire_computations") for c in live) == len(rids)
         # and live again: a later point arrives as an append everywhere
         await write_round(value + 1)
@@ -319,7 +318,7 @@ async def test_a_process_that_lost_a_slot_can_never_publish_it_again(shared: Sha
     listener = client.pubsub(ignore_subscribe_messages=True)
     listener.subscribe("fence-test")
     first, second = (
-        Shards(shared.bootstrap, "fence-test-compute", 4, client, "fence-test", name, lambda: None)
+        Shards(shared.kafka.bootstrap, "fence-test-compute", 4, client, "fence-test", name, lambda: None)
         for name in ("first", "second")
     )
     try:

@@ -30,7 +30,7 @@ from sparkwire_client import Client, Subscription, View, curve_fit, numeric_chan
 from sparkwire_client.view import ResultView
 from tests import node_json as n
 from tests.conftest import ServerProcess, start_server
-from tests.server.test_compute_service import TOKEN, ns, present, request, service
+from tests.server.test_compute_service import TOKEN, ns, present, request, request_body, service
 from tests.wire import NANOS, new_id, subscription, write_points
 from tests.wire import Client as WireClient
 
@@ -191,12 +191,7 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 assert strategy_want == want  # the same selection as the series variant's, per Nominal
                 assert points_of(view) == strategy_want, f"chunk {k}: the streamed strategy differs"
 
-                body = {
-                    "node": spectrogram(rid),
-                    "start": {"seconds": start // NANOS, "nanos": start % NANOS},
-                    "end": {"seconds": end // NANOS, "nanos": end % NANOS},
-                    "context": {"variables": {}, "datasetReferences": {}},
-                }
+                body = request_body(spectrogram(rid), start, end)
                 answer = await http.post("/compute/v2/compute", json=body, headers={"Authorization": TOKEN})
                 slices = polled_rows(answer, "spectrogram")
                 # windows of 64 every 32 points over the points held: (count - 64) // 32 + 1 slices
@@ -241,12 +236,7 @@ async def test_a_streamed_curve_fit_equals_the_polled_fit_at_each_chunk(live_ser
                     assert update["type"] == "full", update  # a fit has no append form
                     fit = update["full"]["result"]["curveFitV2"]
                 start, end = t0 - 60 * NANOS, held[-1][0] + 1
-                body = {
-                    "node": node,
-                    "start": {"seconds": start // NANOS, "nanos": start % NANOS},
-                    "end": {"seconds": end // NANOS, "nanos": end % NANOS},
-                    "context": {"variables": {}, "datasetReferences": {}},
-                }
+                body = request_body(node, start, end)
                 answer = await http.post("/compute/v2/compute", json=body, headers={"Authorization": TOKEN})
                 assert answer.status_code == 200, answer.text
                 assert fit == answer.json()["curveFitV2"], (

@@ -17,10 +17,8 @@ def services() -> dict[str, dict[str, Any]]:
     return dict(yaml.safe_load(COMPOSE.read_text())["services"])
 
 
-def compute_services() -> list[str]:
-    return [
-        name for name, spec in services().items() if spec.get("command", [])[-2:] == ["--role", "compute"]
-    ]
+def services_of(role: str) -> list[str]:
+    return [name for name, spec in services().items() if spec.get("command", [])[-2:] == ["--role", role]]
 
 
 def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
@@ -33,7 +31,7 @@ def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
 
 
 def test_every_compute_process_shares_the_computations_as_the_sharded_test_runs_them() -> None:
-    computes = compute_services()
+    computes = services_of("compute")
     assert len(computes) >= 2, computes
     tested = sharded_env("redis://redis:6379/0", "kafka:9092")
     # the keys the sharded test sets are those a compose compute process sets (less the Spark
@@ -60,7 +58,7 @@ def test_every_compute_process_shares_the_computations_as_the_sharded_test_runs_
 
 
 def test_each_compute_process_is_its_own_spark_driver() -> None:
-    computes = compute_services()
+    computes = services_of("compute")
     for key in ("hostname", "volumes"):
         values = [str(compose_service(name)[key]) for name in computes]
         assert len(set(values)) == len(computes), (key, values)
@@ -77,7 +75,7 @@ def test_each_compute_process_is_its_own_spark_driver() -> None:
 
 
 def test_the_edges_need_no_sharding_setting() -> None:
-    edges = [name for name, spec in services().items() if spec.get("command", [])[-2:] == ["--role", "edge"]]
+    edges = services_of("edge")
     assert len(edges) >= 2, edges
     for name in edges:
         assert set(compose_service(name)["environment"]) == SHARED_LOG
