@@ -18,6 +18,9 @@ with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.
   form: each FullResult replaces the chart;
 - a curve fit (`curveFit`, `curveFitV2`: Nominal's `CurveFitResult` / `CurveFitResultV2`, streamed
   with `stream_polled=True`) has no append form either: each FullResult is the fit, one row;
+- neither has a spectrum (`frequencyDomain`, `frequencyDomainV2`, `bucketedFrequencyDomain`,
+  `spectrogram`): rows of frequency and amplitude, or for `frequencyV2`'s two-series transforms
+  of frequency, magnitude and phase (cpsd, bode) or frequency, real and imaginary (nyquist);
 - and what falls out of the window (older than the newest `end` minus the window width) is trimmed.
 
 Enum values are stored as their category strings, so category lists that differ between frames
@@ -177,10 +180,20 @@ def _counts(by_channel: Json) -> dict[str, int]:
 
 
 def _spectrum_rows(kind: str, body: Json) -> list[Json]:
-    """A spectrum as rows of (frequency in Hz, amplitude); its buckets with their amplitude
-    statistics; a spectrogram as one row per time slice and frequency."""
+    """A spectrum as rows of (frequency in Hz, amplitude); `frequencyV2`'s `magnitudeAndPhase`
+    (cpsd, bode) as rows of (frequency, magnitude, phase), its `complex` (nyquist) as rows of
+    (frequency, real, imaginary); buckets with their amplitude statistics; a spectrogram as one row
+    per time slice and frequency."""
     if kind == "frequencyDomainV2":
-        body = body[body["type"]]
+        shape, body = body["type"], body[body["type"]]
+        columns = {"magnitudeAndPhase": ("magnitude", "phase"), "complex": ("real", "imaginary")}
+        if shape in columns:
+            names = columns[shape]
+            fields = ("magnitudes", "phases") if shape == "magnitudeAndPhase" else names
+            values = zip(body["frequencies"], *(body[f] for f in fields), strict=True)
+            return [
+                {"frequency": _double(f), names[0]: _double(a), names[1]: _double(b)} for f, a, b in values
+            ]
     if kind in ("frequencyDomain", "frequencyDomainV2"):
         pairs = zip(body["frequencies"], body["amplitudes"], strict=True)
         return [{"frequency": _double(f), "amplitude": _double(a)} for f, a in pairs]

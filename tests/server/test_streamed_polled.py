@@ -11,7 +11,9 @@ peaks are also checked against the mathematics (a rectangular window over whole 
 amplitude 1 at 10 Hz, 0.5 at 60 Hz). A curve fit (`curveV2`, a line against time) streams the
 same way: each FullResult's `curveFitV2` is, as JSON, the ComputeService's over the same points,
 and its coefficients those of the line written; subscribed through `sparkwire_client`
-(`nodes.curve_fit`), the view's row holds the line's coefficients and the points fit so far. The
+(`nodes.curve_fit`), the view's row holds the line's coefficients and the points fit so far. A bode
+of two channels written apart is the ComputeService's answer once their counts agree, and its answer
+over the complete pairs while they do not (where it refuses the whole period). The
 same nodes subscribed without the option keep Nominal's `PollingOnlyComputation` refusal."""
 
 from __future__ import annotations
@@ -199,6 +201,59 @@ async def test_streamed_filter_and_spectrum_equal_the_polled_answer_at_each_chun
                 await settled(sliced, rows_are(slices), f"chunk {k}: the spectrogram")
         for sub in (filtered, spectral, selected, summarized, sliced):
             assert sub.version >= CHUNKS  # one update per chunk at least
+
+
+def bode(rid: str) -> Json:
+    """The frequency response from the channel `input` to `output` (no alignment: Nominal requires
+    the two to hold as many points)."""
+    body = {"input": n.channel(rid, "input"), "output": n.channel(rid, "output")}
+    return n.union("frequencyV2", n.union("bode", body))
+
+
+async def test_a_streamed_bode_is_the_poll_once_counts_agree_and_the_complete_pairs_between(
+    live_server: ServerProcess,
+) -> None:
+    """The input (the wave) and the output, half the input at the same instants, written apart in
+    chunks of one second: each chunk of the input whole, then the output's in two halves. While the
+    output is half a chunk behind, the ComputeService refuses the period holding both (Nominal: bode
+    without alignment "requires the input and output value arrays to have equal length"), and the
+    streamed view is its answer over the pairs both hold (the period up to the output's last point);
+    once the output catches up, its answer over every point. H = 0.5: -6.02 dB, phase 0."""
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    inputs = wave(t0, CHUNK * 3)
+    outputs = [(t, 0.5 * v) for t, v in inputs]
+    start = t0 - 60 * NANOS
+    async with Client(live_server.base_url, extensions=False, explain_empty=False) as client:
+        sub = await client.subscribe(raw_node(bode(rid)), WINDOW_S, stream_polled=True)
+        async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
+
+            async def poll(end: int) -> httpx.Response:
+                body = request_body(bode(rid), start, end)
+                return await http.post("/compute/v2/compute", json=body, headers={"Authorization": TOKEN})
+
+            for k in range(3):
+                chunk = slice(k * CHUNK, (k + 1) * CHUNK)
+                await write_points(live_server.base_url, rid, "input", inputs[chunk], client=http)
+                half = (k * CHUNK + CHUNK // 2, (k + 1) * CHUNK)
+                for h, upto in enumerate(half):
+                    lo = k * CHUNK if h == 0 else half[0]
+                    await write_points(live_server.base_url, rid, "output", outputs[lo:upto], client=http)
+                    if h == 0:  # the output half a chunk behind: a poll of the whole is refused
+                        refused = await poll(inputs[chunk][-1][0] + 1)
+                        assert refused.status_code == 400, refused.text
+                        error = refused.json()
+                        assert error["errorName"] == "Compute:InvalidComputation", error
+                        assert error["parameters"]["variant"] == "bode", error
+                    want = polled_rows(await poll(outputs[upto - 1][0] + 1), "frequencyDomainV2")
+                    nperseg = min(256, upto)  # Welch's segments: bins of FS / nperseg
+                    assert len(want) == nperseg // 2 + 1
+                    view = await settled(sub, rows_are(want), f"chunk {k}, {upto} pairs")
+                    for freq in (10.0, 60.0):
+                        row = min(view.rows(), key=lambda r: abs(r["frequency"] - freq))
+                        assert row["magnitude"] == pytest.approx(20 * math.log10(0.5), abs=1e-9), freq
+                        assert row["phase"] == pytest.approx(0.0, abs=1e-9), freq
+        assert view.kind == "frequencyDomainV2"
 
 
 def line_fit(rid: str, t0: int) -> Json:

@@ -4,7 +4,9 @@ request to the compute tier, and a live computation of a streamed low-pass: empt
 holds no more points than the filter's padding (where a poll refuses), then at each micro-batch the
 zero-phase Butterworth filter nominal-api describes ("bidirectional Butterworth filters, with
 fixed-size padding based on SciPy output": scipy.signal.butter in sections and sosfiltfilt) of
-every point held, with their timestamps."""
+every point held, with their timestamps. cpsd, nyquist and bode of two series written apart: at each
+batch the poll over the window when the two hold as many points, the poll over the pairs both hold
+when they do not (a poll of the window then refused)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from scipy import signal
 
@@ -53,6 +56,16 @@ def cpsd() -> Json:
     return n.union("frequencyV2", n.union("cpsd", {"x": n.channel(RID, "x"), "y": n.channel(RID, "y")}))
 
 
+def nyquist() -> Json:
+    body = {"input": n.channel(RID, "x"), "output": n.channel(RID, "y")}
+    return n.union("frequencyV2", n.union("nyquist", body))
+
+
+def bode() -> Json:
+    body = {"input": n.channel(RID, "x"), "output": n.channel(RID, "y")}
+    return n.union("frequencyV2", n.union("bode", body))
+
+
 def spectrogram() -> Json:
     return n.union("spectrogram", {"input": n.channel(RID, "x")})
 
@@ -90,6 +103,9 @@ def compile_live(node: Json, streamed: bool) -> Any:
         (lttb, "LARGEST_TRIANGLE_THREE_BUCKETS_SERIES"),
         (lttb_strategy, "LTTB_SUMMARIZATION_STRATEGY"),
         (spectrogram, "FREQUENCY_DOMAIN"),
+        (cpsd, "FREQUENCY_DOMAIN"),
+        (nyquist, "FREQUENCY_DOMAIN"),
+        (bode, "FREQUENCY_DOMAIN"),
     ],
 )
 def test_streamed_only_when_asked(make: Any, kind: str) -> None:
@@ -101,10 +117,7 @@ def test_streamed_only_when_asked(make: Any, kind: str) -> None:
 
 @pytest.mark.parametrize(
     "make, kind",
-    [
-        (cpsd, "FREQUENCY_DOMAIN"),
-        (truncate_strategy, "TRUNCATE_SUMMARIZATION_STRATEGY"),
-    ],
+    [(truncate_strategy, "TRUNCATE_SUMMARIZATION_STRATEGY")],
 )
 def test_what_is_not_streamed_keeps_the_refusal_under_the_option(make: Any, kind: str) -> None:
     with pytest.raises(ComputeError) as err:
@@ -192,6 +205,100 @@ def test_a_streamed_spectrum_reaches_an_edge_as_the_compute_tier_holds_it(v2: bo
     for name in vars(want):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert len(want) == (10 if bucketed else 201)
+
+
+# -- cpsd, nyquist, bode: the poll once the two counts agree, the complete pairs between -----------
+def _polled_pair(
+    node: Json, window: int, end: int, t: np.ndarray, x: np.ndarray, y: np.ndarray, hy: int
+) -> Any:
+    """What the ComputeService answers for `node` over [end - window, end) when x holds the points
+    written and y its first `hy` of them."""
+    from compute.evaluation.polled import evaluate_period
+
+    plan = compile_plan(node, window, {}, Limits(), ResultOptions(), polled=True)
+    known = [SeriesInfo(i, SeriesKey.of(RID, name, {}), SeriesKind.NUMERIC) for i, name in enumerate("xy")]
+
+    def read(ids: list[int], lo: int, hi: int) -> dict[int, Rows]:
+        out = {}
+        for i, (values, written) in enumerate(((x, len(t)), (y, hy))):
+            keep = (t[:written] >= lo) & (t[:written] <= hi)
+            out[i] = Rows(
+                np.arange(1, int(keep.sum()) + 1, dtype=np.int64), t[:written][keep], values[:written][keep]
+            )
+        return {i: out[i] for i in ids}
+
+    return evaluate_period(plan, known, read, end)
+
+
+@pytest.mark.parametrize("make", [cpsd, nyquist, bode])
+def test_a_streamed_two_series_transform_is_the_poll_once_counts_agree_and_the_complete_pairs_between(
+    make: Any,
+) -> None:
+    """A 1 s window of x (10 Hz of amplitude 1 and 60 Hz of 0.5, 200 Hz) and y = 2 x at the same
+    instants, written apart, the output sometimes behind the input, until points leave the window's
+    start. Whenever the window holds as many points of each, the frame is, float for float, the poll
+    over the same points; while it does not, a poll of that period is refused (InvalidComputation,
+    `variant` the transform) and the frame is the poll over the pairs both hold (y's points and x's
+    at the same instants)."""
+    from app.protocol import frames
+
+    window, step, t0 = S, S // int(FS), 1_700_000_000 * S
+    count = 330
+    k = np.arange(count)
+    t = t0 + k * step
+    x = np.sin(2 * math.pi * 10 * k / FS) + 0.5 * np.sin(2 * math.pi * 60 * k / FS)
+    y = 2.0 * x
+    node = make()
+    kind = node["frequencyV2"]["type"]
+    plan = compile_plan(node, window, {}, Limits(), ResultOptions(), streamed=True)
+    c = Computation("streamed", plan, allowed_lateness_ns=None)
+    for sid, name in enumerate("xy"):
+        c.route(SeriesInfo(sid, SeriesKey.of(RID, name, {}), SeriesKind.NUMERIC))
+    seq = iter(range(1, 10 * count))
+
+    def rows(sid: int, lo: int, hi: int) -> Rows:
+        return Rows(np.array([next(seq) for _ in range(lo, hi)], np.int64), t[lo:hi], (x, y)[sid][lo:hi])
+
+    c.backfill_seq = 40
+    c.load_backfill({0: rows(0, 0, 20), 1: rows(1, 0, 20)}, t[19] + step)
+    written = [20, 20]
+    unequal = 0
+    # (series, points): y behind x by 80, then 40, then caught up, three times; past 200 points
+    # the window slides
+    for sid, size in ((0, 80), (1, 40), (1, 40), (0, 130), (1, 70), (1, 60), (0, 100), (1, 50), (1, 50)):
+        lo = written[sid]
+        now = t[max(written[0], lo + size) - 1] + step
+        c.apply_batch({sid: rows(sid, lo, lo + size)}, now)
+        written[sid] += size
+        hx, hy = written
+        (live,) = c.snapshot(None).values()
+        assert type(live).__name__ == ("FrequencyComplex" if kind == "nyquist" else "FrequencyMagnitudePhase")
+        if hx != hy and (t[hy:hx] >= now - window).any():  # the window holds more of x than of y
+            unequal += 1
+            with pytest.raises(ComputeError) as err:
+                _polled_pair(node, window, now, t[:hx], x, y, hy)
+            assert err.value.name == "InvalidComputation" and err.value.params["variant"] == kind
+            want = _polled_pair(node, window, now, t[:hy], x, y, hy)  # the pairs: x cut where y ends
+        else:
+            want = _polled_pair(node, window, now, t[:hx], x, y, hy)
+        (polled,) = want.values()
+        assert len(live) == len(polled) > 0
+        for name in vars(polled):
+            np.testing.assert_array_equal(
+                getattr(live, name), getattr(polled, name), err_msg=f"{hx}, {hy}: {name}"
+            )
+        wire = (orjson.dumps(frames.response(o, grouped=False)) for o in ({(): live}, want))
+        assert next(wire) == next(wire)  # and the same JSON on the wire
+    assert unequal == 6 and written == [count, count]
+    # and the transform it says: y = 2 x, so H = 2 (6.02 dB, phase 0) where x has power (10 Hz)
+    (last,) = c.snapshot(None).values()
+    at = int(np.argmin(np.abs(last.frequencies - 10.0)))
+    assert last.frequencies[at] == pytest.approx(10.0)
+    if kind == "bode":
+        assert last.magnitudes[at] == pytest.approx(20 * math.log10(2.0), abs=1e-9)
+        assert last.phases[at] == pytest.approx(0.0, abs=1e-9)
+    if kind == "nyquist":
+        assert (last.real[at], last.imaginary[at]) == pytest.approx((2.0, 0.0), abs=1e-9)
 
 
 # -- curve fits: each frame the poll's fit over the window's points ---------------------------------

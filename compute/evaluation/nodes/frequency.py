@@ -462,6 +462,15 @@ class PairTransform:
     alignment: tuple[str, int] | None = None  # Bode's (driver FIRST / SECOND, forward fill radius in ns)
 
 
+def common(
+    tx: np.ndarray, x: np.ndarray, ty: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs that are complete: (timestamps, x, timestamps, y), as `paired` takes them, at the
+    timestamps both series hold (the first point of each at a timestamp it holds twice)."""
+    ts, ix, iy = np.intersect1d(tx, ty, return_indices=True)
+    return ts, x[ix], ts, y[iy]
+
+
 @dataclass
 class PairFrequencyChart(OutputNode):
     """`frequencyV2` over two series: per group, FrequencyDomainPlotV2's `magnitudeAndPhase`
@@ -472,6 +481,11 @@ class PairFrequencyChart(OutputNode):
     x: SeriesNode
     y: SeriesNode
     transform: PairTransform
+    # Streamed live (`sparkwire.streamPolled`, decision 0082): while the two series hold different
+    # counts (between two writes, one channel's points in and the other's not yet), where a poll
+    # refuses the period, the transform of the pairs that are complete (the timestamps both hold);
+    # once the counts agree, the poll's answer over the same points.
+    live: bool = False
 
     def __post_init__(self) -> None:
         self.bundle = ChartInputs([self.x, self.y])
@@ -490,7 +504,10 @@ class PairFrequencyChart(OutputNode):
         for key, sx in xs.items():
             sy = ys[key]
             if t.alignment is None:
-                x, y, fs = paired(sx.ts, sx.values, sy.ts, sy.values, what)
+                pair = (sx.ts, sx.values, sy.ts, sy.values)
+                if self.live and len(sx.ts) != len(sy.ts):
+                    pair = common(*pair)
+                x, y, fs = paired(*pair, what)
             else:
                 ts, ax, ay = aligned(sx.ts, sx.values, sy.ts, sy.values, *t.alignment)
                 x, y, fs = paired(ts, ax, ts, ay, what)

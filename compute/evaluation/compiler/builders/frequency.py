@@ -1,7 +1,8 @@
 """Builders of the frequency-domain roots Nominal only polls (`ComputableNode` `frequency`,
 `frequencyV2`, `spectrogram`; evaluators in nodes/frequency.py). Registered with `polls`: built
 when Nominal's ComputeService polls them; a live subscription keeps Nominal's refusal
-(`PollingOnlyComputation` `FREQUENCY_DOMAIN`, builders/refusals.py)."""
+(`PollingOnlyComputation` `FREQUENCY_DOMAIN`, builders/refusals.py) unless it asks
+`sparkwire.streamPolled` (builders/streamed.py): the two-series transforms are then built `live`."""
 
 from __future__ import annotations
 
@@ -190,7 +191,7 @@ def _pair(b: B, kind: str, value: Json) -> PairFrequencyChart:
         degrees=degrees,
         alignment=alignment,
     )
-    return PairFrequencyChart(x, y, transform)
+    return PairFrequencyChart(x, y, transform, live=b.streamed)
 
 
 REDUCTIONS = ("MEAN", "MAX", "GEOMETRIC_MEAN")

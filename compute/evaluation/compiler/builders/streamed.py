@@ -8,14 +8,12 @@ same points. A subscription that does not ask (every Nominal client) keeps Nomin
 `PollingOnlyComputation` refusal (builders/refusals.py).
 
 Not marked, so refused under the option too: the `summarizeSeries` strategies page and truncate
-(a read of a past period by position, not a view of a live window), the
-two-series transforms (cpsd, nyquist, bode), the `InvalidComputationType`s computed on request, log
-series, arrays, structs and UDFs."""
+(a read of a past period by position, not a view of a live window), the `InvalidComputationType`s
+computed on request, log series, arrays, structs and UDFs."""
 
 from __future__ import annotations
 
 from compute.evaluation.compiler.registry import streams
-from compute.evaluation.nodes.frequency import FrequencyDomainChart
 
 # a zero-phase (forwards and backwards) Butterworth filter: every output depends on every point
 streams("NumericSeries", "signalFilter")
@@ -23,12 +21,11 @@ streams("NumericSeries", "signalFilter")
 # `series` root's summarization strategy (maxPointsPerGroup per group; numeric.py asks the registry)
 streams("NumericSeries", "largestTriangleThreeBuckets")
 streams("SummarizationStrategy", "largestTriangleThreeBuckets")
-# the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked); not the
-# two-series transforms `frequencyV2` also holds (cpsd, nyquist, bode), which refuse a window whose
-# two series hold different counts, as one does between two writes
-streams(
-    "ComputableNode", "frequency", "frequencyV2", only=lambda node: isinstance(node, FrequencyDomainChart)
-)
+# the spectrum of the window's points (FFT, periodogram, PSD; bucketed when asked), and the
+# two-series transforms of `frequencyV2` (cpsd, nyquist, bode): built `live`, while the two series
+# hold different counts (between two writes) the transform of the pairs both hold a timestamp of,
+# where a poll refuses the period; once the counts agree, the poll's answer
+streams("ComputableNode", "frequency", "frequencyV2")
 # the spectrogram of the window's points: its windows recomputed each batch (they are counted from
 # the window's first point, which moves), a fresh FullResult each time (no append form)
 streams("ComputableNode", "spectrogram")
