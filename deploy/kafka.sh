@@ -4,8 +4,9 @@
 #
 #   deploy/kafka.sh fetch                 fetch the broker and Spark's connector (once; cached)
 #   deploy/kafka.sh spark-jars            print the connector's jar files, comma-separated (spark.jars)
-#   deploy/kafka.sh run [PORT] [DATA_DIR] format DATA_DIR (a random cluster id, first run only) and run
-#                                         the broker in the foreground on 127.0.0.1:PORT (default 9092)
+#   deploy/kafka.sh run [PORT] [DATA_DIR] format DATA_DIR (first run only; cluster id KAFKA_CLUSTER_ID,
+#                                         random if unset) and run the broker in the foreground on
+#                                         127.0.0.1:PORT (default 9092)
 #
 # SPARKWIRE_CACHE (default ~/.cache/sparkwire) holds kafka-<version>/ and spark-sql-kafka-<version>/.
 set -euo pipefail
@@ -106,7 +107,7 @@ EOF
         -cp "$BROKER_DIR/*:$LOGGING_DIR/*")
     if [ ! -f "$data/logs/meta.properties" ]; then
         local cluster_id
-        cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        cluster_id="${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}"
         java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
             -c "$data/server.properties" >&2 || die "formatting $data/logs failed"
     fi

@@ -22,6 +22,7 @@ class KafkaBroker:
     port: int
     controller_port: int
     daemon: Daemon | None = None
+    cluster_id: str = ""  # formats an empty data dir with this cluster id (random if empty)
 
     @property
     def bootstrap(self) -> str:
@@ -30,7 +31,7 @@ class KafkaBroker:
     def start(self) -> None:
         """Start (or start again, same port, same data) and wait until it answers."""
         argv = [str(SCRIPT), "run", str(self.port), str(self.workdir / "data")]
-        env = {"KAFKA_CONTROLLER_PORT": str(self.controller_port)}
+        env = {"KAFKA_CONTROLLER_PORT": str(self.controller_port), "KAFKA_CLUSTER_ID": self.cluster_id}
         self.daemon = _spawn("kafka", argv, self.workdir / "kafka.log", env)
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
         _wait(self.daemon, lambda: admin.list_topics(timeout=2).brokers, 120)

@@ -9,12 +9,23 @@ membership and assignment come from Kafka's group coordinator, the fence from Re
   slots that must move, the others keep running). A process that dies leaves the group when its
   session times out (`SESSION_TIMEOUT_MS`), one that stops leaves at once, and its slots go to the
   others. The consumer reads nothing that matters; it is there for its assignment.
-- **Fencing**: a process assigned a slot produces a claim record to the slot's partition; the
-  record's offset is its token, and offsets of a partition only grow. It stores the largest token
-  of the slot in Redis, and every result it publishes for the slot goes through one Lua script that
-  publishes only while the caller's token is still the largest. A process that lost a slot (revoked,
-  or out of the group while frozen, or killed mid-publish) can never publish it again: its next
-  publish is refused and it drops the slot's computations.
+- **Fencing**: a process assigned a slot produces a claim record to the slot's partition; its token
+  is (the topic's log, the record's offset). Offsets of a partition only grow, but only within one
+  log: the log is the Kafka cluster's id and the topic's id, and a topic made again (a new, empty
+  cluster, even one formatted with the same cluster id, or the topic deleted) has a new topic id and
+  offsets from 0. The process reads the log before and after producing its claims and keeps them
+  only if it did not change meanwhile. Redis keeps the slot's token: a claim replaces it when its
+  offset is larger in the same log, or when it comes from another log (the newer log's claim: the
+  old log's group can assign nothing to anybody once its cluster is gone). Every result it publishes
+  for the slot goes through one Lua script that publishes only while the caller's token is the
+  stored one's log and at least its offset. A process that lost a slot (revoked, or out of the group
+  while frozen, or killed mid-publish, or still holding a token of a log since replaced) can never
+  publish it again: its next publish is refused and it drops the slot's computations. Two clusters
+  serving compute processes at once (a misconfiguration) take a slot from each other at each claim:
+  each such take is logged as a warning naming both logs.
+- **A new, empty cluster** has no topic, so nobody is assigned anything: a process without slots
+  looks for the topic every `TOPIC_CHECK_S` and makes it again with the slots in use; the group
+  forms on it, and the claims, of the new log, replace the old tokens.
 """
 
 from __future__ import annotations
@@ -22,12 +33,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 logger = logging.getLogger(__name__)
 
@@ -36,27 +48,51 @@ HEARTBEAT_MS = 500  # the survivors hear of a rebalance at their next heartbeat
 POLL_SECONDS = 0.2  # the membership thread's poll: rebalance callbacks run inside it
 CLAIM_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_S = 30.0
+TOPIC_CHECK_S = 2.0  # a process without slots looks for the topic this often (gone with a cluster?)
+TOPIC_CHECK_TIMEOUT_S = 1.0
 
-# KEYS[1]: the slot's token; ARGV[1]: a claim's token. The largest token wins, returned.
+# A slot's token in Redis: "LOG OFFSET" (a value of another form, e.g. a bare offset: no log).
+# KEYS[1]: the slot's token; ARGV: a claim's log and offset. A claim replaces the token when its
+# offset is larger in the same log, or when it is of another log. Returns the token held after,
+# and the log held before: {log, offset, previous log}.
 _CLAIM = """
-local held = tonumber(redis.call('GET', KEYS[1]) or '-1')
-local token = tonumber(ARGV[1])
-if token > held then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return token
+local held = redis.call('GET', KEYS[1])
+local log, offset = '', -1
+if held then
+  local l, o = string.match(held, '^(%S+) (%-?%d+)$')
+  if l then log, offset = l, tonumber(o) end
 end
-return held
+if log ~= ARGV[1] or tonumber(ARGV[2]) > offset then
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2])
+  return {ARGV[1], ARGV[2], log}
+end
+return {log, tostring(offset), log}
 """
-# KEYS[1]: the slot's token; ARGV: the caller's token, channel, payload. -1: the slot moved on.
+# KEYS[1]: the slot's token; ARGV: the caller's log, offset, channel, payload. -1: the slot moved on
+# (a larger offset, or another log).
 _PUBLISH = """
-local held = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if tonumber(ARGV[1]) < held then
-  return -1
+local held = redis.call('GET', KEYS[1])
+if held then
+  local log, offset = string.match(held, '^(%S+) (%-?%d+)$')
+  if log ~= ARGV[1] or tonumber(ARGV[2]) < tonumber(offset) then
+    return -1
+  end
 end
-return redis.call('PUBLISH', ARGV[2], ARGV[3])
+return redis.call('PUBLISH', ARGV[3], ARGV[4])
 """
 
-Fence = tuple[int, int]  # (slot, token)
+
+class Token(NamedTuple):
+    """A claim: its offset orders claims only within its log ("CLUSTER-ID/TOPIC-ID")."""
+
+    log: str
+    offset: int
+
+    def __str__(self) -> str:  # in a computation's epoch: a new log's offset 0 is not the old one's
+        return f"{self.offset}-{hashlib.blake2b(self.log.encode(), digest_size=3).hexdigest()}"
+
+
+Fence = tuple[int, Token]  # (slot, token)
 
 
 def slot_of(key: str, slots: int) -> int:
@@ -87,11 +123,13 @@ class Shards:
         self._publish = client.register_script(_PUBLISH)
         self._on_change = on_change
         self._lock = threading.Lock()
-        self._owned: dict[int, int] = {}  # slot -> token
+        self._owned: dict[int, Token] = {}  # slot -> token
         self._unclaimed: set[int] = set()  # assigned, claim not stored yet (retried each poll)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._admin: AdminClient | None = None
+        self._fatal: KafkaError | None = None  # the claims' producer failed for good (on_delivery)
         self._thread = threading.Thread(target=self._run, name="tier-shards", daemon=True)
 
     # -- what the compute tier asks ------------------------------------------------------------------
@@ -102,7 +140,7 @@ class Shards:
             token = self._owned.get(slot)
         return None if token is None else (slot, token)
 
-    def owned(self) -> dict[int, int]:
+    def owned(self) -> dict[int, Token]:
         with self._lock:
             return dict(self._owned)
 
@@ -112,7 +150,9 @@ class Shards:
     def publish(self, pipe: Any, fence: Fence, channel: str, payload: bytes) -> None:
         """Queues a fenced publish on `pipe`: it answers -1 if the slot has a newer owner."""
         slot, token = fence
-        self._publish(keys=[self.token_key(slot)], args=[token, channel, payload], client=pipe)
+        self._publish(
+            keys=[self.token_key(slot)], args=[token.log, token.offset, channel, payload], client=pipe
+        )
 
     def refused(self, fence: Fence) -> None:
         """A publish under `fence` was refused: the slot has a newer owner, this process lets go."""
@@ -126,16 +166,20 @@ class Shards:
 
     # -- life ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        self.slots = self._ensure_topic()
-        self._producer = Producer(
-            {
-                "bootstrap.servers": self._bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 0,
-                "log_level": 3,
-            }
+        self._admin = AdminClient(
+            {"bootstrap.servers": self._bootstrap, "allow.auto.create.topics": False, "log_level": 3}
         )
+        count = self._ensure_topic()
+        if count != self.slots:
+            logger.warning(
+                "compute slots: topic %s has %d partitions, not %d: %d slots it is",
+                self.topic,
+                count,
+                self.slots,
+                count,
+            )
+        self.slots = count
+        self._producer = self._new_producer()
         self._consumer = Consumer(
             {
                 "bootstrap.servers": self._bootstrap,
@@ -146,6 +190,8 @@ class Shards:
                 "heartbeat.interval.ms": HEARTBEAT_MS,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
+                # (its subscription finds a topic made again within this, the default is 5 minutes)
+                "topic.metadata.refresh.interval.ms": int(TOPIC_CHECK_S * 1000),
                 "log_level": 3,
             }
         )
@@ -154,6 +200,20 @@ class Shards:
         )
         self._thread.start()
         logger.info("compute slots: %d, shared through Kafka group %s", self.slots, self.topic)
+
+    def _new_producer(self) -> Producer:
+        return Producer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                # (a producer's default: its metadata requests would make a missing topic, with the
+                # broker's default partition count, before this process makes it with the slots)
+                "allow.auto.create.topics": False,
+                "log_level": 3,
+            }
+        )
 
     def stop(self) -> None:
         """Leaves the group at once (the others take the slots without waiting for a timeout)."""
@@ -165,7 +225,8 @@ class Shards:
         self._producer = self._consumer = None  # (librdkafka's handles end with them)
 
     def _ensure_topic(self) -> int:
-        admin = AdminClient({"bootstrap.servers": self._bootstrap, "log_level": 3})
+        admin = self._admin
+        assert admin is not None
         topics = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
         if self.topic not in topics:
             created = admin.create_topics([NewTopic(self.topic, self.slots, 1)])[self.topic]
@@ -174,24 +235,23 @@ class Shards:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another process made it
                     raise
-            topics = admin.list_topics(self.topic, timeout=ADMIN_TIMEOUT_S).topics
-        count = len(topics[self.topic].partitions)
-        if count != self.slots:
-            logger.warning(
-                "compute slots: topic %s has %d partitions, not %d: %d slots it is",
-                self.topic,
-                count,
-                self.slots,
-                count,
-            )
-        return count
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        while True:  # (a topic just made may show no partitions for a moment)
+            topic = admin.list_topics(self.topic, timeout=ADMIN_TIMEOUT_S).topics[self.topic]
+            if (topic.partitions and topic.error is None) or time.monotonic() > deadline:
+                return len(topic.partitions)
+            time.sleep(0.1)
 
     def _run(self) -> None:
         consumer = self._consumer
         assert consumer is not None
         try:
+            checked = time.monotonic()
             while not self._stop.is_set():
                 consumer.poll(POLL_SECONDS)  # records are ignored: the assignment is what counts
+                if not self._owned and not self._unclaimed and time.monotonic() - checked > TOPIC_CHECK_S:
+                    checked = time.monotonic()  # no slot here: is the topic gone (a new cluster)?
+                    self._make_topic_again()
                 if self._unclaimed:
                     self._claim_slots()
         except Exception:
@@ -200,6 +260,47 @@ class Shards:
             consumer.close()  # leaves the group (revoking: the callback lets the slots go)
             if self._producer is not None:
                 self._producer.flush(1)
+
+    def _make_topic_again(self) -> None:
+        """The topic made again with the slots in use if it is missing (a new, empty cluster, or the
+        topic deleted), so that the group has slots to assign (its claims then start a new log)."""
+        admin = self._admin
+        assert admin is not None
+        try:  # (briefly: the membership thread's polls wait meanwhile)
+            if self.topic in admin.list_topics(timeout=TOPIC_CHECK_TIMEOUT_S).topics:
+                return
+        except KafkaException:
+            return  # no broker answers (an outage): nothing to say
+        try:
+            count = self._ensure_topic()
+            if 0 < count < self.slots:  # made meanwhile by another client, with too few partitions
+                grown = admin.create_partitions([NewPartitions(self.topic, self.slots)])[self.topic]
+                grown.result(timeout=ADMIN_TIMEOUT_S)
+                count = self.slots
+        except (KafkaException, TimeoutError) as exc:
+            logger.warning("compute slots: topic %s is missing; making it failed (%r)", self.topic, exc)
+            return
+        logger.info("compute slots: topic %s was missing, made again", self.topic)
+        if self._consumer is not None:  # its subscription learns of it now
+            self._consumer.list_topics(self.topic, timeout=TOPIC_CHECK_TIMEOUT_S)
+        if count != self.slots:
+            logger.warning(
+                "compute slots: topic %s has %d partitions now, this process keeps %d slots",
+                self.topic,
+                count,
+                self.slots,
+            )
+
+    def _log(self) -> str:
+        """The log the claims' offsets count in: "CLUSTER-ID/TOPIC-ID" (a topic made again, on a new
+        cluster or the same one, has a new topic id; the cluster id, which an operator may pin when
+        formatting a new cluster, only names it)."""
+        admin = self._admin
+        assert admin is not None
+        cluster = admin.describe_cluster(request_timeout=CLAIM_TIMEOUT_S).result(CLAIM_TIMEOUT_S).cluster_id
+        described = admin.describe_topics(TopicCollection([self.topic]), request_timeout=CLAIM_TIMEOUT_S)
+        topic_id = described[self.topic].result(timeout=CLAIM_TIMEOUT_S).topic_id
+        return f"{cluster}/{topic_id}"
 
     # -- the rebalance callbacks, on the membership thread -------------------------------------------
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -221,8 +322,8 @@ class Shards:
             self._on_change()
 
     def _claim_slots(self) -> None:
-        """Each assigned slot's claim record, its offset stored as the slot's token; a failure (Kafka
-        or Redis away) is retried at the next poll."""
+        """Each assigned slot's claim record, its (log, offset) stored as the slot's token; a failure
+        (Kafka or Redis away, or the log changed while claiming) is retried at the next poll."""
         with self._lock:
             pending = sorted(self._unclaimed)
         producer = self._producer
@@ -232,20 +333,54 @@ class Shards:
         def delivered(err: KafkaError | None, message: Any) -> None:
             if err is None:
                 offsets[message.partition()] = message.offset()
+            elif err.fatal():  # (the idempotent producer's state is of a cluster that is gone)
+                self._fatal = err
 
-        for slot in pending:
-            producer.produce(self.topic, value=self.member.encode(), partition=slot, on_delivery=delivered)
-        producer.flush(CLAIM_TIMEOUT_S)
-        claimed: dict[int, int] = {}
+        try:  # the log before and after the claims: the same, they were appended to it
+            log = self._log()
+            for slot in pending:
+                producer.produce(
+                    self.topic, value=self.member.encode(), partition=slot, on_delivery=delivered
+                )
+            producer.flush(CLAIM_TIMEOUT_S)
+            after = self._log()
+        except (KafkaException, TimeoutError) as exc:
+            logger.warning("compute slots: claiming failed (%r); retrying", exc)
+            return
+        finally:
+            self._renew_producer()
+        if after != log:
+            logger.warning(
+                "compute slots: the log changed from %s to %s while claiming; retrying", log, after
+            )
+            return
+        claimed: dict[int, Token] = {}
         beaten: set[int] = set()
         try:
-            for slot, token in offsets.items():
-                held = int(self._claim(keys=[self.token_key(slot)], args=[token]))
-                if held == token:
-                    claimed[slot] = token
-                else:  # a later claim exists: assigned here, but somebody newer holds it
+            for slot, offset in offsets.items():
+                token = Token(log, offset)
+                held_log, held_offset, before = (
+                    v.decode() for v in self._claim(keys=[self.token_key(slot)], args=[log, offset])
+                )
+                held = Token(held_log, int(held_offset))
+                if held != token:  # a later claim exists: assigned here, but somebody newer holds it
                     beaten.add(slot)
-                    logger.warning("compute slot %d: claim %d behind %d; not taken", slot, token, held)
+                    logger.warning(
+                        "compute slot %d: claim %d behind %d; not taken", slot, offset, held.offset
+                    )
+                    continue
+                claimed[slot] = token
+                if before == "":
+                    continue
+                if before != log:
+                    logger.warning(
+                        "compute slot %d: its token was of log %s, now of this claim's %s (a new Kafka "
+                        "cluster or topic; if both are still in use, the compute processes are split "
+                        "across two Kafka clusters, and they take the slot from each other)",
+                        slot,
+                        before,
+                        log,
+                    )
         except redis.RedisError as exc:
             logger.warning("compute slots: storing claims failed (%s); retrying", exc)
         with self._lock:
@@ -256,5 +391,18 @@ class Shards:
             # a claim beaten by a newer one is not retried: that owner's revocation comes
             self._unclaimed -= beaten
         if claimed:
-            logger.info("compute slots %s: claimed (tokens %s)", sorted(claimed), claimed)
+            logger.info(
+                "compute slots %s: claimed (tokens %s)",
+                sorted(claimed),
+                {s: str(t) for s, t in claimed.items()},
+            )
             self._on_change()
+
+    def _renew_producer(self) -> None:
+        """A producer that met a fatal error (its idempotent state refused by a new cluster) is made
+        anew: every later produce of the old one would fail."""
+        if self._fatal is None:
+            return
+        logger.warning("compute slots: the claims' producer failed (%s); a new one", self._fatal)
+        self._fatal = None
+        self._producer = self._new_producer()
