@@ -7,7 +7,10 @@ On the event loop, with redis.asyncio:
   computation's result channel, nudges the compute tier and waits for the first snapshot;
 - one task reads every subscribed channel and the compute tier's heartbeat, applies each message
   to its mirror and hands the hub what changed;
-- the same task keeps this edge's lease alive and watches the compute tier: no heartbeat for
+- a thread of its own keeps this edge's lease alive (`_LeaseKeeper`), so a loop busy for seconds
+  (2,000 first FullResults at once) does not lose it; one the compute tier dropped anyway is
+  registered again, and every mirror re-synced;
+- the link task watches the compute tier: no heartbeat for
   `COMPUTE_TIMEOUT_SECONDS` (or Redis unreachable) tells every subscriber `JobInvalidState`; once
   it is back, the wants are written again and every mirror is re-synced by a snapshot, so each
   subscriber gets a fresh FullResult without reconnecting.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -49,6 +53,9 @@ logger = logging.getLogger(__name__)
 FIRST_SNAPSHOT_TIMEOUT = 120.0  # a new computation's back-fill on the compute tier, at most
 MAX_BACKOFF = 5.0
 GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most this often
+# The lease is kept while the link task has run this recently: a loop stuck for longer is not
+# serving, and its computations are let go (a busy one, seconds behind, keeps them).
+LOOP_STALL_SECONDS = 30.0
 
 
 @dataclass
@@ -73,6 +80,7 @@ class RemoteComputations:
         """`hub`: the one this edge's changes are fanned out through (it reads its computations here)."""
         self.names = wire.Names(prefix)
         self.edge_id = edge_id or uuid.uuid4().hex[:12]
+        self._lease = _LeaseKeeper(redis_url, self.names, self.edge_id, self._dropped)
         self.redis = aioredis.Redis.from_url(
             redis_url,
             socket_timeout=5,
@@ -164,9 +172,11 @@ class RemoteComputations:
     # -- life ------------------------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="edge-link")
+        self._lease.start(asyncio.get_running_loop())
 
     async def stop(self) -> None:
         """Leave: the wants and the lease are deleted, so the compute tier lets go at once."""
+        self._lease.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -193,13 +203,22 @@ class RemoteComputations:
                 await self._serve(pubsub)
             except asyncio.CancelledError:
                 raise
-            except (redis.RedisError, OSError) as exc:
+            except Exception as exc:
+                self._lease.registered = False
+                if not isinstance(
+                    exc, redis.RedisError | OSError
+                ):  # a defect, not an outage: logged whole, and the link starts again as after one
+                    # (before, the task ended here and the edge went on answering ready, serving nothing)
+                    logger.exception("edge %s: the link to the compute tier failed", self.edge_id)
+                outage = isinstance(exc, redis.RedisError | OSError)
                 if self._connected:
                     logger.warning(
-                        "edge %s: Redis unreachable (%s); retrying with backoff", self.edge_id, exc
+                        "edge %s: link to the compute tier lost (%s); retrying with backoff",
+                        self.edge_id,
+                        exc,
                     )
                     self._connected = False
-                    self._lost(compute_unreachable(f"Redis: {exc}"))
+                    self._lost(compute_unreachable(f"Redis: {exc}" if outage else "the edge's link failed"))
                 await asyncio.sleep(delay)
                 delay = min(MAX_BACKOFF, delay * 2)
             finally:
@@ -219,19 +238,16 @@ class RemoteComputations:
             if wants:
                 pipe.hset(self.names.wants(self.edge_id), mapping=wants)  # type: ignore[arg-type]
             await pipe.execute()
+        self._lease.registered = True
         await self._say({"t": wire.WANTS_CHANGED, "edge": self.edge_id})
         await self._ask_snapshots([m for m in self._mirrors.values() if not m.synced])
 
     async def _serve(self, pubsub: Any) -> None:
-        next_lease = time.monotonic() + wire.LEASE_SECONDS / 5
         while True:
             message = await pubsub.get_message(timeout=0.25)
             if message is not None and message["type"] == "message":
                 self._on_message(message["channel"], message["data"])
-            now = time.monotonic()
-            if now >= next_lease:
-                await self.redis.set(self.names.lease(self.edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
-                next_lease = now + wire.LEASE_SECONDS / 5
+            now = self._lease.pulse = time.monotonic()
             silent = [e for e, p in self._computes.items() if now - p.heard > wire.COMPUTE_TIMEOUT_SECONDS]
             gone = [e for e in silent if self._computes.pop(e).sharded]
             if gone and self._computes and self._compute_alive:  # others are alive: only its share moves
@@ -297,6 +313,15 @@ class RemoteComputations:
         # (sharded: ready while any is; one compute tier: as its latest heartbeat says)
         self._compute_ready = any(p.ready for p in self._computes.values()) if sharded else ready
 
+    def _dropped(self) -> None:
+        """On the loop: the compute tier let this edge go (its lease lapsed) while it lived. Its wants
+        and lease are written again; the computations start afresh there, so every mirror re-syncs
+        and its subscribers get a fresh FullResult."""
+        logger.warning("edge %s: the compute tier had let this edge go; registering again", self.edge_id)
+        for mirror in self._mirrors.values():
+            mirror.synced = False
+        self._spawn(self._register())
+
     def _moved(self, gone: list[str]) -> None:
         """Sharded compute processes went silent while others live: the subscribers of their
         computations are told, and owed a fresh window once another process publishes them."""
@@ -342,3 +367,44 @@ class RemoteComputations:
             await work
         except (redis.RedisError, OSError) as exc:  # the link task notices and reconnects
             logger.debug("edge %s: %s", self.edge_id, exc)
+
+
+class _LeaseKeeper:
+    """This edge's lease, refreshed from a thread with a connection of its own every fifth of
+    `LEASE_SECONDS` while the link task has run in the last `LOOP_STALL_SECONDS`. On the loop, the
+    refresh waited behind whatever else was ready: with 2,000 first FullResults queued it came more
+    than 5 s late, the compute tier dropped the edge's wants, and every computation was back-filled
+    again (docs/decisions/0091). It also sees when the compute tier let this edge go anyway (not in
+    the edges' set): `on_dropped` runs on the loop, once, until the link registers again."""
+
+    def __init__(self, url: str, names: wire.Names, edge_id: str, on_dropped: Any) -> None:
+        self._names, self._edge_id, self._on_dropped = names, edge_id, on_dropped
+        self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.pulse = time.monotonic()  # the link task's last turn (written on the loop)
+        self.registered = False  # the link has written the lease, the set and the wants
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        threading.Thread(target=self._run, name="edge-lease", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(wire.LEASE_SECONDS / 5):
+            if not self.registered or time.monotonic() - self.pulse > LOOP_STALL_SECONDS:
+                continue
+            try:
+                pipe = self._redis.pipeline(transaction=False)
+                pipe.set(self._names.lease(self._edge_id), b"1", px=int(wire.LEASE_SECONDS * 1000))
+                pipe.sismember(self._names.edges, self._edge_id)
+                _, member = pipe.execute()
+            except (redis.RedisError, OSError):
+                continue  # the link task sees Redis go and registers again when it is back
+            if not member and self.registered and not self._stop.is_set():
+                self.registered = False
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(self._on_dropped)
+        self._redis.close()

@@ -243,6 +243,52 @@ async def test_an_edge_that_dies_releases_its_computations(tier: Tier) -> None:
         await client.update(sub_id, timeout=5)
 
 
+async def test_an_edge_let_go_while_alive_registers_again(tier: Tier) -> None:
+    """The compute tier drops an edge whose lease lapsed (a loop busy for seconds once made it): the
+    edge, still alive, sees it is no longer among the edges and writes its wants again, and its
+    subscriber goes on receiving what is written, on the same connection. (Before, such an edge
+    stayed dropped: it served nothing more while answering ready.)"""
+    import redis
+
+    from app.tiers.wire import Names
+
+    names = Names(compose_service("edge-a")["environment"].get("SPARKWIRE_REDIS_PREFIX", "sparkwire"))
+    link = redis.Redis.from_url(tier.redis.url)
+    known = set(link.smembers(names.edges))
+    edge = tier.start_edge("edge-let-go")
+    client = None
+    try:
+        (edge_id,) = [m.decode() for m in set(link.smembers(names.edges)) - known]
+        rid = unique_rid("let-go")
+        await write_points(edge.base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
+        client = await Client.connect(edge.ws_url)
+        sub_id = new_id()
+        await client.subscribe(
+            {sub_id: subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)}
+        )
+        assert values_of(await client.update(sub_id)) == [1.0]
+        # what the compute tier's reconciler does with an edge whose lease it found expired
+        link.srem(names.edges, edge_id)
+        link.delete(names.wants(edge_id))
+        await wait_for(
+            lambda: link.sismember(names.edges, edge_id) and link.hlen(names.wants(edge_id)) == 1,
+            30,
+            "the edge registered again with its want",
+        )
+        await write_points(edge.base_url, rid, "temp", [(time.time_ns(), 2.0)])
+        held = [1.0]
+        while held != [1.0, 2.0]:  # an append, or a FullResult if the computation was started again
+            update = await client.update(sub_id, timeout=60)
+            assert update["type"] in ("full", "append"), update
+            held = values_of(update) if update["type"] == "full" else held + values_of(update)
+            assert held in ([1.0], [1.0, 2.0]), held
+    finally:
+        if client is not None:
+            await client.close()
+        edge.stop()
+        link.close()
+
+
 async def _two_subscribers(tier: Tier, rid: str) -> tuple[list[Client], list[str]]:
     sub = subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)
     clients = [await Client.connect(edge.ws_url) for edge in tier.edges]
