@@ -21,6 +21,7 @@ epoch and the slot's token, so a computation that moves reaches the edges as a n
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -44,7 +45,10 @@ from compute.spark.engine import Engine
 
 logger = logging.getLogger(__name__)
 
-ADD_WORKERS = 8  # back-fills in flight at once (the engine batches those that overlap)
+# An add holds its thread until its back-fill is done, and the engine batches the back-fills that
+# wait together into one Spark job: with 8 threads, 2,000 computations arriving at once (or moving
+# to this process) were read 2-7 per job of ~1.3 s, minutes in all (docs/decisions/0091).
+ADD_WORKERS = 64
 PUBLISH_BATCH = 256  # queued publishes sent in one round trip at most
 
 
@@ -106,6 +110,7 @@ class ComputeTier:
         self._sync: list[list[str] | None] = []  # snapshot requests (None: every wanted key)
         # For /metrics (app/metrics.py's observe_tier): since start-up, and edges at the last reconcile.
         self.started = self.snapshots = self.changes = self.edges_alive = 0
+        self._runs = 0  # computations published since start-up: each one's first version is its own
         self._nudge = threading.Event()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(ADD_WORKERS, thread_name_prefix="tier-add")
@@ -125,6 +130,7 @@ class ComputeTier:
         )
         self._threads = [
             threading.Thread(target=self._reconcile_loop, name="tier-reconcile", daemon=True),
+            threading.Thread(target=self._heartbeat_loop, name="tier-heartbeat", daemon=True),
             threading.Thread(target=self._listen, name="tier-listen", daemon=True),
             threading.Thread(target=self._publisher, name="tier-publish", daemon=True),
         ]
@@ -199,16 +205,24 @@ class ComputeTier:
                 self._publish_snapshot(key, bump=True)
 
     # -- the reconciler ------------------------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        """The heartbeat on a thread of its own: in the reconciler's loop it waited behind adds and
+        snapshot answers, more than the edges' 3 s under 2,000 new subscriptions, and every edge
+        told every subscriber `JobInvalidState` and re-synced (docs/decisions/0091)."""
+        while not self._stop.is_set():
+            with contextlib.suppress(redis.RedisError):  # the reconciler's loop says so, and retries
+                self._heartbeat()
+            self._stop.wait(wire.HEARTBEAT_SECONDS)
+
     def _reconcile_loop(self) -> None:
-        next_heartbeat = next_reconcile = 0.0
+        next_late = next_reconcile = 0.0
         failing_since: float | None = None
         while not self._stop.is_set():
             now = time.monotonic()
             try:
-                if now >= next_heartbeat:
-                    self._heartbeat()
+                if now >= next_late:
                     self._publish_late()
-                    next_heartbeat = now + wire.HEARTBEAT_SECONDS
+                    next_late = now + wire.HEARTBEAT_SECONDS
                 if self._nudge.is_set() or now >= next_reconcile:
                     self._nudge.clear()
                     self._reconcile()
@@ -223,7 +237,7 @@ class ComputeTier:
                     logger.warning("compute tier: Redis unreachable (%s); retrying", exc)
                 self._stop.wait(min(5.0, 0.2 * 2 ** min(6, int(now - failing_since))))
                 continue
-            self._nudge.wait(max(0.0, min(next_heartbeat, next_reconcile) - time.monotonic()))
+            self._nudge.wait(max(0.0, min(next_late, next_reconcile) - time.monotonic()))
 
     def _heartbeat(self) -> None:
         message = {
@@ -352,8 +366,20 @@ class ComputeTier:
         if computation.error is not None:
             self._publish_error_to(key, computation.error)
             return
-        version = 0 if published is None else published.version + (1 if bump else 0)
         outputs = computation.snapshot(None)
+        if published is None:
+            # Versions of a key never repeat in this epoch, even if it was let go and added again: a
+            # mirror still holding the old run's (epoch, version) would take the new run's changes
+            # against other outputs (the edge's link failed on it under 2,000 subscriptions).
+            self._runs += 1
+            version = self._runs << 32
+        else:
+            # (epoch, version) names one content: a snapshot asked while a batch is applied but not
+            # yet published holds newer outputs than the version's, so it is a version of its own.
+            # (A mirror at that version ignores a snapshot of it, and took the next change against
+            # what it held: the batch went missing, or failed to apply.)
+            moved_on = bump or deltas.whole(outputs) != deltas.whole(published.outputs)
+            version = published.version + (1 if moved_on else 0)
         channel = self.names.results(key)
         fence = self._fences.get(key)
         epoch = self._epoch(fence)

@@ -5,13 +5,16 @@ computation's versions reach Redis in the order they were assigned (decision rec
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from app.tiers.compute import ComputeTier, _Published
 from compute.evaluation import deltas
 from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.computation import Change
+from compute.evaluation.results import NumericPoints
 
 
 @dataclass
@@ -20,9 +23,10 @@ class _Computation:
     end: int = 1
     late_dropped: int = 0
     error: None = None
+    outputs: dict[Any, Any] = field(default_factory=dict)  # its state now
 
     def snapshot(self, since: int | None) -> dict[Any, Any]:
-        return {}
+        return dict(self.outputs)
 
     def late_newest_since(self, dropped: int) -> int | None:
         return None
@@ -103,3 +107,39 @@ def test_snapshots_and_errors_go_through_the_same_ordered_queue() -> None:
     sent = [(message["t"], message["v"]) for _, message in redis.sent]
     assert [v for _, v in sent] == [1, 2, 3]
     assert sent[1][0] != sent[0][0]  # the snapshot between the two changes
+
+
+def _points(*values: float) -> dict[Any, Any]:
+    return {(): NumericPoints(np.arange(len(values), dtype=np.int64), np.array(values))}
+
+
+def test_a_version_names_one_content() -> None:
+    """An edge's mirror at (epoch, v) ignores a snapshot of (epoch, v) and applies change v + 1 to
+    what it holds, so a version is never published with two contents: a snapshot asked while a
+    batch is applied but not yet published is a version of its own, and a key let go and added
+    again does not start over at a version its old run used (decision 0091)."""
+    redis = _Redis()
+    redis.go.set()
+    tier, computations = _tier(redis, ["a"])
+    computation = computations["a"]
+    computation.outputs = _points(1.0)
+    tier._published["a"] = _Published("results:a", 5, _points(1.0))
+    with tier._lock:
+        tier._publish_snapshot("a", bump=False)  # what version 5 holds: still version 5
+        computation.outputs = _points(1.0, 2.0)  # a batch applied, its change not published yet
+        tier._publish_snapshot("a", bump=False)
+    tier.on_changes([(computation, Change(start=0, end=1, full=False))])
+    with tier._lock:
+        for _ in range(2):  # let go and added again, twice
+            del tier._published["a"]
+            tier._publish_snapshot("a", bump=False)
+    tier._outbox.put(None)
+    tier._publisher()
+    sent = [
+        (m["t"], m["v"], len(m["o"][0][1]["fields"]["values"]["data"]) // 8 if "o" in m else None)
+        for _, m in redis.sent
+    ]
+    assert [(kind, v) for kind, v, _ in sent[:3]] == [("snap", 5), ("snap", 6), ("chg", 7)]
+    assert [n for _, _, n in sent[:2]] == [1, 2]  # version 6 holds the batch
+    runs = [v for _, v, _ in sent[3:]]
+    assert len(runs) == 2 and 7 < runs[0] < runs[1]
