@@ -65,6 +65,11 @@ class Metrics:
             buckets=_ROWS,
             registry=r,
         )
+        self.evaluation_cpu = Counter(
+            "sparkwire_evaluation_cpu_seconds",
+            "CPU time the micro-batch thread spent applying batches to the live computations",
+            registry=r,
+        )
         self.points_ingested = Counter(
             "sparkwire_points_ingested", "points made durable by POST /storage/writer/v1", registry=r
         )
@@ -182,6 +187,7 @@ class Metrics:
         """The engine's per-batch hook (runs on the Spark batch thread)."""
         self.batch_seconds.observe(stats.seconds)
         self.batch_rows.observe(stats.rows)
+        self.evaluation_cpu.inc(stats.evaluation_cpu_s)
         if stats.late_points:
             self.points_rejected.labels("late").inc(stats.late_points)
 

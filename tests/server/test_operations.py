@@ -129,6 +129,8 @@ async def test_metrics_follow_connections_subscriptions_and_the_stream(server: S
         before, "sparkwire_microbatch_duration_seconds_count"
     )
     assert value(after, "sparkwire_microbatch_rows_sum") - value(before, "sparkwire_microbatch_rows_sum") >= 3
+    evaluation = "sparkwire_evaluation_cpu_seconds_total"  # the batches applied to live computations
+    assert value(after, evaluation) > value(before, evaluation)
     assert value(after, "sparkwire_source_pending_points") >= 0
 
     await a.close()
