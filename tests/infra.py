@@ -89,6 +89,12 @@ def restartable_port() -> int:
     raise RuntimeError("no free port in 20000-32000")
 
 
+# Redis closes a subscriber whose unread output passes 32 MB (8 MB for 60 s) by default: an edge
+# taking 2,000 first snapshots at once was cut off, and every mirror re-synced, again and again
+# (docs/decisions/0091). The deploy recipes set the same.
+PUBSUB_BUFFER_LIMIT = "pubsub 512mb 128mb 60"
+
+
 def start_redis(workdir: Path, port: int | None = None, persistent: bool = False) -> RedisServer:
     """A throwaway redis-server. Missing binary fails the test (it must not skip): CI installs it.
     `persistent`: an append-only file in `workdir`, so a restart on the same port keeps the data (its
@@ -104,6 +110,7 @@ def start_redis(workdir: Path, port: int | None = None, persistent: bool = False
     if port is None:
         port = restartable_port() if persistent else free_port()
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    argv += ["--client-output-buffer-limit", PUBSUB_BUFFER_LIMIT]
     argv += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
     daemon = _spawn("redis-server", [*argv, "--dir", str(workdir)], workdir / "redis.log")
     url = f"redis://127.0.0.1:{port}/0"

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from tests.infra import PUBSUB_BUFFER_LIMIT
 from tests.server.test_sharded_compute import SLOTS, sharded_env
 from tests.server.test_two_tier import COMPOSE, SHARDING_SETTINGS, compose_service
 
@@ -28,6 +29,9 @@ def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
         assert spec["command"] == ["sparkwire", "serve", "--role", "edge"]
         assert spec["environment"]["SPARKWIRE_SOURCE"] == "redis"
     assert {"redis", "kafka", "spark-master", "spark-worker"} <= set(services())
+    # the subscriber buffer the tests' and benches' redis-server run with (an edge's first snapshots)
+    redis = compose_service("redis")["command"]
+    assert redis[redis.index("--client-output-buffer-limit") + 1] == PUBSUB_BUFFER_LIMIT
 
 
 def test_every_compute_process_shares_the_computations_as_the_sharded_test_runs_them() -> None:

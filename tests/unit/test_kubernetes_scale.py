@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import ROOT
+from tests.infra import PUBSUB_BUFFER_LIMIT
 from tests.server.test_sharded_compute import SLOTS, sharded_env
 from tests.server.test_two_tier import SHARDING_SETTINGS
 
@@ -71,6 +72,8 @@ def test_compute_processes_share_the_computations_as_the_sharded_test_runs_them(
     redis_service, redis = found[("Service", host)], found[("StatefulSet", host)]
     assert selects(redis_service, redis) and port in {p["port"] for p in redis_service["spec"]["ports"]}
     assert "--appendonly" in container(redis)["command"]
+    command = container(redis)["command"]
+    assert command[command.index("--client-output-buffer-limit") + 1] == PUBSUB_BUFFER_LIMIT
 
 
 def test_the_edges_share_the_log_and_need_no_sharding_setting() -> None:
