@@ -56,6 +56,8 @@ GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most thi
 # The lease is kept while the link task has run this recently: a loop stuck for longer is not
 # serving, and its computations are let go (a busy one, seconds behind, keeps them).
 LOOP_STALL_SECONDS = 30.0
+# How far behind a backlog of messages the compute tier's silence may be judged (`_serve`).
+BACKLOG_GRACE_SECONDS = 10.0
 
 
 @dataclass
@@ -243,27 +245,37 @@ class RemoteComputations:
         await self._ask_snapshots([m for m in self._mirrors.values() if not m.synced])
 
     async def _serve(self, pubsub: Any) -> None:
+        # Silence is judged as of the last moment nothing was waiting to be read: behind a backlog
+        # (2,000 first snapshots at once) the heartbeats sit in it, and judging by the clock told
+        # every subscriber `JobInvalidState` and re-synced them all, which made the backlog longer.
+        caught_up = time.monotonic()
         while True:
             message = await pubsub.get_message(timeout=0.25)
-            if message is not None and message["type"] == "message":
-                self._on_message(message["channel"], message["data"])
             now = self._lease.pulse = time.monotonic()
-            silent = [e for e, p in self._computes.items() if now - p.heard > wire.COMPUTE_TIMEOUT_SECONDS]
+            if message is None:
+                caught_up = now  # every heartbeat sent before now has been read
+            elif message["type"] == "message":
+                self._on_message(message["channel"], message["data"])
+            # (at most BACKLOG_GRACE behind: the survivors' results never leave a pause to read up to)
+            caught_up = max(caught_up, now - BACKLOG_GRACE_SECONDS)
+            silent = [
+                e for e, p in self._computes.items() if caught_up - p.heard > wire.COMPUTE_TIMEOUT_SECONDS
+            ]
             gone = [e for e in silent if self._computes.pop(e).sharded]
             if gone and self._computes and self._compute_alive:  # others are alive: only its share moves
                 self._moved(gone)
-            if self._compute_alive and now - self._last_heartbeat > wire.COMPUTE_TIMEOUT_SECONDS:
+            if self._compute_alive and caught_up - self._last_heartbeat > wire.COMPUTE_TIMEOUT_SECONDS:
                 logger.warning(
                     "edge %s: no heartbeat from the compute tier for %.1fs",
                     self.edge_id,
-                    now - self._last_heartbeat,
+                    caught_up - self._last_heartbeat,
                 )
                 self._compute_alive = False
                 self._lost(compute_unreachable("no heartbeat"))
             stale = [
                 m
                 for m in self._mirrors.values()
-                if not m.synced and now - m.snapshot_asked > wire.SNAPSHOT_RETRY_SECONDS
+                if not m.synced and caught_up - m.snapshot_asked > wire.SNAPSHOT_RETRY_SECONDS
             ]
             if stale and self._compute_alive:
                 await self._ask_snapshots(stale)
