@@ -83,10 +83,13 @@ bench-smoke: install
 	$(BIN)/python -m bench.run --smoke --out $(SMOKE_OUT) $(BENCH_ARGS)
 	$(BIN)/python -m bench.smoke_check $(SMOKE_OUT)
 
-# One compute process and 1, 2, 3 edges on a throwaway redis-server (~10 min); writes
-# BENCHMARKS.scale-out.md. BENCH_ARGS takes NAME=VALUE overrides, or --smoke (into data/bench-smoke/).
+# One compute process and 1, 2, 3 edges on a throwaway redis-server (~10 min; BENCHMARKS.scale-out.md),
+# then 1, 2, 3 sharded compute processes and a SIGKILL on a throwaway Kafka (~8 min;
+# BENCHMARKS.sharded.md). BENCH_ARGS (NAME=VALUE overrides) goes to the first, SHARDED_ARGS to the
+# second; --smoke in either writes into data/bench-smoke/.
 bench-scale-out: install
 	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)
+	$(BIN)/python -m bench.sharded_compute $(SHARDED_ARGS)
 
 # Resume tokens against re-snapshot after a reconnect (~2 min); writes BENCHMARKS.resume.md.
 # BENCH_ARGS takes --smoke (into data/bench-smoke/).
