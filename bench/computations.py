@@ -102,15 +102,18 @@ def example(kind: str, rid: str) -> BenchSubscription:
     return mix(rid, 10, [kind])[0]
 
 
-def mix(rid: str, count: int, kinds: list[str], channels: int = 10) -> list[BenchSubscription]:
-    """`count` distinct computations cycling over `kinds` and the channels."""
+def mix(
+    rid: str, count: int, kinds: list[str], channels: int = 10, bucket_step: int = 7
+) -> list[BenchSubscription]:
+    """`count` distinct computations cycling over `kinds` and the channels; the i-th asks for
+    100 + bucket_step * i buckets when bucketed."""
     out = []
     for i in range(count):
         kind, c = kinds[i % len(kinds)], i % channels
         if kind == "raw":
             out.append(raw(rid, c, 5000 + i))
         elif kind == "bucketed":
-            out.append(bucketed(rid, c, 100 + 7 * i))
+            out.append(bucketed(rid, c, 100 + bucket_step * i))
         elif kind == "arithmetic":
             out.append(arithmetic(rid, c, (c + 1) % channels, 5000 + i))
         else:  # the threshold varies with i itself, so no two ranges computations are the same

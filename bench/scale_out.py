@@ -46,12 +46,9 @@ import dataclasses
 import json
 import math
 import os
-import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +61,7 @@ import numpy as np
 from bench import computations as comps
 from bench import procstat
 from bench.children import Child, write_spec
-from bench.machine import describe_machine
+from bench.harness_main import run_and_report
 from bench.plan import with_overrides
 from bench.procstat import cpu_seconds, rss_bytes
 from bench.serverproc import ROOT, ServerProcess, start_server
@@ -1306,44 +1303,8 @@ def main(argv: list[str] | None = None) -> None:
     out: Path = args.out or (
         ROOT / "data" / "bench-smoke" / "scale-out.md" if args.smoke else ROOT / "BENCHMARKS.scale-out.md"
     )
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # children inherit: the idle crowd's sockets
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
-    work = (args.work or Path(tempfile.mkdtemp(prefix="sparkwire-scale-out-"))).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
-    run = ScaleOut(plan, work)
-    started = time.time()
-    run.results["machine"] = describe_machine()
-    run.results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
-    run.results["command"] = " ".join(
-        ["python -m bench.scale_out", *(["--smoke"] if args.smoke else []), *args.overrides]
-    )
-    run.results["code"] = code_state()
-    ok = False
-    try:
-        run.run()
-        ok = True
-    except KeyboardInterrupt:
-        log("interrupted")
-        raise SystemExit(130) from None
-    finally:
-        run.cleanup()
-        if not ok:
-            log(f"failed; logs and records kept in {work}")
-    run.results["duration_s"] = round(time.time() - started)
-    run.results["code_at_end"] = code_state()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    json_path = out.with_suffix(".json")
-    run.results["json_name"] = json_path.name
-    json_path.write_text(json.dumps(run.results, indent=1, default=str))
-    out.write_text(render(run.results))
-    log(f"wrote {out} and {json_path.name} in {run.results['duration_s']} s (records in {work})")
-    if args.work is None:
-        shutil.rmtree(work, ignore_errors=True)
+    command = " ".join(["python -m bench.scale_out", *(["--smoke"] if args.smoke else []), *args.overrides])
+    run_and_report(command, out, args.work, lambda work: ScaleOut(plan, work), render, log)
 
 
 if __name__ == "__main__":

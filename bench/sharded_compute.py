@@ -20,10 +20,7 @@ import argparse
 import dataclasses
 import json
 import math
-import resource
-import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +32,10 @@ from confluent_kafka.admin import AdminClient
 
 from bench import computations as comps
 from bench.children import Child, write_spec
-from bench.machine import describe_machine
+from bench.harness_main import run_and_report
 from bench.plan import with_overrides
 from bench.run import BENCH_RESULT_POINTS
-from bench.scale_out import Sampler, code_state, metrics_of, stop_server_tree
+from bench.scale_out import Sampler, metrics_of, stop_server_tree
 from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 from tests.infra import RedisServer, start_redis
@@ -215,7 +212,10 @@ class Sharded:
             "out": str(self.work / "feed.npy"),
         }
         feed = self.child("bench.feed", "feed", [json.dumps(feed_spec)])
-        mix = comps.mix(RID, p.computations, list(comps.KINDS), p.channels)
+        # (2,000 computations at the mix's 7 buckets more each would ask up to 14,093 buckets of a
+        # 60 s window at 100 Hz, more than its points: the edge's snapshots then outgrew Redis's
+        # subscriber buffer, 512 MB, at each re-sync)
+        mix = comps.mix(RID, p.computations, list(comps.KINDS), p.channels, bucket_step=1)
         conns = [
             [{"sub": s.body, "measure": s.measure} for s in mix[i :: p.connections]]
             for i in range(p.connections)
@@ -588,41 +588,10 @@ def main(argv: list[str] | None = None) -> None:
     out: Path = args.out or (
         ROOT / "data" / "bench-smoke" / "sharded.md" if args.smoke else ROOT / "BENCHMARKS.sharded.md"
     )
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
-    work = (args.work or Path(tempfile.mkdtemp(prefix="sparkwire-sharded-"))).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
-    run = Sharded(plan, work)
-    started = time.time()
-    machine = describe_machine()
-    run.results["machine"] = machine
-    run.results["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
-    run.results["command"] = " ".join(
+    command = " ".join(
         ["python -m bench.sharded_compute", *(["--smoke"] if args.smoke else []), *args.overrides]
     )
-    run.results["code"] = code_state()
-    ok = False
-    try:
-        run.run()
-        ok = True
-    finally:
-        run.cleanup()
-        if not ok:
-            log(f"failed; logs and records kept in {work}")
-    run.results["duration_s"] = round(time.time() - started)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    json_path = out.with_suffix(".json")
-    run.results["json_name"] = json_path.name
-    json_path.write_text(json.dumps(run.results, indent=1, default=str))
-    out.write_text(render(run.results))
-    log(f"wrote {out} in {run.results['duration_s']} s (records in {work})")
-    if args.work is None:
-        shutil.rmtree(work, ignore_errors=True)
+    run_and_report(command, out, args.work, lambda work: Sharded(plan, work), render, log)
 
 
 if __name__ == "__main__":
