@@ -207,12 +207,10 @@ class RemoteComputations:
                 raise
             except Exception as exc:
                 self._lease.registered = False
-                if not isinstance(
-                    exc, redis.RedisError | OSError
-                ):  # a defect, not an outage: logged whole, and the link starts again as after one
+                outage = isinstance(exc, redis.RedisError | OSError)
+                if not outage:  # a defect: logged whole, and the link starts again as after an outage
                     # (before, the task ended here and the edge went on answering ready, serving nothing)
                     logger.exception("edge %s: the link to the compute tier failed", self.edge_id)
-                outage = isinstance(exc, redis.RedisError | OSError)
                 if self._connected:
                     logger.warning(
                         "edge %s: link to the compute tier lost (%s); retrying with backoff",
@@ -327,8 +325,8 @@ class RemoteComputations:
 
     def _dropped(self) -> None:
         """On the loop: the compute tier let this edge go (its lease lapsed) while it lived. Its wants
-        and lease are written again; the computations start afresh there, so every mirror re-syncs
-        and its subscribers get a fresh FullResult."""
+        and lease are written again and every mirror re-syncs (a subscriber gets a fresh FullResult
+        if its window changed meanwhile)."""
         logger.warning("edge %s: the compute tier had let this edge go; registering again", self.edge_id)
         for mirror in self._mirrors.values():
             mirror.synced = False
