@@ -5,6 +5,7 @@ written."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import shutil
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.machine import describe_machine
+from bench.plan import with_overrides
+from bench.serverproc import ROOT
 
 Json = Any
 
@@ -26,6 +29,39 @@ class Run(Protocol):
     def run(self) -> None: ...
 
     def cleanup(self) -> None: ...
+
+
+def main(
+    argv: list[str] | None,
+    module: str,
+    doc: str | None,
+    plans: tuple[Any, Any],
+    reports: tuple[str, str],
+    make: Callable[[Any, Path], Run],
+    render: Callable[[Json], str],
+    log: Callable[[str], None],
+) -> None:
+    """`python -m bench.MODULE [--smoke] [--out REPORT] [--work DIR] [NAME=VALUE ...]`: `plans` and
+    `reports` are (full, smoke); a smoke report goes into data/bench-smoke/, the JSON beside it."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m bench.{module}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--smoke", action="store_true", help="a run of a few minutes at a tiny load")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the report (default {reports[0]}; --smoke: data/bench-smoke/{reports[1]}); the JSON beside it",
+    )
+    parser.add_argument("--work", type=Path, default=None, help="keep logs and raw records here")
+    parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE")
+    args = parser.parse_args(argv)
+    plan = with_overrides(plans[1] if args.smoke else plans[0], args.overrides)
+    out: Path = args.out or (ROOT / "data" / "bench-smoke" / reports[1] if args.smoke else ROOT / reports[0])
+    command = " ".join([f"python -m bench.{module}", *(["--smoke"] if args.smoke else []), *args.overrides])
+    run_and_report(command, out, args.work, lambda work: make(plan, work), render, log)
 
 
 def run_and_report(

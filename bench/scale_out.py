@@ -40,7 +40,6 @@ failure, SIGTERM or Ctrl-C (`--work DIR` keeps the logs and raw records).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -59,10 +58,8 @@ from typing import Any
 import numpy as np
 
 from bench import computations as comps
-from bench import procstat
+from bench import harness_main, procstat
 from bench.children import Child, write_spec
-from bench.harness_main import run_and_report
-from bench.plan import with_overrides
 from bench.procstat import cpu_seconds, rss_bytes
 from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
@@ -1283,28 +1280,16 @@ def render(r: Json) -> str:
 
 # -- main -------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.scale_out",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    harness_main.main(
+        argv,
+        "scale_out",
+        __doc__,
+        (FULL, SMOKE),
+        ("BENCHMARKS.scale-out.md", "scale-out.md"),
+        ScaleOut,
+        render,
+        log,
     )
-    parser.add_argument("--smoke", action="store_true", help="a ~2-3 minute run at a tiny load")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="the report (default BENCHMARKS.scale-out.md; --smoke: data/bench-smoke/scale-out.md); "
-        "the JSON goes beside it",
-    )
-    parser.add_argument("--work", type=Path, default=None, help="keep logs and raw records here")
-    parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE")
-    args = parser.parse_args(argv)
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
-    out: Path = args.out or (
-        ROOT / "data" / "bench-smoke" / "scale-out.md" if args.smoke else ROOT / "BENCHMARKS.scale-out.md"
-    )
-    command = " ".join(["python -m bench.scale_out", *(["--smoke"] if args.smoke else []), *args.overrides])
-    run_and_report(command, out, args.work, lambda work: ScaleOut(plan, work), render, log)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@ FullResult from its new owner), and the acknowledged writes some subscriber neve
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import math
 import signal
 import time
 from dataclasses import dataclass
@@ -31,12 +29,11 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from bench import computations as comps
+from bench import harness_main
 from bench.children import Child, write_spec
-from bench.harness_main import run_and_report
-from bench.plan import with_overrides
 from bench.run import BENCH_RESULT_POINTS
-from bench.scale_out import Sampler, metrics_of, stop_server_tree
-from bench.serverproc import ROOT, ServerProcess, start_server
+from bench.scale_out import Sampler, _f, metrics_of, stop_server_tree
+from bench.serverproc import ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 from tests.infra import RedisServer, start_redis
 from tests.kafka_broker import KafkaBroker, start_kafka
@@ -313,14 +310,12 @@ class Sharded:
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait()
         log(f"compute2 killed (it ran {held} computations); recording {self.plan.failover_s:.0f} s")
-        settled = self.settle(len(self.computes) - 1)
+        self.settle(len(self.computes) - 1)  # (raises if it never does)
         return {
             "killed": killed,
             "victim_computations": held,
             "members_before": members,
-            "settled_s_after_kill": round((time.time_ns() - killed) / 1e9, 1)
-            if settled is not None
-            else None,
+            "settled_s_after_kill": round((time.time_ns() - killed) / 1e9, 1),
             "members_after": self.members(),
             "running_after": self.running(),
         }
@@ -391,10 +386,6 @@ def _spread(xs: list[float]) -> Json:
 
 
 # -- the report ---------------------------------------------------------------------------------------------
-def _f(x: Any, fmt: str = "{:,.1f}") -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
-
-
 def unevenness(shares: list[float]) -> float:
     """The largest departure of one process's share from an even split, relative to it."""
     n = len(shares)
@@ -572,26 +563,16 @@ def render(r: Json) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.sharded_compute",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    harness_main.main(
+        argv,
+        "sharded_compute",
+        __doc__,
+        (FULL, SMOKE),
+        ("BENCHMARKS.sharded.md", "sharded.md"),
+        Sharded,
+        render,
+        log,
     )
-    parser.add_argument("--smoke", action="store_true", help="a few minutes at a tiny load")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="default BENCHMARKS.sharded.md (--smoke: data/bench-smoke/)"
-    )
-    parser.add_argument("--work", type=Path, default=None, help="keep logs and raw records here")
-    parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE")
-    args = parser.parse_args(argv)
-    plan = with_overrides(SMOKE if args.smoke else FULL, args.overrides)
-    out: Path = args.out or (
-        ROOT / "data" / "bench-smoke" / "sharded.md" if args.smoke else ROOT / "BENCHMARKS.sharded.md"
-    )
-    command = " ".join(
-        ["python -m bench.sharded_compute", *(["--smoke"] if args.smoke else []), *args.overrides]
-    )
-    run_and_report(command, out, args.work, lambda work: Sharded(plan, work), render, log)
 
 
 if __name__ == "__main__":

@@ -367,6 +367,7 @@ class ComputeTier:
             self._publish_error_to(key, computation.error)
             return
         outputs = computation.snapshot(None)
+        whole = deltas.whole(outputs)
         if published is None:
             # Versions of a key never repeat in this epoch, even if it was let go and added again: a
             # mirror still holding the old run's (epoch, version) would take the new run's changes
@@ -378,7 +379,7 @@ class ComputeTier:
             # yet published holds newer outputs than the version's, so it is a version of its own.
             # (A mirror at that version ignores a snapshot of it, and took the next change against
             # what it held: the batch went missing, or failed to apply.)
-            moved_on = bump or deltas.whole(outputs) != deltas.whole(published.outputs)
+            moved_on = bump or whole != deltas.whole(published.outputs)
             version = published.version + (1 if moved_on else 0)
         channel = self.names.results(key)
         fence = self._fences.get(key)
@@ -388,7 +389,7 @@ class ComputeTier:
             "e": epoch,
             "v": version,
             "end": computation.end,
-            "o": deltas.whole(outputs),
+            "o": whole,
         }
         late = 0 if published is None else published.late
         fresh = _Published(channel, version, outputs, late, epoch, fence)

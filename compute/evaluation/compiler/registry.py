@@ -52,7 +52,7 @@ _refusals: dict[tuple[str, str], Refusal] = {}
 _polled: dict[tuple[str, str], Build] = {}  # built only when polled; refused live
 # Of those, the variants a live subscription may stream when it asks (`sparkwire.streamPolled`,
 # docs/extensions.md): builders/streamed.py lists them.
-_streamed: dict[tuple[str, str], Callable[[Any], bool] | None] = {}
+_streamed: set[tuple[str, str]] = set()
 
 
 def _claim(union: str, kind: str, *tables: dict[tuple[str, str], Any]) -> None:
@@ -86,14 +86,13 @@ def polls(union: str, *variants: str) -> Callable[[B], B]:
     return register
 
 
-def streams(union: str, *variants: str, only: Callable[[Any], bool] | None = None) -> None:
+def streams(union: str, *variants: str) -> None:
     """Marks these polled variants of `union` as streamed live to a subscription that asks for it
-    (`sparkwire.streamPolled`); one that does not ask keeps the variant's refusal. `only`: which of
-    the nodes the variant builds stream (the others keep the refusal under the option too)."""
+    (`sparkwire.streamPolled`); one that does not ask keeps the variant's refusal."""
     for kind in variants:
         if (union, kind) not in _polled:
             raise RuntimeError(f"{union} '{kind}' is not built when polled: it cannot be streamed as polled")
-        _streamed[union, kind] = only
+        _streamed.add((union, kind))
 
 
 def refuses(
@@ -120,23 +119,10 @@ def builder(union: str, kind: str, polled: bool = False, streamed: bool = False)
     if build is None and polled:
         build = _polled.get((union, kind))
     elif build is None and streamed and (union, kind) in _streamed:
-        return _streaming(union, kind, _polled[union, kind], _streamed[union, kind])
+        return _polled[union, kind]
     if build is not None:
         return build
     raise refusal(union, kind)
-
-
-def _streaming(union: str, kind: str, build: Build, only: Callable[[Any], bool] | None) -> Build:
-    if only is None:
-        return build
-
-    def checked(b: Any, value: Any) -> Any:
-        node = build(b, value)
-        if not only(node):
-            raise refusal(union, kind)
-        return node
-
-    return checked
 
 
 def refusal(union: str, kind: str) -> ComputeError:
