@@ -100,6 +100,23 @@ def slots_per_member(bootstrap: str) -> list[int]:
     return sorted(len(m.assignment.topic_partitions) for m in description.members)
 
 
+async def settled_move(shared: Shared, computes: list[ServerProcess], computations: int) -> list[int]:
+    """Wait until the group holds one member per compute process, the slots all assigned, and the
+    processes run every computation between them (none left between an old and a new owner); the
+    slots per member then."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        members = await asyncio.to_thread(slots_per_member, shared.kafka.bootstrap)
+        if len(members) == len(computes) and sum(members) == SLOTS:
+            running = await asyncio.to_thread(
+                lambda: sum(gauge(c, "sparkwire_computations") for c in computes)
+            )
+            if running == computations:
+                return members
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"not within 120 s: {len(computes)} members running {computations} computations")
+
+
 def values(update: dict) -> list[float]:
     kind = update["type"]
     return list(update[kind]["result"]["numeric"]["values"])
@@ -246,12 +263,14 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
         newcomer = await asyncio.to_thread(shared.start_compute, "compute-c")
         shared.computes.append(newcomer)  # a live compute process for the tests after this one
         await wait_for(lambda: gauge(newcomer, "sparkwire_computations") > 0, 120, "the newcomer computes")
-        await asyncio.sleep(3)  # and points keep coming after the move
+        # Points keep coming until every moved computation has its new owner, and for 3 s after: a
+        # new owner whose first snapshot equals what the subscribers hold sends no second FullResult
+        # (app/tiers/mirror.py), so a move finished after the last write could go unseen below.
+        members = await settled_move(shared, [*live, newcomer], len(rids))
+        await asyncio.sleep(3)
         writing = False
         await writer
 
-        members = slots_per_member(shared.kafka.bootstrap)
-        assert len(members) == len(live) + 1 and sum(members) == SLOTS, members
         assert max(members) - min(members) <= 1, members  # an even share, the newcomer's included
         outcomes = await asyncio.gather(
             *(until_holding(client, sub_id, held[sub_id], acked[sub_id]) for sub_id in rids)
@@ -259,7 +278,12 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
         moved = gauge(newcomer, "sparkwire_computations")
         print(f"added: slots {members}, {moved:g} of {len(rids)} computations moved, fulls {outcomes}")
         assert sum(gauge(c, "sparkwire_computations") for c in [*live, newcomer]) == len(rids)
-        assert sum(1 for fulls, _ in outcomes if fulls > 0) >= moved, outcomes
+        # A moved computation's subscribers get a FullResult, or go on with appends when the new
+        # owner's first window equals what they hold (issue 45: "a fresh FullResult (or a resumed
+        # append)"): one in 13 did so in a run. The points written after the move were the new
+        # owner's to send, and every subscriber holds them (until_holding).
+        # The others were left alone: only a moved computation's subscribers may see a FullResult.
+        assert sum(1 for fulls, _ in outcomes if fulls > 0) <= moved, outcomes
         # a graceful move needs no error: the old owner hands the slot over, the new one publishes
         assert all(errors == 0 for _, errors in outcomes), outcomes
     finally:
