@@ -113,6 +113,7 @@ class ComputeTier:
         self._runs = 0  # computations published since start-up: each one's first version is its own
         self._nudge = threading.Event()
         self._stop = threading.Event()
+        self._ready = False  # whether the query runs, as `_readiness_loop` last asked the JVM
         self._pool = ThreadPoolExecutor(ADD_WORKERS, thread_name_prefix="tier-add")
         self._fences: dict[str, Fence] = {}  # sharded: the fence each running (or adding) key started under
         self.shards = (
@@ -131,6 +132,7 @@ class ComputeTier:
         self._threads = [
             threading.Thread(target=self._reconcile_loop, name="tier-reconcile", daemon=True),
             threading.Thread(target=self._heartbeat_loop, name="tier-heartbeat", daemon=True),
+            threading.Thread(target=self._readiness_loop, name="tier-readiness", daemon=True),
             threading.Thread(target=self._listen, name="tier-listen", daemon=True),
             threading.Thread(target=self._publisher, name="tier-publish", daemon=True),
         ]
@@ -214,6 +216,13 @@ class ComputeTier:
                 self._heartbeat()
             self._stop.wait(wire.HEARTBEAT_SECONDS)
 
+    def _readiness_loop(self) -> None:
+        """What the heartbeat says of the query, asked of the JVM here: two py4j calls that waited
+        behind the back-fills' Spark jobs made the heartbeat 3.4-3.6 s late (docs/decisions/0091)."""
+        while not self._stop.is_set():
+            self._ready = self.engine.running
+            self._stop.wait(wire.HEARTBEAT_SECONDS)
+
     def _reconcile_loop(self) -> None:
         next_late = next_reconcile = 0.0
         failing_since: float | None = None
@@ -243,7 +252,8 @@ class ComputeTier:
         message = {
             "t": wire.HEARTBEAT,
             "e": self.epoch,
-            "ready": self.engine.running,
+            "ready": self._ready,
+            "at": time.monotonic(),  # its own clock, compared with its siblings (app/tiers/liveness.py)
             "n": len(self._running),
             "sh": 0 if self.shards is None else self.shards.slots,  # edges: a sibling is no restart
         }

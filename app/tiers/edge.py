@@ -29,7 +29,6 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -38,6 +37,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from app.tiers import wire
+from app.tiers.liveness import Liveness
 from app.tiers.mirror import Fresh, Gap, ResultMirror
 from compute.evaluation import deltas
 from compute.evaluation.compiler.plan import Plan
@@ -56,17 +56,6 @@ GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most thi
 # The lease is kept while the link task has run this recently: a loop stuck for longer is not
 # serving, and its computations are let go (a busy one, seconds behind, keeps them).
 LOOP_STALL_SECONDS = 30.0
-# How far behind a backlog of messages the compute tier's silence may be judged (`_serve`).
-BACKLOG_GRACE_SECONDS = 10.0
-
-
-@dataclass
-class _ComputeProcess:
-    """A compute process as its heartbeats tell it."""
-
-    heard: float  # monotonic time of its last heartbeat
-    ready: bool
-    sharded: bool  # it shares the computations with others (its epoch is not the tier's)
 
 
 def compute_unreachable(why: str) -> ComputeError:
@@ -99,7 +88,7 @@ class RemoteComputations:
         self._pubsub: Any = None
         self._connected = False
         self._compute_epoch: str | None = None
-        self._computes: dict[str, _ComputeProcess] = {}  # epoch -> the compute process heard of
+        self._computes = Liveness(wire.COMPUTE_TIMEOUT_SECONDS)  # the compute processes heard of
         self._compute_ready = False
         self._last_heartbeat = 0.0
         self._compute_alive = False
@@ -243,9 +232,11 @@ class RemoteComputations:
         await self._ask_snapshots([m for m in self._mirrors.values() if not m.synced])
 
     async def _serve(self, pubsub: Any) -> None:
-        # Silence is judged as of the last moment nothing was waiting to be read: behind a backlog
-        # (2,000 first snapshots at once) the heartbeats sit in it, and judging by the clock told
-        # every subscriber `JobInvalidState` and re-synced them all, which made the backlog longer.
+        # By this edge's clock, silence is judged as of the last moment nothing was waiting to be
+        # read: behind a backlog (2,000 first snapshots at once) the heartbeats sit in it, and judging
+        # by the clock told every subscriber `JobInvalidState` and re-synced them all, which made the
+        # backlog longer. A process silent while its siblings speak is seen in any backlog by their
+        # clocks (app/tiers/liveness.py).
         caught_up = time.monotonic()
         while True:
             message = await pubsub.get_message(timeout=0.25)
@@ -254,13 +245,9 @@ class RemoteComputations:
                 caught_up = now  # every heartbeat sent before now has been read
             elif message["type"] == "message":
                 self._on_message(message["channel"], message["data"])
-            # (at most BACKLOG_GRACE behind: the survivors' results never leave a pause to read up to)
-            caught_up = max(caught_up, now - BACKLOG_GRACE_SECONDS)
-            silent = [
-                e for e, p in self._computes.items() if caught_up - p.heard > wire.COMPUTE_TIMEOUT_SECONDS
-            ]
-            gone = [e for e in silent if self._computes.pop(e).sharded]
-            if gone and self._computes and self._compute_alive:  # others are alive: only its share moves
+            silent = self._computes.silent(caught_up)
+            gone = [e for e in silent if self._computes.forget(e).sharded]
+            if gone and self._computes.processes and self._compute_alive:  # others live: only its share moves
                 self._moved(gone)
             if self._compute_alive and caught_up - self._last_heartbeat > wire.COMPUTE_TIMEOUT_SECONDS:
                 logger.warning(
@@ -304,8 +291,8 @@ class RemoteComputations:
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self._last_heartbeat = now = time.monotonic()
         epoch, ready, sharded = str(message.get("e")), bool(message.get("ready")), bool(message.get("sh"))
-        known = epoch in self._computes
-        self._computes[epoch] = _ComputeProcess(now, ready, sharded)
+        sent = message.get("at")
+        known = self._computes.heard(epoch, now, ready, sharded, float(sent) if sent is not None else None)
         # A sharded process that joins is a sibling, not a restart: the computations it takes over
         # reach the mirrors at a new epoch each (app/tiers/mirror.py).
         replaced = epoch != self._compute_epoch and not sharded
@@ -321,7 +308,7 @@ class RemoteComputations:
         elif not known:
             logger.info("edge %s: compute process %s joined", self.edge_id, epoch)
         # (sharded: ready while any is; one compute tier: as its latest heartbeat says)
-        self._compute_ready = any(p.ready for p in self._computes.values()) if sharded else ready
+        self._compute_ready = self._computes.any_ready() if sharded else ready
 
     def _dropped(self) -> None:
         """On the loop: the compute tier let this edge go (its lease lapsed) while it lived. Its wants
