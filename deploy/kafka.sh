@@ -106,8 +106,13 @@ EOF
     local java_opts=(-Xms256m -Xmx512m -XX:+UseG1GC "-Dlog4j2.configurationFile=file:$data/log4j2.properties"
         -cp "$BROKER_DIR/*:$LOGGING_DIR/*")
     if [ ! -f "$data/logs/meta.properties" ]; then
-        local cluster_id
-        cluster_id="${KAFKA_CLUSTER_ID:-$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')}"
+        local cluster_id="${KAFKA_CLUSTER_ID:-}"
+        [ "${cluster_id:0:1}" != "-" ] || die "KAFKA_CLUSTER_ID may not start with '-' (the storage tool reads an option)"
+        # 16 random bytes in URL-safe base64, as Kafka's own ids; one starting with "-" would be
+        # read as an option by the storage tool (1 run in 64 failed to format), so drawn again
+        while [ -z "$cluster_id" ] || [ "${cluster_id:0:1}" = "-" ]; do
+            cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+        done
         java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
             -c "$data/server.properties" >&2 || die "formatting $data/logs failed"
     fi
