@@ -53,6 +53,14 @@ logger = logging.getLogger(__name__)
 FIRST_SNAPSHOT_TIMEOUT = 120.0  # a new computation's back-fill on the compute tier, at most
 MAX_BACKOFF = 5.0
 GAP_ASK_SECONDS = 0.5  # a mirror that saw a gap asks for a snapshot at most this often
+REDIS_CONNECTIONS = 64  # commands beyond these wait for one to come free
+# Snapshots asked and not yet received, at most: 2,000 asked at once after a lost link came as
+# 120 MB, past Redis's buffer for this edge (512 MB with what was still unread), and were lost with
+# the next closed subscription, again and again (docs/decisions/0092).
+SNAPSHOTS_IN_FLIGHT = 100
+# How often the link task judges silences and stale mirrors: once per message, the scan of 2,000
+# mirrors took 4% of a busy edge's CPU.
+JUDGE_SECONDS = 0.1
 # The lease is kept while the link task has run this recently: a loop stuck for longer is not
 # serving, and its computations are let go (a busy one, seconds behind, keeps them).
 LOOP_STALL_SECONDS = 30.0
@@ -72,16 +80,25 @@ class RemoteComputations:
         self.names = wire.Names(prefix)
         self.edge_id = edge_id or uuid.uuid4().hex[:12]
         self._lease = _LeaseKeeper(redis_url, self.names, self.edge_id, self._dropped)
-        self.redis = aioredis.Redis.from_url(
+        # A pool that waits for a free connection: redis-py's default one fails the 101st command at
+        # once ("Too many connections"), and under a wave of subscriptions that failure reached the
+        # link task, which took it for an outage and re-synced every mirror (docs/decisions/0092).
+        pool = aioredis.BlockingConnectionPool.from_url(
             redis_url,
+            max_connections=REDIS_CONNECTIONS,
+            timeout=20,
             socket_timeout=5,
             socket_connect_timeout=5,
+            # RESP2: redis-py's RESP3 parser formats every pub/sub message into a debug log line
+            # before dropping it, 7% of a busy edge's CPU (docs/decisions/0092).
+            protocol=2,
             # A pooled connection that died with a Redis restart is opened again once, not failed to
             # the caller (the first new subscription after a restart met it: JobInvalidState).
             # Every command here may run twice: wants and leases are overwritten, notices repeated.
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
             retry_on_error=[redis.ConnectionError],
         )
+        self.redis = aioredis.Redis.from_pool(pool)
         self.hub = hub
         self._mirrors: dict[str, ResultMirror] = {}  # key -> mirror
         self._by_channel: dict[bytes, ResultMirror] = {}
@@ -184,8 +201,11 @@ class RemoteComputations:
         delay = 0.1
         while True:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            link: Any = None
             try:
                 await pubsub.subscribe(self.names.heartbeat, *(m.channel for m in self._mirrors.values()))
+                link = pubsub.connection
+                link.register_connect_callback(self._resubscribed)
                 self._pubsub = pubsub
                 await self._register()
                 if not self._connected:
@@ -212,6 +232,8 @@ class RemoteComputations:
                 delay = min(MAX_BACKOFF, delay * 2)
             finally:
                 self._pubsub = None
+                if link is not None:  # the connection goes back to the pool: no longer this link's
+                    link.deregister_connect_callback(self._resubscribed)
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
 
@@ -237,7 +259,7 @@ class RemoteComputations:
         # by the clock told every subscriber `JobInvalidState` and re-synced them all, which made the
         # backlog longer. A process silent while its siblings speak is seen in any backlog by their
         # clocks (app/tiers/liveness.py).
-        caught_up = time.monotonic()
+        caught_up = judged = time.monotonic()
         while True:
             message = await pubsub.get_message(timeout=0.25)
             now = self._lease.pulse = time.monotonic()
@@ -245,6 +267,9 @@ class RemoteComputations:
                 caught_up = now  # every heartbeat sent before now has been read
             elif message["type"] == "message":
                 self._on_message(message["channel"], message["data"])
+            if now - judged < JUDGE_SECONDS and message is not None:
+                continue
+            judged = now
             silent = self._computes.silent(caught_up)
             gone = [e for e in silent if self._computes.forget(e).sharded]
             if gone and self._computes.processes and self._compute_alive:  # others live: only its share moves
@@ -310,6 +335,15 @@ class RemoteComputations:
         # (sharded: ready while any is; one compute tier: as its latest heartbeat says)
         self._compute_ready = self._computes.any_ready() if sharded else ready
 
+    def _resubscribed(self, _connection: Any) -> None:
+        """redis-py opened this link's subscription again (Redis closed it: this edge read too slowly
+        for its output buffer). What was queued is lost, and once the data goes quiet no later
+        message shows a mirror its gap: every mirror re-syncs (a subscriber gets a fresh FullResult
+        if its window changed meanwhile; the link task asks, SNAPSHOTS_IN_FLIGHT at a time)."""
+        logger.warning("edge %s: Redis closed this edge's subscription; every mirror re-syncs", self.edge_id)
+        for mirror in self._mirrors.values():
+            mirror.synced = False
+
     def _dropped(self) -> None:
         """On the loop: the compute tier let this edge go (its lease lapsed) while it lived. Its wants
         and lease are written again and every mirror re-syncs (a subscriber gets a fresh FullResult
@@ -344,9 +378,17 @@ class RemoteComputations:
             self.hub.owe_everyone(error)
 
     async def _ask_snapshots(self, mirrors: list[ResultMirror]) -> None:
+        """Ask for these mirrors' snapshots, as many as SNAPSHOTS_IN_FLIGHT leaves room for; the link
+        task asks for the others as the answers come (a mirror not synced and not asked lately)."""
+        now = time.monotonic()
+        in_flight = sum(
+            1
+            for m in self._mirrors.values()
+            if not m.synced and now - m.snapshot_asked <= wire.SNAPSHOT_RETRY_SECONDS
+        )
+        mirrors = mirrors[: max(0, SNAPSHOTS_IN_FLIGHT - in_flight)]
         if not mirrors:
             return
-        now = time.monotonic()
         for mirror in mirrors:
             mirror.snapshot_asked = now
         await self._say({"t": wire.SYNC, "edge": self.edge_id, "keys": [m.key for m in mirrors]})
