@@ -343,6 +343,11 @@ class RemoteComputations:
         logger.warning("edge %s: Redis closed this edge's subscription; every mirror re-syncs", self.edge_id)
         for mirror in self._mirrors.values():
             mirror.synced = False
+        # The heartbeats it held are lost, not missing: silence is timed from here (before, the
+        # seconds redis-py took to subscribe again to 2,000 channels told every subscriber
+        # `JobInvalidState` after each closure).
+        self._last_heartbeat = now = time.monotonic()
+        self._computes.heard_all(now)
 
     def _dropped(self) -> None:
         """On the loop: the compute tier let this edge go (its lease lapsed) while it lived. Its wants

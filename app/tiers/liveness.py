@@ -55,6 +55,13 @@ class Liveness:
                 return True
         return False
 
+    def heard_all(self, now: float) -> None:
+        """Time every process's silence from `now`: the heartbeats before it were lost in transit,
+        the siblings' as much as its own."""
+        for process in self.processes.values():
+            process.heard = now
+            process.others_since.clear()
+
     def forget(self, epoch: str) -> ComputeProcess:
         process = self.processes.pop(epoch)
         for other in self.processes.values():

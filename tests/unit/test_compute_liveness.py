@@ -71,3 +71,16 @@ def test_a_heartbeat_again_ends_the_silence_and_says_whether_it_was_known() -> N
     assert live.heard("a", 10.0, True, True, 10.0) is True
     assert live.silent(caught_up=10.0) == []
     assert live.any_ready()
+
+
+def test_heartbeats_lost_in_a_closed_subscription_are_no_silence() -> None:
+    # Redis closed the edge's subscription and 60 s of messages went with it: neither the edge's
+    # clock nor b's (its first heartbeat after the hole is 60 s on) may call a silent.
+    live = Liveness(TIMEOUT)
+    live.heard("a", 10.0, True, True, 100.0)
+    live.heard("b", 10.1, True, True, 500.0)
+    live.heard_all(70.0)  # the subscription opened again
+    live.heard("b", 70.4, True, True, 560.0)
+    assert live.silent(caught_up=71.0) == []
+    live.heard("a", 70.5, True, True, 160.0)
+    assert live.silent(caught_up=72.0) == []
