@@ -13,7 +13,10 @@ On the event loop, with redis.asyncio:
 - the link task watches the compute tier: no heartbeat for
   `COMPUTE_TIMEOUT_SECONDS` (or Redis unreachable) tells every subscriber `JobInvalidState`; once
   it is back, the wants are written again and every mirror is re-synced by a snapshot, so each
-  subscriber gets a fresh FullResult without reconnecting.
+  subscriber gets a fresh FullResult without reconnecting;
+- a subscription Redis closed (this edge read too slowly for its output buffer) and redis-py opened
+  again re-syncs every mirror too; snapshots are asked at most SNAPSHOTS_IN_FLIGHT at a time, so a
+  re-sync of thousands does not overflow that buffer again (docs/decisions/0092).
 
 Several compute processes may share the computations (`compute-slots`, app/tiers/shards.py): the
 compute tier is alive while any of them is. One whose heartbeat stops takes only its own
