@@ -375,7 +375,7 @@ class Sharded:
         moved_rec = [recovery[s] for s in moved if s in recovery]
         kept_rec = [recovery[s] for s in subs if s not in moved and s in recovery]
         # every write acknowledged from the kill to the feed's end, shown by every subscriber by the
-        # end of the records (drain_s later)?
+        # end of the records (once the edge was quiet: drain)?
         d = delivery_latency(feed, frames, killed, fo["feed_to"])
         fo.update(
             {
