@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,9 +33,19 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 60, sig: int
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range (ip_local_port_range starts at 32768). A port
+    from that range (what binding port 0 gives) can be taken as the source port of any outgoing
+    connection on the machine before the server binds it: CI lost a run to exactly that."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def http_status(url: str, timeout: float = 2.0) -> int:

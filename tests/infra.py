@@ -4,10 +4,8 @@ Spark standalone master with one worker, started from pyspark's own launcher (`b
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -72,23 +70,6 @@ class RedisServer:
     url: str
 
 
-def restartable_port() -> int:
-    """A free port below the kernel's ephemeral range (ip_local_port_range starts at 32768), for a
-    server a test stops and starts again on the same port: a port from that range (`free_port`) can
-    be taken meanwhile as the source port of any outgoing connection on the machine, and the restart
-    then cannot bind it."""
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20_000, 32_000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-32000")
-
-
 # Redis closes a subscriber whose unread output passes 32 MB (8 MB for 60 s) by default: an edge
 # taking 2,000 first snapshots at once was cut off, and every mirror re-synced, again and again
 # (docs/decisions/0091). The deploy recipes set the same.
@@ -97,8 +78,8 @@ PUBSUB_BUFFER_LIMIT = "pubsub 512mb 128mb 60"
 
 def start_redis(workdir: Path, port: int | None = None, persistent: bool = False) -> RedisServer:
     """A throwaway redis-server. Missing binary fails the test (it must not skip): CI installs it.
-    `persistent`: an append-only file in `workdir`, so a restart on the same port keeps the data (its
-    port is then one no outgoing connection can take meanwhile: `restartable_port`)."""
+    `persistent`: an append-only file in `workdir`, so a restart on the same port keeps the data
+    (`free_port` picks a port no outgoing connection can take meanwhile)."""
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail(
@@ -108,7 +89,7 @@ def start_redis(workdir: Path, port: int | None = None, persistent: bool = False
         )
     workdir.mkdir(parents=True, exist_ok=True)
     if port is None:
-        port = restartable_port() if persistent else free_port()
+        port = free_port()
     argv = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     argv += ["--client-output-buffer-limit", PUBSUB_BUFFER_LIMIT]
     argv += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import ROOT
-from tests.infra import Daemon, _spawn, _wait, restartable_port
+from tests.conftest import ROOT, free_port
+from tests.infra import Daemon, _spawn, _wait
 
 SCRIPT = ROOT / "deploy" / "kafka.sh"
 
@@ -53,10 +53,10 @@ def fetch_kafka() -> None:
 def start_kafka(workdir: Path) -> KafkaBroker:
     fetch_kafka()
     workdir.mkdir(parents=True, exist_ok=True)
-    port = restartable_port()
-    controller = restartable_port()
+    port = free_port()
+    controller = free_port()
     while controller == port:
-        controller = restartable_port()
+        controller = free_port()
     broker = KafkaBroker(workdir, port, controller)
     broker.start()
     return broker
