@@ -28,8 +28,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from app.api.admitted_route import AdmittedRoute, admit_request
-from app.api.data_sources import span_reader
-from app.api.export import Points, Timestamp, read_embedded, spark_count, spark_read, spark_series
+from app.api.export import Timestamp
+from app.api.log_reads import Points, read_embedded, span_reader, spark_counts, spark_read, spark_series
 from app.api.polled_gate import gate_of
 from app.http.errors import HttpError
 from app.protocol import frames
@@ -220,7 +220,7 @@ class History:
     def count(self, ids: list[int], start: int, end: int) -> int:
         """At least the points of these series with start <= ts <= end (a block counts whole)."""
         if self.by_spark:
-            return spark_count(self.engine, ids, start, end + 1)
+            return sum(spark_counts(self.engine, ids, start, end + 1).values())
         return sum(spans.points_between(self.path, ids, start, end).values())
 
     def read(self, ids: list[int], start: int, end: int) -> Batch:

@@ -9,9 +9,10 @@ app/api/catalog.py).
 A channel is a data source's channel name whatever its tags: its series (one per tag set) are one
 channel here. Admitted before the body is read (app/api/admitted_route.py); with authentication on,
 only the data sources of the token's `dataSourceRids` are seen (as `GET /series`).
-The time range of the available tags and the bounds are read from the embedded log's blocks
-(compute/storage/sqlite/spans.py); a log kept elsewhere (Redis) has no such index: a narrower range
-than all time is refused there by name, and bounds are left out (docs/decisions/0074-sdk-reads.md)."""
+The time range of the available tags and of the series counts and the bounds are read from the
+embedded log's blocks (compute/storage/sqlite/spans.py); a log kept elsewhere (Redis, Kafka) has no
+such index: there a range narrower than all of time is counted by a Spark job (refused by name in a
+process that runs no Spark), and bounds are left out (docs/decisions/0074-sdk-reads.md, 0093)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from app.api.admitted_route import AdmittedRoute, admit_request
+from app.api.log_reads import span_reader, spark_counts
 from app.http.errors import HttpError
 from compute.storage.contract import PointLog
 from compute.storage.series import SeriesInfo, SeriesKind, TagCondition
@@ -148,10 +150,19 @@ def covers_all_time(start: int, end: int) -> bool:
     return start <= ALL_TIME[0] and end >= 9_000_000_000 * NANOS  # past the year 2255
 
 
-def span_reader(log: PointLog) -> Any:
-    """The embedded log's path for spans (compute/storage/sqlite/spans.py), None for another log."""
-    writer = log.local_writer
-    return None if writer is None else writer.path
+async def counted_by_spark(state: Any, ids: list[int], start: int, end: int, field: str) -> dict[int, int]:
+    """Per series, its points with start <= ts <= end on a log with no time index (Redis, Kafka):
+    one Spark job counts them where they are. A process that runs no Spark (an edge) cannot, and
+    refuses a range narrower than all of time by name rather than answer for all of time."""
+    if state.engine is None:
+        raise HttpError(
+            400,
+            f"{field}: this server's log keeps no index of the series' times and this process runs no "
+            "Spark to count them (an edge, or Spark still starting): ask for the whole of time, ask "
+            "a process that runs Spark, or retry once /readyz says 200",
+            name="Sparkwire:TimeRangeNotHonoured",
+        )
+    return await asyncio.to_thread(spark_counts, state.engine, ids, start, end + 1)
 
 
 @router.post(
@@ -181,12 +192,8 @@ async def get_available_tags(body: GetAvailableTagsForChannelRequest, request: R
             i for i in infos if i.id in covered and covered[i.id][0] <= end and covered[i.id][1] >= start
         ]
     elif infos and not covers_all_time(start, end):
-        raise HttpError(
-            400,
-            "startTime/endTime: this server's log (Redis) keeps no index of the series' times, so only "
-            "the whole of time can be asked for (as the SDK does without start_time and end_time)",
-            name="Sparkwire:TimeRangeNotHonoured",
-        )
+        found = await counted_by_spark(state, [i.id for i in infos], start, end, "startTime/endTime")
+        infos = [i for i in infos if found.get(i.id, 0) > 0]
     tags: dict[str, set[str]] = defaultdict(set)
     for info in infos:
         for k, v in info.key.tags:
@@ -305,9 +312,10 @@ def tag_conditions(value: Any, field: str) -> list[TagCondition]:
     summary="Nominal's batchGetSeriesCount: per request, the series of a channel with points in a range",
 )
 async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Request) -> dict[str, Any]:
-    """A series counts when its tags pass the tag filters and a block of its points overlaps
-    [range.start, range.end] (compute/storage/sqlite/spans.py, no point read); on a log with no time
-    index (Redis), only the whole of time can be asked for (docs/decisions/0074-sdk-reads.md)."""
+    """A series counts when its tags pass the tag filters and it has points in [range.start,
+    range.end]: on the embedded log, when a block of its points overlaps the range
+    (compute/storage/sqlite/spans.py, no point read); on a log with no time index (Redis, Kafka),
+    counted by one Spark job per distinct range (docs/decisions/0093-series-counts-by-spark.md)."""
     principal = admit_request(request, DataSourceRoute.doing)
     state = request.app.state.sparkwire
     asked = []
@@ -322,8 +330,8 @@ async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Requ
         asked.append((item, start, end, conditions))
     known = await asyncio.to_thread(state.log.series) if asked else []
     path = span_reader(state.log)
-    responses: list[dict[str, Any]] = []
-    for item, start, end, conditions in asked:
+    matched: list[list[SeriesInfo]] = []
+    for item, _, _, conditions in asked:
         infos = []
         if principal.allows(item.dataSourceRid):
             infos = [
@@ -333,15 +341,22 @@ async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Requ
                 and i.key.channel == item.channel
                 and all(c.holds(dict(i.key.tags)) for c in conditions)
             ]
+        matched.append(infos)
+    # On a log with no time index, the series of every request over one range in one count.
+    by_range: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for (_, start, end, _), infos in zip(asked, matched, strict=True):
+        if path is None and infos and not covers_all_time(start, end):
+            by_range[(start, end)].update(i.id for i in infos)
+    counted = {
+        (start, end): await counted_by_spark(state, sorted(ids), start, end, "requests.range")
+        for (start, end), ids in by_range.items()
+    }
+    responses: list[dict[str, Any]] = []
+    for (_, start, end, _), infos in zip(asked, matched, strict=True):
         if infos and path is not None:
             found = await asyncio.to_thread(spans.points_between, path, [i.id for i in infos], start, end)
             infos = [i for i in infos if found.get(i.id, 0) > 0]
-        elif infos and not covers_all_time(start, end):
-            raise HttpError(
-                400,
-                "range: this server's log (Redis) keeps no index of the series' times, so only the "
-                "whole of time can be asked for",
-                name="Sparkwire:TimeRangeNotHonoured",
-            )
+        elif (start, end) in counted:
+            infos = [i for i in infos if counted[(start, end)].get(i.id, 0) > 0]
         responses.append({"seriesCount": len(infos)})
     return {"responses": responses}

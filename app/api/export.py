@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from app.api.admitted_route import AdmittedRoute, admit_request
-from app.api.data_sources import span_reader
+from app.api.log_reads import Points, read_embedded, span_reader, spark_counts, spark_read, spark_series
 from app.http.errors import HttpError
 from compute.storage.contract import PointLog
 from compute.storage.series import SeriesInfo, SeriesKind
@@ -221,46 +221,6 @@ def _latest_per_timestamp(
     return ts[last], values[last]
 
 
-class Points(Protocol):
-    """One series' points as read (compute/storage/sqlite/blocks.SeriesColumns, or the Rows of a
-    Spark read: compute/spark/history.py), in seq order."""
-
-    seq: np.ndarray
-    ts: np.ndarray
-    values: np.ndarray
-
-
-def read_embedded(log: PointLog, ids: list[int], start: int, end: int) -> Mapping[int, Points]:
-    """Blocking: the embedded log read by this process, as back-fill reads it."""
-    return log.read_history_columns(ids, start, 2**63 - 1) if ids else {}
-
-
-def spark_series(engine: Any) -> list[SeriesInfo]:
-    """Blocking: every series in the log's catalog now, those other processes added since the last
-    micro-batch included (as a replay finds them: compute/spark/history.py)."""
-    from compute.spark.history import known_series  # only where Spark runs: never loaded by an edge
-
-    return known_series(engine)
-
-
-def spark_count(engine: Any, ids: list[int], start: int, end: int) -> int:
-    """Blocking: the points of these series in [start, end), counted by a Spark job."""
-    if not ids:
-        return 0
-    from pyspark.sql import functions as F  # only where Spark runs: never loaded by an edge
-
-    points = engine.history_points(ids, start, engine.log.end_offset())
-    return int(points.where(F.col("ts") < end).count())
-
-
-def spark_read(engine: Any, ids: list[int], start: int, end: int) -> Mapping[int, Points]:
-    """Blocking: the points of these series in [start, end) as back-fill reads a log the driver
-    cannot read (compute/spark/history.py: one Spark batch job)."""
-    from compute.spark.history import read_period  # only where Spark runs: never loaded by an edge
-
-    return read_period(engine, ids, start, end - 1) if ids else {}
-
-
 def resolution_step(value: Any, start: int, end: int) -> int | None:
     """The decimation step in nanoseconds of a ResolutionOption, None for `undecimated`."""
     kind, inner = _variant(value, "resolution")
@@ -401,7 +361,7 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
         counted = await asyncio.to_thread(spans.points_between, path, ids, start, end)
         total = sum(counted.values())
     else:  # the back-fill's Spark batch read, counted by the executors before the driver takes any
-        total = await asyncio.to_thread(spark_count, engine, ids, start, end)
+        total = sum((await asyncio.to_thread(spark_counts, engine, ids, start, end)).values())
     if total > MAX_EXPORT_POINTS:
         raise HttpError(
             400,

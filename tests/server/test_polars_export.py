@@ -16,13 +16,15 @@ import textwrap
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ROOT, ServerProcess, start_server
+from tests.infra import start_redis
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -59,8 +61,29 @@ SDK_SCRIPT = textwrap.dedent(
 ).replace("NANOS", str(NANOS))
 
 
+@pytest.fixture(scope="module", params=["embedded log", "Redis log"])
+def log_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """The shared server on the embedded log, and one on the Redis log: there no index says which
+    series hold points in a range, and a Spark job counts them (app/api/data_sources.py)."""
+    if request.param == "embedded log":
+        yield request.getfixturevalue("server")
+        return
+    base = tmp_path_factory.mktemp("polars-on-redis")
+    redis = start_redis(base / "redis")
+    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
+    try:
+        proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+        yield proc
+        proc.stop()
+    finally:
+        redis.daemon.stop()
+
+
 @pytest.fixture(scope="module")
-async def written(server: ServerProcess) -> Json:
+async def written(log_server: ServerProcess) -> Json:
+    server = log_server
     rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
     t0 = (time.time_ns() // NANOS - 300) * NANOS
     speed_a = [(t0 + i * 7_000_000 + (i % 3) * 1_000, math.sin(i / 10) * 100 + i / 64) for i in range(3000)]
@@ -114,9 +137,9 @@ def approx_pairs(got: list[tuple[int, Any]], want: list[tuple[int, Any]]) -> Non
 
 
 async def test_the_polars_export_reads_back_what_was_written(
-    server: ServerProcess, written: Json, tmp_path: Path
+    log_server: ServerProcess, written: Json, tmp_path: Path
 ) -> None:
-    out = run_sdk(server, tmp_path, written)
+    out = run_sdk(log_server, tmp_path, written)
     start = written["start"]
     rel = [(t - start, v) for t, v in written["a"]]
     rel_mode = [(t - start, v) for t, v in written["mode"]]
@@ -152,7 +175,7 @@ def tag_filter(key: str, value: str, operator: str = "IN") -> Json:
 
 
 async def test_batch_get_series_count_counts_the_series_with_points_in_the_range(
-    server: ServerProcess, written: Json
+    log_server: ServerProcess, written: Json
 ) -> None:
     start, rid = written["start"], written["rid"]
 
@@ -180,7 +203,7 @@ async def test_batch_get_series_count_counts_the_series_with_points_in_the_range
         asked("mode", start, end),
         asked("nothing", start, end),
     ]
-    async with httpx.AsyncClient(base_url=server.base_url) as c:
+    async with httpx.AsyncClient(base_url=log_server.base_url) as c:
         r = await c.post("/data-source/v1/data-sources/batch-get-series-count", json={"requests": requests})
         assert r.status_code == 200, r.text
         counts = [x["seriesCount"] for x in r.json()["responses"]]
