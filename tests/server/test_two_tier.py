@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import yaml
 from nominal_api import module as nm
 from nominal_api import scout_compute_api as sc
@@ -352,6 +353,72 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
             assert values_of(await client.update(sub_id)) == [5.0]
     finally:
         for client in clients:
+            await client.close()
+
+
+def points_shown(view: ResultView) -> int:
+    """The points a view shows: each raw point, or each bucket's count."""
+    return sum(int(v["count"]) if isinstance(v, dict) else 1 for _, v in ds.points(view)[()])
+
+
+async def test_a_subscription_redis_closes_loses_no_frame(tier: Tier) -> None:
+    """Redis closes a subscriber whose unread output passes its pub/sub limit, dropping what it held,
+    and redis-py subscribes again unseen (docs/decisions/0092: 7 times in 16 min of the sharded
+    bench). Here a limit below one frame makes Redis close both edges' subscriptions on exactly the
+    frame of a write spread over the window, which is lost with them: each edge must re-sync its
+    mirror (a snapshot), so that each subscriber's merged frames equal a fresh subscription's, with no
+    error and no outage announced on the way."""
+    rid = unique_rid("pubsub-closed")
+    t0 = time.time_ns() - 3000 * NANOS
+    await write_points(tier.edges[0].base_url, rid, "temp", [(t0, 1.0)])
+    sub = subscription(series_node(), {"x": channel_variable(rid, "temp")}, WINDOW_S)
+    clients = [await Client.connect(edge.ws_url) for edge in tier.edges]
+    ids, views = [new_id() for _ in clients], [ResultView(int(WINDOW_S * NANOS)) for _ in clients]
+    for client, sub_id, view in zip(clients, ids, views, strict=True):
+        await client.subscribe({sub_id: sub})
+        view.apply(await client.update(sub_id))
+    admin = redis.Redis.from_url(tier.redis.url)
+    limit = admin.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+
+    def subscribers() -> set[int]:
+        return {int(c["id"]) for c in admin.client_list(_type="pubsub")}
+
+    before = subscribers()  # the edges' subscriptions (and the compute tier's)
+    # 2,000 points 1.4 s apart over the hour's window: a change to most of its buckets, one frame of
+    # tens of KB (a write within a few seconds changes one bucket: a frame of 0.5 KB)
+    many = [(t0 + (i + 1) * 1_400_000_000, float(i % 97)) for i in range(2000)]
+    fresh_client = await Client.connect(tier.edges[0].ws_url)
+    try:
+        # A reply past 16 KB goes to the client's reply list, which the limit counts; a smaller one
+        # does not, so the heartbeats pass and the write's frame does not.
+        admin.config_set("client-output-buffer-limit", "pubsub 1kb 1kb 0")
+        await write_points(tier.edges[1].base_url, rid, "temp", many)
+        await wait_for(
+            lambda: len(before - subscribers()) >= 2,
+            60,
+            "Redis closing both edges' subscriptions on the write's frame",
+        )
+        admin.config_set("client-output-buffer-limit", limit)  # the re-sync's snapshots pass again
+        for client, sub_id, view in zip(clients, ids, views, strict=True):
+            deadline = time.monotonic() + 60
+            while points_shown(view) < 1 + len(many):
+                update = await client.update(sub_id, timeout=max(0.1, deadline - time.monotonic()))
+                assert update["type"] != "error", update  # a closed subscription is no outage
+                view.apply(update)
+        fresh_id, fresh = new_id(), ResultView(int(WINDOW_S * NANOS))
+        await fresh_client.subscribe({fresh_id: sub})
+        fresh.apply(await fresh_client.update(fresh_id))
+        assert points_shown(fresh) == 1 + len(many)
+        assert ds.points(views[0]) == ds.points(views[1]) == ds.points(fresh)
+        await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns(), 3.0)])
+        fresh.apply(await fresh_client.update(fresh_id))
+        for client, sub_id, view in zip(clients, ids, views, strict=True):
+            view.apply(await client.update(sub_id))
+            assert ds.points(view) == ds.points(fresh) and points_shown(view) == 2 + len(many)
+    finally:
+        admin.config_set("client-output-buffer-limit", limit)
+        admin.close()
+        for client in [*clients, fresh_client]:
             await client.close()
 
 
