@@ -138,6 +138,38 @@ async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> 
         await client.close()
 
 
+async def test_series_counts_over_a_range_are_counted_by_spark_on_the_kafka_log(
+    server: ServerProcess,
+) -> None:
+    """The polars export's first question (batchGetSeriesCount) over a range narrower than all of
+    time: the Kafka log keeps no index of the series' times, so a Spark job counts them (decision
+    0093); before, the 400 made the SDK export nothing."""
+    rid = unique_rid("kafka-counts")
+    now = time.time_ns()
+    await write_points(
+        server.base_url, rid, "speed", [(now - 100 * NANOS + i, 1.0) for i in range(10)], {"v": "a"}
+    )
+    await write_points(
+        server.base_url, rid, "speed", [(now - 10 * NANOS + i, 2.0) for i in range(10)], {"v": "b"}
+    )
+
+    def asked(lo: int, hi: int) -> dict:
+        def at(t: int) -> dict:
+            return {"seconds": t // NANOS, "nanos": t % NANOS}
+
+        return {"dataSourceRid": rid, "channel": "speed", "range": {"start": at(lo), "end": at(hi)}}
+
+    ranges = [(-200, 0), (-50, 0), (-200, -60), (-300, -150)]
+    requests = [asked(now + lo * NANOS, now + hi * NANOS) for lo, hi in ranges]
+    r = httpx.post(
+        f"{server.base_url}/data-source/v1/data-sources/batch-get-series-count",
+        json={"requests": requests},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    assert [x["seriesCount"] for x in r.json()["responses"]] == [2, 1, 1, 0]
+
+
 async def test_points_written_to_one_server_reach_subscribers_on_the_other(
     server: ServerProcess, second_server: ServerProcess
 ) -> None:
