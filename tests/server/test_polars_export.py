@@ -223,3 +223,29 @@ def test_batch_get_series_count_is_listed_in_openapi(server: ServerProcess) -> N
     paths = httpx.get(f"{server.base_url}/openapi.json").json()["paths"]
     operation = paths["/data-source/v1/data-sources/batch-get-series-count"]["post"]
     assert "requestBody" in operation and "400" in operation["responses"]
+
+
+def test_available_tags_over_a_range_are_those_of_series_with_points_in_it(
+    log_server: ServerProcess, written: Json
+) -> None:
+    """`channel.get_available_tags(start, end)`: on the Redis log, a Spark job counts which series
+    hold points in the range (decision 0093); on the embedded log, the blocks' spans say."""
+    rid, start, end = written["rid"], written["start"], written["end"]
+
+    def tags(lo: int, hi: int) -> Json:
+        body = {
+            "channelWithTagFilters": {"dataSourceRid": rid, "channel": "speed", "tagFilters": {}},
+            "startTime": {"secondsSinceEpoch": lo // NANOS, "offsetNanoseconds": lo % NANOS},
+            "endTime": {"secondsSinceEpoch": hi // NANOS, "offsetNanoseconds": hi % NANOS},
+        }
+        url = f"{log_server.base_url}/data-source/v1/data-sources/get-available-tags"
+        r = httpx.post(url, json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        found: Json = r.json()["availableTags"]["availableTags"]
+        return found
+
+    assert tags(start, end) == {"vehicle": ["a", "b"]}
+    after_b = written["b"][-1][0] + 1  # vehicle a's points go on after b's last one
+    assert written["a"][-1][0] >= after_b
+    assert tags(after_b, end) == {"vehicle": ["a"]}
+    assert tags(start - 100 * NANOS, start - NANOS) == {}
