@@ -8,7 +8,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pyspark
 import pytest
 import redis
 
-from tests.conftest import free_port
+from tests.conftest import ServerProcess, free_port, start_server
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -97,6 +98,26 @@ def start_redis(workdir: Path, port: int | None = None, persistent: bool = False
     url = f"redis://127.0.0.1:{port}/0"
     _wait(daemon, lambda: redis.Redis.from_url(url).ping(), 30)
     return RedisServer(daemon, url)
+
+
+@contextmanager
+def server_on_redis_log(base: Path) -> Iterator[ServerProcess]:
+    """An all-in-one server on the Redis log (one partition) with a throwaway redis-server, both
+    stopped on the way out: the log with no time index, whose history Spark's batch jobs read."""
+    redis_server = start_redis(base / "redis")
+    env = {
+        "SPARKWIRE_SOURCE": "redis",
+        "SPARKWIRE_REDIS_URL": redis_server.url,
+        "SPARKWIRE_REDIS_PARTITIONS": "1",
+    }
+    try:
+        proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+        try:
+            yield proc
+        finally:
+            proc.stop()
+    finally:
+        redis_server.daemon.stop()
 
 
 @dataclass

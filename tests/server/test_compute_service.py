@@ -33,8 +33,8 @@ from conjure_python_client import (
 from nominal_api import scout_compute_api as sc
 
 from tests import node_json as n
-from tests.conftest import ROOT, ServerProcess, start_secured_server, start_server
-from tests.infra import start_redis
+from tests.conftest import ROOT, ServerProcess, start_secured_server
+from tests.infra import server_on_redis_log
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -404,13 +404,8 @@ def test_the_nominal_sdk_computes_buckets(secured: ServerProcess, written: Json,
 # -- on the Redis log, read by a Spark batch job --------------------------------------------------------
 @pytest.fixture(scope="module")
 def redis_log_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    base = tmp_path_factory.mktemp("compute-on-redis")
-    redis = start_redis(base / "redis")
-    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
-    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
-    yield proc
-    proc.stop()
-    redis.daemon.stop()
+    with server_on_redis_log(tmp_path_factory.mktemp("compute-on-redis")) as proc:
+        yield proc
 
 
 async def test_compute_on_the_redis_log_reads_as_back_fill_does(redis_log_server: ServerProcess) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, start_server
-from tests.infra import start_redis
+from tests.conftest import ROOT, ServerProcess
+from tests.infra import server_on_redis_log
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -70,15 +70,8 @@ def log_server(
     if request.param == "embedded log":
         yield request.getfixturevalue("server")
         return
-    base = tmp_path_factory.mktemp("polars-on-redis")
-    redis = start_redis(base / "redis")
-    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
-    try:
-        proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
+    with server_on_redis_log(tmp_path_factory.mktemp("polars-on-redis")) as proc:
         yield proc
-        proc.stop()
-    finally:
-        redis.daemon.stop()
 
 
 @pytest.fixture(scope="module")
