@@ -24,8 +24,10 @@ membership and assignment come from Kafka's group coordinator, the fence from Re
   serving compute processes at once (a misconfiguration) take a slot from each other at each claim:
   each such take is logged as a warning naming both logs.
 - **A new, empty cluster** has no topic, so nobody is assigned anything: a process without slots
-  looks for the topic every `TOPIC_CHECK_S` and makes it again with the slots in use; the group
-  forms on it, and the claims, of the new log, replace the old tokens.
+  looks for the topic every `TOPIC_CHECK_S`, makes it again with the slots in use and has its
+  consumer ask for it (until one such request is answered); the group forms on it, and the claims,
+  of the new log, replace the old tokens. A Kafka error in any round of the membership thread is
+  logged and the next round tries again: the thread ends only when the process stops.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ CLAIM_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_S = 30.0
 TOPIC_CHECK_S = 2.0  # a process without slots looks for the topic this often (gone with a cluster?)
 TOPIC_CHECK_TIMEOUT_S = 1.0
+TOPIC_NUDGE_TIMEOUT_S = 1.0  # the consumer told of a topic made again
 
 # A slot's token in Redis: "LOG OFFSET" (a value of another form, e.g. a bare offset: no log).
 # KEYS[1]: the slot's token; ARGV: a claim's log and offset. A claim replaces the token when its
@@ -190,7 +193,7 @@ class Shards:
                 "heartbeat.interval.ms": HEARTBEAT_MS,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
-                # (its subscription finds a topic made again within this, the default is 5 minutes)
+                # (it notices a topic gone sooner; one made again it is told of: _tell_consumer)
                 "topic.metadata.refresh.interval.ms": int(TOPIC_CHECK_S * 1000),
                 "log_level": 3,
             }
@@ -248,12 +251,17 @@ class Shards:
         try:
             checked = time.monotonic()
             while not self._stop.is_set():
-                consumer.poll(POLL_SECONDS)  # records are ignored: the assignment is what counts
-                if not self._owned and not self._unclaimed and time.monotonic() - checked > TOPIC_CHECK_S:
-                    checked = time.monotonic()  # no slot here: is the topic gone (a new cluster)?
-                    self._make_topic_again()
-                if self._unclaimed:
-                    self._claim_slots()
+                try:
+                    consumer.poll(POLL_SECONDS)  # records are ignored: the assignment is what counts
+                    if not self._owned and not self._unclaimed and time.monotonic() - checked > TOPIC_CHECK_S:
+                        checked = time.monotonic()  # no slot here: is the topic gone (a new cluster)?
+                        self._look_for_topic()
+                    if self._unclaimed:
+                        self._claim_slots()
+                except KafkaException as exc:  # a broker slow or away: the next round tries again
+                    # (a thread ended by one timed-out request left its process without slots for good)
+                    logger.warning("compute slots: %r; trying again", exc)
+                    time.sleep(POLL_SECONDS)
         except Exception:
             logger.exception("compute slots: the membership thread failed")
         finally:
@@ -261,16 +269,23 @@ class Shards:
             if self._producer is not None:
                 self._producer.flush(1)
 
-    def _make_topic_again(self) -> None:
-        """The topic made again with the slots in use if it is missing (a new, empty cluster, or the
-        topic deleted), so that the group has slots to assign (its claims then start a new log)."""
+    def _look_for_topic(self) -> None:
+        """No slot here: the topic made again with the slots in use if it is missing (a new, empty
+        cluster, or the topic deleted), so that the group has slots to assign (its claims then start
+        a new log), and the consumer told of it."""
         admin = self._admin
         assert admin is not None
         try:  # (briefly: the membership thread's polls wait meanwhile)
-            if self.topic in admin.list_topics(timeout=TOPIC_CHECK_TIMEOUT_S).topics:
-                return
+            present = self.topic in admin.list_topics(timeout=TOPIC_CHECK_TIMEOUT_S).topics
         except KafkaException:
             return  # no broker answers (an outage): nothing to say
+        if not present and not self._make_topic():
+            return
+        self._tell_consumer()
+
+    def _make_topic(self) -> bool:
+        admin = self._admin
+        assert admin is not None
         try:
             count = self._ensure_topic()
             if 0 < count < self.slots:  # made meanwhile by another client, with too few partitions
@@ -279,10 +294,8 @@ class Shards:
                 count = self.slots
         except (KafkaException, TimeoutError) as exc:
             logger.warning("compute slots: topic %s is missing; making it failed (%r)", self.topic, exc)
-            return
+            return False
         logger.info("compute slots: topic %s was missing, made again", self.topic)
-        if self._consumer is not None:  # its subscription learns of it now
-            self._consumer.list_topics(self.topic, timeout=TOPIC_CHECK_TIMEOUT_S)
         if count != self.slots:
             logger.warning(
                 "compute slots: topic %s has %d partitions now, this process keeps %d slots",
@@ -290,6 +303,15 @@ class Shards:
                 count,
                 self.slots,
             )
+        return True
+
+    def _tell_consumer(self) -> None:
+        """The consumer's subscription asks for the topic's metadata: librdkafka's periodic refresh
+        (`topic.metadata.refresh.interval.ms`) did not find a topic made again, and the group assigned
+        nothing for 60 s and more (measured). A request that fails (KafkaException) is asked again at
+        the next look, TOPIC_CHECK_S later."""
+        if self._consumer is not None:
+            self._consumer.list_topics(self.topic, timeout=TOPIC_NUDGE_TIMEOUT_S)
 
     def _log(self) -> str:
         """The log the claims' offsets count in: "CLUSTER-ID/TOPIC-ID" (a topic made again, on a new

@@ -15,6 +15,7 @@ import pytest
 import redis
 from confluent_kafka.admin import AdminClient
 
+from app.tiers import shards
 from app.tiers.shards import Fence, Shards
 from tests.infra import RedisServer, start_redis
 from tests.kafka_broker import KafkaBroker, start_kafka
@@ -39,9 +40,22 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaBro
         redis_server.daemon.stop()
 
 
+# CI once lost every slot for good: the consumer's metadata request for the topic made again timed
+# out on a loaded machine, and its exception ended the membership thread. Here its first such
+# request times out (a timeout far below any broker's answer): the process must own its slots anyway.
+@pytest.mark.parametrize("first_request", ["answered", "timed out"])
 async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
-    servers: tuple[KafkaBroker, RedisServer],
+    servers: tuple[KafkaBroker, RedisServer], first_request: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if first_request == "timed out":
+        tell = Shards._tell_consumer
+        timeouts = [0.0001]
+
+        def tell_timing_out_once(self: Shards) -> None:
+            monkeypatch.setattr(shards, "TOPIC_NUDGE_TIMEOUT_S", timeouts.pop() if timeouts else 1.0)
+            tell(self)
+
+        monkeypatch.setattr(Shards, "_tell_consumer", tell_timing_out_once)
     kafka, redis_server = servers
     client = redis.Redis.from_url(redis_server.url)
     listener = client.pubsub(ignore_subscribe_messages=True)
@@ -88,7 +102,11 @@ async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
             owned = first.owned()
             return len(owned) == SLOTS and all(t.log != old[s].log for s, t in owned.items())
 
-        await wait_for(owned_on_the_new_log, 60, "the live member owns every slot on the new log")
+        try:
+            await wait_for(owned_on_the_new_log, 60, "the live member owns every slot on the new log")
+        except AssertionError as exc:  # what it holds, and what the broker said
+            broker = kafka.daemon.log_tail() if kafka.daemon is not None else "(not running)"
+            raise AssertionError(f"{exc}; owned: {first.owned()}; broker:\n{broker}") from None
         print(f"every slot owned again {time.monotonic() - up:.1f} s after the new broker answered")
         new = first.owned()
         assert new[slot].offset < old[slot].offset, (new, old)  # the offset alone would let the old one by
