@@ -212,6 +212,29 @@ async def test_late_reports_and_the_directory_through_an_edge(tier: Tier) -> Non
         await client.close()
 
 
+async def test_series_written_after_the_edges_started_are_listed_on_every_edge(tier: Tier) -> None:
+    """An edge's catalog follows the shared log: a series written through one edge, after both
+    started, is listed by each (GET /series, and the SDK's search-channels). Each kept the catalog
+    it read at its start, and listed neither its own new series nor the other edge's."""
+    rid = unique_rid("listed")
+    await write_points(tier.edges[0].base_url, rid, "fresh", [(time.time_ns(), 1.0)])
+    await write_points(tier.edges[1].base_url, rid, "fresher", [(time.time_ns(), 2.0)], tags={"unit": "b"})
+    listed = [
+        {"dataSourceRid": rid, "channel": "fresh", "tags": {}, "type": "double"},
+        {"dataSourceRid": rid, "channel": "fresher", "tags": {"unit": "b"}, "type": "double"},
+    ]
+    async with httpx.AsyncClient(timeout=30) as http:
+        for edge in tier.edges:
+            r = await http.get(f"{edge.base_url}/series")
+            assert r.status_code == 200, r.text
+            assert [s for s in r.json() if s["dataSourceRid"] == rid] == listed, edge.base_url
+            r = await http.post(
+                f"{edge.base_url}/data-source/v1/data-sources/search-channels", json={"dataSources": [rid]}
+            )
+            assert r.status_code == 200, r.text
+            assert [c["name"] for c in r.json()["results"]] == ["fresh", "fresher"], edge.base_url
+
+
 def test_an_edge_runs_no_jvm(tier: Tier) -> None:
     for edge in tier.edges:
         pid = edge.process.pid

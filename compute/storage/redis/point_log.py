@@ -127,9 +127,10 @@ class RedisLog:
         self._catalog_lock = threading.Lock()
         self._series: dict[int, SeriesInfo] = {}
         self._catalog_cursor = "0-0"
-        self._new: list[SeriesInfo] = []
+        self._in_order: list[SeriesInfo] = []  # the catalog in the log's order
+        self._announced = 0  # how many of them poll_new_series has returned
         self._read_catalog()
-        self._new.clear()  # known at start: nothing to announce yet
+        self._announced = len(self._in_order)  # known at start: nothing to announce yet
         self._position: dict[int, int] | None = None  # where `read` stands
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sparkwire-redis-writer", daemon=True)
@@ -232,13 +233,22 @@ class RedisLog:
 
     # -- the series catalog ------------------------------------------------------------------------
     def series(self) -> list[SeriesInfo]:
+        """The shared catalog as of now: read on from where it stood (an edge, whose log nothing
+        polls, listed only the series it read at its start). With Redis unreachable, the catalog
+        as last read."""
         with self._catalog_lock:
+            try:
+                self._read_catalog()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                logger.warning("the series catalog could not be read on (%s): listing it as last read", exc)
             return list(self._series.values())
 
     def poll_new_series(self) -> list[SeriesInfo]:
+        """The series added to the catalog since the last call (or since the start)."""
         with self._catalog_lock:
             self._read_catalog()
-            new, self._new = self._new, []
+            new = self._in_order[self._announced :]
+            self._announced = len(self._in_order)
         return new
 
     def _read_catalog(self) -> None:
@@ -252,7 +262,7 @@ class RedisLog:
                 info = rs.parse_definition(int(fields[b"id"]), fields[b"def"])
                 if info.id not in self._series:
                     self._series[info.id] = info
-                    self._new.append(info)
+                    self._in_order.append(info)
                 self._catalog_cursor = eid.decode()
 
     # -- the source contract -----------------------------------------------------------------------
