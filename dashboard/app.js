@@ -24,6 +24,9 @@ const DEFAULTS = {
   speed: "10", // times real time; "max": as fast as the server goes
   then: "live", // at replayTo: follow "live", or "stop"
   cutoff: "1", // mode spectrum: the low-pass filter's cutoff (Hz)
+  // mode spectrum: "poll" the ComputeService, or "stream": subscribe under `streamPolled`
+  // (docs/extensions.md), each micro-batch's spectrum and filtered window pushed over the WebSocket
+  spectrumBy: "poll",
 };
 const RAW_LIMIT = 10000; // raw points up to this many in the window, buckets beyond
 // the modes that put a chart beside the time chart (one subscription of that chart)
@@ -113,6 +116,7 @@ function showModeFields() {
   $("threshold-field").hidden = mode !== "ranges" && mode !== "rangeValues" && formula !== "ifElse";
   $("expression-field").hidden = formula !== "expression";
   $("cutoff-field").hidden = mode !== POLLED_MODE;
+  $("spectrumBy-field").hidden = mode !== POLLED_MODE;
 }
 
 /** The data source box as wide as its rid (measured in its own font), so the whole rid shows. */
@@ -149,13 +153,16 @@ function validate(config) {
   if (config.mode === POLLED_MODE && (config.cutoff === "" || !Number.isFinite(cutoff) || cutoff <= 0)) {
     problems.push(["cutoff", `The low-pass cutoff must be more than 0 Hz (got "${config.cutoff}").`]);
   }
+  if (config.mode === POLLED_MODE && config.spectrumBy !== "poll" && config.spectrumBy !== "stream") {
+    problems.push(["spectrumBy", `The spectrum is polled ("poll") or streamed ("stream") (got "${config.spectrumBy}").`]);
+  }
   return problems;
 }
 
 /** The refusals beside the form, each field marked: nothing runs until they are put right. */
 function renderFormErrors(problems) {
   published.formErrors = problems.map(([, message]) => message);
-  for (const id of ["window", "threshold", "buckets", "cutoff"]) {
+  for (const id of ["window", "threshold", "buckets", "cutoff", "spectrumBy"]) {
     const problem = problems.find(([field]) => field === id);
     $(id).setCustomValidity(problem ? problem[1] : "");
     $(id).toggleAttribute("aria-invalid", Boolean(problem));
@@ -513,6 +520,65 @@ function bucketFrequency(b) {
   return dbl(b.frequencyCenter);
 }
 
+/** A bucketed spectrum (a poll's answer or a streamed FullResult's result) as published: each
+ *  group's [[frequency, min, max]] and its peak. */
+function spectrumOf(channel, atMs, response) {
+  const groups = {};
+  const peaks = {};
+  for (const [group, kind, body] of resultParts(response)) {
+    if (kind !== "bucketedFrequencyDomain") throw new Error(`unexpected answer ${kind}`);
+    groups[group] = body.buckets.map((b) => [bucketFrequency(b), dbl(b.minAmplitude), dbl(b.maxAmplitude)]);
+    // the peak above the first bucket (which holds 0 Hz: the mean, not an oscillation)
+    let best = null;
+    body.buckets.forEach((b, i) => {
+      if ((i > 0 || body.buckets.length === 1) && (!best || dbl(b.maxAmplitude) > dbl(best.maxAmplitude))) best = b;
+    });
+    if (best) {
+      const amplitude = dbl(best.maxAmplitude);
+      peaks[group] = { frequency: bucketFrequency(best), from: dbl(best.frequencyStart), to: dbl(best.frequencyEnd), amplitude };
+    }
+  }
+  return { channel, at: atMs, groups, peaks };
+}
+
+const filteredName = (config, channel, group) => `${label(channel, group)} · low-pass ${config.cutoff} Hz`;
+
+/** The filtered channel's series entry (drawn beside the live channel, marked `polled`). */
+function filteredEntry(channel, group, view) {
+  const rows = view.sorted();
+  const entry = { kind: view.kind, channel, group, polled: true, points: [], buckets: [] };
+  if (view.kind === "bucketedNumeric") entry.buckets = rows.map(([t, b]) => [t, b.min, b.max, b.mean, b.count]);
+  else entry.points = rows;
+  return entry;
+}
+
+/** Mode spectrum with spectrumBy "stream": the spectrum's or the filter's node as a subscription
+ *  under `streamPolled` (docs/extensions.md): the server re-evaluates it over the window at each
+ *  micro-batch and pushes it, instead of this page polling. */
+function streamedRequest(config, channel, role) {
+  const windowMs = Number(config.window) * 1000;
+  const variable = config.asset
+    ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
+    : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy);
+  return {
+    computeRequest: {
+      node: polledNodes(config)[role],
+      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      context: { variables: { x: variable }, datasetReferences: {} },
+    },
+    // a spectrum is a whole FullResult at each batch: one a second is as fast as a person reads it
+    subscriptionOptions: { minDelay: role === "spectrum" ? 1000 : 50, allowAppends: true },
+    sparkwire: { streamPolled: true, ...replayRequest(config) },
+  };
+}
+
+/** How the polled charts are refreshed, as the legend and the side chart's title say it. */
+function refreshedText() {
+  if (!published.polled) return "streamed at each micro-batch";
+  const every = (published.polled.periodMs / 1000).toFixed(published.polled.periodMs < 10000 ? 1 : 0);
+  return `polled every ${every} s`;
+}
+
 async function pollOnce(config, channel, generation) {
   const endMs = replaying() ? replayClock() : Date.now();
   const startMs = endMs - Number(config.window) * 1000;
@@ -538,33 +604,14 @@ async function pollOnce(config, channel, generation) {
   };
   await Promise.all([
     outcome("spectrum", (response) => {
-      const groups = {};
-      const peaks = {};
-      for (const [group, kind, body] of resultParts(response)) {
-        if (kind !== "bucketedFrequencyDomain") throw new Error(`unexpected answer ${kind}`);
-        groups[group] = body.buckets.map((b) => [bucketFrequency(b), dbl(b.minAmplitude), dbl(b.maxAmplitude)]);
-        // the peak above the first bucket (which holds 0 Hz: the mean, not an oscillation)
-        let best = null;
-        body.buckets.forEach((b, i) => {
-          if ((i > 0 || body.buckets.length === 1) && (!best || dbl(b.maxAmplitude) > dbl(best.maxAmplitude))) best = b;
-        });
-        if (best) {
-          const amplitude = dbl(best.maxAmplitude);
-          peaks[group] = { frequency: bucketFrequency(best), from: dbl(best.frequencyStart), to: dbl(best.frequencyEnd), amplitude };
-        }
-      }
-      published.spectrum = { channel, at: endMs, groups, peaks };
+      published.spectrum = spectrumOf(channel, endMs, response);
     }),
     outcome("filter", (response) => {
       for (const name of Object.keys(published.series)) if (published.series[name].polled) delete published.series[name];
       for (const [group, kind, body] of resultParts(response)) {
         const view = new ResultView();
         view.replace(kind, body);
-        const rows = view.sorted();
-        const entry = { kind, channel, group, polled: true, points: [], buckets: [] };
-        if (kind === "bucketedNumeric") entry.buckets = rows.map(([t, b]) => [t, b.min, b.max, b.mean, b.count]);
-        else entry.points = rows;
-        published.series[`${label(channel, group)} · low-pass ${config.cutoff} Hz`] = entry;
+        published.series[filteredName(config, channel, group)] = filteredEntry(channel, group, view);
       }
     }),
   ]);
@@ -630,6 +677,12 @@ function apply(config) {
     if (!first) published.errors.push("spectrum: name a channel (the first one is polled)");
     else if (channelTypes.get(`${sourceOf(config)}|${first}`) === "string") {
       published.errors.push(`spectrum: ${first} is a string channel; a spectrum and a filter need numbers`);
+    } else if (config.spectrumBy === "stream") {
+      for (const role of ["spectrum", "filter"]) {
+        const id = newId();
+        subscriptions.set(id, { channel: first, role, index: 0, view: new MergedView(Number(config.window) * 1000) });
+        connection.subscribe(id, streamedRequest(config, first, role));
+      }
     } else startPolling(config, first);
   } else if (side && channels.length) {
     const id = newId();
@@ -651,7 +704,10 @@ function onUpdate(id, update) {
   const sub = subscriptions.get(id);
   if (!sub) return;
   sub.view.apply(update);
-  if (update.type === "full") sub.received = true;
+  if (update.type === "full") {
+    sub.received = true;
+    sub.fullResult = update.full.result; // a streamed spectrum's, read whole by publish()
+  }
   if (update.type === "full" || published.notices.length) renderNotices();
   published.frames += 1;
   published.resumes = { ...connection.resumeOutcomes };
@@ -683,6 +739,23 @@ function label(channel, group) {
 function publish(sub) {
   if (SIDE_MODES.has(sub.role)) {
     publishSide(sub);
+    return;
+  }
+  const config = published.config;
+  if (sub.role === "spectrum") {
+    try {
+      published.spectrum = spectrumOf(sub.channel, Date.now(), sub.fullResult);
+      delete published.pollErrors.spectrum;
+    } catch (err) {
+      published.pollErrors.spectrum = `${sub.channel} (spectrum, streamed): ${err.message}`; // said under the chart
+    }
+    renderErrors();
+    return;
+  }
+  if (sub.role === "filter") {
+    for (const [group, view] of sub.view.groups) {
+      published.series[filteredName(config, sub.channel, group)] = filteredEntry(sub.channel, group, view);
+    }
     return;
   }
   for (const [group, view] of sub.view.groups) {
@@ -739,8 +812,7 @@ function drawSide(config) {
     const color = (group) => published.colors[name(group)] ?? colors[group];
     const sets = groups.map((group) => ({ label: name(group), color: color(group), buckets: spectrum.groups[group] }));
     const peaks = groups.filter((g) => spectrum.peaks[g]).map((g) => ({ label: name(g), ...spectrum.peaks[g] }));
-    const every = (published.polled.periodMs / 1000).toFixed(published.polled.periodMs < 10000 ? 1 : 0);
-    const title = `amplitude spectrum · ${spectrum.channel} · the last ${config.window} s, polled every ${every} s`;
+    const title = `amplitude spectrum · ${spectrum.channel} · the last ${config.window} s, ${refreshedText()}`;
     published.sideDrawn = drawSpectrum($("side"), { sets, peaks, title });
     return;
   }
@@ -881,7 +953,7 @@ function frame() {
       ...series.map((s) =>
         enums.includes(s)
           ? `<span data-series="${escape(s.label)}" class="enum"><b>${escape(s.label)}</b> · ${s.kind}: ${key(s)}</span>`
-          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}${s.polled ? ` (order ${FILTER_ORDER} Butterworth, both ways; polled every ${(published.polled.periodMs / 1000).toFixed(published.polled.periodMs < 10000 ? 1 : 0)} s)` : ""}</span>`,
+          : `<span data-series="${escape(s.label)}"><i style="background:${s.color}"></i>${escape(s.label)} · ${s.kind ?? "…"}${s.polled ? ` (order ${FILTER_ORDER} Butterworth, both ways; ${refreshedText()})` : ""}</span>`,
       ),
       ...ranges.map(
         (r, i) =>

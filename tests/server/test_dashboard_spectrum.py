@@ -230,3 +230,74 @@ async def test_grouped_by_a_tag_each_group_has_its_spectrum_and_filtered_line(
     await page.wait_for_timeout(400)
     for name in filtered.values():
         assert await drawn_pixels(page, name) > 100
+
+
+async def test_streamed_the_spectrum_and_the_filter_come_over_the_websocket_and_follow_new_points(
+    authed: ServerProcess, page: Page
+) -> None:
+    """Spectrum "streamed" (docs/extensions.md, `streamPolled`): the page subscribes to the same two
+    nodes instead of polling them; the server pushes each micro-batch's spectrum and filtered window.
+    The same references as the polls, then a point written later reaches both without a poll."""
+    rid = unique_rid("spectrum-streamed")
+    t0 = time.time_ns() - SECONDS * NANOS
+    signal = [
+        A_LOW * math.sin(2 * math.pi * F_LOW * i / RATE) + A_HIGH * math.sin(2 * math.pi * F_HIGH * i / RATE)
+        for i in range((SECONDS + 1) * RATE)
+    ]
+    points = [(t0 + i * NANOS // RATE, v) for i, v in enumerate(signal)]
+    first, later = points[: SECONDS * RATE], points[SECONDS * RATE :]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    polls: list[str] = []
+    page.on("request", lambda r: polls.append(r.url) if "compute/v2/compute" in r.url else None)
+    async with httpx.AsyncClient(base_url=authed.base_url, headers=headers, timeout=60) as http:
+        await write_points(authed.base_url, rid, "x", first, client=http)
+        await page.goto(f"{authed.base_url}/?{query(rid, spectrumBy='stream')}#token={TOKEN}")
+        await expect(page.locator("#spectrumBy-field")).to_be_visible()
+        data = await until(
+            page,
+            lambda d: (
+                bool(d["spectrum"] and d["spectrum"]["peaks"].get(""))
+                and len(points_of(d, FILTERED)) == len(first)
+                and len(points_of(d, "x")) == len(first)
+            ),
+            timeout=90,
+        )
+        assert data["polled"] is None and data["pollErrors"] == {} and data["errors"] == []
+        peak = data["spectrum"]["peaks"][""]
+        assert peak["frequency"] == pytest.approx(F_LOW, abs=1e-9)
+        assert peak["amplitude"] == pytest.approx(A_LOW, rel=1e-6)
+        high = min(data["spectrum"]["groups"][""], key=lambda row: abs(row[0] - F_HIGH))
+        assert high[0] == pytest.approx(F_HIGH, abs=1e-9) and high[2] == pytest.approx(A_HIGH, rel=1e-6)
+        filtered = points_of(data, FILTERED)
+        assert amplitude_at(filtered, t0, F_LOW) == pytest.approx(
+            A_LOW * butterworth_two_way(F_LOW), abs=1e-3
+        )
+        assert amplitude_at(filtered, t0, F_HIGH) == pytest.approx(
+            A_HIGH * butterworth_two_way(F_HIGH), abs=1e-3
+        )
+        legend = await page.inner_text(f'#legend [data-series="{FILTERED}"]')
+        assert "streamed at each micro-batch" in legend and "order 4 Butterworth" in legend, legend
+
+        # one more second of the sines: both follow it, pushed
+        pushed_at = data["spectrum"]["at"]
+        await write_points(authed.base_url, rid, "x", later, client=http)
+        data = await until(
+            page,
+            lambda d: len(points_of(d, FILTERED)) == len(points) and d["spectrum"]["at"] > pushed_at,
+            timeout=60,
+        )
+    # 2,100 points: 1,051 bins in 512 buckets, some of 3 bins, drawn at their centre; the bucket
+    # holding 5 Hz (a bin again) reads its amplitude
+    peak = data["spectrum"]["peaks"][""]
+    assert peak["from"] <= F_LOW < peak["to"] and peak["to"] - peak["from"] < 0.2, peak
+    assert peak["amplitude"] == pytest.approx(A_LOW, rel=1e-6)
+    refiltered = points_of(data, FILTERED)
+    assert all(
+        math.isclose(t, ns / 1e6, abs_tol=1e-3) for (t, _), (ns, _) in zip(refiltered, points, strict=True)
+    )
+    assert amplitude_at(refiltered, t0, F_HIGH) == pytest.approx(
+        A_HIGH * butterworth_two_way(F_HIGH), abs=1e-3
+    )
+    await page.wait_for_timeout(400)
+    assert await drawn_pixels(page, FILTERED) > 300 and await side_pixels(page) > 300
+    assert polls == []  # nothing was polled
