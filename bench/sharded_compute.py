@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -31,6 +32,7 @@ from confluent_kafka.admin import AdminClient
 from bench import computations as comps
 from bench import harness_main
 from bench.children import Child, write_spec
+from bench.feed import body as feed_body
 from bench.run import BENCH_RESULT_POINTS
 from bench.scale_out import Sampler, _f, metrics_of, stop_server_tree
 from bench.serverproc import ServerProcess, start_server
@@ -69,6 +71,12 @@ class ShardPlan:
     # one counted as never shown must not be merely late
     quiet_s: float = 15
     drain_s: float = 600
+    # A bucketed frame proves its points only up to the end of the bucket before its last (see
+    # bench/frame_peek._newest): the feed's last write is proven once a later point opens a bucket
+    # after its own. So closing_gap_s after the feed stops (more than the widest bucket: 60 s over
+    # 100 buckets or more), one tick on every channel, not itself counted. Without it the feed's
+    # last write counted as never shown by every bucketed subscription whose last bucket held it.
+    closing_gap_s: float = 1.0
     retention_s: int = 900
     # targets (issue 45)
     even_tolerance: float = 0.20
@@ -255,6 +263,7 @@ class Sharded:
         time.sleep(p.failover_s)
         self.results["feed"] = feed.finish(timeout=60)
         self.results["failover"]["feed_to"] = time.time_ns()
+        self.close_feed()
         self.results["failover"]["drained_s"] = self.drain()
         self.results["failover"]["records_to"] = time.time_ns()
         self.results["clients"] = [c.finish(timeout=120) for c in clients]
@@ -262,6 +271,22 @@ class Sharded:
             np.load(self.work / "feed.npy"),
             [np.load(self.work / f"clients{k}.npy") for k in range(len(clients))],
         )
+
+    def close_feed(self) -> None:
+        """One tick on every channel closing_gap_s after the feed's last (why: Plan.closing_gap_s)."""
+        p, edge = self.plan, self.edge
+        assert edge is not None
+        time.sleep(p.closing_gap_s)
+        tick_ns = 1_000_000_000 // p.rate_hz
+        k = time.time_ns() // tick_ns
+        payload = feed_body(RID, p.channels, k, k, tick_ns)
+        answer = httpx.post(
+            f"{edge.base_url}/storage/writer/v1",
+            content=payload,
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        )
+        answer.raise_for_status()
 
     def drain(self) -> float:
         """Wait until the edge has sent no frame for quiet_s (at most drain_s); the seconds taken."""
@@ -574,7 +599,8 @@ def render(r: Json) -> str:
                 ""
                 if "drained_s" not in fo
                 else f" ({fo['drained_s']:.0f} s after the feed stopped: no frame for {p['quiet_s']:.0f} s,"
-                f" or {p['drain_s']:.0f} s at most)"
+                f" or {p['drain_s']:.0f} s at most; a closing tick {p.get('closing_gap_s', 0):g} s after the"
+                " feed's last, not counted, proves that last write in bucketed frames)"
             ),
             f"{fo['writes_never_shown']:,}",
         ),
