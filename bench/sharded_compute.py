@@ -273,7 +273,7 @@ class Sharded:
         )
 
     def close_feed(self) -> None:
-        """One tick on every channel closing_gap_s after the feed's last (why: Plan.closing_gap_s)."""
+        """One tick on every channel closing_gap_s after the feed's last (why: ShardPlan.closing_gap_s)."""
         p, edge = self.plan, self.edge
         assert edge is not None
         time.sleep(p.closing_gap_s)
