@@ -8,13 +8,17 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from compute.storage.kafka.layout import seq_at_ms
+from compute.storage.kafka.point_log import KafkaLog
 from tests.conftest import ROOT, ServerProcess, free_port, start_server
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import subscribe_one, unique_rid
@@ -193,6 +197,45 @@ async def test_points_written_to_one_server_reach_subscribers_on_the_other(
             ]
         finally:
             await client.close()
+
+
+def test_a_snapshot_waits_for_another_writers_open_transaction(kafka: KafkaBroker) -> None:
+    """Two writers on one log (two servers): one holds a transaction open, with a record appended
+    before the other's back-fill snapshot. The snapshot (`end_offset`) must not return until that
+    transaction ends: a back-fill reading committed records would leave the record out, and the
+    stream would then skip it as back-filled (its seq, from its append time, is at or below the
+    snapshot's). It returns once the record is committed, and the record lies within it."""
+    topic = f"sparkwire-test-snapshot-{time.time_ns()}"
+    log = KafkaLog(kafka.bootstrap, topic, 2, "snapshot-reader")
+    other = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{topic}-other"})
+    try:
+        other.init_transactions(30)
+        other.begin_transaction()
+        other.produce(topic, key=b"1", value=b"a block", partition=0)
+        assert other.flush(30) == 0  # appended to the partition, not committed
+        snapshot: list[int] = []
+        taking = threading.Thread(target=lambda: snapshot.append(log.end_offset()))
+        taking.start()
+        taking.join(3.0)
+        assert taking.is_alive() and snapshot == [], "the snapshot did not wait for the open transaction"
+        other.commit_transaction(30)
+        taking.join(30)
+        assert not taking.is_alive() and len(snapshot) == 1
+        reader = Consumer(
+            {
+                "bootstrap.servers": kafka.bootstrap,
+                "group.id": f"{topic}-check",
+                "isolation.level": "read_committed",
+            }
+        )
+        reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        records = [m for m in reader.consume(10, timeout=10) if m.error() is None and m.value() == b"a block"]
+        reader.close()
+        assert len(records) == 1
+        appended_ms = records[0].timestamp()[1]
+        assert seq_at_ms(appended_ms) <= snapshot[0]  # within the snapshot: a back-fill must read it
+    finally:
+        log.close()
 
 
 def test_a_server_without_its_brokers_refuses_to_start_with_one_line(tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ INIT_TIMEOUT_S = 5.0  # a producer that cannot reach the transaction coordinator
 COMMIT_TIMEOUT_S = 6.0
 DELIVERY_TIMEOUT_MS = 5_000  # a record not acknowledged this soon fails its transaction
 BARRIER_WAIT_S = 5.0
+# Another writer's transaction open across a snapshot ends by the time the broker aborts it.
+SETTLE_WAIT_S = 60_000 / 1000 + 10.0  # transaction.timeout.ms, and a margin
 CATALOG_CATCH_UP_S = 10.0
 POLL_CATALOG_S = 1.0  # a micro-batch waits at most this long for the catalog's end
 # librdkafka logs every failed reconnect to stderr; the writer logs an outage itself, once per 10 s.
@@ -446,8 +448,8 @@ class KafkaLog:
         """A snapshot of every partition on the brokers' clock: a barrier record on each partition
         gives each its append time, T the latest of them; a second round of barriers whose append
         times all pass T proves that every record appended from now on has a seq above T's last.
-        Every record at or below it was committed before the first round (one producer, one
-        transaction at a time), so a read_committed back-fill sees all of it."""
+        Then every transaction holding a record at or below T has ended (`_settled`), so a
+        read_committed back-fill sees all of it."""
         first = self._barrier()
         t_ms = max(ms for ms, _ in first.values())
         deadline = time.monotonic() + BARRIER_WAIT_S
@@ -455,9 +457,34 @@ class KafkaLog:
             time.sleep(0.001)
             later = self._barrier()
             if min(ms for ms, _ in later.values()) > t_ms:
+                self._settled({p: offset for p, (_, offset) in later.items()})
                 return seq_at_ms(t_ms + 1) - 1
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kafka's append times did not pass {t_ms} ms within {BARRIER_WAIT_S} s")
+
+    def _settled(self, barriers: dict[int, int]) -> None:
+        """Waits until each partition's last stable offset (where read_committed reading stops) is
+        past its second-round barrier, so that every record appended before it is committed or
+        aborted. This process's own records were committed before its barriers, but another
+        process writing the same log (a second server) may hold a transaction open across the
+        snapshot: its points, appended before T, would be left out of the back-fill, then skipped
+        by the stream as back-filled once committed. Its transaction ends within the transaction
+        timeout (the broker aborts it)."""
+        began = time.monotonic()
+        warned = False
+        while True:
+            ends = self._ends()  # read_committed: the last stable offsets
+            if all(ends[p] > offset for p, offset in barriers.items()):
+                return
+            waited = time.monotonic() - began
+            if waited > SETTLE_WAIT_S:
+                raise RuntimeError(
+                    f"a Kafka transaction stayed open for {SETTLE_WAIT_S:.0f} s across a snapshot"
+                )
+            if waited > 1.0 and not warned:
+                warned = True
+                logger.warning("a snapshot of the Kafka log waits for another writer's open transaction")
+            time.sleep(0.005)
 
     def backfill_options(self, series_ids: Sequence[int], from_ts: int, upto_seq: int) -> dict[str, str]:
         return {
