@@ -358,12 +358,19 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
     await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
     clients, ids = await _two_subscribers(tier, rid)
     port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
+    catalogs = {edge.port: httpx.get(f"{edge.base_url}/series", timeout=30).json() for edge in tier.edges}
+    assert all(
+        {"dataSourceRid": rid, "channel": "temp", "tags": {}, "type": "double"} in c
+        for c in catalogs.values()
+    )
     try:
         tier.redis.daemon.stop()  # SIGTERM: it writes its append-only file and exits
         for client, sub_id in zip(clients, ids, strict=True):
             assert _error_name(await client.update(sub_id, timeout=30)) == "PersistentCompute:JobInvalidState"
         for edge in tier.edges:
             assert httpx.get(f"{edge.base_url}/readyz", timeout=10).status_code == 503
+            # the catalog as the edge last read it (below, before the outage)
+            assert httpx.get(f"{edge.base_url}/series", timeout=30).json() == catalogs[edge.port]
         await asyncio.sleep(3)  # a few retries with backoff against nothing
         tier.redis = start_redis(tier.workdir / "redis", port=port, persistent=True)
         fulls = [

@@ -240,7 +240,10 @@ class RedisLog:
             try:
                 self._read_catalog()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                logger.warning("the series catalog could not be read on (%s): listing it as last read", exc)
+                now = time.monotonic()
+                if now - self._outage_logged >= 10.0:  # one line per 10 s of outage, as the writer's
+                    self._outage_logged = now
+                    logger.warning("the series catalog could not be read on (%s): listed as last read", exc)
             return list(self._series.values())
 
     def poll_new_series(self) -> list[SeriesInfo]:
