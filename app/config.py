@@ -23,7 +23,7 @@ class Settings(BaseSettings):
         "all",
         description="all: Spark and WebSockets in one process; compute: Spark and every live computation, "
         "results published to Redis; edge: WebSockets and ingest, results from the compute tier, no JVM "
-        "(compute and edge need source=redis)",
+        "(compute and edge need a shared log, source=redis or source=kafka, and redis-url)",
     )
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=1, le=65535, description="port to listen on")
@@ -278,13 +278,20 @@ class Settings(BaseSettings):
         return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _roles_share_redis(self) -> Settings:
-        if self.role != "all" and self.source != "redis":
+    def _roles_share_a_log(self) -> Settings:
+        if self.role != "all" and self.source == "embedded":
             raise ValueError(
-                f"role {self.role} needs the shared log: set source=redis (SPARKWIRE_SOURCE=redis) and "
-                "redis-url; the compute tier and the edges find each other through that Redis"
+                f"role {self.role} needs a shared log: set source=redis or source=kafka "
+                "(SPARKWIRE_SOURCE), and redis-url; the compute tier and the edges find each other "
+                "through that Redis"
             )
         return self
+
+    @property
+    def shared_catalog(self) -> bool:
+        """The asset, run, module and event catalog is in Redis, read by every process: with the Redis
+        log, and whenever the server is split in tiers (on the Kafka log too)."""
+        return self.source == "redis" or self.role != "all"
 
     @property
     def evaluation_budget(self) -> EvaluationBudget:

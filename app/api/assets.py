@@ -71,15 +71,16 @@ logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> AssetStore:
-    """The catalog beside the log, for these routes and for every plan compiled in this process: in
-    the data dir with the embedded log; in Redis with the Redis log, where every process of it (the
-    edges, the compute tier) reads the same one and hears of each change (decision 0066)."""
-    if settings.source == "redis":
+    """The catalog beside the log, for these routes and for every plan compiled in this process: in the
+    data dir with the embedded log; in Redis with the Redis log or in tiers
+    (`Settings.shared_catalog`), where every process of it (the edges, the compute tier) reads the
+    same one and hears of each change (decision 0066)."""
+    if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 
         if (settings.data_dir / STORE_FILE).exists():  # from before decision 0066: not read any more
             logger.warning(
-                "%s is not read: with the Redis log the asset and run catalog is in Redis, shared by "
+                "%s is not read: with a shared log the asset and run catalog is in Redis, shared by "
                 "every process (docs/decisions/0066); create its assets and runs again through /assets/v1",
                 settings.data_dir / STORE_FILE,
             )

@@ -62,10 +62,10 @@ logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> EventStore:
-    """The events, for these routes and for every plan compiled in this process: in the data dir
-    with the embedded log; in Redis with the Redis log, beside the asset catalog, where every process
-    of it reads the same events and hears of each change."""
-    if settings.source == "redis":
+    """The events, for these routes and for every plan compiled in this process: in the data dir with
+    the embedded log; in Redis with the Redis log or in tiers (`Settings.shared_catalog`), beside
+    the asset catalog, where every process of it reads the same events and hears of each change."""
+    if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 
         rows = connect_rows(settings.redis_url, settings.redis_prefix, {}, what="the event store")

@@ -65,15 +65,16 @@ logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> ModuleStore:
-    """The modules, for these routes and for every plan compiled in this process: in the data dir
-    with the embedded log; in Redis with the Redis log, beside the asset catalog, where every process
-    of it (the edges, the compute tier) reads the same modules and hears of each change."""
-    if settings.source == "redis":
+    """The modules, for these routes and for every plan compiled in this process: in the data dir with
+    the embedded log; in Redis with the Redis log or in tiers (`Settings.shared_catalog`), beside
+    the asset catalog, where every process of it (the edges, the compute tier) reads the same
+    modules and hears of each change."""
+    if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 
         if (settings.data_dir / STORE_FILE).exists():  # from before the shared modules: not read
             logger.warning(
-                "%s is not read: with the Redis log the modules are in Redis, shared by every process "
+                "%s is not read: with a shared log the modules are in Redis, shared by every process "
                 "(docs/decisions/0062); create its modules again through /scout/v2/module",
                 settings.data_dir / STORE_FILE,
             )

@@ -228,7 +228,7 @@ def create_app(settings: Settings) -> FastAPI:
         remote: RemoteComputations | None = None
         starter: threading.Thread | None = None
         feed: CatalogFeed | None = None
-        if settings.source == "redis" and settings.role != "compute":  # a shared catalog: hear its edits
+        if settings.shared_catalog and settings.role != "compute":  # a shared catalog: hear its edits
             feed = CatalogFeed(settings.redis_url, settings.redis_prefix, state.catalog_edits)
             feed.start()
         if settings.role == "edge":

@@ -104,11 +104,12 @@ class KafkaLog:
         self._outage_logged = float("-inf")
         self._catalog_lock = threading.Lock()
         self._series: dict[int, SeriesInfo] = {}
-        self._new: list[SeriesInfo] = []
+        self._in_order: list[SeriesInfo] = []  # the catalog in the order this process learnt it
+        self._announced = 0  # how many of them poll_new_series has returned
         self._catalog = self._consumer("catalog", {"enable.partition.eof": True})
         self._catalog.assign([TopicPartition(self.layout.catalog_topic, 0, OFFSET_BEGINNING)])
         self._catch_up_catalog()
-        self._new.clear()  # known at start: nothing to announce yet
+        self._announced = len(self._in_order)  # known at start: nothing to announce yet
         self._meta_lock = threading.Lock()
         self._meta = self._consumer("meta")
         self._reader: Consumer | None = None  # `read`'s consumer, made on first use
@@ -245,7 +246,7 @@ class KafkaLog:
                 for info in new_series.values():
                     if info.id not in self._series:
                         self._series[info.id] = info
-                        self._new.append(info)
+                        self._in_order.append(info)
         for pending, _ in accepted:
             pending.future.set_result(sum(len(w.ts) for w in pending.writes))
         for barrier in barriers:
@@ -309,7 +310,11 @@ class KafkaLog:
 
     # -- the series catalog ------------------------------------------------------------------------
     def series(self) -> list[SeriesInfo]:
+        """The shared catalog as of now, other writers' series included: read to the topic's end
+        (an edge's log, which nothing polls, would otherwise list only what it read at its start and
+        wrote itself). With the broker away, what has been fetched already."""
         with self._catalog_lock:
+            self._read_on()
             return list(self._series.values())
 
     def poll_new_series(self) -> list[SeriesInfo]:
@@ -317,12 +322,17 @@ class KafkaLog:
         polls before filtering a micro-batch, whose points were committed with their catalog
         records (one transaction): read to the end, the catalog knows every series of the batch."""
         with self._catalog_lock:
-            try:
-                self._read_catalog_to_end(POLL_CATALOG_S)
-            except LogUnavailable:  # the broker away: what has been fetched already, the rest next time
-                self._read_catalog(0)
-            new, self._new = self._new, []
+            self._read_on()
+            new = self._in_order[self._announced :]
+            self._announced = len(self._in_order)
         return new
+
+    def _read_on(self) -> None:
+        """The catalog topic read to its end (called with the catalog lock held)."""
+        try:
+            self._read_catalog_to_end(POLL_CATALOG_S)
+        except LogUnavailable:  # the broker away: what has been fetched already, the rest next time
+            self._read_catalog(0)
 
     def _read_catalog(self, timeout: float) -> bool:
         """Take what the catalog topic has for us now; True once the consumer reported its end."""
@@ -340,7 +350,7 @@ class KafkaLog:
                 info = parse_definition(int(key), value)
                 if info.id not in self._series:
                     self._series[info.id] = info
-                    self._new.append(info)
+                    self._in_order.append(info)
             if not messages:
                 return at_end
             timeout = 0
