@@ -135,6 +135,24 @@ class SparkCluster:
         self.master.stop()
 
 
+@dataclass
+class RoleStarter:
+    """Starts `sparkwire serve --role ROLE` processes with one environment, each in a directory of
+    its own under `workdir`, and keeps them for the fixture to stop."""
+
+    workdir: Path
+    env: dict[str, str]
+    processes: list[ServerProcess]
+
+    def __call__(self, name: str, role: str, timeout: float) -> ServerProcess:
+        base = self.workdir / name
+        process = start_server(
+            base / "data", base.with_suffix(".log"), self.env, timeout, command=["serve", "--role", role]
+        )
+        self.processes.append(process)
+        return process
+
+
 def start_spark_cluster(
     workdir: Path, cores: int = 2, memory: str = "2g", timeout: float = 300
 ) -> SparkCluster:

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.tiers.shards import Shards
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import unique_rid
 from tests.server.test_two_tier import gauge, wait_for
@@ -60,29 +60,20 @@ def sharded_env(redis_url: str, bootstrap: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    from tests.infra import start_redis
+    from tests.infra import RoleStarter, start_redis
 
     workdir = tmp_path_factory.mktemp("sharded")
     kafka = start_kafka(workdir / "kafka")
     redis_server = start_redis(workdir / "redis")
     env = sharded_env(redis_server.url, kafka.bootstrap)
-    processes: list[ServerProcess] = []
-
-    def start(name: str, role: str, timeout: float) -> ServerProcess:
-        base = workdir / name
-        process = start_server(
-            base / "data", base.with_suffix(".log"), env, timeout, command=["serve", "--role", role]
-        )
-        processes.append(process)
-        return process
-
+    start = RoleStarter(workdir, env, [])
     try:
         with ThreadPoolExecutor(2) as pool:  # the two Spark drivers start side by side
             computes = list(pool.map(lambda n: start(n, "compute", 300), ["compute-a", "compute-b"]))
         edge = start("edge", "edge", 120)
         yield Shared(edge, computes, redis_server.url, lambda name: start(name, "compute", 300), kafka)
     finally:
-        for process in processes:
+        for process in start.processes:
             process.stop(signal.SIGKILL)
         redis_server.daemon.stop()
         kafka.stop()

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, start_server
-from tests.infra import RedisServer, start_redis
+from tests.conftest import ServerProcess
+from tests.infra import RedisServer, RoleStarter, start_redis
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server import test_nominal_datasets as ds
 from tests.server.test_end_to_end import subscribe_one, unique_rid
@@ -48,22 +48,13 @@ def tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTiers]:
         "SPARKWIRE_REDIS_URL": redis_server.url,
         "SPARKWIRE_COMPUTE_SLOTS": "4",
     }
-    processes: list[ServerProcess] = []
-
-    def start(name: str, role: str, timeout: float) -> ServerProcess:
-        base = workdir / name
-        process = start_server(
-            base / "data", base.with_suffix(".log"), env, timeout, command=["serve", "--role", role]
-        )
-        processes.append(process)
-        return process
-
+    start = RoleStarter(workdir, env, [])
     try:
         compute = start("compute", "compute", 600)
         edges = [start("edge-a", "edge", 120), start("edge-b", "edge", 120)]
         yield KafkaTiers(kafka, redis_server, compute, edges)
     finally:
-        for process in processes:
+        for process in start.processes:
             process.stop()
         redis_server.daemon.stop()
         kafka.stop()
