@@ -314,6 +314,20 @@ function sourceOf(config) {
   return config.asset ? (scopes.get(config.asset)?.dataSourceRid ?? "") : config.rid;
 }
 
+/** The channel's variable as the form picks it: through the asset's scope when an asset is chosen. */
+function channelVariableOf(config, channel) {
+  const tags = parseTags(config.tags);
+  return config.asset
+    ? assetChannelVariable(config.asset, channel, tags, config.groupBy)
+    : channelVariable(config.rid, channel, tags, config.groupBy);
+}
+
+/** The form's window as a Conjure Duration. */
+function windowWidthOf(config) {
+  const windowMs = Number(config.window) * 1000;
+  return { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) };
+}
+
 function request(config, channel, role) {
   const kind = channelTypes.get(`${sourceOf(config)}|${channel}`) === "string" ? "enum" : "numeric";
   const raw = { type: "raw", raw: { name: "x" } };
@@ -335,17 +349,12 @@ function request(config, channel, role) {
     const buckets = config.mode === "buckets" ? Number(config.buckets) : RAW_LIMIT;
     node = { type: "series", series: { input, numericAggregations: {}, buckets } };
   }
-  const windowMs = Number(config.window) * 1000;
   return {
     computeRequest: {
       node,
-      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      windowWidth: windowWidthOf(config),
       context: {
-        variables: {
-          x: config.asset
-            ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
-            : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy),
-        },
+        variables: { x: channelVariableOf(config, channel) },
         datasetReferences: {},
       },
     },
@@ -360,10 +369,7 @@ function sideRequest(config, channels, mode) {
   const variables = {};
   const inputs = {};
   channels.forEach((channel, i) => {
-    const tags = parseTags(config.tags);
-    variables[`c${i}`] = config.asset
-      ? assetChannelVariable(config.asset, channel, tags, config.groupBy)
-      : channelVariable(config.rid, channel, tags, config.groupBy);
+    variables[`c${i}`] = channelVariableOf(config, channel);
     inputs[channel] = { type: "raw", raw: { name: `c${i}` } };
   });
   let node;
@@ -391,11 +397,10 @@ function sideRequest(config, channels, mode) {
     const [x, y] = channels.map((_, i) => ({ type: "raw", raw: { name: `c${i}` } }));
     node = { type: "cartesian", cartesian: { input: { type: "scatter", scatter: { x, y } } } };
   }
-  const windowMs = Number(config.window) * 1000;
   return {
     computeRequest: {
       node,
-      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      windowWidth: windowWidthOf(config),
       context: { variables, datasetReferences: {} },
     },
     subscriptionOptions: { minDelay: 200, allowAppends: mode === "multivariate" },
@@ -556,14 +561,11 @@ function filteredEntry(channel, group, view) {
  *  under `streamPolled` (docs/extensions.md): the server re-evaluates it over the window at each
  *  micro-batch and pushes it, instead of this page polling. */
 function streamedRequest(config, channel, role) {
-  const windowMs = Number(config.window) * 1000;
-  const variable = config.asset
-    ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
-    : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy);
+  const variable = channelVariableOf(config, channel);
   return {
     computeRequest: {
       node: polledNodes(config)[role],
-      windowWidth: { seconds: Math.floor(windowMs / 1000), nanos: Math.round((windowMs % 1000) * 1e6) },
+      windowWidth: windowWidthOf(config),
       context: { variables: { x: variable }, datasetReferences: {} },
     },
     // a spectrum is a whole FullResult at each batch: one a second is as fast as a person reads it
@@ -582,9 +584,7 @@ function refreshedText() {
 async function pollOnce(config, channel, generation) {
   const endMs = replaying() ? replayClock() : Date.now();
   const startMs = endMs - Number(config.window) * 1000;
-  const variable = config.asset
-    ? assetChannelVariable(config.asset, channel, parseTags(config.tags), config.groupBy)
-    : channelVariable(config.rid, channel, parseTags(config.tags), config.groupBy);
+  const variable = channelVariableOf(config, channel);
   const nodes = polledNodes(config);
   const outcome = async (role, use) => {
     const began = performance.now();

@@ -65,8 +65,9 @@ INIT_TIMEOUT_S = 5.0  # a producer that cannot reach the transaction coordinator
 COMMIT_TIMEOUT_S = 6.0
 DELIVERY_TIMEOUT_MS = 5_000  # a record not acknowledged this soon fails its transaction
 BARRIER_WAIT_S = 5.0
+TRANSACTION_TIMEOUT_MS = 60_000  # the broker aborts a transaction left open this long
 # Another writer's transaction open across a snapshot ends by the time the broker aborts it.
-SETTLE_WAIT_S = 60_000 / 1000 + 10.0  # transaction.timeout.ms, and a margin
+SETTLE_WAIT_S = TRANSACTION_TIMEOUT_MS / 1000 + 10.0
 CATALOG_CATCH_UP_S = 10.0
 POLL_CATALOG_S = 1.0  # a micro-batch waits at most this long for the catalog's end
 # librdkafka logs every failed reconnect to stderr; the writer logs an outage itself, once per 10 s.
@@ -178,7 +179,7 @@ class KafkaLog:
                     "acks": "all",
                     "linger.ms": 1,
                     "message.timeout.ms": DELIVERY_TIMEOUT_MS,
-                    "transaction.timeout.ms": 60_000,
+                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                     "compression.type": "none",  # float64 columns barely compress; CPU is scarcer
                     **QUIET,
                 }
