@@ -108,6 +108,40 @@ def decode_server_message(text: str) -> pc.ServerMessage:
     return DECODER.read_from_string(text, pc.ServerMessage)
 
 
+def _timestamp(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"seconds", "nanos"} and 0 <= value["nanos"] < NANOS
+
+
+# docs/extensions.md's own message types, each sent only to a subscription that asked for it
+EXTENSION_MESSAGES: dict[str, Any] = {
+    "lateReport": lambda b: (
+        set(b) <= {"subscriptionId", "droppedPoints", "newestDroppedTimestamp"}
+        and isinstance(b.get("subscriptionId"), str)
+        and isinstance(b.get("droppedPoints"), int)
+        and b["droppedPoints"] >= 0
+        and ("newestDroppedTimestamp" not in b or _timestamp(b["newestDroppedTimestamp"]))
+    ),
+    "replayEnded": lambda b: (
+        set(b) == {"subscriptionId", "then"}
+        and isinstance(b["subscriptionId"], str)
+        and b["then"] in ("stop", "live")
+    ),
+}
+
+
+def decode_server_or_extension(text: str) -> pc.ServerMessage | dict[str, Any]:
+    """A ServerMessage as nominal-api decodes it, or one of docs/extensions.md's messages in the shape
+    that document gives (nominal-api's decoder rightly refuses their types)."""
+    frame = json.loads(text)
+    kind = frame.get("type") if isinstance(frame, dict) else None
+    if kind in EXTENSION_MESSAGES:
+        assert set(frame) == {"type", kind} and EXTENSION_MESSAGES[kind](frame[kind]), (
+            f"malformed: {text[:300]}"
+        )
+        return frame
+    return decode_server_message(text)
+
+
 def without_nulls(value: Any) -> Any:
     """Conjure JSON less the optional fields the encoder writes as null (absent on the wire)."""
     if isinstance(value, dict):

@@ -52,7 +52,7 @@ CLAIM_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_S = 30.0
 TOPIC_CHECK_S = 2.0  # a process without slots looks for the topic this often (gone with a cluster?)
 TOPIC_CHECK_TIMEOUT_S = 1.0
-TOPIC_NUDGE_TIMEOUT_S = 1.0  # the consumer told of a topic made again
+TOPIC_ID_TIMEOUT_S = 1.0  # the topic's id asked by a process without slots
 
 # A slot's token in Redis: "LOG OFFSET" (a value of another form, e.g. a bare offset: no log).
 # KEYS[1]: the slot's token; ARGV: a claim's log and offset. A claim replaces the token when its
@@ -133,6 +133,7 @@ class Shards:
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._fatal: KafkaError | None = None  # the claims' producer failed for good (on_delivery)
+        self._topic_id: str | None = None  # the topic the consumer and producer were made with
         self._thread = threading.Thread(target=self._run, name="tier-shards", daemon=True)
 
     # -- what the compute tier asks ------------------------------------------------------------------
@@ -182,8 +183,14 @@ class Shards:
                 count,
             )
         self.slots = count
+        self._topic_id = self._current_topic_id(ADMIN_TIMEOUT_S)
         self._producer = self._new_producer()
-        self._consumer = Consumer(
+        self._consumer = self._new_consumer()
+        self._thread.start()
+        logger.info("compute slots: %d, shared through Kafka group %s", self.slots, self.topic)
+
+    def _new_consumer(self) -> Consumer:
+        consumer = Consumer(
             {
                 "bootstrap.servers": self._bootstrap,
                 "group.id": self.topic,
@@ -193,16 +200,14 @@ class Shards:
                 "heartbeat.interval.ms": HEARTBEAT_MS,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
-                # (it notices a topic gone sooner; one made again it is told of: _tell_consumer)
-                "topic.metadata.refresh.interval.ms": int(TOPIC_CHECK_S * 1000),
+                "topic.metadata.refresh.interval.ms": int(TOPIC_CHECK_S * 1000),  # (a topic gone, sooner)
                 "log_level": 3,
             }
         )
-        self._consumer.subscribe(
+        consumer.subscribe(
             [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
-        self._thread.start()
-        logger.info("compute slots: %d, shared through Kafka group %s", self.slots, self.topic)
+        return consumer
 
     def _new_producer(self) -> Producer:
         return Producer(
@@ -246,33 +251,38 @@ class Shards:
             time.sleep(0.1)
 
     def _run(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
         try:
             checked = time.monotonic()
             while not self._stop.is_set():
                 try:
-                    consumer.poll(POLL_SECONDS)  # records are ignored: the assignment is what counts
-                    if not self._owned and not self._unclaimed and time.monotonic() - checked > TOPIC_CHECK_S:
-                        checked = time.monotonic()  # no slot here: is the topic gone (a new cluster)?
+                    assert self._consumer is not None
+                    self._consumer.poll(POLL_SECONDS)  # records are ignored: the assignment is what counts
+                    # No slot here: is the topic gone (a new cluster)? Also with slots assigned but not
+                    # claimed: a group that assigned from metadata of the topic before it went has
+                    # claims that fail until the topic is made again.
+                    if not self._owned and time.monotonic() - checked > TOPIC_CHECK_S:
+                        checked = time.monotonic()
                         self._look_for_topic()
                     if self._unclaimed:
                         self._claim_slots()
-                except KafkaException as exc:  # a broker slow or away: the next round tries again
-                    # (a thread ended by one timed-out request left its process without slots for good)
+                # Every failure of a round is retried: a thread ended by one (a timed-out request, in
+                # CI) left its process without slots for good.
+                except KafkaException as exc:  # a broker slow or away
                     logger.warning("compute slots: %r; trying again", exc)
                     time.sleep(POLL_SECONDS)
-        except Exception:
-            logger.exception("compute slots: the membership thread failed")
+                except Exception:
+                    logger.exception("compute slots: a membership round failed; trying again")
+                    time.sleep(TOPIC_CHECK_S)
         finally:
-            consumer.close()  # leaves the group (revoking: the callback lets the slots go)
+            if self._consumer is not None:
+                self._consumer.close()  # leaves the group (revoking: the callback lets the slots go)
             if self._producer is not None:
                 self._producer.flush(1)
 
     def _look_for_topic(self) -> None:
         """No slot here: the topic made again with the slots in use if it is missing (a new, empty
         cluster, or the topic deleted), so that the group has slots to assign (its claims then start
-        a new log), and the consumer told of it."""
+        a new log); a topic made again (a new id) gets a new consumer and producer."""
         admin = self._admin
         assert admin is not None
         try:  # (briefly: the membership thread's polls wait meanwhile)
@@ -281,7 +291,39 @@ class Shards:
             return  # no broker answers (an outage): nothing to say
         if not present and not self._make_topic():
             return
-        self._tell_consumer()
+        try:
+            topic_id = self._current_topic_id(TOPIC_ID_TIMEOUT_S)
+        except (KafkaException, TimeoutError) as exc:  # asked again at the next look
+            logger.warning("compute slots: the id of topic %s not known (%r)", self.topic, exc)
+            return
+        if topic_id != self._topic_id:
+            self._renew_clients(topic_id)
+
+    def _current_topic_id(self, timeout_s: float) -> str:
+        admin = self._admin
+        assert admin is not None
+        described = admin.describe_topics(TopicCollection([self.topic]), request_timeout=timeout_s)
+        return str(described[self.topic].result(timeout=timeout_s).topic_id)
+
+    def _renew_clients(self, topic_id: str) -> None:
+        """librdkafka keeps a partition's leader epoch across a topic made again, and ignores the new
+        topic's metadata as older (its epochs restart at 0; librdkafka issue 4898): a consumer that
+        joined the group before the topic was made saw no partitions, and was assigned none for
+        good (measured, with the topic made 0.3 s after a new cluster came up). A new consumer and
+        producer start without that cache."""
+        logger.info(
+            "compute slots: topic %s is new (id %s, was %s): its consumer and producer made anew",
+            self.topic,
+            topic_id,
+            self._topic_id,
+        )
+        if self._consumer is not None:
+            self._consumer.close()  # (nothing assigned: it only leaves the group)
+        if self._producer is not None:
+            self._producer.flush(1)
+        self._consumer = self._new_consumer()
+        self._producer = self._new_producer()
+        self._topic_id = topic_id
 
     def _make_topic(self) -> bool:
         admin = self._admin
@@ -305,14 +347,6 @@ class Shards:
             )
         return True
 
-    def _tell_consumer(self) -> None:
-        """The consumer's subscription asks for the topic's metadata: librdkafka's periodic refresh
-        (`topic.metadata.refresh.interval.ms`) did not find a topic made again, and the group assigned
-        nothing for 60 s and more (measured). A request that fails (KafkaException) is asked again at
-        the next look, TOPIC_CHECK_S later."""
-        if self._consumer is not None:
-            self._consumer.list_topics(self.topic, timeout=TOPIC_NUDGE_TIMEOUT_S)
-
     def _log(self) -> str:
         """The log the claims' offsets count in: "CLUSTER-ID/TOPIC-ID" (a topic made again, on a new
         cluster or the same one, has a new topic id; the cluster id, which an operator may pin when
@@ -320,9 +354,7 @@ class Shards:
         admin = self._admin
         assert admin is not None
         cluster = admin.describe_cluster(request_timeout=CLAIM_TIMEOUT_S).result(CLAIM_TIMEOUT_S).cluster_id
-        described = admin.describe_topics(TopicCollection([self.topic]), request_timeout=CLAIM_TIMEOUT_S)
-        topic_id = described[self.topic].result(timeout=CLAIM_TIMEOUT_S).topic_id
-        return f"{cluster}/{topic_id}"
+        return f"{cluster}/{self._current_topic_id(CLAIM_TIMEOUT_S)}"
 
     # -- the rebalance callbacks, on the membership thread -------------------------------------------
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

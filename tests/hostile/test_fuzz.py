@@ -22,7 +22,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import ServerProcess, start_server
 from tests.hostile import pong_message, write_body
-from tests.wire import channel_variable, decode_server_message, series_node, subscription
+from tests.wire import channel_variable, decode_server_or_extension, series_node, subscription
 
 pytestmark = pytest.mark.server
 
@@ -158,7 +158,8 @@ class Socket:
         return self.ws
 
     def answered(self, text: str) -> None:
-        """Send, then a ping: every frame until its pong decodes as a ServerMessage."""
+        """Send, then a ping: every frame until its pong decodes as a ServerMessage, or as an extension
+        message (BASE_MESSAGES ask for replays and late reports, whose frames may come later)."""
         ws = self.open()
         self.pings += 1
         sent_at = f"2026-01-01T00:00:{self.pings % 60:02d}.{self.pings:06d}Z"
@@ -168,7 +169,7 @@ class Socket:
             while True:
                 frame_text = ws.recv(timeout=30)
                 assert isinstance(frame_text, str)
-                decode_server_message(frame_text)
+                decode_server_or_extension(frame_text)
                 frame = json.loads(frame_text)
                 if (pong := pong_message(frame)) is not None:
                     ws.send(pong)

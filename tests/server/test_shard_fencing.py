@@ -7,6 +7,7 @@ log's token is refused although its offset is larger than the new one's."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Iterator
@@ -40,22 +41,25 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaBro
         redis_server.daemon.stop()
 
 
-# CI once lost every slot for good: the consumer's metadata request for the topic made again timed
-# out on a loaded machine, and its exception ended the membership thread. Here its first such
-# request times out (a timeout far below any broker's answer): the process must own its slots anyway.
+# CI once lost every slot for good: a metadata request about the topic made again timed out on a
+# loaded machine, and its exception ended the membership thread. Here the first request for the new
+# topic's id times out (a timeout far below any broker's answer): the process must own its slots anyway.
 @pytest.mark.parametrize("first_request", ["answered", "timed out"])
 async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
-    servers: tuple[KafkaBroker, RedisServer], first_request: str, monkeypatch: pytest.MonkeyPatch
+    servers: tuple[KafkaBroker, RedisServer],
+    first_request: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    if first_request == "timed out":
-        tell = Shards._tell_consumer
-        timeouts = [0.0001]
+    caplog.set_level(logging.INFO, logger=shards.__name__)
+    timeouts: list[float] = []  # the next look's, once the cluster is new
+    look = Shards._look_for_topic
 
-        def tell_timing_out_once(self: Shards) -> None:
-            monkeypatch.setattr(shards, "TOPIC_NUDGE_TIMEOUT_S", timeouts.pop() if timeouts else 1.0)
-            tell(self)
+    def look_timing_out(self: Shards) -> None:
+        monkeypatch.setattr(shards, "TOPIC_ID_TIMEOUT_S", timeouts.pop() if timeouts else 1.0)
+        look(self)
 
-        monkeypatch.setattr(Shards, "_tell_consumer", tell_timing_out_once)
+    monkeypatch.setattr(Shards, "_look_for_topic", look_timing_out)
     kafka, redis_server = servers
     client = redis.Redis.from_url(redis_server.url)
     listener = client.pubsub(ignore_subscribe_messages=True)
@@ -93,6 +97,8 @@ async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
         kafka.cluster_id = str(cluster_id)  # formatted with the same id, as a pinned CLUSTER_ID would be
         kafka.start()
         up = time.monotonic()
+        if first_request == "timed out":
+            timeouts.append(0.0001)
         assert (
             AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).cluster_id
             == cluster_id
@@ -106,8 +112,13 @@ async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
             await wait_for(owned_on_the_new_log, 60, "the live member owns every slot on the new log")
         except AssertionError as exc:  # what it holds, and what the broker said
             broker = kafka.daemon.log_tail() if kafka.daemon is not None else "(not running)"
-            raise AssertionError(f"{exc}; owned: {first.owned()}; broker:\n{broker}") from None
+            said = "\n".join(f"{r.relativeCreated / 1000:.1f} s {r.getMessage()}" for r in caplog.records)
+            raise AssertionError(
+                f"{exc}; owned: {first.owned()}; the members said:\n{said}\nbroker:\n{broker}"
+            ) from None
         print(f"every slot owned again {time.monotonic() - up:.1f} s after the new broker answered")
+        if first_request == "timed out":  # (the request did time out: the path under test was taken)
+            assert any("not known" in r.getMessage() for r in caplog.records), caplog.text
         new = first.owned()
         assert new[slot].offset < old[slot].offset, (new, old)  # the offset alone would let the old one by
         # the old log's token is refused, the new one's delivered (to the one listener)
