@@ -41,13 +41,20 @@ function multivariateEntries(body) {
   return out;
 }
 
+/** numeric / enum points: [ms, value] in time order; points that share a timestamp stay distinct. */
+function points(kind, body) {
+  return body.timestamps.map((t, i) => [
+    tsMs(t),
+    kind === "numeric" ? dbl(body.values[i]) : body.categories[body.values[i]],
+  ]);
+}
+
+/** Buckets: bucket end (ms) -> bucket. */
 function entries(kind, body) {
   const out = new Map();
   body.timestamps.forEach((t, i) => {
     const at = tsMs(t);
-    if (kind === "numeric") out.set(at, dbl(body.values[i]));
-    else if (kind === "enum") out.set(at, body.categories[body.values[i]]);
-    else if (kind === "bucketedNumeric") {
+    if (kind === "bucketedNumeric") {
       const b = body.buckets[i];
       out.set(at, { min: dbl(b.min), max: dbl(b.max), mean: dbl(b.mean), count: b.count });
     } else {
@@ -87,7 +94,8 @@ function mergeRanges(old, fresh, start) {
 export class ResultView {
   constructor() {
     this.kind = null;
-    this.entries = new Map(); // timestamp (ms) -> value or bucket
+    this.points = []; // [ms, value] in time order (numeric, enum)
+    this.entries = new Map(); // bucket end (ms) -> bucket
     this.ranges = [];
     this.value = null; // [ms, value] for numericPoint / enumPoint
     this.chart = null; // a histogram's or scatter's body
@@ -95,11 +103,13 @@ export class ResultView {
 
   replace(kind, body) {
     this.kind = kind;
+    this.points = [];
     this.entries = new Map();
     this.ranges = [];
     this.value = null;
     this.chart = null;
-    if (POINT_KINDS.has(kind) || BUCKET_KINDS.has(kind)) this.entries = entries(kind, body);
+    if (POINT_KINDS.has(kind)) this.points = points(kind, body);
+    else if (BUCKET_KINDS.has(kind)) this.entries = entries(kind, body);
     else if (kind === "range") this.ranges = ranges(body);
     else if (kind === "rangesSummary") this.ranges = ranges(body.rangesSummary.map((s) => s.range));
     else if (VALUE_KINDS.has(kind)) this.value = body ? [tsMs(body.timestamp), valueOf(body.value)] : null;
@@ -110,8 +120,8 @@ export class ResultView {
   merge(kind, body, start, end) {
     if (this.kind === null) this.kind = kind;
     if (POINT_KINDS.has(kind)) {
-      for (const t of [...this.entries.keys()]) if (t >= start && t <= end) this.entries.delete(t);
-      for (const [t, v] of entries(kind, body)) this.entries.set(t, v);
+      const kept = this.points.filter(([t]) => t < start || t > end); // the append's span is replaced
+      this.points = kept.concat(points(kind, body)).sort((a, b) => a[0] - b[0]); // (a stable sort)
     } else if (BUCKET_KINDS.has(kind)) {
       for (const [t, v] of entries(kind, body)) this.entries.set(t, v); // same end: the newer wins
     } else if (kind === "range") {
@@ -126,12 +136,14 @@ export class ResultView {
   trim(cutoff) {
     const bucketed = BUCKET_KINDS.has(this.kind) || this.kind === "multivariate";
     for (const t of [...this.entries.keys()]) if (bucketed ? t <= cutoff : t < cutoff) this.entries.delete(t);
+    this.points = this.points.filter(([t]) => t >= cutoff);
     this.ranges = this.ranges.filter((r) => r.end === null || r.end > cutoff);
     if (this.value && this.value[0] < cutoff) this.value = null;
   }
 
   /** [[ms, value-or-bucket], ...] in time order. */
   sorted() {
+    if (POINT_KINDS.has(this.kind)) return [...this.points];
     return [...this.entries.entries()].sort((a, b) => a[0] - b[0]);
   }
 }

@@ -42,10 +42,8 @@ def arrow_table(plot: dict[str, Any]) -> pa.Table:
         return reader.read_all()
 
 
-def _arrow_entries(kind: str, plot: dict[str, Any]) -> dict[int, Any]:
+def _arrow_buckets(plot: dict[str, Any]) -> dict[int, Any]:
     rows = arrow_table(plot).to_pylist()
-    if kind == "arrowNumeric":
-        return {row["timestamp"]: row["value"] for row in rows}
     out = {}
     for row in rows:
         end = row.pop("end_bucket_timestamp")
@@ -80,13 +78,25 @@ def _range(r: dict[str, Any]) -> tuple[Any, ...]:
     return start, end, None
 
 
+def point_order(point: tuple[int, Any]) -> tuple[Any, ...]:
+    """Points in time order, and those that share a timestamp (a union's, or groups a tag filter or
+    selectTags joins) in value order: the order among them is not part of a result."""
+    t, v = point
+    if isinstance(v, str):
+        return (t, 2, v)
+    return (t, 1, 0.0) if math.isnan(v) else (t, 0, v)
+
+
 class GroupView:
     """One response (one group): its kind and the merged state."""
 
     def __init__(self, result: dict[str, Any]) -> None:
         self.kind: str = result["type"]
         self.categories: list[str] = []
-        self.entries: dict[int, Any] = {}  # points (t -> value) or buckets (end -> bucket)
+        self.entries: dict[int, Any] = {}  # buckets (end -> bucket)
+        # points (t, value) in time order: two at one timestamp stay two (a selectTags merging
+        # groups that share timestamps sends both; keyed by time, one was lost)
+        self.points: list[tuple[int, Any]] = []
         self.ranges: list[tuple[Any, ...]] = []
         self.value: tuple[float, Any] | None = None  # a point, or a rangeValue's (start, end)
         self.summary: list[tuple[float, float, int]] = []
@@ -95,7 +105,10 @@ class GroupView:
 
     def _load(self, result: dict[str, Any]) -> None:
         body = result[self.kind]
-        if self.kind in POINT_KINDS + BUCKET_KINDS:
+        if self.kind in POINT_KINDS:
+            self.categories = list(body.get("categories", self.categories))
+            self.points = self._points(body)
+        elif self.kind in BUCKET_KINDS:
             self.categories = list(body.get("categories", self.categories))
             self.entries.update(self._entries(body))
         elif self.kind == "range":
@@ -119,17 +132,24 @@ class GroupView:
         else:
             raise AssertionError(f"unexpected result type {self.kind}")
 
-    def _entries(self, body: dict[str, Any]) -> dict[int, Any]:
-        if self.kind in LEGACY_KIND:
-            return _arrow_entries(self.kind, body)
-        if self.kind == "multivariate":  # each bucket: its end and one value per (input, aggregation)
-            return {ns_of(b["timestamp"]): tuple(_value(v) for v in b["values"]) for b in body["buckets"]}
+    def _points(self, body: dict[str, Any]) -> list[tuple[int, Any]]:
+        """A point kind's (t, value) pairs in the frame's order (its timestamps ascend)."""
+        if self.kind == "arrowNumeric":
+            return [(row["timestamp"], row["value"]) for row in arrow_table(body).to_pylist()]
         stamps = [ns_of(t) for t in body["timestamps"]]
         if self.kind == "numeric":
             values = [double(v) for v in body["values"]]
-        elif self.kind == "enum":
+        else:
             values = [self.categories[v] for v in body["values"]]
-        elif self.kind == "bucketedNumeric":
+        return list(zip(stamps, values, strict=True))
+
+    def _entries(self, body: dict[str, Any]) -> dict[int, Any]:
+        if self.kind == "arrowBucketedNumeric":
+            return _arrow_buckets(body)
+        if self.kind == "multivariate":  # each bucket: its end and one value per (input, aggregation)
+            return {ns_of(b["timestamp"]): tuple(_value(v) for v in b["values"]) for b in body["buckets"]}
+        stamps = [ns_of(t) for t in body["timestamps"]]
+        if self.kind == "bucketedNumeric":
             values = [self._numeric_bucket(b) for b in body["buckets"]]
         else:
             values = [self._enum_bucket(b) for b in body["buckets"]]
@@ -163,8 +183,8 @@ class GroupView:
         if self.kind in POINT_KINDS:
             # points in [start, end] are replaced; the categories only grow
             self.categories = list(body.get("categories", self.categories))
-            self.entries = {t: v for t, v in self.entries.items() if not start <= t <= end}
-            self.entries.update(self._entries(body))
+            kept = [p for p in self.points if not start <= p[0] <= end]
+            self.points = sorted(kept + self._points(body), key=lambda p: p[0])  # stable
         elif self.kind in BUCKET_KINDS:
             self.categories = list(body.get("categories", self.categories))
             self.entries.update(self._entries(body))  # a bucket replaces the one with its end
@@ -179,7 +199,9 @@ class GroupView:
             raise AssertionError(f"{self.kind} has no append form")
 
     def trim(self, cutoff: int) -> None:
-        if self.kind in POINT_KINDS + BUCKET_KINDS:
+        if self.kind in POINT_KINDS:
+            self.points = [p for p in self.points if p[0] >= cutoff]
+        elif self.kind in BUCKET_KINDS:
             self.entries = {t: v for t, v in self.entries.items() if t >= cutoff}
 
     def point_count(self) -> int:
@@ -189,10 +211,12 @@ class GroupView:
         if self.kind == "bucketedEnum":
             return sum(sum(b["histogram"].values()) for b in self.entries.values())
         assert self.kind in POINT_KINDS, f"{self.kind} holds no points"
-        return len(self.entries)
+        return len(self.points)
 
     def normalized(self) -> Any:
-        if self.kind in POINT_KINDS + BUCKET_KINDS:
+        if self.kind in POINT_KINDS:
+            return sorted(self.points, key=point_order)
+        if self.kind in BUCKET_KINDS:
             return sorted(self.entries.items())
         if self.kind == "range":
             return list(self.ranges)

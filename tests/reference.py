@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.client_view import point_order
+
 NANOS = 1_000_000_000
 MS = 1_000_000
 FFILL_RADIUS = NANOS
@@ -152,11 +154,13 @@ def select(env: Env, body: dict[str, Any]) -> Points:
     in the dataset scope" (nominal-api's SelectSeries), narrowed by `env.narrow`."""
     rid = _string(env, body["dataset"]["saved"]["rid"])
     name = _string(env, body["name"]) if body.get("name") else None
-    merged: dict[int, Any] = {}
+    # docs/protocol.md: each channel read (one point per timestamp, as `_channel` reads one), their
+    # points "merged in time order": a timestamp two channels share keeps both channels' points
+    by_channel: dict[str, dict[int, Any]] = {}
     for (s_rid, s_channel, s_tags), points in env.store.series().items():
         if s_rid == rid and name in (None, s_channel) and passes(env, s_channel, dict(s_tags)):
-            merged.update(points)
-    return sorted(merged.items())
+            by_channel.setdefault(s_channel, {}).update(points)
+    return sorted((p for points in by_channel.values() for p in points.items()), key=point_order)
 
 
 def _reference(env: Env, ref: dict[str, Any]) -> Points:
@@ -516,7 +520,17 @@ def evaluate(
     node: dict[str, Any], context: dict[str, Any], store: Store, window_ns: int, window_start: int
 ) -> dict[GroupKey, tuple[str, Any]]:
     """{group: (wire kind, normalized result)} for a ComputableNode over every point in `store`,
-    keeping what lies at or after `window_start`."""
+    keeping what lies at or after `window_start`; raw points in `point_order`."""
+    out = _evaluate(node, context, store, window_ns, window_start)
+    return {
+        g: (kind, sorted(value, key=point_order) if kind in ("numeric", "enum") else value)
+        for g, (kind, value) in out.items()
+    }
+
+
+def _evaluate(
+    node: dict[str, Any], context: dict[str, Any], store: Store, window_ns: int, window_start: int
+) -> dict[GroupKey, tuple[str, Any]]:
     groups = _groups(node, context, store)
     from tests.reference_cross_group import output_groups  # it builds on this module
 

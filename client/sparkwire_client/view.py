@@ -1,7 +1,8 @@
 """The merged current view of a subscription's window: a FullResult, then every AppendResult applied
 with the merge rules of Nominal's `ComputeNodeAppendResponse` (as docs/protocol.md states them):
 
-- raw points (`numeric`, `enum`): the points in `[start, end]` replace the ones held there;
+- raw points (`numeric`, `enum`): the points in `[start, end]` replace the ones held there (points
+  that share a timestamp, as a `union` or a `selectTags` merging groups sends them, stay distinct);
 - buckets (`bucketedNumeric`, `bucketedEnum`): a bucket replaces the one with the same end timestamp;
 - ranges (`range`): old ranges from `start` on are dropped (one spanning `start` is cut there), the
   new ones are added, and ranges that then overlap or touch are merged (a range with a value, from
@@ -136,10 +137,20 @@ def _arrow_bucket(row: Json) -> Json:
     return bucket
 
 
-def _entries(kind: str, body: Any) -> dict[int, Any]:
-    """A plot's entries by timestamp: values for points, decoded dicts for buckets."""
+def _points(kind: str, body: Any) -> list[tuple[int, Any]]:
+    """A plot's points as (timestamp, value) in the frame's order (time order; points that share a
+    timestamp are each one)."""
     if kind == "arrowNumeric":
-        return {int(r["timestamp"]): _double(r["value"]) for r in arrow_rows(body)}
+        return [(int(r["timestamp"]), _double(r["value"])) for r in arrow_rows(body)]
+    stamps = [ns_of(t) for t in body["timestamps"]]
+    if kind == "numeric":
+        return list(zip(stamps, (_double(v) for v in body["values"]), strict=True))
+    categories = body["categories"]
+    return list(zip(stamps, (categories[v] for v in body["values"]), strict=True))
+
+
+def _entries(kind: str, body: Any) -> dict[int, Any]:
+    """A plot's buckets by their end timestamp, as decoded dicts."""
     if kind == "arrowBucketedNumeric":
         return {int(r["end_bucket_timestamp"]): _arrow_bucket(r) for r in arrow_rows(body)}
     if kind == "multivariate":  # a bucket's end -> its values, one per (input, aggregation)
@@ -151,11 +162,6 @@ def _entries(kind: str, body: Any) -> dict[int, Any]:
             for b in body["buckets"]
         }
     stamps = [ns_of(t) for t in body["timestamps"]]
-    if kind == "numeric":
-        return dict(zip(stamps, (_double(v) for v in body["values"]), strict=True))
-    if kind == "enum":
-        categories = body["categories"]
-        return dict(zip(stamps, (categories[v] for v in body["values"]), strict=True))
     if kind == "bucketedNumeric":
         return dict(zip(stamps, (_numeric_bucket(b) for b in body["buckets"]), strict=True))
     categories = body["categories"]
@@ -310,15 +316,18 @@ class ResultView:
     """One result (one group of a grouped result) as currently merged."""
 
     kind: str | None = None
-    entries: dict[int, Any] = field(default_factory=dict)  # points and buckets by timestamp
+    points: list[tuple[int, Any]] = field(default_factory=list)  # (timestamp, value) in time order
+    entries: dict[int, Any] = field(default_factory=dict)  # buckets by their end timestamp
     ranges: list[Range] = field(default_factory=list)
     value: tuple[int, Any] | None = None  # numericPoint / enumPoint / singlePoint
     chart: list[Json] = field(default_factory=list)  # a chart's or spectrum's rows, or a fit's one row
 
     def replace(self, kind: str, body: Any) -> None:
         """A FullResult: the whole window."""
-        self.kind, self.entries, self.ranges, self.value, self.chart = kind, {}, [], None, []
-        if kind in _POINT_KINDS or kind in _BUCKET_KINDS:
+        self.kind, self.points, self.entries, self.ranges, self.value, self.chart = kind, [], {}, [], None, []
+        if kind in _POINT_KINDS:
+            self.points = _points(kind, body)
+        elif kind in _BUCKET_KINDS:
             self.entries = _entries(kind, body)
         elif kind == "range":
             self.ranges = _ranges(body)
@@ -344,9 +353,8 @@ class ResultView:
         elif kind != self.kind:
             raise ValueError(f"an append of {kind} onto {self.kind}")
         if kind in _POINT_KINDS:
-            kept = {t: v for t, v in self.entries.items() if not start <= t <= end}
-            kept.update(_entries(kind, body))
-            self.entries = dict(sorted(kept.items()))
+            kept = [p for p in self.points if not start <= p[0] <= end]
+            self.points = sorted(kept + _points(kind, body), key=lambda p: p[0])  # (stable)
         elif kind in _BUCKET_KINDS:
             merged = dict(self.entries)
             merged.update(_entries(kind, body))
@@ -365,7 +373,7 @@ class ResultView:
     def trim(self, cutoff: int) -> None:
         """Drop what lies wholly before the window's start."""
         if self.kind in _POINT_KINDS:
-            self.entries = {t: v for t, v in self.entries.items() if t >= cutoff}
+            self.points = [p for p in self.points if p[0] >= cutoff]
         elif self.kind in _BUCKET_KINDS:  # a bucket's timestamp is its exclusive end
             self.entries = {t: v for t, v in self.entries.items() if t > cutoff}
         self.ranges = [r for r in self.ranges if r.end is None or r.end > cutoff]
@@ -373,11 +381,13 @@ class ResultView:
             self.value = None
 
     def copy(self) -> ResultView:
-        return ResultView(self.kind, dict(self.entries), list(self.ranges), self.value, list(self.chart))
+        return ResultView(
+            self.kind, list(self.points), dict(self.entries), list(self.ranges), self.value, list(self.chart)
+        )
 
     def rows(self) -> list[Json]:
         if self.kind in ("numeric", "enum", "arrowNumeric"):
-            return [{"timestamp": t, "value": v} for t, v in self.entries.items()]
+            return [{"timestamp": t, "value": v} for t, v in self.points]
         if self.kind == "arrowBucketedNumeric":  # the columns the request named
             return [
                 {"timestamp": t, **{k: v for k, v in b.items() if k not in ("first", "last")}}
@@ -490,13 +500,16 @@ class View:
 
     @property
     def timestamps(self) -> list[int]:
-        """Ungrouped points or buckets: their timestamps in nanoseconds since the epoch."""
-        return list(self.result.entries)
+        """Ungrouped points or buckets: their timestamps in nanoseconds since the epoch (points that
+        share a timestamp each give one)."""
+        result = self.result
+        return [t for t, _ in result.points] if result.kind in _POINT_KINDS else list(result.entries)
 
     @property
     def values(self) -> list[Any]:
         """Ungrouped points: their values (float or str); buckets: dicts of min/max/mean/..."""
-        return list(self.result.entries.values())
+        result = self.result
+        return [v for _, v in result.points] if result.kind in _POINT_KINDS else list(result.entries.values())
 
     def rows(self) -> list[Json]:
         """Plain rows; a grouped result adds each grouping tag as a column."""

@@ -116,6 +116,33 @@ async def test_the_chart_follows_written_points(server: ServerProcess, page: Pag
     assert len(png) > 10_000  # a blank page of this size compresses to a few kilobytes
 
 
+async def test_the_merged_view_keeps_points_that_share_a_timestamp(server: ServerProcess, page: Page) -> None:
+    """The page's own merge (dashboard/protocol.js, as served): a union or a selectTags merging groups
+    sends every point of a shared timestamp, and an append replaces whatever lies in its span."""
+    await open_dashboard(page, server.base_url, rid=unique_rid("shared"), channels="p", window="300")
+    seen = await page.evaluate(
+        """async () => {
+            const { MergedView } = await import("./dashboard/protocol.js");
+            const ts = (s) => ({ seconds: s, nanos: 0 });
+            const numeric = (points) => ({ type: "numeric", numeric: {
+                timestamps: points.map(([s]) => ts(s)), values: points.map(([, v]) => v) } });
+            const append = (start, end, points) => ({ type: "append",
+                append: { start: ts(start), end: ts(end), result: numeric(points) } });
+            const view = new MergedView(100_000);
+            const values = () => view.groups.get("").sorted().map(([, v]) => v);
+            const seen = [];
+            view.apply({ type: "full", full: { result: numeric([[10, 1], [10, 5], [11, 2]]) } });
+            seen.push(values());
+            view.apply(append(12, 12, [[12, 7], [12, 8]]));
+            seen.push(values());
+            view.apply(append(10, 10, [[10, 6]]));
+            seen.push(values());
+            return seen;
+        }"""
+    )
+    assert seen == [[1, 5, 2], [1, 5, 2, 7, 8], [6, 2, 7, 8]]
+
+
 async def test_buckets_show_the_reference_min_max_and_mean(server: ServerProcess, page: Page) -> None:
     rid = unique_rid("buckets")
     now = time.time_ns()

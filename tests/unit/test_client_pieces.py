@@ -141,6 +141,30 @@ def test_points_in_the_append_span_are_replaced_and_old_ones_trimmed() -> None:
     assert view.values == [2.0, 9.0]
 
 
+def test_points_that_share_a_timestamp_stay_distinct_until_an_append_replaces_them() -> None:
+    """A union or a selectTags merging groups sends every point of a shared timestamp (docs/protocol.md);
+    an append replaces whatever the view holds in its [start, end], however many points that is."""
+    view = View(window_ns=100 * NANOS)
+
+    def numeric(points: list[tuple[int, float]]) -> dict[str, Any]:
+        return {
+            "type": "numeric",
+            "numeric": {"timestamps": [ts(t * NANOS) for t, _ in points], "values": [v for _, v in points]},
+        }
+
+    view.apply({"type": "full", "full": {"result": numeric([(10, 1.0), (10, 5.0), (11, 2.0)])}})
+    assert list(zip(view.timestamps, view.values, strict=True)) == [
+        (10 * NANOS, 1.0),
+        (10 * NANOS, 5.0),
+        (11 * NANOS, 2.0),
+    ]
+    view.apply(_append(12 * NANOS, 12 * NANOS, numeric([(12, 7.0), (12, 8.0)])))  # new ones after them
+    assert view.values == [1.0, 5.0, 2.0, 7.0, 8.0]
+    view.apply(_append(10 * NANOS, 10 * NANOS, numeric([(10, 6.0)])))  # both at 10 s replaced by one
+    assert view.values == [6.0, 2.0, 7.0, 8.0]
+    assert [r["value"] for r in view.rows()] == [6.0, 2.0, 7.0, 8.0]
+
+
 def test_buckets_replace_by_end_timestamp_per_group() -> None:
     view = View(window_ns=1000 * NANOS)
 
