@@ -318,7 +318,7 @@ class Shards:
             self._topic_id,
         )
         if self._consumer is not None:
-            self._consumer.close()  # (nothing assigned: it only leaves the group)
+            self._consumer.close()  # leaves the group (a slot assigned, unclaimed, is let go)
         if self._producer is not None:
             self._producer.flush(1)
         self._consumer = self._new_consumer()
