@@ -8,6 +8,8 @@ the stream to read, and how fast the Kafka writer ingests.
   handled as the engine's micro-batch is (the series filter, one Arrow collect to the driver, the
   blocks to numpy points); the cost is Spark's own triggerExecution time of the batches that
   carried rows, per point.
+- The series catalog read to its end, as every micro-batch and every new computation reads it
+  before routing (`poll_new_series`), on a quiet log.
 - Back-fill of one series: the Spark batch job a new computation's history is (the Kafka source
   reads its whole partition from the window's start).
 
@@ -115,6 +117,23 @@ def ingest(log: PointLog, batches: list[list[SeriesWrite]], inflight: int) -> di
     }
 
 
+def catalog_polls(log: PointLog, n: int = 40, pause_s: float = 0.2) -> dict[str, float]:
+    """What every micro-batch and every new computation waits for before it can route: the series
+    catalog read to its end (`poll_new_series`), asked `n` times `pause_s` apart, as a quiet log is
+    (the catalog consumer then holds a fetch open at the end of its partition)."""
+    took = []
+    for _ in range(n):
+        time.sleep(pause_s)
+        t = time.perf_counter()
+        log.poll_new_series()
+        took.append((time.perf_counter() - t) * 1000)
+    return {
+        "n": n,
+        "p50_ms": round(statistics.median(took), 2),
+        "max_ms": round(max(took), 2),
+    }
+
+
 def stream_read(spark: Any, stream: Any, decode: Callable[[Any], Any], schema: Any, expect: int) -> dict:
     """Run a streaming query over `stream` until `expect` points arrived; Spark's triggerExecution
     of the batches with rows, per point."""
@@ -188,6 +207,7 @@ def main() -> None:
         kafka = KafkaLog(bootstrap, f"bench-{time.time_ns()}", args.partitions, "bench")
         result["ingest_embedded"] = ingest(embedded, batches, args.inflight)
         result["ingest_kafka"] = ingest(kafka, batches, args.inflight)
+        result["catalog_poll_kafka"] = catalog_polls(kafka)
         total = result["ingest_kafka"]["written"]
         assert total == result["ingest_embedded"]["written"]
 

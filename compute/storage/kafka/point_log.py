@@ -107,12 +107,15 @@ class KafkaLog:
         self._series: dict[int, SeriesInfo] = {}
         self._in_order: list[SeriesInfo] = []  # the catalog in the order this process learnt it
         self._announced = 0  # how many of them poll_new_series has returned
+        # Ends (watermarks) are asked of a consumer that fetches nothing: a broker answers one
+        # connection's requests in order, so asked of a consuming one, the question waits behind its
+        # fetch, which the broker holds up to fetch.wait.max.ms (500 ms) at the end of a partition.
+        self._meta_lock = threading.Lock()
+        self._meta = self._consumer("meta")
         self._catalog = self._consumer("catalog", {"enable.partition.eof": True})
         self._catalog.assign([TopicPartition(self.layout.catalog_topic, 0, OFFSET_BEGINNING)])
         self._catch_up_catalog()
         self._announced = len(self._in_order)  # known at start: nothing to announce yet
-        self._meta_lock = threading.Lock()
-        self._meta = self._consumer("meta")
         self._reader: Consumer | None = None  # `read`'s consumer, made on first use
         self._queue: queue.SimpleQueue[_Pending | _Barrier | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sparkwire-kafka-writer", daemon=True)
@@ -360,7 +363,8 @@ class KafkaLog:
         """Read the catalog topic up to its high watermark as of now, or up to the end the consumer
         reports (read_committed: an open transaction's records are not the end's), within `wait_s`."""
         tp = TopicPartition(self.layout.catalog_topic, 0)
-        end = self._end_of(self._catalog, tp, wait_s)
+        with self._meta_lock:
+            end = self._end_of(self._meta, tp, wait_s)
         deadline = time.monotonic() + wait_s
         while True:
             position = self._catalog.position([tp])[0].offset
