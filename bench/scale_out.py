@@ -1,6 +1,8 @@
 """The scale-out workload: one `--role compute` process (Spark, every computation) and 1, 2, then 3
-`--role edge` processes (WebSockets, ingest, fan-out; no JVM) on one throwaway redis-server, all on
-127.0.0.1. Writes BENCHMARKS.scale-out.md and BENCHMARKS.scale-out.json.
+`--role edge` processes (WebSockets, ingest, fan-out; no JVM) on a throwaway Kafka broker (the point
+log; `source=redis` puts the points in Redis Streams instead) and redis-server (between the tiers),
+then one `--role all` process on the same log, all on 127.0.0.1. Writes BENCHMARKS.scale-out.md and
+BENCHMARKS.scale-out.json.
 
     python -m bench.scale_out [--smoke] [--out BENCHMARKS.scale-out.md] [--work DIR] [NAME=VALUE ...]
 
@@ -30,12 +32,19 @@ What runs (docs/decisions/0030-compute-tier-and-edges.md has the design it measu
   measured after a small warm-up crowd has come and gone (first-use allocations are not per
   connection).
 
+- on `source=kafka`, a throwaway single-node Kafka broker (tests/kafka_broker.py) too: the edges
+  write points to Kafka and the compute process reads them with Spark's own Kafka source;
+  redis-server carries results, wants and heartbeats between the tiers;
+- last (`all_in_one_arm`), the compute process is stopped and one `--role all` process on the same
+  log serves the same feed and subscriptions alone: the reference for the two tiers' latency.
+
 Targets: the compute tier's CPU flat as subscribers (a third -> all) and edges (1 -> 2 -> 3) are
 added: its CPU per micro-batch within +-`flat_tolerance` of the reference (its CPU per second is
 reported beside it; on a busy 2-core machine the compute tier runs micro-batches back to back and
 its CPU per second is the share of the cores it got, see the report); an edge's baseline RSS
-< 150 MB; <= 25 KB per idle connection. Every process started here is stopped at the end, also on
-failure, SIGTERM or Ctrl-C (`--work DIR` keeps the logs and raw records).
+< 150 MB; <= 25 KB per idle connection; the two tiers' write -> frame p99 (the 1-edge arms at the
+full subscriptions) within `two_tier_p99_ratio` of the all-in-one arm's. Every process started
+here is stopped at the end, also on failure, SIGTERM or Ctrl-C (`--work DIR` keeps the logs and raw records).
 """
 
 from __future__ import annotations
@@ -64,9 +73,11 @@ from bench.procstat import cpu_seconds, rss_bytes
 from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
 from tests.infra import RedisServer, start_redis
+from tests.kafka_broker import KafkaBroker, start_kafka
 
 Json = Any
 RID = "ri.bench.feed"
+KAFKA_TOPIC = "bench-scale-out"  # the point topic on source=kafka
 _TICKS = os.sysconf("SC_CLK_TCK")
 MB = 2**20
 
@@ -98,11 +109,16 @@ class ScalePlan:
     idle_settle_s: float = 5
     retention_s: int = 600  # the Redis log keeps 10 minutes: every window is shorter
     redis_partitions: int = 0  # 0: the server's default
+    # the point log the edges write and the compute process reads: "kafka" (read by Spark's own Kafka
+    # source, in the JVM) or "redis" (Redis Streams, read by Spark's Python data source): decision 0095
+    source: str = "kafka"
+    all_in_one_arm: bool = True  # last: one `--role all` process on the same log, the same load
     # targets
     flat_tolerance: float = 0.15
     edge_rss_target_mb: float = 150
     idle_kb_target: float = 25
     p99_target_ms: float = 500  # bench's workload 2 (fan-out) target, for reference
+    two_tier_p99_ratio: float = 1.3  # issue 45: the two tiers' p99 against all-in-one's
 
 
 FULL = ScalePlan()
@@ -130,6 +146,7 @@ class Arm:
     subscriptions: int
     connections: int
     reference: bool = False  # one of the 1-edge full arms the others are compared with
+    all_in_one: bool = False  # one `--role all` process instead of the compute process and edges
 
 
 def arms_of(plan: ScalePlan) -> list[Arm]:
@@ -143,6 +160,8 @@ def arms_of(plan: ScalePlan) -> list[Arm]:
     out += full[1:]
     if plan.control_arm and full and full[0].reference:
         out.append(dataclasses.replace(full[0], name="1-edge again"))
+    if plan.all_in_one_arm:
+        out.append(Arm("all-in-one", 1, plan.subscriptions, plan.connections, all_in_one=True))
     return out
 
 
@@ -336,25 +355,29 @@ IMPORT_STEPS = (
 )
 
 
-def import_rss() -> list[Json]:
-    """RSS of a fresh interpreter after each step of what an edge process imports: where an edge's
-    baseline comes from before it serves anything."""
+HEAVY = ("numpy", "pyarrow", "pandas", "pyspark", "confluent_kafka")
+
+
+def import_rss(source: str) -> list[Json]:
+    """RSS of a fresh interpreter after each step of what an edge process on `source` imports:
+    where an edge's baseline comes from before it serves anything."""
     out: list[Json] = []
     imported: list[str] = []
-    for label, mods in IMPORT_STEPS:
+    log_module = f"compute.storage.{source}.point_log"  # what open_point_log imports at start
+    for label, mods in [*IMPORT_STEPS, (f"+ {log_module} (the {source} log)", log_module)]:
         imported += [m.strip() for m in mods.split(",") if m.strip()]
         code = (
             "import os, sys\n"
             + "".join(f"import {m}\n" for m in imported)
             + "rss = int(open(f'/proc/{os.getpid()}/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
-            + "heavy = [m for m in ('numpy', 'pyarrow', 'pandas', 'pyspark') if m in sys.modules]\n"
+            + f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
             + "print(rss, ','.join(heavy))\n"
         )
         try:
             done = subprocess.run(
                 [sys.executable, "-c", code],
                 cwd=ROOT,
-                env={**os.environ, "SPARKWIRE_ROLE": "edge", "SPARKWIRE_SOURCE": "redis"},
+                env={**os.environ, "SPARKWIRE_ROLE": "edge", "SPARKWIRE_SOURCE": source},
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -394,6 +417,7 @@ class ScaleOut:
         self.results: dict[str, Json] = {"plan": dataclasses.asdict(plan)}
         self.sampler = Sampler()
         self.redis: RedisServer | None = None
+        self.kafka: KafkaBroker | None = None
         self.compute: ServerProcess | None = None
         self.edges: list[ServerProcess] = []
         self.children: list[Child] = []
@@ -405,7 +429,7 @@ class ScaleOut:
         p = self.plan
         env = {
             "SPARKWIRE_ROLE": role,
-            "SPARKWIRE_SOURCE": "redis",
+            "SPARKWIRE_SOURCE": p.source,
             "SPARKWIRE_REDIS_URL": self.redis.url,
             "SPARKWIRE_TRIGGER_MS": str(p.trigger_ms),
             "SPARKWIRE_RETENTION_SECONDS": str(p.retention_s),
@@ -413,6 +437,9 @@ class ScaleOut:
         }
         if p.redis_partitions:
             env["SPARKWIRE_REDIS_PARTITIONS"] = str(p.redis_partitions)
+        if self.kafka is not None:
+            env["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka.bootstrap
+            env["SPARKWIRE_KAFKA_TOPIC"] = KAFKA_TOPIC
         return env
 
     def start_edges(self, n: int, tag: str) -> list[ServerProcess]:
@@ -477,11 +504,22 @@ class ScaleOut:
             with contextlib.suppress(Exception):
                 self.redis.daemon.stop()
             self.redis = None
+        if self.kafka is not None:
+            with contextlib.suppress(Exception):
+                self.kafka.stop()
+            self.kafka = None
         self.sampler.stop()
 
     # -- the whole run ------------------------------------------------------------------------------------
     def run(self) -> None:
+        if self.plan.source not in ("redis", "kafka"):
+            raise ValueError(f"source={self.plan.source!r}: the point log is redis or kafka")
         self.sampler.start()
+        if self.plan.source == "kafka":
+            self.kafka = start_kafka(self.work / "kafka")
+            assert self.kafka.daemon is not None
+            self.sampler.track("kafka", self.kafka.daemon.process.pid)
+            log(f"kafka on {self.kafka.bootstrap}")
         self.redis = start_redis(self.work / "redis")
         self.sampler.track("redis", self.redis.daemon.process.pid, tree=False)
         self.sampler.track("harness", os.getpid(), tree=False)
@@ -497,7 +535,22 @@ class ScaleOut:
         self.results["arms"] = []
         for i, arm in enumerate(arms_of(self.plan)):
             warmup = self.plan.first_warmup_s if i == 0 else self.plan.warmup_s
+            if arm.all_in_one:
+                self.become_all_in_one()
+                warmup = self.plan.first_warmup_s  # a new JVM compiles the batch path again
             self.results["arms"].append(self.run_arm(arm, warmup))
+
+    def become_all_in_one(self) -> None:
+        """The compute process stopped, one `--role all` process started on the same log in its place."""
+        assert self.compute is not None
+        stop_server_tree(self.compute)
+        self.sampler.forget("compute")
+        log("all-in-one: the compute process stopped; starting one --role all process")
+        started = time.monotonic()
+        base = self.work / "all-in-one"
+        self.compute = start_server(base / "data", base.with_suffix(".log"), self.env("all"), 300)
+        self.sampler.track("compute", self.compute.pid, categorize=True)
+        self.results["all_in_one_start_s"] = round(time.monotonic() - started, 1)
 
     # -- idle connections on a fresh edge ---------------------------------------------------------------
     def idle_memory(self) -> Json:
@@ -566,7 +619,7 @@ class ScaleOut:
             )
         finally:
             self.stop_edges([edge])
-        out["imports"] = import_rss()
+        out["imports"] = import_rss(self.plan.source)
         return out
 
     # -- one arm ----------------------------------------------------------------------------------------
@@ -596,9 +649,10 @@ class ScaleOut:
             f"{arm.name}: {arm.edges} edge(s), {arm.subscriptions} subscriptions "
             f"on {arm.connections} connections"
         )
-        edges = self.start_edges(arm.edges, tag)
+        # the all-in-one process is its own edge: the feed and the clients talk to it
+        edges = [self.compute] if arm.all_in_one else self.start_edges(arm.edges, tag)
         try:
-            for i, e in enumerate(edges):
+            for i, e in enumerate(edges if not arm.all_in_one else []):
                 self.sampler.track(f"edge{i + 1}", e.pid)
             feed = self.feed(edges[0], f"{tag}-feed")
             self.sampler.track("feed", feed.pid, tree=False)
@@ -634,7 +688,13 @@ class ScaleOut:
             m_after = [metrics_of(self.compute), *(metrics_of(e) for e in edges)]
             usage = {
                 name: u.as_dict()
-                for name in ["compute", *(f"edge{i + 1}" for i in range(len(edges))), "redis", "feed"]
+                for name in [
+                    "compute",
+                    *(f"edge{i + 1}" for i in range(len(edges))),
+                    "redis",
+                    "kafka",
+                    "feed",
+                ]
                 + [f"clients{k}" for k in range(len(clients))]
                 + ["harness"]
                 if (u := self.sampler.usage(name, s_from, s_to)) is not None
@@ -655,10 +715,11 @@ class ScaleOut:
             self.sampler.forget("feed")
             edge_smaps = [smaps(e.pid, top=5) for e in edges]
         finally:
-            for i in range(len(edges)):
-                self.sampler.forget(f"edge{i + 1}")
-            self.stop_edges(edges)
-        released = self.wait_released()
+            if not arm.all_in_one:
+                for i in range(len(edges)):
+                    self.sampler.forget(f"edge{i + 1}")
+                self.stop_edges(edges)
+        released = None if arm.all_in_one else self.wait_released()
         frames = [np.load(self.work / f"{tag}-clients{k}.npy") for k in range(len(layout))]
         feed_rows = np.load(self.work / f"{tag}-feed.npy")
         result = self.arm_figures(arm, layout, frames, feed_rows, t_from, t_to)
@@ -757,6 +818,7 @@ class ScaleOut:
             "subscriptions": arm.subscriptions,
             "connections": arm.connections,
             "reference": arm.reference,
+            "all_in_one": arm.all_in_one,
             "latency": summarize(lat.latencies_ms).as_dict(),
             "missing": lat.missing,
             "latency_per_edge": per_edge,
@@ -869,7 +931,8 @@ def targets(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
         if ref_batch is not None
         else "n/a"
     )
-    for a in [a for a in arms if not a.get("reference")]:
+    tiers = [a for a in arms if not a.get("all_in_one")]
+    for a in [a for a in tiers if not a.get("reference")]:
         cpu, per_batch = _cpu(a, "compute"), _per_batch(a)
         if a["edges"] == 1:
             what = (
@@ -918,7 +981,7 @@ def targets(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
             [] if kb is None or kb <= plan["idle_kb_target"] else _why_idle(r, idle),
         )
     )
-    p99s = [(a["latency"]["p99_ms"], a) for a in arms if a["latency"]["n"]]
+    p99s = [(a["latency"]["p99_ms"], a) for a in tiers if a["latency"]["n"]]
     if p99s:
         worst, arm = max(p99s, key=lambda x: x[0])
         ok = worst <= plan["p99_target_ms"]
@@ -931,7 +994,43 @@ def targets(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
                 [] if ok else _why_latency(r, arm),
             )
         )
+    rows += _two_tier_rows(r)
     return rows
+
+
+def _two_tier_rows(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
+    """Issue 45's target: the two tiers' p99 (the worst 1-edge arm at the full subscriptions) within
+    `two_tier_p99_ratio` of one all-in-one process's, same log, same load, same run."""
+    plan, arms = r["plan"], r.get("arms", [])
+    alone = [a for a in arms if a.get("all_in_one") and a["latency"]["n"]]
+    refs = [a for a in arms if a.get("reference") and a["latency"]["n"]]
+    what = f"two tiers' write -> frame p99 against all-in-one's, {plan.get('source', 'redis')} log"
+    wanted = f"<= {plan.get('two_tier_p99_ratio', 1.3):g}x"
+    if not alone or not refs:
+        return [(what, wanted, "n/a", "not measured", [])] if plan.get("all_in_one_arm") else []
+    worst = max(refs, key=lambda a: a["latency"]["p99_ms"])
+    tiers_p99, alone_p99 = worst["latency"]["p99_ms"], alone[0]["latency"]["p99_ms"]
+    ratio = tiers_p99 / alone_p99
+    ok = ratio <= plan.get("two_tier_p99_ratio", 1.3)
+    measured = f"{ratio:.2f}x ({tiers_p99:,.0f} ms, {worst['name']}, against {alone_p99:,.0f} ms)"
+    why = [] if ok else _why_two_tiers(worst, alone[0])
+    return [(what, wanted, measured, "met" if ok else "missed", why)]
+
+
+def _why_two_tiers(tiers: Json, alone: Json) -> list[str]:
+    def micro(a: Json) -> str:
+        cm = a["compute_metrics"]
+        return (
+            f"micro-batches of {_f(cm['callback_ms'], '{:.0f}')} ms ({cm['batches_per_s']}/s), the "
+            f"compute tree at {_f(_cpu(a, 'compute'))}% of a core, the machine {a['machine_pct']:.0f}% busy"
+        )
+
+    return [
+        f"Two tiers ({tiers['name']}): p50 {_f(tiers['latency']['p50_ms'])} ms, {micro(tiers)}. "
+        f"All-in-one: p50 {_f(alone['latency']['p50_ms'])} ms, {micro(alone)}. A write reaches a "
+        "frame through the edge's ingest, the log, the compute tier's micro-batch, Redis pub/sub and "
+        "the edge's fan-out, where all-in-one skips the last two."
+    ]
 
 
 def _per_batch(arm: Json) -> float | None:
@@ -1045,8 +1144,9 @@ def _why_latency(r: Json, arm: Json) -> list[str]:
         "compute tier's next micro-batch, which took "
         f"{_f(arm['compute_metrics']['callback_ms'], '{:.0f}')} ms "
         f"({arm['compute_metrics']['batches_per_s']} micro-batches/s; the compute tree used "
-        f"{u.get('compute', {}).get('cpu_pct', 0):.0f}% of a core, of it Spark's Python workers reading "
-        f"the Redis partitions {cats.get('spark workers', 0):.0f}%, the JVM {cats.get('jvm', 0):.0f}%, the "
+        f"{u.get('compute', {}).get('cpu_pct', 0):.0f}% of a core, of it Spark's Python workers"
+        + (" reading the Redis partitions" if r["plan"].get("source", "redis") == "redis" else "")
+        + f" {cats.get('spark workers', 0):.0f}%, the JVM {cats.get('jvm', 0):.0f}%, the "
         f"Python process with the computations and the publishing {cats.get('python', 0):.0f}%). "
         f"The best arm, {best['name']}, had p50 {_f(best['latency']['p50_ms'])} / p99 "
         f"{_f(best['latency']['p99_ms'])} ms with micro-batches of "
@@ -1105,18 +1205,36 @@ def _flat_note(r: Json) -> str:
     return text + "."
 
 
+def _edges(arm: Json) -> str:
+    return "none (one --role all)" if arm.get("all_in_one") else str(arm["edges"])
+
+
 def render(r: Json) -> str:
     plan, m = r["plan"], r["machine"]
     arms = r.get("arms", [])
     idle = r.get("idle", {})
     ref, _ = _reference_cpu(r)
+    source = plan.get("source", "redis")
     out = [
-        "# Sparkwire scale-out: one compute process, 1 to 3 edges",
+        f"# Sparkwire scale-out: one compute process, 1 to 3 edges ({source} log)",
         "",
         "Generated by `bench/scale_out.py` (`make bench-scale-out`). Every figure comes from one run on "
-        "this machine: a throwaway redis-server, one `sparkwire serve --role compute` process (Spark) and "
+        "this machine: a throwaway redis-server"
+        + (" and a single-node Kafka broker (KRaft)" if source == "kafka" else "")
+        + ", one `sparkwire serve --role compute` process (Spark) and "
         "`--role edge` processes (no JVM), all on 127.0.0.1, driven by separate feed and client "
-        "processes (bench/feed.py, bench/clients.py).",
+        "processes (bench/feed.py, bench/clients.py). The point log: "
+        + (
+            "Kafka, read by Spark's own Kafka source; Redis carries results, wants and heartbeats."
+            if source == "kafka"
+            else "Redis Streams, read by Spark's Python data source; Redis also carries results."
+        )
+        + (
+            f" Last, one `--role all` process (started in {r.get('all_in_one_start_s')} s) on the same "
+            "log takes the same feed and subscriptions alone, the all-in-one reference."
+            if any(a.get("all_in_one") for a in arms)
+            else ""
+        ),
         "",
         f"- Date: {r['started']} (run took {r.get('duration_s', '?')} s)",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; Python "
@@ -1132,7 +1250,12 @@ def render(r: Json) -> str:
         f"({plan['channels'] * plan['rate_hz']:,} points/s), "
         f"one HTTP request every {plan['request_ms']:g} ms, "
         "all written to the first edge in every arm (the same ingest cost in each arm; the other edges "
-        f"only fan out); trigger {plan['trigger_ms']} ms; Redis log retention {plan['retention_s']} s.",
+        f"only fan out); trigger {plan['trigger_ms']} ms; "
+        + (
+            f"Redis log retention {plan['retention_s']} s."
+            if source == "redis"
+            else "the Kafka topic's retention is the broker's (every window is shorter)."
+        ),
         f"- Subscriptions: {plan['subscriptions']} over {plan['computations']} distinct computations "
         "(raw, bucketed, arithmetic, ranges: bench/computations.py), "
         f"{plan['subscriptions'] // max(1, plan['connections'])} per connection on {plan['connections']} "
@@ -1145,7 +1268,9 @@ def render(r: Json) -> str:
         "",
         "CPU is % of one core (the machine has 200%), the mean over the window; RSS is the peak in the "
         "window. The compute process's figure is its whole tree: the Python process, Spark's JVM and "
-        "Spark's Python workers (which read the Redis partitions). Latency is from the moment the feed "
+        "Spark's Python workers"
+        + (" (which read the Redis partitions)" if source == "redis" else "")
+        + ". Latency is from the moment the feed "
         "received a write's 200 to the first frame of each subscription that includes the write's "
         "newest point (bench/stats.py), over the subscriptions whose results show points or buckets.",
         "",
@@ -1177,7 +1302,7 @@ def render(r: Json) -> str:
         cm = a["compute_metrics"]
         per_batch = None if cpu is None or not cm["batches_per_s"] else 10 * cpu / cm["batches_per_s"]
         out.append(
-            f"| {a['name']} | {a['edges']} | {a['subscriptions']} | {_f(cpu)}% | "
+            f"| {a['name']} | {_edges(a)} | {a['subscriptions']} | {_f(cpu)}% | "
             f"{_f(None if cpu is None or not ref else cpu / ref - 1, '{:+.0%}')} | "
             f"{_f(cats.get('python'))} / {_f(cats.get('jvm'))} / {_f(cats.get('spark workers'))} | "
             f"{cm['batches_per_s']} | {_f(cm['callback_ms'], '{:.1f} ms')} | {_f(cm['rows_per_batch'])} | "
@@ -1188,9 +1313,9 @@ def render(r: Json) -> str:
         "",
         "## Every process, per arm (CPU % of a core / peak RSS MB)",
         "",
-        "| arm | compute tree | each edge | redis-server | feed | clients (all) | this harness | rest of the "
-        "machine | machine busy |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| arm | compute tree | each edge | redis-server | Kafka broker | feed | clients (all) "
+        "| this harness | rest of the machine | machine busy |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for a in arms:
         u = a["usage"]
@@ -1207,7 +1332,8 @@ def render(r: Json) -> str:
         )
         out.append(
             f"| {a['name']} | {cell(u.get('compute'))} | {edges} | {cell(u.get('redis'))} | "
-            f"{cell(u.get('feed'))} | {client_cell} | {cell(u.get('harness'))} | {a['others_pct']:.0f}% | "
+            f"{cell(u.get('kafka'))} | {cell(u.get('feed'))} | {client_cell} | {cell(u.get('harness'))} | "
+            f"{a['others_pct']:.0f}% | "
             f"{a['machine_pct']:.0f}% |"
         )
     out += [

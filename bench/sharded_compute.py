@@ -76,8 +76,15 @@ class ShardPlan:
     # after its own. So closing_gap_s after the feed stops (more than the widest bucket: 60 s over
     # 100 buckets or more), one tick on every channel, not itself counted. Without it the feed's
     # last write counted as never shown by every bucketed subscription whose last bucket held it.
+    # The tick is closing_ticks consecutive points (1.3 s at 100 Hz), more than two of the widest
+    # buckets (60 s over 101): an append of one bucket proves nothing by that rule, and 88
+    # subscriptions' closing frames were such appends in one run on the Kafka log.
     closing_gap_s: float = 1.0
+    closing_ticks: int = 130
     retention_s: int = 900
+    # the point log the edge writes and the compute processes read: "kafka" (Spark's own Kafka source,
+    # in the JVM) or "redis" (Spark's Python data source reads Redis Streams in every process)
+    source: str = "kafka"
     # targets (issue 45)
     even_tolerance: float = 0.20
     failover_target_s: float = 10
@@ -114,7 +121,7 @@ class Sharded:
         subscriptions = str(p.computations + 100)
         return {
             "SPARKWIRE_ROLE": role,
-            "SPARKWIRE_SOURCE": "redis",
+            "SPARKWIRE_SOURCE": p.source,
             "SPARKWIRE_REDIS_URL": self.redis.url,
             "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap,
             "SPARKWIRE_KAFKA_TOPIC": TOPIC,
@@ -205,6 +212,8 @@ class Sharded:
     # -- the run --------------------------------------------------------------------------------------------
     def run(self) -> None:
         p = self.plan
+        if p.source not in ("redis", "kafka"):
+            raise ValueError(f"source={p.source!r}: the point log is redis or kafka")
         self.sampler.start()
         self.kafka = start_kafka(self.work / "kafka")
         self.redis = start_redis(self.work / "redis")
@@ -273,13 +282,14 @@ class Sharded:
         )
 
     def close_feed(self) -> None:
-        """One tick on every channel closing_gap_s after the feed's last (why: ShardPlan.closing_gap_s)."""
+        """A short run of ticks on every channel closing_gap_s after the feed's last (why:
+        ShardPlan.closing_gap_s)."""
         p, edge = self.plan, self.edge
         assert edge is not None
         time.sleep(p.closing_gap_s)
         tick_ns = 1_000_000_000 // p.rate_hz
         k = time.time_ns() // tick_ns
-        payload = feed_body(RID, p.channels, k, k, tick_ns)
+        payload = feed_body(RID, p.channels, k, k + p.closing_ticks - 1, tick_ns)
         answer = httpx.post(
             f"{edge.base_url}/storage/writer/v1",
             content=payload,
@@ -481,7 +491,8 @@ def render(r: Json) -> str:
         f"- Load: {p['computations']:,} distinct computations (raw, bucketed, arithmetic, ranges: "
         f"bench/computations.py), one subscription each on {p['connections']} connections; the feed "
         f"writes {p['channels']} channels x {p['rate_hz']} Hz ({rate:,} points/s) through the edge; "
-        f"trigger {p['trigger_ms']} ms. Subscribed in {p['client_processes']} waves: "
+        f"trigger {p['trigger_ms']} ms; the point log: {p.get('source', 'redis')}. "
+        f"Subscribed in {p['client_processes']} waves: "
         f"{r['subscribed']['ready']:,} answered, {r['subscribed']['live']:,} live on the edge, in "
         f"{r['subscribed']['seconds']} s (creation errors: {r['subscribed']['errors'][:3]}).",
         "- Each arm: the processes started join, the group settles (Kafka's group has them all, each "
@@ -489,8 +500,12 @@ def render(r: Json) -> str:
         f"{p['warmup_s']:.0f} s warm-up, then a {p['window_s']:.0f} s window.",
         "",
         "Evaluation CPU is each process's micro-batch thread's CPU time applying batches to its "
-        "computations (`sparkwire_evaluation_cpu_seconds`), % of one core; its tree's CPU adds the JVM "
-        "and Spark's Python workers, which in every process read the whole Redis log.",
+        "computations (`sparkwire_evaluation_cpu_seconds`), % of one core; its tree's CPU adds "
+        + (
+            "the JVM and Spark's Python workers, which in every process read the whole Redis log."
+            if p.get("source", "redis") == "redis"
+            else "the JVM, where Spark's Kafka source reads the whole point topic in every process."
+        ),
         "",
         "## Targets",
         "",
@@ -599,8 +614,9 @@ def render(r: Json) -> str:
                 ""
                 if "drained_s" not in fo
                 else f" ({fo['drained_s']:.0f} s after the feed stopped: no frame for {p['quiet_s']:.0f} s,"
-                f" or {p['drain_s']:.0f} s at most; a closing tick {p.get('closing_gap_s', 0):g} s after the"
-                " feed's last, not counted, proves that last write in bucketed frames)"
+                f" or {p['drain_s']:.0f} s at most; a closing run of {p.get('closing_ticks', 1)} ticks a"
+                f" channel {p.get('closing_gap_s', 0):g} s after the feed's last, not counted, proves that"
+                " last write in bucketed frames)"
             ),
             f"{fo['writes_never_shown']:,}",
         ),
