@@ -81,20 +81,32 @@ def test_writing_through_the_contract_needs_no_pyspark() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+# What `sparkwire serve --role edge` (app/tiers/edge.py) loads, either network log it writes to included.
+EDGE_MODULES = [
+    "app.runtime.cli",
+    "app.runtime.server",
+    "app.tiers.edge",
+    "app.tiers.mirror",
+    "app.api.ws",
+    "app.fanout.hub",
+    "compute.storage.redis.point_log",
+    "compute.storage.kafka.point_log",
+    "compute.evaluation.deltas",
+    "compute.evaluation.compiler.builders",
+]
+
+
 def test_an_edge_server_imports_no_pyspark() -> None:
-    """`sparkwire serve --role edge` (app/tiers/edge.py) runs without a JVM: everything it loads,
-    the Redis log it writes to included, imports with PySpark and the Spark wing blocked."""
-    modules = [
-        "app.runtime.cli",
-        "app.runtime.server",
-        "app.tiers.edge",
-        "app.tiers.mirror",
-        "app.api.ws",
-        "app.fanout.hub",
-        "compute.storage.redis.point_log",
-        "compute.evaluation.deltas",
-    ]
-    done = _import_with_blocked(modules, ["pyspark", "py4j", "compute.spark"])
+    """An edge runs without a JVM: everything it loads imports with PySpark and the Spark wing blocked."""
+    done = _import_with_blocked(EDGE_MODULES, ["pyspark", "py4j", "compute.spark"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_an_edge_server_loads_scipy_only_to_evaluate() -> None:
+    """Every server compiles every node (the compile registry), an edge too, which evaluates none:
+    the frequency, filter and curve-fit nodes load scipy's signal and optimize (about 60 MB of an
+    edge's baseline, BENCHMARKS.scale-out.md) only when they run."""
+    done = _import_with_blocked(EDGE_MODULES, ["scipy.signal", "scipy.optimize", "scipy.stats"])
     assert done.returncode == 0, done.stderr[-3000:]
 
 

@@ -13,7 +13,10 @@ says how each is fit and which points count.
 - a custom formula (`CustomCurveFitChart`): scipy.optimize.least_squares from the given starting values.
 
 R^2 is 1 - SS_res / SS_tot and the errors (MAE, MSE, RMSE, max absolute error) are of the fit curve's
-values against the points' y, in the y units, as nominal-api's `CurveFitResult` documents them."""
+values against the points' y, in the y units, as nominal-api's `CurveFitResult` documents them.
+
+scipy.optimize is imported inside the functions that use it: every server imports this module (the
+compile registry builds every node), an edge too, which never evaluates one."""
 
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.polynomial import polynomial as P
-from scipy import optimize
 
 from compute.evaluation.curve_fit_results import CurveFitOutput
 from compute.evaluation.errors import ComputeError
@@ -302,6 +304,8 @@ def fit_formula(
     y: np.ndarray,
 ) -> CurveFitOutput:
     """scipy.optimize.least_squares of formula(inputs, parameters) - y from the starting values."""
+    from scipy import optimize
+
     names = [name for name, _ in parameters]
     if len(y) < len(names):
         raise cannot_fit("curveV2", f"{len(y)} point(s) to fit {len(names)} parameter(s) of a custom formula")

@@ -13,6 +13,9 @@ from its first timestamp to its last, so a gap or jitter moves no energy to a wr
   c gives c at 0 Hz.
 - Periodogram / PSD: Welch's estimate (scipy.signal.welch, density scaling, units^2/Hz).
 - Spectrogram: scipy.signal.spectrogram's windows, as PSD or single-sided amplitude, bucketed.
+
+scipy.signal is imported inside the functions that use it: every server imports this module (the
+compile registry builds every node), an edge too, which never evaluates one.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import EvalEnv, GroupKey, OutputNode, SeriesNode, numeric
@@ -75,6 +77,8 @@ def samples(ts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, float, int]
 
 def window(name: str, length: int, symmetric: bool = False) -> np.ndarray:
     """An FftWindow's values (`DFT_EVEN`, periodic, unless `symmetric`)."""
+    from scipy import signal
+
     return np.asarray(signal.get_window(WINDOWS[name], length, fftbins=not symmetric), dtype=np.float64)
 
 
@@ -110,6 +114,8 @@ class Stft:
     detrend: str | None = None  # CONSTANT, LINEAR, NO_OP
 
     def args(self, n: int, default_window: str | tuple[str, float], overlap_div: int) -> dict[str, Any]:
+        from scipy import signal
+
         nperseg = min(self.nperseg or 256, n)
         if self.window is not None:
             win: object = window(self.window, nperseg, self.symmetric)
@@ -137,6 +143,8 @@ class Stft:
 
 def welch_psd(x: np.ndarray, fs: float, stft: Stft) -> tuple[np.ndarray, np.ndarray]:
     """(frequencies in Hz, Welch's power spectral density in units^2/Hz)."""
+    from scipy import signal
+
     if len(x) < 2 or fs <= 0:
         empty = np.empty(0, np.float64)
         return empty, empty
@@ -304,6 +312,8 @@ def spectrogram_grid(
     single-sided amplitude of each window, |X| / sum(w) doubled off 0 Hz and Nyquist), rows of
     consecutive windows and columns of consecutive bins in the band combined (rows first), then
     scaled (default: 10*log10 of a PSD, 20*log10 of an amplitude)."""
+    from scipy import signal
+
     empty = np.empty(0, np.float64)
     if len(x) < 2 or fs <= 0:
         return SpectrogramGrid(empty, empty, np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 0)))
@@ -422,6 +432,8 @@ def aligned(
 
 def cross_spectrum(x: np.ndarray, y: np.ndarray, fs: float, stft: Stft) -> tuple[np.ndarray, np.ndarray]:
     """(frequencies in Hz, Welch's one-sided cross-spectral density of x and y, conj(X) Y)."""
+    from scipy import signal
+
     if len(x) < 2 or fs <= 0:
         return np.empty(0, np.float64), np.empty(0, np.complex128)
     f, pxy = signal.csd(x, y, fs=fs, scaling="density", **stft.args(len(x), "hann", 2))

@@ -7,14 +7,16 @@ So: scipy.signal.butter(order, cutoffs, btype, fs=fs, output="sos") applied forw
 by scipy.signal.sosfiltfilt with SciPy's default padding (odd extension of
 3 * (2 * sections + 1 - ...) points, SciPy's fixed-size rule): zero phase, the squared magnitude
 response of the Butterworth filter. The points are taken as equally spaced at `fs` (the series'
-median sampling rate when `samplingFrequency` is absent); the output has the input's timestamps."""
+median sampling rate when `samplingFrequency` is absent); the output has the input's timestamps.
+
+scipy.signal is imported inside the functions that use it: every server imports this module (the
+compile registry builds every node), an edge too, which never evaluates one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal
 
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.nodes.base import EvalEnv, SeriesNode, empty_numeric, numeric
@@ -42,6 +44,8 @@ def sampling_frequency(ts: np.ndarray) -> float:
 
 def butterworth(btype: str, cutoffs: tuple[float, ...], order: int, fs: float) -> np.ndarray:
     """The filter's second-order sections (`btype` scipy's name), each cutoff inside (0, fs / 2)."""
+    from scipy import signal
+
     nyquist = fs / 2
     for f in cutoffs:
         if not 0 < f < nyquist:
@@ -63,6 +67,8 @@ def padding(sos: np.ndarray) -> int:
 
 def filtfilt(sos: np.ndarray, values: np.ndarray) -> np.ndarray:
     """sosfiltfilt with SciPy's default padding, which needs more points than its pad."""
+    from scipy import signal
+
     pad = padding(sos)
     if len(values) <= pad:
         raise filter_error(
