@@ -1013,11 +1013,11 @@ def _two_tier_rows(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
     ratio = tiers_p99 / alone_p99
     ok = ratio <= plan.get("two_tier_p99_ratio", 1.3)
     measured = f"{ratio:.2f}x ({tiers_p99:,.0f} ms, {worst['name']}, against {alone_p99:,.0f} ms)"
-    why = [] if ok else _why_two_tiers(worst, alone[0])
+    why = [] if ok else _why_two_tiers(worst, alone[0], [a for a in refs if a is not worst])
     return [(what, wanted, measured, "met" if ok else "missed", why)]
 
 
-def _why_two_tiers(tiers: Json, alone: Json) -> list[str]:
+def _why_two_tiers(tiers: Json, alone: Json, others: list[Json]) -> list[str]:
     def micro(a: Json) -> str:
         cm = a["compute_metrics"]
         return (
@@ -1030,6 +1030,10 @@ def _why_two_tiers(tiers: Json, alone: Json) -> list[str]:
         f"All-in-one: p50 {_f(alone['latency']['p50_ms'])} ms, {micro(alone)}. A write reaches a "
         "frame through the edge's ingest, the log, the compute tier's micro-batch, Redis pub/sub and "
         "the edge's fan-out, where all-in-one skips the last two."
+    ] + [
+        f"The same arm, {a['name']}: p99 {_f(a['latency']['p99_ms'])} ms, "
+        f"{a['latency']['p99_ms'] / alone['latency']['p99_ms']:.2f}x, {micro(a)}."
+        for a in others
     ]
 
 
