@@ -200,7 +200,6 @@ class Computation:
         self.updated_at: int | None = None  # unix ns of the last evaluation (a back-fill or a batch)
         self.epoch = 0  # bumped by reset(): a back-fill started before it is stale
         self._changed: dict[GroupKey, int] = {}  # per group: the oldest point applied since evaluated
-        self._held_from: int | None = None  # where the held history started at the last evaluation
         self._head_stable = plan.root.input.head_stable()
         self._lead_ns = lead_ns(plan.root.input)
         # Groups routed (max_groups, compute/evaluation/cost.py), and the series left unrouted
@@ -259,7 +258,6 @@ class Computation:
             self.newest_seen = {}
             self._buffered = []
             self._changed = {}
-            self._held_from = None
             self.error = None
             self.ready = False
 
@@ -427,14 +425,15 @@ class Computation:
         window_start = now - self.plan.window_ns
         keep_from = self.held_from(now)
         self._forget_log_lines(keep_from)
-        moved = keep_from != self._held_from and not self._head_stable
-        self._held_from = keep_from
+        # Only dropped points change what a head-unstable tree sees: a held start that moves over no
+        # point (history shorter than the window) leaves every input as it was.
+        trimmed = False
         changed, self._changed = self._changed, {}
         inputs: dict[GroupKey, dict[int, NumericPoints | EnumPoints]] = {}
         for key, group in self.groups.items():
             series: dict[int, NumericPoints | EnumPoints] = {}
             for index, window in group.windows.items():
-                window.trim_before(keep_from)
+                trimmed = window.trim_before(keep_from) > 0 or trimmed
                 if index in group.logs:
                     series[index] = LogPoints(window.ts, window.values, self.log_lines)
                 elif window.dtype == np.int32:
@@ -458,7 +457,11 @@ class Computation:
                 )
             }
             everywhere = UNCHANGED
-        if moved and not all(self.plan.root.input.head_settled(env, window_start) for env in envs.values()):
+        if (
+            trimmed
+            and not self._head_stable
+            and not all(self.plan.root.input.head_settled(env, window_start) for env in envs.values())
+        ):
             whole = True  # the output near the window's start depends on where history starts
         self.updated_at = time.time_ns()
         try:

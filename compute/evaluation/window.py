@@ -136,8 +136,11 @@ class SeriesWindow:
         ts[:live], values[:live] = self.ts, self.values
         self._ts, self._values, self._start, self._end = ts, values, 0, live
 
-    def trim_before(self, t: int) -> None:
-        self._start += int(self.ts.searchsorted(t, side="left"))
+    def trim_before(self, t: int) -> int:
+        """Drop the points before `t`; return how many were dropped."""
+        dropped = int(self.ts.searchsorted(t, side="left"))
+        self._start += dropped
+        return dropped
 
     def __len__(self) -> int:
         return self._end - self._start
