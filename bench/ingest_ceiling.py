@@ -93,6 +93,7 @@ class CeilingPlan:
     # text fell behind the clock at 1,000,000 points/s (0.65 of a core) before the server did
     json_feeds: int = 2
     max_rate: int = 2_000_000  # twice the target: the ramp's bound, so that a run ends
+    endpoints: tuple[str, ...] = ENDPOINTS  # the ramps to run, in order (bench/log_ingest.py: JSON)
 
     def rates(self, endpoint: str) -> Iterator[int]:
         """The ramp's rates for one endpoint: the listed ones, then up by `step_up` to `max_rate`."""
@@ -356,7 +357,7 @@ def measure(plan: CeilingPlan, work: Path, env: dict[str, str] | None = None) ->
         threads = python_thread_names(server.pid)
         results["threads_named"] = sorted({n for n in threads.values() if n.startswith("sparkwire-log")})
         ramp = Ramp(plan, server, work, latency, threads)
-        for endpoint in ENDPOINTS:
+        for endpoint in plan.endpoints:
             for rate in plan.rates(endpoint):
                 step = ramp.step(endpoint, rate)
                 results["steps"].append(step)
@@ -365,7 +366,7 @@ def measure(plan: CeilingPlan, work: Path, env: dict[str, str] | None = None) ->
         latency.finish(timeout=60)
     finally:
         server.stop()
-    for endpoint in ENDPOINTS:
+    for endpoint in plan.endpoints:
         results[f"{endpoint}_ceiling"] = ceiling(results, endpoint)
         # "failed" at the first step not held, else the ramp held every step to its bound
         results[f"{endpoint}_stopped"] = "failed" if failing_step(results, endpoint) else "bound"
@@ -408,7 +409,7 @@ def ramp(results: Json, endpoint: str) -> list[Json]:
     return out
 
 
-def _held(results: Json, endpoint: str) -> list[Json]:
+def held_steps(results: Json, endpoint: str) -> list[Json]:
     """The steps of an endpoint's ramp that held: all but a failing last one."""
     steps = ramp(results, endpoint)
     return steps[:-1] if steps and why_not_held(steps[-1]) else steps
@@ -416,12 +417,12 @@ def _held(results: Json, endpoint: str) -> list[Json]:
 
 def ceiling(results: Json, endpoint: str) -> int:
     """The most points/s stored in a step that held."""
-    return max((s["achieved"] for s in _held(results, endpoint)), default=0)
+    return max((s["achieved"] for s in held_steps(results, endpoint)), default=0)
 
 
 def rate_held(results: Json, endpoint: str) -> int:
     """The highest target rate of a step that held (what "N points/s held" is judged on)."""
-    return max((s["target"] for s in _held(results, endpoint)), default=0)
+    return max((s["target"] for s in held_steps(results, endpoint)), default=0)
 
 
 def failing_step(results: Json, endpoint: str) -> Json | None:

@@ -114,7 +114,8 @@ def with_overrides(plan: P, overrides: list[str]) -> P:
             raise SystemExit(f"unknown plan field {name!r}; fields: {', '.join(types)}")
         current = getattr(plan, name)
         if isinstance(current, tuple):
-            changes[name] = tuple(int(x) for x in raw.split(",") if x)
+            element = type(current[0]) if current else int  # rates are ints, endpoint names str
+            changes[name] = tuple(element(x) for x in raw.split(",") if x)
         elif isinstance(current, bool):
             changes[name] = raw.lower() in ("1", "true", "yes")
         else:
