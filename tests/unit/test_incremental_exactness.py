@@ -10,6 +10,8 @@ client view. The cases below must name every registered node kind
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -654,6 +656,23 @@ def test_a_live_batch_evaluates_only_the_new_points() -> None:
     assert isinstance(out, NumericBuckets) and out.count.sum() > 3_000_000
 
 
+@contextmanager
+def whole_evaluations(kind: type) -> Iterator[list[int]]:
+    """Counts `kind.evaluate` calls (whole evaluations) while the block runs."""
+    whole = kind.evaluate  # type: ignore[attr-defined]
+    calls: list[int] = []
+
+    def counted(self: Any, env: Any) -> Any:
+        calls.append(1)
+        return whole(self, env)
+
+    kind.evaluate = counted  # type: ignore[attr-defined]
+    try:
+        yield calls
+    finally:
+        kind.evaluate = whole  # type: ignore[attr-defined]
+
+
 def test_a_derivative_over_a_dense_channel_stays_incremental_when_the_held_start_moves() -> None:
     """The held history's start moves once per step (225 s for an hour window); a derivative's
     first point depends on the point held before it, but over a dense channel that point is there
@@ -672,15 +691,7 @@ def test_a_derivative_over_a_dense_channel_stays_incremental_when_the_held_start
     computation.backfill_seq = points
     now = int(ts[-1]) + NANOS  # the window's start 1 s past a step: the held start is before it
     computation.load_backfill({1: Rows(np.arange(points), ts, np.sin(np.arange(points) / 100))}, now)
-    whole = Derivative.evaluate
-    calls: list[int] = []
-
-    def counted(self: Any, env: Any) -> Any:
-        calls.append(1)
-        return whole(self, env)
-
-    Derivative.evaluate = counted  # type: ignore[method-assign]
-    try:
+    with whole_evaluations(Derivative) as calls:
         step = plan.history_step_ns
         t = int(ts[-1])
         for _ in range(3):  # each batch's clock a whole step later: the held start moves every time
@@ -696,8 +707,6 @@ def test_a_derivative_over_a_dense_channel_stays_incremental_when_the_held_start
         rows = {1: Rows(np.array([later]), np.array([later - MS]), np.zeros(1))}
         assert computation.apply_batch(rows, later) is not None
         assert calls == [1]
-    finally:
-        Derivative.evaluate = whole  # type: ignore[method-assign]
 
 
 def test_rolling_points_over_history_shorter_than_the_window_stays_incremental() -> None:
@@ -719,15 +728,7 @@ def test_rolling_points_over_history_shorter_than_the_window_stays_incremental()
     computation.backfill_seq = points
     now = int(ts[-1]) + MS
     computation.load_backfill({1: Rows(np.arange(points), ts, np.sin(np.arange(points) / 100))}, now)
-    whole = RollingPoints.evaluate
-    calls: list[int] = []
-
-    def counted(self: Any, env: Any) -> Any:
-        calls.append(1)
-        return whole(self, env)
-
-    RollingPoints.evaluate = counted  # type: ignore[method-assign]
-    try:
+    with whole_evaluations(RollingPoints) as calls:
         step = plan.history_step_ns
         t = int(ts[-1])
         for _ in range(3):  # each batch a whole step later: the held start moves, over no point
@@ -743,8 +744,6 @@ def test_rolling_points_over_history_shorter_than_the_window_stays_incremental()
         rows = {1: Rows(np.array([later]), np.array([later]), np.zeros(1))}
         assert computation.apply_batch(rows, now) is not None
         assert calls == [1]
-    finally:
-        RollingPoints.evaluate = whole  # type: ignore[method-assign]
 
 
 # The kinds with an incremental form beyond those of the contract's first cut, by the case that
