@@ -105,13 +105,36 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One throwaway Kafka broker for the modules that only use it as the point log, each on a
+    topic of its own (a broker starts in ~10 s and holds ~400 MB). A module that stops its broker
+    (an outage test) starts one of its own instead."""
+    from tests.kafka_broker import start_kafka
+
+    broker = start_kafka(tmp_path_factory.mktemp("kafka-log"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_log_server(tmp_path_factory: pytest.TempPathFactory, kafka_log: object) -> Iterator[ServerProcess]:
+    """An all-in-one server on the Kafka log (the session's broker, a topic of its own), for the
+    reads that run as Spark batch jobs over a shared log: history with no index of which series
+    hold points in a range."""
+    from tests.infra import server_on_kafka_log
+
+    with server_on_kafka_log(tmp_path_factory.mktemp("kafka-log-server"), kafka_log) as proc:  # type: ignore[arg-type]
+        yield proc
+
+
 # -- test tiers --------------------------------------------------------------------------------------
 # The directory gives the marker: tests/unit/ never starts a server (`pytest -m unit`: no server, no
 # Spark, seconds); tests/server/ holds the rest (a real server process, a redis-server, a Spark
 # session or cluster, Chromium: `pytest -m server`). A unit test that asks for a server fixture, a
 # test outside the two directories, or a marker that contradicts the directory is an error.
 
-SERVER_FIXTURES = frozenset({"server", "spark", "chromium"})
+SERVER_FIXTURES = frozenset({"server", "spark", "chromium", "kafka_log", "kafka_log_server"})
 TIERS = {"unit": pytest.mark.unit, "server": pytest.mark.server}
 # tests/hostile/: the attack suite (docs/reliability-and-security.md), server tests that also carry
 # the `hostile` marker, so `pytest -m hostile` replays every attack alone.

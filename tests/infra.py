@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pyspark
@@ -19,6 +20,9 @@ import pytest
 import redis
 
 from tests.conftest import ServerProcess, free_port, start_server
+
+if TYPE_CHECKING:
+    from tests.kafka_broker import KafkaBroker  # which imports this module
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -101,23 +105,20 @@ def start_redis(workdir: Path, port: int | None = None, persistent: bool = False
 
 
 @contextmanager
-def server_on_redis_log(base: Path) -> Iterator[ServerProcess]:
-    """An all-in-one server on the Redis log (one partition) with a throwaway redis-server, both
-    stopped on the way out: the log with no time index, whose history Spark's batch jobs read."""
-    redis_server = start_redis(base / "redis")
+def server_on_kafka_log(base: Path, broker: KafkaBroker) -> Iterator[ServerProcess]:
+    """An all-in-one server on the Kafka log (`broker`, a topic named after `base`), stopped on the
+    way out: the shared log with no index of which series hold points in a range, whose history
+    Spark's batch jobs read by time."""
     env = {
-        "SPARKWIRE_SOURCE": "redis",
-        "SPARKWIRE_REDIS_URL": redis_server.url,
-        "SPARKWIRE_REDIS_PARTITIONS": "1",
+        "SPARKWIRE_SOURCE": "kafka",
+        "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
+        "SPARKWIRE_KAFKA_TOPIC": f"{base.name}-points",
     }
+    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
     try:
-        proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
-        try:
-            yield proc
-        finally:
-            proc.stop()
+        yield proc
     finally:
-        redis_server.daemon.stop()
+        proc.stop()
 
 
 @dataclass

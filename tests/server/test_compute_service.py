@@ -34,7 +34,6 @@ from nominal_api import scout_compute_api as sc
 
 from tests import node_json as n
 from tests.conftest import ROOT, ServerProcess, start_secured_server
-from tests.infra import server_on_redis_log
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -401,15 +400,9 @@ def test_the_nominal_sdk_computes_buckets(secured: ServerProcess, written: Json,
     assert_buckets(as_json(out["frame"]), wave_ref)
 
 
-# -- on the Redis log, read by a Spark batch job --------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_log_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with server_on_redis_log(tmp_path_factory.mktemp("compute-on-redis")) as proc:
-        yield proc
-
-
-async def test_compute_on_the_redis_log_reads_as_back_fill_does(redis_log_server: ServerProcess) -> None:
-    server, rid = redis_log_server, f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+# -- on the Kafka log, read by a Spark batch job ---------------------------------------------------------
+async def test_compute_on_the_kafka_log_reads_as_back_fill_does(kafka_log_server: ServerProcess) -> None:
+    server, rid = kafka_log_server, f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
     t0 = (time.time_ns() // NANOS - 120) * NANOS
     wave = [(t0 + i * 5 * MS, 10.0 * math.sin(2 * math.pi * i / 400)) for i in range(4000)]
     await write_points(server.base_url, rid, "wave", wave)

@@ -1,8 +1,9 @@
-"""The first hour with two tiers (one `--role compute`, one `--role edge`, on a redis-server, started
-as tests/test_two_tier.py starts them): the compute server's `/` points to the edges; a clean
-SIGTERM of the compute server logs no traceback; meanwhile the Python client's loop goes on
-(`healthy` False) and recovers with the next FullResult, the edge logs "not ready" then "ready"
-again, and the dashboard on the edge says "waiting" instead of a green "open"."""
+"""The first hour with two tiers (one `--role compute`, one `--role edge`, on the Kafka log and a
+redis-server, started as tests/server/test_two_tier.py starts them): the compute server's `/`
+points to the edges; a clean SIGTERM of the compute server logs no traceback; meanwhile the Python
+client's loop goes on (`healthy` False) and recovers with the next FullResult, the edge logs "not
+ready" then "ready" again, and the dashboard on the edge says "waiting" instead of a green
+"open"."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from playwright.async_api import Page, expect
 
 from sparkwire_client import Client, View, numeric_channel, series
 from tests.infra import start_redis
+from tests.kafka_broker import KafkaBroker
 from tests.server.test_dashboard import open_dashboard, until
 from tests.server.test_two_tier import Tier
 from tests.wire import NANOS, write_points
@@ -25,10 +27,10 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
+def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
     workdir = tmp_path_factory.mktemp("first-hour-tiers")
     redis_server = start_redis(workdir / "redis", persistent=True)
-    tier = Tier(workdir, redis_server, None, [])  # type: ignore[arg-type]
+    tier = Tier(workdir, redis_server, kafka_log, None, [])  # type: ignore[arg-type]
     try:
         tier.compute = tier.start_compute()
         tier.edges = [tier.start_edge("edge")]

@@ -16,7 +16,6 @@ import textwrap
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, ServerProcess
-from tests.infra import server_on_redis_log
 from tests.wire import NANOS, write_points
 
 NOMINAL_PYTHON = ROOT / ".venv-nominal" / "bin" / "python"
@@ -61,17 +59,13 @@ SDK_SCRIPT = textwrap.dedent(
 ).replace("NANOS", str(NANOS))
 
 
-@pytest.fixture(scope="module", params=["embedded log", "Redis log"])
-def log_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    """The shared server on the embedded log, and one on the Redis log: there no index says which
-    series hold points in a range, and a Spark job counts them (app/api/data_sources.py)."""
-    if request.param == "embedded log":
-        yield request.getfixturevalue("server")
-        return
-    with server_on_redis_log(tmp_path_factory.mktemp("polars-on-redis")) as proc:
-        yield proc
+@pytest.fixture(scope="module", params=["embedded log", "Kafka log"])
+def log_server(request: pytest.FixtureRequest) -> ServerProcess:
+    """The shared server on the embedded log, and the one on the Kafka log: there no index says
+    which series hold points in a range, and a Spark job counts them (app/api/data_sources.py)."""
+    name = "server" if request.param == "embedded log" else "kafka_log_server"
+    server: ServerProcess = request.getfixturevalue(name)
+    return server
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,7 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import scout_dataexport_api as de
 
 from app.api.export import MAX_EXPORT_POINTS
-from tests.conftest import ROOT, ServerProcess, start_secured_server, start_server
-from tests.infra import start_redis
+from tests.conftest import ROOT, ServerProcess, start_secured_server
 from tests.wire import NANOS, write_points
 from tests.wire import ts as ts_json
 
@@ -406,20 +405,9 @@ async def test_the_reads_need_a_token_and_see_only_what_it_reaches(secured: Serv
     ]
 
 
-# -- on the Redis log, read by a Spark batch job -------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_log_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    base = tmp_path_factory.mktemp("reads-on-redis")
-    redis = start_redis(base / "redis")
-    env = {"SPARKWIRE_SOURCE": "redis", "SPARKWIRE_REDIS_URL": redis.url, "SPARKWIRE_REDIS_PARTITIONS": "1"}
-    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
-    yield proc
-    proc.stop()
-    redis.daemon.stop()
-
-
-async def test_export_from_the_redis_log_reads_as_back_fill_does(redis_log_server: ServerProcess) -> None:
-    server, rid = redis_log_server, five_part_rid()
+# -- on the Kafka log, read by a Spark batch job ---------------------------------------------------------
+async def test_export_from_the_kafka_log_reads_as_back_fill_does(kafka_log_server: ServerProcess) -> None:
+    server, rid = kafka_log_server, five_part_rid()
     t0 = time.time_ns() - 60 * NANOS
     a = [(t0 + i * 1_000_003, 0.5 * i) for i in range(30)]
     b = [(t0 + i * 2_000_000, 100.0 + i) for i in range(15)]

@@ -1,11 +1,12 @@
-"""Computations sharded across compute processes (docs/decisions/0089): a Kafka broker, a
-redis-server, two `--role compute` processes sharing the live computations through Kafka's consumer
-group (`compute-slots`), one edge, real WebSocket clients. One compute process is killed with
-SIGKILL: its computations move to the other, and every subscriber gets a correct FullResult again
-on the same connection, with nothing acknowledged lost and no frame going back in time. Then one is
-added while points are being written: it takes its share of the slots, and the same holds. Then the
-broker is stopped for longer than a group session and started again: the computations go on, and
-the same holds."""
+"""Computations sharded across compute processes (docs/decisions/0089): a Kafka broker (the point
+log, `source=kafka`, and the consumer group `compute-slots` that shares the live computations), a
+redis-server (results and heartbeats between the tiers), two `--role compute` processes, one edge,
+real WebSocket clients. One compute process is killed with SIGKILL: its computations move to the
+other, and every subscriber gets a correct FullResult again on the same connection, with nothing
+acknowledged lost and no frame going back in time. Then one is added while points are being
+written: it takes its share of the slots, and the same holds. Then the broker is stopped for longer
+than a group session and started again: writes meanwhile are refused whole (503), the computations
+go on once it is back, and the same holds."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import httpx
 import pytest
 import redis
 from confluent_kafka import KafkaException
@@ -50,7 +52,7 @@ def sharded_env(redis_url: str, bootstrap: str) -> dict[str, str]:
     """The settings of every process here (deploy/docker-compose.yml's compute services set the same
     ones, tests/unit/test_compose_file.py checks)."""
     return {
-        "SPARKWIRE_SOURCE": "redis",
+        "SPARKWIRE_SOURCE": "kafka",
         "SPARKWIRE_REDIS_URL": redis_url,
         "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "SPARKWIRE_KAFKA_TOPIC": TOPIC,
@@ -282,21 +284,31 @@ async def test_a_compute_process_added_under_load_takes_its_share(shared: Shared
 
 
 async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(shared: Shared) -> None:
-    """The broker away for longer than a group session (6 s) while points are written: the points go
-    to the points log (Redis), so every write is still acknowledged; the compute processes cannot
-    heartbeat, so Kafka's client calls their slots lost and they drop those computations. Once the
-    broker is back the group forms again, the slots are claimed with new tokens, and every subscriber
-    ends holding every acknowledged point, no frame going back in time."""
+    """The broker away for longer than a group session (6 s) while points are written: it is the
+    point log, so those writes are refused whole (503 `Storage:LogUnavailable`, nothing stored); the
+    compute processes cannot heartbeat, so Kafka's client calls their slots lost and they drop those
+    computations. Once the broker is back writes succeed again, the group forms again, the slots are
+    claimed with new tokens, and every subscriber ends holding every acknowledged point and nothing
+    refused, no frame going back in time."""
     edge = shared.edge
     live = [c for c in shared.computes if c.process.poll() is None]
     client = await Client.connect(edge.ws_url)
     try:
         rids, held, acked = await subscribed_series(client, edge, "outage", 6, 3)
+        refused: list[str] = []
 
         async def write_round(value: float) -> None:
-            for sub_id, rid in rids.items():
-                await write_points(edge.base_url, rid, "temp", [(time.time_ns(), value)])
-                acked[sub_id].append(value)
+            """One point per channel; acknowledged points are the subscribers' to hold, refused
+            ones never appear (they are not in `acked`, and until_holding fails on a stranger)."""
+            async with httpx.AsyncClient(base_url=edge.base_url, timeout=60) as http:
+                for sub_id, rid in rids.items():
+                    response = await http.post("/storage/writer/v1", json=write_body(rid, value))
+                    if response.status_code == 200:
+                        acked[sub_id].append(value)
+                        continue
+                    assert response.status_code == 503, response.text
+                    assert response.json()["errorName"] == "Storage:LogUnavailable", response.text
+                    refused.append(rid)
 
         shared.kafka.stop()
         stopped_at = time.monotonic()
@@ -305,24 +317,43 @@ async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(s
             await write_round(value)
             value += 1
             await asyncio.sleep(0.5)
+        assert refused, "no write was refused while the point log's broker was away"
         await asyncio.to_thread(shared.kafka.start)
-        await write_round(value)  # written once the broker is back
+        deadline = time.monotonic() + 120
+        while True:  # the writer makes a new producer once the broker is back
+            before = len(refused)
+            await write_round(value)
+            value += 1
+            if len(refused) == before:
+                break
+            assert time.monotonic() < deadline, "writes were still refused 120 s after the broker's return"
+            await asyncio.sleep(1)
 
         outcomes = await asyncio.gather(
             *(until_holding(client, sub_id, held[sub_id], acked[sub_id]) for sub_id in rids)
         )
-        print(f"broker outage: (FullResults, errors) per subscriber {outcomes}")
+        print(
+            f"broker outage: {len(refused)} writes refused; (FullResults, errors) per subscriber {outcomes}"
+        )
         await wait_for(
             lambda: sum(slots_per_member(shared.kafka.bootstrap)) == SLOTS, 60, "the group formed again"
         )
         assert sum(gauge(c, "sparkwire_computations") for c in live) == len(rids)
         # and live again: a later point arrives as an append everywhere
-        await write_round(value + 1)
+        await write_round(value)
         for sub_id in rids:
             update = await client.update(sub_id, timeout=60)
-            assert update["type"] == "append" and values(update) == [value + 1], update
+            assert update["type"] == "append" and values(update) == [value], update
     finally:
         await client.close()
+
+
+def write_body(rid: str, value: float) -> dict:
+    """A write request of one point (now, `value`) to channel temp of `rid`."""
+    t = time.time_ns()
+    point = {"timestamp": {"seconds": t // NANOS, "nanos": t % NANOS}, "value": value}
+    batch = {"channel": "temp", "tags": {}, "points": {"type": "double", "double": [point]}}
+    return {"dataSourceRid": rid, "batches": [batch]}
 
 
 async def test_a_process_that_lost_a_slot_can_never_publish_it_again(shared: Shared) -> None:

@@ -1,8 +1,9 @@
-"""The two tiers on the Kafka log (`--source kafka` with `--role compute` and `--role edge`): a
-throwaway broker and redis-server, one compute process sharing its computations through Kafka's
-group (compute-slots) and two edges, all real processes on 127.0.0.1. Points go from an edge's
+"""The two tiers on the Kafka log (`--source kafka` with `--role compute` and `--role edge`): the test
+session's broker and a throwaway redis-server, one compute process sharing its computations through
+Kafka's group (compute-slots, a group of one: tests/server/test_two_tier.py runs none) and two
+edges, all real processes on 127.0.0.1, on a topic of three partitions. Points go from an edge's
 transactional producer to Kafka and reach the compute tier through Spark's Kafka source; results,
-leases and the asset catalog go through Redis, as on the Redis log."""
+leases and the asset catalog go through Redis."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from tests.conftest import ServerProcess
 from tests.infra import RedisServer, RoleStarter, start_redis
-from tests.kafka_broker import KafkaBroker, start_kafka
+from tests.kafka_broker import KafkaBroker
 from tests.server import test_nominal_datasets as ds
 from tests.server.test_end_to_end import subscribe_one, unique_rid
 from tests.server.test_two_tier import asset_channel_variables, values_of
@@ -36,9 +37,9 @@ class KafkaTiers:
 
 
 @pytest.fixture(scope="module")
-def tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTiers]:
+def tiers(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[KafkaTiers]:
     workdir = tmp_path_factory.mktemp("tiers-on-kafka")
-    kafka = start_kafka(workdir / "kafka")
+    kafka = kafka_log
     redis_server = start_redis(workdir / "redis")
     env = {
         "SPARKWIRE_SOURCE": "kafka",
@@ -57,7 +58,6 @@ def tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaTiers]:
         for process in start.processes:
             process.stop()
         redis_server.daemon.stop()
-        kafka.stop()
 
 
 async def test_points_written_through_one_edge_reach_subscribers_of_the_other(tiers: KafkaTiers) -> None:

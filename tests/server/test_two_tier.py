@@ -1,6 +1,7 @@
 """Compute once, serve from many: one `--role compute` process (Spark) and two `--role edge`
-processes (no JVM) on one redis-server, all real processes on 127.0.0.1, with real WebSocket
-clients. The end-to-end checks of tests/server/test_end_to_end.py run again here through an edge."""
+processes (no JVM) on the Kafka log (the test session's broker) and one redis-server between them,
+all real processes on 127.0.0.1, with real WebSocket clients. The end-to-end checks of
+tests/server/test_end_to_end.py run again here through an edge."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from nominal_api import scout_compute_api as sc
 from tests.client_view import ResultView
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
+from tests.kafka_broker import KafkaBroker
 from tests.server import test_end_to_end
 from tests.server import test_modules as modules
 from tests.server import test_nominal_datasets as ds
@@ -38,8 +40,15 @@ WINDOW_S = 3600.0
 
 
 COMPOSE = ROOT / "deploy" / "docker-compose.yml"
-# What the compose file's compute services set to share the computations through Kafka.
-SHARDING_SETTINGS = ("SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS", "SPARKWIRE_KAFKA_TOPIC", "SPARKWIRE_COMPUTE_SLOTS")
+# What every process of the compose file sets: the point log and Redis between the tiers.
+SHARED_LOG_SETTINGS = (
+    "SPARKWIRE_SOURCE",
+    "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS",
+    "SPARKWIRE_KAFKA_TOPIC",
+    "SPARKWIRE_REDIS_URL",
+)
+# What the compose file's compute services set besides, to share the computations.
+SHARDING_SETTINGS = ("SPARKWIRE_COMPUTE_SLOTS",)
 
 
 def compose_service(name: str) -> dict[str, Any]:
@@ -51,10 +60,13 @@ def compose_service(name: str) -> dict[str, Any]:
 class Tier:
     """The processes of this module; the tests that restart one replace it here. Each starts with
     the command and shared-log settings of its service in deploy/docker-compose.yml, with this
-    module's redis-server, port and data directory."""
+    module's redis-server, port and data directory, and the broker given on a topic of this
+    module's own. Without a broker the points go to Redis Streams instead (`source=redis`: the
+    modules testing that log's own outages)."""
 
     workdir: Path
     redis: RedisServer
+    kafka: KafkaBroker | None
     compute: ServerProcess
     edges: list[ServerProcess]
 
@@ -64,8 +76,18 @@ class Tier:
         assert command[0] == "sparkwire"
         env = {k: v for k, v in env.items() if k.startswith("SPARKWIRE_")}  # not the Spark cluster's
         env.update(SPARKWIRE_REDIS_URL=self.redis.url)
+        if self.kafka is not None:
+            assert env["SPARKWIRE_SOURCE"] == "kafka", env
+            env.update(
+                SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS=self.kafka.bootstrap,
+                SPARKWIRE_KAFKA_TOPIC=f"{self.workdir.name}-points",
+            )
+        else:
+            env.update(SPARKWIRE_SOURCE="redis")
+            env.pop("SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS")
+            env.pop("SPARKWIRE_KAFKA_TOPIC")
         env.pop("SPARKWIRE_SPARK_MASTER", None)  # local Spark here: this machine has no room for a cluster
-        for key in SHARDING_SETTINGS:  # one compute process here, no broker (test_sharded_compute runs them)
+        for key in SHARDING_SETTINGS:  # one compute process here (test_sharded_compute runs several)
             env.pop(key, None)
         env.update(SPARKWIRE_METRICS_TENANT_LABELS="true")  # the late counter per data source is asserted
         base = self.workdir / f"{name}-{time.monotonic_ns()}"
@@ -81,10 +103,10 @@ class Tier:
 
 
 @pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
+def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
     workdir = tmp_path_factory.mktemp("two-tier")
     redis_server = start_redis(workdir / "redis", persistent=True)
-    tier = Tier(workdir, redis_server, None, [])  # type: ignore[arg-type]
+    tier = Tier(workdir, redis_server, kafka_log, None, [])  # type: ignore[arg-type]
     try:
         tier.compute = tier.start_compute()
         tier.edges = [tier.start_edge("edge-a"), tier.start_edge("edge-b")]

@@ -9,9 +9,7 @@ import yaml
 
 from tests.infra import PUBSUB_BUFFER_LIMIT
 from tests.server.test_sharded_compute import SLOTS, sharded_env
-from tests.server.test_two_tier import COMPOSE, SHARDING_SETTINGS, compose_service
-
-SHARED_LOG = {"SPARKWIRE_SOURCE", "SPARKWIRE_REDIS_URL"}
+from tests.server.test_two_tier import COMPOSE, SHARDING_SETTINGS, SHARED_LOG_SETTINGS, compose_service
 
 
 def services() -> dict[str, dict[str, Any]]:
@@ -24,10 +22,14 @@ def services_of(role: str) -> list[str]:
 
 def test_the_compose_file_runs_the_roles_these_tests_run() -> None:
     assert compose_service("compute-a")["command"] == ["sparkwire", "serve", "--role", "compute"]
+    compute = compose_service("compute-a")["environment"]
     for edge in ("edge-a", "edge-b"):
         spec = compose_service(edge)
         assert spec["command"] == ["sparkwire", "serve", "--role", "edge"]
-        assert spec["environment"]["SPARKWIRE_SOURCE"] == "redis"
+        assert spec["environment"]["SPARKWIRE_SOURCE"] == "kafka"
+        # the same point log, topic and Redis as the compute processes
+        assert all(spec["environment"][k] == compute[k] for k in SHARED_LOG_SETTINGS)
+        assert spec["depends_on"]["kafka"] == {"condition": "service_healthy"}
     assert {"redis", "kafka", "spark-master", "spark-worker"} <= set(services())
     # the subscriber buffer the tests' and benches' redis-server run with (an edge's first snapshots)
     redis = compose_service("redis")["command"]
@@ -40,7 +42,7 @@ def test_every_compute_process_shares_the_computations_as_the_sharded_test_runs_
     tested = sharded_env("redis://redis:6379/0", "kafka:9092")
     # the keys the sharded test sets are those a compose compute process sets (less the Spark
     # cluster's master: the tests run local Spark), and test_two_tier drops exactly the sharding ones
-    assert set(SHARDING_SETTINGS) == set(tested) - SHARED_LOG
+    assert set(SHARDING_SETTINGS) == set(tested) - set(SHARED_LOG_SETTINGS)
     kafka = compose_service("kafka")
     listeners = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     envs = []
@@ -50,7 +52,7 @@ def test_every_compute_process_shares_the_computations_as_the_sharded_test_runs_
         }
         envs.append(env)
         assert set(env) - {"SPARKWIRE_SPARK_MASTER"} == set(tested), name
-        assert env["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "redis"
+        assert env["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "kafka"
         assert env["SPARKWIRE_COMPUTE_SLOTS"] == str(SLOTS) and SLOTS > 0
         # the broker the compose file runs, on the listener it advertises
         host, port = env["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"].split(":")
@@ -82,4 +84,4 @@ def test_the_edges_need_no_sharding_setting() -> None:
     edges = services_of("edge")
     assert len(edges) >= 2, edges
     for name in edges:
-        assert set(compose_service(name)["environment"]) == SHARED_LOG
+        assert set(compose_service(name)["environment"]) == set(SHARED_LOG_SETTINGS)

@@ -11,7 +11,7 @@ import yaml
 from tests.conftest import ROOT
 from tests.infra import PUBSUB_BUFFER_LIMIT
 from tests.server.test_sharded_compute import SLOTS, sharded_env
-from tests.server.test_two_tier import SHARDING_SETTINGS
+from tests.server.test_two_tier import SHARDING_SETTINGS, SHARED_LOG_SETTINGS
 
 MANIFEST = ROOT / "deploy" / "kubernetes-scale.yaml"
 
@@ -47,8 +47,8 @@ def test_compute_processes_share_the_computations_as_the_sharded_test_runs_them(
     env = env_of(compute)
     tested = sharded_env("redis://redis:6379/0", "kafka:9092")
     assert set(tested) <= set(env)
-    assert set(SHARDING_SETTINGS) == set(tested) - {"SPARKWIRE_SOURCE", "SPARKWIRE_REDIS_URL"}
-    assert env["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "redis"
+    assert set(SHARDING_SETTINGS) == set(tested) - set(SHARED_LOG_SETTINGS)
+    assert env["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "kafka"
     assert env["SPARKWIRE_COMPUTE_SLOTS"] == str(SLOTS) and SLOTS > 0
     assert compute["spec"]["replicas"] <= SLOTS  # a process beyond the slots would hold none
 
@@ -66,7 +66,7 @@ def test_compute_processes_share_the_computations_as_the_sharded_test_runs_them(
     mounts = {m["mountPath"] for m in container(broker)["volumeMounts"]}
     assert any(kafka["KAFKA_LOG_DIRS"].startswith(m) for m in mounts)  # its data outlives the pod
 
-    # the points log is the manifest's Redis, append-only
+    # Redis between the tiers is the manifest's, append-only (the catalogs)
     redis_host = env["SPARKWIRE_REDIS_URL"].removeprefix("redis://").split("/")[0]
     host, port = host_port(redis_host)
     redis_service, redis = found[("Service", host)], found[("StatefulSet", host)]
@@ -83,7 +83,7 @@ def test_the_edges_share_the_log_and_need_no_sharding_setting() -> None:
     assert container(edge)["command"] == ["sparkwire", "serve", "--role", "edge"]
     env = env_of(edge)
     compute = env_of(found[("Deployment", "sparkwire-compute")])
-    for key in ("SPARKWIRE_SOURCE", "SPARKWIRE_REDIS_URL"):
+    for key in SHARED_LOG_SETTINGS:  # the same point log, topic and Redis
         assert env[key] == compute[key]
     assert not set(SHARDING_SETTINGS) & set(env)
     service = found[("Service", "sparkwire")]

@@ -81,7 +81,7 @@ def test_the_settings_file_gives_the_template_units_the_sharded_tests_settings()
     scale = dict(line[1:].split("=", 1) for line in text.splitlines() if line.startswith("#SPARKWIRE_"))
     tested = sharded_env("redis://127.0.0.1:6379/0", "127.0.0.1:9092")
     assert set(scale) == set(tested)
-    assert scale["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "redis"
+    assert scale["SPARKWIRE_SOURCE"] == tested["SPARKWIRE_SOURCE"] == "kafka"
     assert scale["SPARKWIRE_COMPUTE_SLOTS"] == str(SLOTS) and SLOTS > 0
     assert scale["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"  # deploy/kafka.sh's default port
 
