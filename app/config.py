@@ -137,7 +137,11 @@ class Settings(BaseSettings):
         "of compute processes share them over N slots, the partitions of topic KAFKA-TOPIC-compute, "
         "assigned by Kafka's consumer group (every compute process needs the same kafka-bootstrap-servers)",
     )
-    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis source")
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Redis of the redis source, and between the tiers; given to an all-in-one server on "
+        "the kafka source, its asset, event and module catalogs are there (shared by every server given it)",
+    )
     redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
     redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
     redis_retention_seconds: float | None = Field(
@@ -290,8 +294,11 @@ class Settings(BaseSettings):
     @property
     def shared_catalog(self) -> bool:
         """The asset, run, module and event catalog is in Redis, read by every process: with the Redis
-        log, and whenever the server is split in tiers (on the Kafka log too)."""
-        return self.source == "redis" or self.role != "all"
+        log, whenever the server is split in tiers, and for an all-in-one server on the Kafka log
+        given a redis-url (several of them on one topic then share their catalogs, as on the Redis
+        log; without one its catalog is in its data directory, as on the embedded log)."""
+        given_redis = "redis_url" in self.model_fields_set  # a flag or SPARKWIRE_REDIS_URL, not the default
+        return self.source == "redis" or self.role != "all" or (self.source == "kafka" and given_redis)
 
     @property
     def evaluation_budget(self) -> EvaluationBudget:

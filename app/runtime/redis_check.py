@@ -1,6 +1,6 @@
-"""Before a server that needs Redis (source redis, or role compute/edge) starts anything: is Redis
-there? Without it the first connection fails deep in the app's start-up with a traceback; checked
-first, it is one line naming the URL and what went wrong."""
+"""Before a server that needs Redis (source redis, role compute/edge, or a catalog in Redis) starts
+anything: is Redis there? Without it the first connection fails deep in the app's start-up with a
+traceback; checked first, it is one line naming the URL and what went wrong."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ class RedisUnreachable(Exception):
 
 
 def needs_redis(settings: Settings) -> bool:
-    return settings.source == "redis" or settings.role != "all"
+    # the Redis log, the tiers and a shared catalog each need it, and each makes the catalog shared
+    return settings.shared_catalog
 
 
 def shown(url: str) -> str:

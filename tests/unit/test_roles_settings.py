@@ -32,3 +32,12 @@ def test_a_tier_on_the_embedded_log_is_refused_naming_the_shared_logs(role: str)
 )
 def test_the_catalog_is_shared_by_the_tiers_on_either_log(role: str, source: str, shared: bool) -> None:
     assert Settings(role=role, source=source).shared_catalog is shared
+
+
+def test_all_in_one_servers_on_the_kafka_log_share_the_catalog_in_the_redis_they_are_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings(source="kafka", redis_url="redis://catalog:6379/0").shared_catalog
+    monkeypatch.setenv("SPARKWIRE_REDIS_URL", "redis://catalog:6379/0")
+    assert Settings(source="kafka").shared_catalog
+    assert not Settings(source="embedded").shared_catalog  # one server's own log: its own catalog
