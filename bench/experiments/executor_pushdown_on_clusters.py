@@ -68,6 +68,7 @@ from compute.storage.records import POINT_SCHEMA
 from compute.storage.redis import layout as rs
 from compute.storage.redis.point_log import RedisLog, Retention
 from compute.storage.series import SeriesKey, SeriesKind
+from compute.storage.series_ids import series_id
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "cluster_pushdown.md"
@@ -114,7 +115,7 @@ def series_keys(count: int) -> list[SeriesKey]:
 
 def series_in_use(count: int, in_use: int) -> list[int]:
     """The first `in_use` series: what the live computations read."""
-    return [rs.series_id(key) for key in series_keys(count)[:in_use]]
+    return [series_id(key) for key in series_keys(count)[:in_use]]
 
 
 def points_ingested(conn: Any) -> int:

@@ -151,13 +151,15 @@ def test_a_port_in_use_stops_the_start_before_spark(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
+    """The Kafka log given a Redis keeps its catalogs there (Settings.shared_catalog): an unreachable
+    one is found before the broker is asked anything and before Spark starts."""
     data_dir = tmp_path / "data"
     url = f"redis://:secret@127.0.0.1:{free_port()}/0"  # nothing listens there
     done, took = run_cli(
         [
             *SERVE,
             "--source",
-            "redis",
+            "kafka",
             "--redis-url",
             url,
             "--data-dir",

@@ -348,7 +348,7 @@ async def test_replays_out_of_range_are_refused_at_creation(server: ServerProces
         await client.close()
 
 
-# -- against the Redis log ---------------------------------------------------------------------------
+# -- against the shared logs ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = start_redis(tmp_path_factory.mktemp("replay-redis"))
@@ -375,25 +375,43 @@ def redis_replay_server(
     proc.stop()
 
 
+async def replayed_whole(client: ReplayClient, rid: str, points: list[tuple[int, float]]) -> tuple[int, int]:
+    """Replays points 100 to 220 of the run on a shared log (history read by Spark batch jobs): the
+    FullResult holds the window of its start, the updates bring it to the window of its end. The
+    replay's start and end."""
+    start, end = points[100][0], points[220][0]
+    sub_id = new_id()
+    await client.subscribe({sub_id: replay_sub(rid, "r", start, end)})
+    assert (await client.creation(sub_id, timeout=120))["type"] == "success"
+    first = await client.update(sub_id)
+    assert full_entries(first) == ("numeric", in_window(points, start))
+    await client.replay_ended(sub_id)
+    view = ResultView(WINDOW_NS)
+    updates = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
+    assert len(updates) >= 3
+    for update in updates:
+        view.apply(update)
+    assert view.ungrouped().normalized() == in_window(points, end)
+    return start, end
+
+
+async def test_replay_from_the_kafka_log(kafka_log_server: ServerProcess) -> None:
+    rid = unique_rid("kafka")
+    points = await write_recorded_run(kafka_log_server, rid, "r")
+    client = await ReplayClient.open(kafka_log_server.ws_url)
+    try:
+        await replayed_whole(client, rid, points)
+    finally:
+        await client.close()
+
+
 async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_server: ServerProcess) -> None:
     server = redis_replay_server
     rid = unique_rid("redis")
     points = await write_recorded_run(server, rid, "r")
-    start, end = points[100][0], points[220][0]
     client = await ReplayClient.open(server.ws_url)
     try:
-        sub_id = new_id()
-        await client.subscribe({sub_id: replay_sub(rid, "r", start, end)})
-        assert (await client.creation(sub_id, timeout=120))["type"] == "success"
-        first = await client.update(sub_id)
-        assert full_entries(first) == ("numeric", in_window(points, start))
-        await client.replay_ended(sub_id)
-        view = ResultView(WINDOW_NS)
-        updates = [u for kind, u in events_until_ended(client, sub_id) if kind == "update"]
-        assert len(updates) >= 3
-        for update in updates:
-            view.apply(update)
-        assert view.ungrouped().normalized() == in_window(points, end)
+        start, end = await replayed_whole(client, rid, points)
 
         # 300 more entries in the partition: Redis trims the oldest (MAXLEN ~ 50), the run included.
         async with asyncio.timeout(120):

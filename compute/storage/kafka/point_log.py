@@ -49,8 +49,8 @@ from compute.storage.kafka.layout import (
     seq_at_ms,
 )
 from compute.storage.kafka.layout import points_of_blocks as decode_blocks
-from compute.storage.redis.layout import definition, parse_definition, series_id
 from compute.storage.series import SeriesInfo, SeriesKind
+from compute.storage.series_ids import definition, parse_definition, series_id
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource

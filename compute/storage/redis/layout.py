@@ -18,7 +18,6 @@ Spark readers (spark_source.py, which run in executors and see only their option
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ import pyarrow as pa
 import redis
 
 from compute.storage.records import POINT_SCHEMA
-from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 
 SEQ_BITS = 20  # 2^20 entries per millisecond per partition; ms << 20 stays in int64 until ~2248
 _SEQ_MASK = (1 << SEQ_BITS) - 1
@@ -84,29 +82,6 @@ def entry_id(seq: int) -> str:
 def seq_at_ms(ms: int) -> int:
     """The smallest offset of an entry appended at or after this millisecond."""
     return max(ms, 0) << SEQ_BITS
-
-
-# -- series identity -------------------------------------------------------------------------------
-def key_json(key: SeriesKey) -> str:
-    return json.dumps([key.data_source_rid, key.channel, list(key.tags)], separators=(",", ":"))
-
-
-def series_id(key: SeriesKey) -> int:
-    """Stable across processes and machines (unlike Python's hash)."""
-    digest = hashlib.blake2b(key_json(key).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") & ((1 << 63) - 1)
-
-
-def definition(kind: SeriesKind, key: SeriesKey) -> str:
-    """The catalog's value for a series: its kind and key."""
-    return f"{kind.value}\n{key_json(key)}"
-
-
-def parse_definition(sid: int, text: bytes | str) -> SeriesInfo:
-    raw = text.decode() if isinstance(text, bytes) else text
-    kind, key = raw.split("\n", 1)
-    rid, channel, tags = json.loads(key)
-    return SeriesInfo(sid, SeriesKey.of(rid, channel, dict(tags)), SeriesKind(kind))
 
 
 # -- connections -----------------------------------------------------------------------------------

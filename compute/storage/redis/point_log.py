@@ -30,6 +30,7 @@ from compute.storage.horizon import redis_held_from
 from compute.storage.records import POINT_SCHEMA
 from compute.storage.redis import layout as rs
 from compute.storage.series import SeriesInfo, SeriesKind
+from compute.storage.series_ids import definition, parse_definition, series_id
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
@@ -190,7 +191,7 @@ class RedisLog:
                 pending.future.set_exception(reply)
             elif reply[0] == b"conflict":
                 write = pending.writes[int(reply[1])]
-                have = rs.parse_definition(rs.series_id(write.key), reply[2])
+                have = parse_definition(series_id(write.key), reply[2])
                 if have.key != write.key:  # two keys with one 63-bit hash: refuse, never mix them
                     error = WriteRejected(f"series {have.key} and {write.key} hash to one id")
                     pending.future.set_exception(error)
@@ -214,7 +215,7 @@ class RedisLog:
         args: list[bytes | str | int] = [*trim, len(writes)]
         kinds: dict[int, SeriesKind] = {}
         for write in writes:
-            sid = rs.series_id(write.key)
+            sid = series_id(write.key)
             known = self._series.get(sid)
             kind = kinds.setdefault(sid, known.kind if known is not None else write.kind)
             if kind is not write.kind:
@@ -227,7 +228,7 @@ class RedisLog:
             partition = self.layout.partition_of(sid)
             newest_ms = int(ts.max()) // NANOS_PER_MS if len(ts) else 0
             keys.append(self.layout.stream(partition))
-            args += [sid, rs.definition(write.kind, write.key), partition, len(ts)]
+            args += [sid, definition(write.kind, write.key), partition, len(ts)]
             args += [ts.tobytes(), field_name, values, newest_ms]
         return keys, args
 
@@ -262,7 +263,7 @@ class RedisLog:
                 return
             entries = reply[0][1]
             for eid, fields in entries:
-                info = rs.parse_definition(int(fields[b"id"]), fields[b"def"])
+                info = parse_definition(int(fields[b"id"]), fields[b"def"])
                 if info.id not in self._series:
                     self._series[info.id] = info
                     self._in_order.append(info)
