@@ -117,6 +117,9 @@ def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     broker.stop()
 
 
+KAFKA_LOG_SERVER_TOPIC = "kafka-log-server-points"  # its points topic (4 partitions, the default)
+
+
 @pytest.fixture(scope="session")
 def kafka_log_server(tmp_path_factory: pytest.TempPathFactory, kafka_log: object) -> Iterator[ServerProcess]:
     """An all-in-one server on the Kafka log (the session's broker, a topic of its own), for the
@@ -124,7 +127,8 @@ def kafka_log_server(tmp_path_factory: pytest.TempPathFactory, kafka_log: object
     hold points in a range."""
     from tests.infra import server_on_kafka_log
 
-    with server_on_kafka_log(tmp_path_factory.mktemp("kafka-log-server"), kafka_log) as proc:  # type: ignore[arg-type]
+    base = tmp_path_factory.mktemp("kafka-log-server")
+    with server_on_kafka_log(base, kafka_log, KAFKA_LOG_SERVER_TOPIC) as proc:  # type: ignore[arg-type]
         yield proc
 
 

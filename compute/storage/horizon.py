@@ -12,7 +12,8 @@ Retention by time (SPARKWIRE_RETENTION_SECONDS) is a policy the caller checks ag
   anything before it was trimmed; an entry appended before it held points stamped at most the
   partition's future skew (`f:p`) after that append, so the partition is complete from the oldest
   entry's append time plus that skew.
-Each is one small read (one row, one XRANGE ... COUNT 1 per partition)."""
+Each is one small read (one row, one XRANGE ... COUNT 1 per partition). The Kafka log reckons its
+own the same way (`KafkaLog.held_from`: a partition's log start offset and its first record)."""
 
 from __future__ import annotations
 

@@ -9,15 +9,21 @@ import itertools
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
 import websockets
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from compute.storage.series import SeriesKey
+from compute.storage.series_ids import series_id
 from schemas.server import server_message_adapter
 from tests.client_view import ResultView
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import KAFKA_LOG_SERVER_TOPIC, ServerProcess, start_server
 from tests.infra import RedisServer, start_redis
+from tests.kafka_broker import KafkaBroker
 from tests.wire import (
     NANOS,
     Client,
@@ -395,14 +401,47 @@ async def replayed_whole(client: ReplayClient, rid: str, points: list[tuple[int,
     return start, end
 
 
-async def test_replay_from_the_kafka_log(kafka_log_server: ServerProcess) -> None:
+async def test_replay_from_the_kafka_log_and_refused_once_deleted(
+    kafka_log_server: ServerProcess, kafka_log: KafkaBroker
+) -> None:
+    """Then Kafka deletes the run's records, as retention does (DeleteRecords moves the partition's
+    log start offset past them): the same replay is refused by name, with where the log is whole
+    from, instead of replaying a hole. This deletes records of the session's Kafka-log server,
+    only those of one partition written before this point."""
     rid = unique_rid("kafka")
     points = await write_recorded_run(kafka_log_server, rid, "r")
     client = await ReplayClient.open(kafka_log_server.ws_url)
     try:
-        await replayed_whole(client, rid, points)
+        start, end = await replayed_whole(client, rid, points)
+
+        partition = series_id(SeriesKey.of(rid, "r", {})) % 4  # the server's 4 partitions
+        deleted = await asyncio.to_thread(delete_records_before_now, kafka_log.bootstrap, partition)
+        assert deleted > 0
+        await write_points(kafka_log_server.base_url, rid, "r", [(time.time_ns(), 1.0)])  # a record left
+        again = new_id()
+        await client.subscribe({again: replay_sub(rid, "r", start, end)})
+        error = await creation_error(client, again)
+        assert error["name"] == "PersistentCompute:ReplayOutOfRange", error
+        assert "older than what the log still holds" in error["message"], error
+        held = datetime.fromisoformat(error["params"]["heldFrom"].replace("Z", "+00:00"))
+        # whole from the first record left (appended after the run) plus the stamping margin
+        assert held.timestamp() > end / NANOS + 60, error
     finally:
         await client.close()
+
+
+def delete_records_before_now(bootstrap: str, partition: int) -> int:
+    """Delete every record of the Kafka-log server's partition written so far; how many offsets."""
+    tp = TopicPartition(KAFKA_LOG_SERVER_TOPIC, partition)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-replay-horizon"})
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(KAFKA_LOG_SERVER_TOPIC, partition, high)]).values():
+        future.result(timeout=30)
+    return int(high - low)
 
 
 async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_server: ServerProcess) -> None:

@@ -37,6 +37,11 @@ _STRINGS = b"e"
 # The rows a Kafka read hands the driver: a block per row, decoded with numpy (`points_of_blocks`).
 BLOCK_SCHEMA = pa.schema([("seq", pa.int64()), ("series_id", pa.int64()), ("block", pa.binary())])
 
+# Points may be stamped up to max-future-seconds (default 60 s) ahead of their append: a back-fill
+# starts this much before its window so they are not missed, and a partition that lost records to
+# retention holds every point stamped this much after its first record left (KafkaLog.held_from).
+FUTURE_MARGIN_MS = 60_000
+
 
 @dataclass(frozen=True)
 class KafkaLayout:

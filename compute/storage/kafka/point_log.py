@@ -42,6 +42,7 @@ from compute.storage.contract import LogUnavailable, Offsets, ReadResult, Series
 from compute.storage.group_commit import run_groups
 from compute.storage.kafka.layout import (
     BLOCK_SCHEMA,
+    FUTURE_MARGIN_MS,
     SEQ_BITS,
     SEQ_MASK,
     KafkaLayout,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ADMIN_TIMEOUT_S = 10.0
+NANOS_PER_MS = 1_000_000
 INIT_TIMEOUT_S = 5.0  # a producer that cannot reach the transaction coordinator this soon: 503
 COMMIT_TIMEOUT_S = 6.0
 DELIVERY_TIMEOUT_MS = 5_000  # a record not acknowledged this soon fails its transaction
@@ -531,7 +533,45 @@ class KafkaLog:
         return None  # kept by the brokers
 
     def held_from(self, series_ids: Sequence[int]) -> int | None:
-        return None  # Kafka's retention deletes whole segments; not told per series here
+        """The timestamp (ns) from which the log holds every point of these series; None when none
+        of their partitions lost records. Retention deletes a partition's oldest segments, which
+        moves its log start offset (the low watermark) past 0; its first record left was appended
+        at t, and a point is stamped at most FUTURE_MARGIN_MS after its append, so every point
+        stamped from t + the margin on is still there (as the Redis log's horizon.py reckons)."""
+        held: int | None = None
+        for p in sorted({self.layout.partition_of(sid) for sid in series_ids}):
+            appended_ms = self._first_append_ms(TopicPartition(self.layout.topic, p))
+            if appended_ms is None:
+                continue
+            bound = (appended_ms + FUTURE_MARGIN_MS) * NANOS_PER_MS
+            held = bound if held is None else max(held, bound)
+        return held
+
+    def _first_append_ms(self, tp: TopicPartition) -> int | None:
+        """When the partition's first record still held was appended; None if it lost none."""
+        with self._meta_lock:
+            try:
+                low, high = self._meta.get_watermark_offsets(tp, timeout=ADMIN_TIMEOUT_S, cached=False)
+            except KafkaException as exc:
+                raise LogUnavailable(f"Kafka at {self.bootstrap} is unreachable: {exc}") from exc
+        if low <= 0:
+            return None
+        if low >= high:  # every record deleted: nothing appended before now is held
+            return int(time.time() * 1000)
+        # a consumer of its own: `_meta` must never fetch (its questions would wait behind fetches)
+        probe = self._consumer("horizon")
+        try:
+            probe.assign([TopicPartition(tp.topic, tp.partition, low)])
+            deadline = time.monotonic() + ADMIN_TIMEOUT_S
+            while time.monotonic() < deadline:
+                msg = probe.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    return int(msg.timestamp()[1])  # LogAppendTime: the broker's clock at the append
+            raise LogUnavailable(
+                f"Kafka at {self.bootstrap} did not return partition {tp.partition}'s first record"
+            )
+        finally:
+            probe.close()
 
     def close(self) -> None:
         self._queue.put(None)

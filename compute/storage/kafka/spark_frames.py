@@ -16,14 +16,18 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compute.storage.kafka.layout import BLOCK_SCHEMA, SEQ_BITS, SEQ_MASK, KafkaLayout, points_of_blocks
+from compute.storage.kafka.layout import (
+    BLOCK_SCHEMA,
+    FUTURE_MARGIN_MS,
+    SEQ_BITS,
+    SEQ_MASK,
+    KafkaLayout,
+    points_of_blocks,
+)
 from compute.storage.records import POINT_SCHEMA_DDL
 
 KAFKA_SCRIPT = Path(__file__).resolve().parents[3] / "deploy" / "kafka.sh"
 NANOS_PER_MS = 1_000_000
-# Points may be stamped up to max-future-seconds (default 60 s) ahead of their append: a back-fill
-# starts this much before its window so they are not missed.
-FUTURE_MARGIN_MS = 60_000
 
 
 def connector_jars() -> list[str]:
