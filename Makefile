@@ -83,8 +83,8 @@ bench-smoke: install
 	$(BIN)/python -m bench.run --smoke --out $(SMOKE_OUT) $(BENCH_ARGS)
 	$(BIN)/python -m bench.smoke_check $(SMOKE_OUT)
 
-# One compute process and 1, 2, 3 edges, then one all-in-one process, on the Kafka log (~10 min;
-# BENCHMARKS.scale-out.md) and again on the Redis log (~10 min; BENCHMARKS.scale-out-redis.md),
+# One compute process and 1, 2, 3 edges, then one all-in-one process, on the Kafka log (~13 min;
+# BENCHMARKS.scale-out.md) and again on the Redis log (~13 min; BENCHMARKS.scale-out-redis.md),
 # then 1, 2, 3 sharded compute processes and a SIGKILL on the Kafka log (~10 min;
 # BENCHMARKS.sharded.md), then the JSON ingest ceiling of the embedded, Kafka and Redis logs side
 # by side (~12 min; BENCHMARKS.log-ingest.md). BENCH_ARGS (NAME=VALUE overrides) goes to the first
