@@ -13,7 +13,7 @@ import pytest
 
 from tests.hostile import unique_rid, write_body
 from tests.infra import start_redis
-from tests.server.test_two_tier import Tier
+from tests.server.test_two_tier import Tier, running_tier
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
@@ -22,18 +22,9 @@ OUTAGE_S = 8.0
 
 @pytest.fixture(scope="module")
 def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
-    workdir = tmp_path_factory.mktemp("hostile-redis")
     # the Redis Streams log (no broker): this outage takes the point log away with it
-    tier = Tier(workdir, start_redis(workdir / "redis", persistent=True), None, None, [])  # type: ignore[arg-type]
-    try:
-        tier.compute = tier.start_compute()
-        tier.edges = [tier.start_edge("edge")]
+    with running_tier(tmp_path_factory.mktemp("hostile-redis"), None, ["edge"]) as tier:
         yield tier
-    finally:
-        for process in [*tier.edges, tier.compute]:
-            if process is not None:
-                process.stop()
-        tier.redis.daemon.stop()
 
 
 async def test_a_redis_outage_answers_503_and_the_first_new_subscription_after_works(tier: Tier) -> None:

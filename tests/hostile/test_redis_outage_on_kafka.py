@@ -14,7 +14,7 @@ import pytest
 from tests.hostile import unique_rid, write_body
 from tests.infra import start_redis
 from tests.kafka_broker import KafkaBroker
-from tests.server.test_two_tier import Tier, values_of
+from tests.server.test_two_tier import Tier, running_tier, values_of
 from tests.wire import NANOS, Client, channel_variable, new_id, series_node, subscription, write_points
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
@@ -23,17 +23,8 @@ OUTAGE_S = 8.0
 
 @pytest.fixture(scope="module")
 def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
-    workdir = tmp_path_factory.mktemp("hostile-redis-on-kafka")
-    tier = Tier(workdir, start_redis(workdir / "redis", persistent=True), kafka_log, None, [])  # type: ignore[arg-type]
-    try:
-        tier.compute = tier.start_compute()
-        tier.edges = [tier.start_edge("edge")]
+    with running_tier(tmp_path_factory.mktemp("hostile-redis-on-kafka"), kafka_log, ["edge"]) as tier:
         yield tier
-    finally:
-        for process in [*tier.edges, tier.compute]:
-            if process is not None:
-                process.stop()
-        tier.redis.daemon.stop()
 
 
 async def test_writes_are_acknowledged_through_a_redis_outage_and_shown_after_it(tier: Tier) -> None:

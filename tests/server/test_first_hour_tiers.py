@@ -17,10 +17,9 @@ import pytest
 from playwright.async_api import Page, expect
 
 from sparkwire_client import Client, View, numeric_channel, series
-from tests.infra import start_redis
 from tests.kafka_broker import KafkaBroker
 from tests.server.test_dashboard import open_dashboard, until
-from tests.server.test_two_tier import Tier
+from tests.server.test_two_tier import Tier, running_tier
 from tests.wire import NANOS, write_points
 
 pytestmark = pytest.mark.timeout(900)
@@ -28,18 +27,8 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="module")
 def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
-    workdir = tmp_path_factory.mktemp("first-hour-tiers")
-    redis_server = start_redis(workdir / "redis", persistent=True)
-    tier = Tier(workdir, redis_server, kafka_log, None, [])  # type: ignore[arg-type]
-    try:
-        tier.compute = tier.start_compute()
-        tier.edges = [tier.start_edge("edge")]
+    with running_tier(tmp_path_factory.mktemp("first-hour-tiers"), kafka_log, ["edge"]) as tier:
         yield tier
-    finally:
-        for process in [*tier.edges, tier.compute]:
-            if process is not None:
-                process.stop()
-        tier.redis.daemon.stop()
 
 
 def test_a_compute_server_points_to_the_edges(tier: Tier) -> None:

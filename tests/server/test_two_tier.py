@@ -11,6 +11,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,20 +103,26 @@ class Tier:
         return self.start("edge-a", name, ready_timeout=120)
 
 
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
-    workdir = tmp_path_factory.mktemp("two-tier")
-    redis_server = start_redis(workdir / "redis", persistent=True)
-    tier = Tier(workdir, redis_server, kafka_log, None, [])  # type: ignore[arg-type]
+@contextmanager
+def running_tier(workdir: Path, kafka: KafkaBroker | None, edges: list[str]) -> Iterator[Tier]:
+    """A redis-server (append-only), one compute process and the named edges, stopped on the way
+    out (those a test restarted included: it replaces them in the Tier)."""
+    tier = Tier(workdir, start_redis(workdir / "redis", persistent=True), kafka, None, [])  # type: ignore[arg-type]
     try:
         tier.compute = tier.start_compute()
-        tier.edges = [tier.start_edge("edge-a"), tier.start_edge("edge-b")]
+        tier.edges = [tier.start_edge(name) for name in edges]
         yield tier
     finally:
         for process in [*tier.edges, tier.compute]:
             if process is not None:
                 process.stop()
         tier.redis.daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def tier(tmp_path_factory: pytest.TempPathFactory, kafka_log: KafkaBroker) -> Iterator[Tier]:
+    with running_tier(tmp_path_factory.mktemp("two-tier"), kafka_log, ["edge-a", "edge-b"]) as tier:
+        yield tier
 
 
 @pytest.fixture(scope="module")
