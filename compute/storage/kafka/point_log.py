@@ -556,17 +556,23 @@ class KafkaLog:
                 raise LogUnavailable(f"Kafka at {self.bootstrap} is unreachable: {exc}") from exc
         if low <= 0:
             return None
+        now_ms = int(time.time() * 1000)
         if low >= high:  # every record deleted: nothing appended before now is held
-            return int(time.time() * 1000)
+            return now_ms
         # a consumer of its own: `_meta` must never fetch (its questions would wait behind fetches)
-        probe = self._consumer("horizon")
+        probe = self._consumer("horizon", {"enable.partition.eof": True})
         try:
             probe.assign([TopicPartition(tp.topic, tp.partition, low)])
             deadline = time.monotonic() + ADMIN_TIMEOUT_S
             while time.monotonic() < deadline:
                 msg = probe.poll(0.2)
-                if msg is not None and msg.error() is None:
+                if msg is None:
+                    continue
+                error = msg.error()
+                if error is None:
                     return int(msg.timestamp()[1])  # LogAppendTime: the broker's clock at the append
+                if error.code() == KafkaError._PARTITION_EOF:  # only markers or aborted records left
+                    return now_ms
             raise LogUnavailable(
                 f"Kafka at {self.bootstrap} did not return partition {tp.partition}'s first record"
             )
