@@ -16,6 +16,11 @@ EMBEDDED_RETENTION_S = 7 * 86400.0
 REDIS_RETENTION_S = 86400.0
 
 
+# compute/storage/kafka/layout.py's FUTURE_MARGIN_MS, in seconds (not imported: it loads pyarrow;
+# tests/unit/test_roles_settings.py checks they agree)
+KAFKA_FUTURE_MARGIN_S = 60.0
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPARKWIRE_", extra="ignore")
 
@@ -201,7 +206,8 @@ class Settings(BaseSettings):
         60.0,
         ge=0,
         description="a point stamped further ahead of the server's clock is refused (400, nothing of the "
-        "request stored): it would move a live window's end past every real point to come; 0 = no limit",
+        "request stored): it would move a live window's end past every real point to come; 0 = no limit "
+        "(source=kafka: more than 0 and at most 60, the margin its back-fill reads before a window)",
     )
     # -- the HTTP and WebSocket edge (app/api/admitted_route.py, app/transport/): checked as bytes arrive
     max_json_body_bytes: int = Field(
@@ -288,6 +294,19 @@ class Settings(BaseSettings):
                 f"role {self.role} needs a shared log: set source=redis or source=kafka "
                 "(SPARKWIRE_SOURCE), and redis-url; the compute tier and the edges find each other "
                 "through that Redis"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _kafka_back_fill_reaches_future_points(self) -> Settings:
+        # The Kafka log finds a window's points by their append time, reading from FUTURE_MARGIN_MS
+        # (60 s) before the window: a point stamped further ahead of its append would be missed.
+        if self.source == "kafka" and not 0 < self.max_future_seconds <= KAFKA_FUTURE_MARGIN_S:
+            raise ValueError(
+                f"max-future-seconds {self.max_future_seconds:g} (SPARKWIRE_MAX_FUTURE_SECONDS) with "
+                f"source=kafka: the Kafka log's back-fill finds points stamped at most "
+                f"{KAFKA_FUTURE_MARGIN_S:g} s ahead of their write, so it must be more than 0 and at "
+                f"most {KAFKA_FUTURE_MARGIN_S:g}"
             )
         return self
 

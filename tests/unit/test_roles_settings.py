@@ -41,3 +41,17 @@ def test_all_in_one_servers_on_the_kafka_log_share_the_catalog_in_the_redis_they
     monkeypatch.setenv("SPARKWIRE_REDIS_URL", "redis://catalog:6379/0")
     assert Settings(source="kafka").shared_catalog
     assert not Settings(source="embedded").shared_catalog  # one server's own log: its own catalog
+
+
+@pytest.mark.parametrize("seconds", [0, 61])
+def test_the_kafka_log_refuses_a_future_limit_its_back_fill_cannot_reach(seconds: float) -> None:
+    """Its back-fill reads from 60 s before a window by append time: a point stamped further ahead
+    (or with no limit, 0) would be missed, so the setting is refused by name at start."""
+    with pytest.raises(ValidationError, match="SPARKWIRE_MAX_FUTURE_SECONDS"):
+        Settings(source="kafka", max_future_seconds=seconds)
+    Settings(source="embedded", max_future_seconds=seconds)  # the embedded log reads by timestamp
+    assert Settings(source="kafka", max_future_seconds=60).max_future_seconds == 60
+    from app.config import KAFKA_FUTURE_MARGIN_S
+    from compute.storage.kafka.layout import FUTURE_MARGIN_MS
+
+    assert KAFKA_FUTURE_MARGIN_S * 1000 == FUTURE_MARGIN_MS  # the limit is the margin the back-fill reads
