@@ -122,8 +122,8 @@ class ReplayRun:
     # -- start ------------------------------------------------------------------------------------
     async def start(self) -> None:
         """Check the period against the log, read it, load the back-fill and attach the subscriber
-        (its first frame, the FullResult at `start`, is owed); the clock starts at the next turn of
-        the loop. Raises ComputeError when the log cannot serve the period."""
+        (its first frame, the FullResult at `start`, is owed); the clock starts once that frame has
+        left. Raises ComputeError when the log cannot serve the period."""
         engine = self.engine
         if engine is None:
             raise ComputeError("ReplayUnavailable", "replay needs --role all: this server runs no Spark")
@@ -184,6 +184,9 @@ class ReplayRun:
     # -- the clock ---------------------------------------------------------------------------------
     async def _play(self) -> None:
         try:
+            # The FullResult at `start` leaves first (docs/extensions.md): a clock that ran ahead of a
+            # busy connection would fold the first appends into it, a FullResult of a later window.
+            await self._delivered()
             await self._advance()
             await self._delivered()
             then = self.replay.then
@@ -234,7 +237,8 @@ class ReplayRun:
         return changes, clock
 
     async def _delivered(self) -> None:
-        """Until the last update owed has left (replayEnded must follow it)."""
+        """Until the update owed has left: the FullResult before the clock starts, the last update
+        before replayEnded."""
         sub = self.subscriber
         while (
             sub is not None
