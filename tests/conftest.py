@@ -120,11 +120,12 @@ def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 KAFKA_LOG_SERVER_TOPIC = "kafka-log-server-points"  # its points topic (4 partitions, the default)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_log_server(tmp_path_factory: pytest.TempPathFactory, kafka_log: object) -> Iterator[ServerProcess]:
     """An all-in-one server on the Kafka log (the session's broker, a topic of its own), for the
     reads that run as Spark batch jobs over a shared log: history with no index of which series
-    hold points in a range."""
+    hold points in a range. One per module: kept for the whole session, its stream (and the
+    broker's answers to it) took ~20% of a core from every test after it."""
     from tests.infra import server_on_kafka_log
 
     base = tmp_path_factory.mktemp("kafka-log-server")
