@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 
 from app.tiers.shards import Shards
 from tests.conftest import ServerProcess
+from tests.hostile import write_body
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import unique_rid
 from tests.server.test_two_tier import gauge, wait_for
@@ -302,7 +303,9 @@ async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(s
             ones never appear (they are not in `acked`, and until_holding fails on a stranger)."""
             async with httpx.AsyncClient(base_url=edge.base_url, timeout=60) as http:
                 for sub_id, rid in rids.items():
-                    response = await http.post("/storage/writer/v1", json=write_body(rid, value))
+                    response = await http.post(
+                        "/storage/writer/v1", json=write_body(rid, [(time.time_ns(), value)], "temp")
+                    )
                     if response.status_code == 200:
                         acked[sub_id].append(value)
                         continue
@@ -346,14 +349,6 @@ async def test_with_the_broker_stopped_and_started_every_subscriber_ends_whole(s
             assert update["type"] == "append" and values(update) == [value], update
     finally:
         await client.close()
-
-
-def write_body(rid: str, value: float) -> dict:
-    """A write request of one point (now, `value`) to channel temp of `rid`."""
-    t = time.time_ns()
-    point = {"timestamp": {"seconds": t // NANOS, "nanos": t % NANOS}, "value": value}
-    batch = {"channel": "temp", "tags": {}, "points": {"type": "double", "double": [point]}}
-    return {"dataSourceRid": rid, "batches": [batch]}
 
 
 async def test_a_process_that_lost_a_slot_can_never_publish_it_again(shared: Shared) -> None:
