@@ -68,7 +68,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 test: system-deps install lint kafka-fetch
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=40
 
 # Full run (~35 min, writes BENCHMARKS.md); BENCH_ARGS takes NAME=VALUE plan overrides (and --smoke,
 # though a smoke run's report would then replace BENCHMARKS.md: use bench-smoke).
