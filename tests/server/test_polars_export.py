@@ -190,7 +190,7 @@ async def test_batch_get_series_count_counts_the_series_with_points_in_the_range
         asked("mode", start, end),
         asked("nothing", start, end),
     ]
-    async with httpx.AsyncClient(base_url=log_server.base_url) as c:
+    async with httpx.AsyncClient(base_url=log_server.base_url, timeout=120) as c:
         r = await c.post("/data-source/v1/data-sources/batch-get-series-count", json={"requests": requests})
         assert r.status_code == 200, r.text
         counts = [x["seriesCount"] for x in r.json()["responses"]]

@@ -52,14 +52,17 @@ async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=shards.__name__)
-    timeouts: list[float] = []  # the next look's, once the cluster is new
-    look = Shards._look_for_topic
+    # The timeout of the next look's request for the topic's id, armed before the new broker starts:
+    # that request is only made once a broker answers, so no look can slip in before it is armed.
+    timeouts: list[float] = []
+    current_topic_id = Shards._current_topic_id
 
-    def look_timing_out(self: Shards) -> None:
-        monkeypatch.setattr(shards, "TOPIC_ID_TIMEOUT_S", timeouts.pop() if timeouts else 1.0)
-        look(self)
+    def topic_id_timing_out(self: Shards, timeout_s: float) -> str:
+        if timeouts and timeout_s == shards.TOPIC_ID_TIMEOUT_S:
+            timeout_s = timeouts.pop()
+        return current_topic_id(self, timeout_s)
 
-    monkeypatch.setattr(Shards, "_look_for_topic", look_timing_out)
+    monkeypatch.setattr(Shards, "_current_topic_id", topic_id_timing_out)
     kafka, redis_server = servers
     client = redis.Redis.from_url(redis_server.url)
     listener = client.pubsub(ignore_subscribe_messages=True)
@@ -95,10 +98,10 @@ async def test_the_slots_are_owned_again_on_a_new_empty_kafka_cluster(
         kafka.stop()
         shutil.rmtree(kafka.workdir / "data")  # every record, the topic, the group: a new cluster
         kafka.cluster_id = str(cluster_id)  # formatted with the same id, as a pinned CLUSTER_ID would be
-        kafka.start()
-        up = time.monotonic()
         if first_request == "timed out":
             timeouts.append(0.0001)
+        kafka.start()
+        up = time.monotonic()
         assert (
             AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).cluster_id
             == cluster_id
