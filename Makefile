@@ -84,15 +84,12 @@ bench-smoke: install
 	$(BIN)/python -m bench.smoke_check $(SMOKE_OUT)
 
 # One compute process and 1, 2, 3 edges, then one all-in-one process, on the Kafka log (~13 min;
-# BENCHMARKS.scale-out.md) and again on the Redis log (~13 min; BENCHMARKS.scale-out-redis.md),
-# then 1, 2, 3 sharded compute processes and a SIGKILL on the Kafka log (~10 min;
-# BENCHMARKS.sharded.md), then the JSON ingest ceiling of the embedded, Kafka and Redis logs side
-# by side (~12 min; BENCHMARKS.log-ingest.md). BENCH_ARGS (NAME=VALUE overrides) goes to the first
-# two, SHARDED_ARGS to the third; --smoke in either writes into data/bench-smoke/.
+# BENCHMARKS.scale-out.md), then 1, 2, 3 sharded compute processes and a SIGKILL (~10 min;
+# BENCHMARKS.sharded.md), then the JSON ingest ceiling of the embedded and Kafka logs side by side
+# (~8 min; BENCHMARKS.log-ingest.md). BENCH_ARGS (NAME=VALUE overrides) goes to the first,
+# SHARDED_ARGS to the second; --smoke in either writes into data/bench-smoke/.
 bench-scale-out: install
 	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)
-	$(BIN)/python -m bench.scale_out source=redis $(BENCH_ARGS) \
-		--out $(if $(findstring --smoke,$(BENCH_ARGS)),data/bench-smoke/scale-out-redis.md,BENCHMARKS.scale-out-redis.md)
 	$(BIN)/python -m bench.sharded_compute $(SHARDED_ARGS)
 	$(BIN)/python -m bench.log_ingest $(findstring --smoke,$(BENCH_ARGS))
 

@@ -12,8 +12,7 @@ from compute.evaluation.compiler.limits import Limits
 from compute.evaluation.cost import EvaluationBudget
 from schemas.timestamps import NANOS_PER_SECOND
 
-EMBEDDED_RETENTION_S = 7 * 86400.0
-REDIS_RETENTION_S = 86400.0
+DEFAULT_RETENTION_S = 7 * 86400.0
 
 
 # compute/storage/kafka/layout.py's FUTURE_MARGIN_MS, in seconds (not imported: it loads pyarrow;
@@ -28,7 +27,7 @@ class Settings(BaseSettings):
         "all",
         description="all: Spark and WebSockets in one process; compute: Spark and every live computation, "
         "results published to Redis; edge: WebSockets and ingest, results from the compute tier, no JVM "
-        "(compute and edge need a shared log, source=redis or source=kafka, and redis-url)",
+        "(compute and edge need the shared log, source=kafka, and redis-url)",
     )
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=1, le=65535, description="port to listen on")
@@ -121,10 +120,10 @@ class Settings(BaseSettings):
     summary_interval: float = Field(
         60.0, ge=0, description="seconds between summary log lines (requests, points, rejects; 0 = none)"
     )
-    source: Literal["embedded", "redis", "kafka"] = Field(
+    source: Literal["embedded", "kafka"] = Field(
         "embedded",
-        description="point log: embedded (SQLite in data-dir), redis (Redis Streams, shared) or kafka "
-        "(Kafka, shared, read by Spark's Kafka source; `make kafka` runs a broker)",
+        description="point log: embedded (SQLite in data-dir) or kafka (Kafka, shared, read by Spark's "
+        "Kafka source; `make kafka` runs a broker)",
     )
     kafka_bootstrap_servers: str = Field(
         "127.0.0.1:9092", description="Kafka brokers of the kafka source and of compute-slots"
@@ -144,24 +143,16 @@ class Settings(BaseSettings):
     )
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
-        description="Redis of the redis source, and between the tiers; given to an all-in-one server on "
+        description="Redis between the tiers (results, leases, catalogs); given to an all-in-one server on "
         "the kafka source, its asset, event and module catalogs are there (shared by every server given it)",
     )
-    redis_partitions: int = Field(4, ge=1, description="streams the redis source spreads series over")
-    redis_prefix: str = Field("sparkwire", description="prefix of the redis source's keys")
-    redis_retention_seconds: float | None = Field(
-        None, ge=0, description="deprecated name of retention-seconds, still read (redis source)"
-    )
-    redis_maxlen: int = Field(
-        0, ge=0, description="redis source: entries kept per partition (MAXLEN) when retention is 0"
-    )
+    redis_prefix: str = Field("sparkwire", description="prefix of Sparkwire's keys in that Redis")
     # -- retention and disk (compute/log.py, compute/storage/disk_space.py)
     retention_seconds: float | None = Field(
         None,
         ge=0,
-        description="keep points this long (embedded: by point timestamp; redis: by append time, MINID; "
-        "kafka: the topic's retention.ms when this server creates it); 0 = forever; default 7 days "
-        "embedded and kafka, 1 day redis (it holds points in memory)",
+        description="keep points this long (embedded: by point timestamp; kafka: the topic's "
+        "retention.ms when this server creates it); 0 = forever; default 7 days",
     )
     max_log_bytes: int = Field(
         0, ge=0, description="embedded log: prune the oldest points while it is larger; 0 = no cap"
@@ -287,13 +278,24 @@ class Settings(BaseSettings):
     def _log_level_in_any_case(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    @field_validator("source", mode="before")
+    @classmethod
+    def _redis_log_removed(cls, value: object) -> object:
+        if isinstance(value, str) and value.lower() == "redis":
+            raise ValueError(
+                "source=redis: the Redis Streams point log was removed; the shared log is Kafka "
+                "(source=kafka and kafka-bootstrap-servers; `make kafka` runs a broker), and Redis "
+                "(redis-url) keeps results, leases and catalogs (docs/decisions/0097)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _roles_share_a_log(self) -> Settings:
         if self.role != "all" and self.source == "embedded":
             raise ValueError(
-                f"role {self.role} needs a shared log: set source=redis or source=kafka "
-                "(SPARKWIRE_SOURCE), and redis-url; the compute tier and the edges find each other "
-                "through that Redis"
+                f"role {self.role} needs the shared log: set source=kafka (SPARKWIRE_SOURCE) and "
+                "kafka-bootstrap-servers, and redis-url; the compute tier and the edges find each "
+                "other through that Redis"
             )
         return self
 
@@ -312,12 +314,12 @@ class Settings(BaseSettings):
 
     @property
     def shared_catalog(self) -> bool:
-        """The asset, run, module and event catalog is in Redis, read by every process: with the Redis
-        log, whenever the server is split in tiers, and for an all-in-one server on the Kafka log
-        given a redis-url (several of them on one topic then share their catalogs, as on the Redis
-        log; without one its catalog is in its data directory, as on the embedded log)."""
+        """The asset, run, module and event catalog is in Redis, read by every process: whenever the
+        server is split in tiers, and for an all-in-one server on the Kafka log given a redis-url
+        (several of them on one topic then share their catalogs; without one its catalog is in its
+        data directory, as on the embedded log)."""
         given_redis = "redis_url" in self.model_fields_set  # a flag or SPARKWIRE_REDIS_URL, not the default
-        return self.source == "redis" or self.role != "all" or (self.source == "kafka" and given_redis)
+        return self.role != "all" or (self.source == "kafka" and given_redis)
 
     @property
     def evaluation_budget(self) -> EvaluationBudget:
@@ -340,8 +342,4 @@ class Settings(BaseSettings):
     @property
     def retention(self) -> float:
         """Seconds points are kept by the configured source (0 = forever)."""
-        if self.retention_seconds is not None:
-            return self.retention_seconds
-        if self.source == "redis":
-            return REDIS_RETENTION_S if self.redis_retention_seconds is None else self.redis_retention_seconds
-        return EMBEDDED_RETENTION_S
+        return DEFAULT_RETENTION_S if self.retention_seconds is None else self.retention_seconds

@@ -1,21 +1,20 @@
-"""The ingest ceiling of each point log, side by side in one run (issue 45: Kafka replaces Redis
-Streams only if it measures at least as well on every count, the ingest ceiling among them).
+"""The ingest ceiling of each point log, side by side in one run (issue 45: Kafka replaced Redis
+Streams because it measured at least as well on every count, the ingest ceiling among them; the
+Redis arm's last figures are in decision 0097).
 
-For each log in `sources` (embedded, kafka, redis by default), one after the other on the same
-machine: a fresh all-in-one server on that log (a throwaway broker or redis-server beside it, as
+For each log in `sources` (embedded, kafka by default), one after the other on the same machine: a
+fresh all-in-one server on that log (a throwaway broker and redis-server beside it, as
 bench/scale_out.py starts them), one subscriber, and bench/ingest_ceiling.py's ramp on the JSON
 endpoint (`endpoints`) after one unjudged warm-up step at its first rate. A step holds when the
 log accepts the rate: >= 95% of it stored, the requests' p99 under 500 ms, no request failed. The
 end-to-end p99 (write -> frame) is given beside it, not judged: on a shared log it holds the log's
 round trip and its stream's trigger, and under ingest_ceiling.py's 500 ms rule the first run
 stopped both shared logs at their first step (200,000 points/s stored in full, p99 1.3-1.5 s on
-Kafka, 2.4-3.3 s on Redis). On the shared logs a 200 means every point of the request is
-acknowledged by the log (Kafka: `acks=all`, one transaction; Redis: one Lua script), so the ramp
-measures the log's write path as a client sees it. The log's own process is measured too: its
-resident memory at the end of the ramp (the broker's JVM holds points on disk, redis-server in
-memory).
+Kafka, 2.4-3.3 s on Redis). On Kafka a 200 means every point of the request is acknowledged by the
+log (`acks=all`, one transaction), so the ramp measures the log's write path as a client sees it.
+The log's own process is measured too: the broker's resident memory at the end of the ramp.
 
-    python -m bench.log_ingest [--smoke] [sources=embedded,kafka,redis] [step_s=20] [json_rates=...]
+    python -m bench.log_ingest [--smoke] [sources=embedded,kafka] [step_s=20] [json_rates=...]
 
 Writes BENCHMARKS.log-ingest.md and its JSON (data/bench-smoke/ with --smoke).
 """
@@ -36,7 +35,7 @@ from tests.infra import start_redis
 from tests.kafka_broker import start_kafka
 
 Json = Any
-SOURCES = ("embedded", "kafka", "redis")
+SOURCES = ("embedded", "kafka")
 KAFKA_TOPIC = "bench-log-ingest"
 JSON_RAMP = replace(ic.FULL, endpoints=("json",), warmup_steps=1, judge_latency=False)
 
@@ -77,10 +76,9 @@ def measure_source(source: str, ramp: ic.CeilingPlan, work: Path) -> Json:
     env = {"SPARKWIRE_SOURCE": source}
     redis = kafka = None
     try:
-        if source in ("redis", "kafka"):  # role all on a shared log still wants its Redis
+        if source == "kafka":  # with its Redis, as the recipes give it (its catalog there)
             redis = start_redis(work / "redis")
             env["SPARKWIRE_REDIS_URL"] = redis.url
-        if source == "kafka":
             kafka = start_kafka(work / "kafka")
             env["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] = kafka.bootstrap
             env["SPARKWIRE_KAFKA_TOPIC"] = KAFKA_TOPIC
@@ -88,8 +86,6 @@ def measure_source(source: str, ramp: ic.CeilingPlan, work: Path) -> Json:
         log_pid = None
         if kafka is not None and kafka.daemon is not None:
             log_pid = kafka.daemon.process.pid
-        elif source == "redis" and redis is not None:
-            log_pid = redis.daemon.process.pid
         results["log_process_rss_mb"] = rss_mb(log_pid) if log_pid else None
         return results
     finally:

@@ -1,6 +1,6 @@
 """The scale-out workload: one `--role compute` process (Spark, every computation) and 1, 2, then 3
 `--role edge` processes (WebSockets, ingest, fan-out; no JVM) on a throwaway Kafka broker (the point
-log; `source=redis` puts the points in Redis Streams instead) and redis-server (between the tiers),
+log) and redis-server (between the tiers),
 then one `--role all` process on the same log, all on 127.0.0.1. Writes BENCHMARKS.scale-out.md and
 BENCHMARKS.scale-out.json.
 
@@ -32,9 +32,9 @@ What runs (docs/decisions/0030-compute-tier-and-edges.md has the design it measu
   measured after a small warm-up crowd has come and gone (first-use allocations are not per
   connection).
 
-- on `source=kafka`, a throwaway single-node Kafka broker (tests/kafka_broker.py) too: the edges
-  write points to Kafka and the compute process reads them with Spark's own Kafka source;
-  redis-server carries results, wants and heartbeats between the tiers;
+- a throwaway single-node Kafka broker (tests/kafka_broker.py): the edges write points to Kafka and
+  the compute process reads them with Spark's own Kafka source; redis-server carries results, wants
+  and heartbeats between the tiers;
 - last (`all_in_one_arm`), the compute process is stopped and one `--role all` process on the same
   log serves the same feed and subscriptions alone: the reference for the two tiers' latency.
 
@@ -77,7 +77,7 @@ from tests.kafka_broker import KafkaBroker, start_kafka
 
 Json = Any
 RID = "ri.bench.feed"
-KAFKA_TOPIC = "bench-scale-out"  # the point topic on source=kafka
+KAFKA_TOPIC = "bench-scale-out"  # the point topic
 _TICKS = os.sysconf("SC_CLK_TCK")
 MB = 2**20
 
@@ -110,11 +110,7 @@ class ScalePlan:
     idle_connections: int = 1000
     idle_warm_connections: int = 20
     idle_settle_s: float = 5
-    retention_s: int = 600  # the Redis log keeps 10 minutes: every window is shorter
-    redis_partitions: int = 0  # 0: the server's default
-    # the point log the edges write and the compute process reads: "kafka" (read by Spark's own Kafka
-    # source, in the JVM) or "redis" (Redis Streams, read by Spark's Python data source): decision 0095
-    source: str = "kafka"
+    retention_s: int = 600  # the topic's retention.ms when the compute process creates it
     all_in_one_arm: bool = True  # last: one `--role all` process on the same log, the same load
     # targets
     flat_tolerance: float = 0.15
@@ -432,17 +428,15 @@ class ScaleOut:
         p = self.plan
         env = {
             "SPARKWIRE_ROLE": role,
-            "SPARKWIRE_SOURCE": p.source,
+            "SPARKWIRE_SOURCE": "kafka",
             "SPARKWIRE_REDIS_URL": self.redis.url,
             "SPARKWIRE_TRIGGER_MS": str(p.trigger_ms),
             "SPARKWIRE_RETENTION_SECONDS": str(p.retention_s),
             "SPARKWIRE_MAX_CONNECTIONS": str(max(1000, p.idle_connections + p.idle_warm_connections + 100)),
         }
-        if p.redis_partitions:
-            env["SPARKWIRE_REDIS_PARTITIONS"] = str(p.redis_partitions)
-        if self.kafka is not None:
-            env["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka.bootstrap
-            env["SPARKWIRE_KAFKA_TOPIC"] = KAFKA_TOPIC
+        assert self.kafka is not None
+        env["SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka.bootstrap
+        env["SPARKWIRE_KAFKA_TOPIC"] = KAFKA_TOPIC
         return env
 
     def start_edges(self, n: int, tag: str) -> list[ServerProcess]:
@@ -515,14 +509,11 @@ class ScaleOut:
 
     # -- the whole run ------------------------------------------------------------------------------------
     def run(self) -> None:
-        if self.plan.source not in ("redis", "kafka"):
-            raise ValueError(f"source={self.plan.source!r}: the point log is redis or kafka")
         self.sampler.start()
-        if self.plan.source == "kafka":
-            self.kafka = start_kafka(self.work / "kafka")
-            assert self.kafka.daemon is not None
-            self.sampler.track("kafka", self.kafka.daemon.process.pid)
-            log(f"kafka on {self.kafka.bootstrap}")
+        self.kafka = start_kafka(self.work / "kafka")
+        assert self.kafka.daemon is not None
+        self.sampler.track("kafka", self.kafka.daemon.process.pid)
+        log(f"kafka on {self.kafka.bootstrap}")
         self.redis = start_redis(self.work / "redis")
         self.sampler.track("redis", self.redis.daemon.process.pid, tree=False)
         self.sampler.track("harness", os.getpid(), tree=False)
@@ -623,7 +614,7 @@ class ScaleOut:
             )
         finally:
             self.stop_edges([edge])
-        out["imports"] = import_rss(self.plan.source)
+        out["imports"] = import_rss("kafka")
         return out
 
     # -- one arm ----------------------------------------------------------------------------------------
@@ -1009,7 +1000,7 @@ def _two_tier_rows(r: Json) -> list[tuple[str, str, str, str, list[str]]]:
     plan, arms = r["plan"], r.get("arms", [])
     alone = [a for a in arms if a.get("all_in_one") and a["latency"]["n"]]
     refs = [a for a in arms if a.get("reference") and a["latency"]["n"]]
-    what = f"two tiers' write -> frame p99 against all-in-one's, {plan.get('source', 'redis')} log"
+    what = "two tiers' write -> frame p99 against all-in-one's, Kafka log"
     limit = plan.get("two_tier_p99_ratio", 1.3)
     wanted = f"<= {limit:g}x"
     if not alone or not refs:
@@ -1155,7 +1146,6 @@ def _why_latency(r: Json, arm: Json) -> list[str]:
         f"{_f(arm['compute_metrics']['callback_ms'], '{:.0f}')} ms "
         f"({arm['compute_metrics']['batches_per_s']} micro-batches/s; the compute tree used "
         f"{u.get('compute', {}).get('cpu_pct', 0):.0f}% of a core, of it Spark's Python workers"
-        + (" reading the Redis partitions" if r["plan"].get("source", "redis") == "redis" else "")
         + f" {cats.get('spark workers', 0):.0f}%, the JVM {cats.get('jvm', 0):.0f}%, the "
         f"Python process with the computations and the publishing {cats.get('python', 0):.0f}%). "
         f"The best arm, {best['name']}, had p50 {_f(best['latency']['p50_ms'])} / p99 "
@@ -1224,21 +1214,15 @@ def render(r: Json) -> str:
     arms = r.get("arms", [])
     idle = r.get("idle", {})
     ref, _ = _reference_cpu(r)
-    source = plan.get("source", "redis")
     out = [
-        f"# Sparkwire scale-out: one compute process, 1 to 3 edges ({source} log)",
+        "# Sparkwire scale-out: one compute process, 1 to 3 edges (Kafka log)",
         "",
         "Generated by `bench/scale_out.py` (`make bench-scale-out`). Every figure comes from one run on "
-        "this machine: a throwaway redis-server"
-        + (" and a single-node Kafka broker (KRaft)" if source == "kafka" else "")
-        + ", one `sparkwire serve --role compute` process (Spark) and "
+        "this machine: a throwaway redis-server and a single-node Kafka broker (KRaft), one "
+        "`sparkwire serve --role compute` process (Spark) and "
         "`--role edge` processes (no JVM), all on 127.0.0.1, driven by separate feed and client "
-        "processes (bench/feed.py, bench/clients.py). The point log: "
-        + (
-            "Kafka, read by Spark's own Kafka source; Redis carries results, wants and heartbeats."
-            if source == "kafka"
-            else "Redis Streams, read by Spark's Python data source; Redis also carries results."
-        )
+        "processes (bench/feed.py, bench/clients.py). The point log: Kafka, read by Spark's own Kafka "
+        "source; Redis carries results, wants and heartbeats."
         + (
             f" Last, one `--role all` process (started in {r.get('all_in_one_start_s')} s) on the same "
             "log takes the same feed and subscriptions alone, the all-in-one reference."
@@ -1260,12 +1244,8 @@ def render(r: Json) -> str:
         f"({plan['channels'] * plan['rate_hz']:,} points/s), "
         f"one HTTP request every {plan['request_ms']:g} ms, "
         "all written to the first edge in every arm (the same ingest cost in each arm; the other edges "
-        f"only fan out); trigger {plan['trigger_ms']} ms; "
-        + (
-            f"Redis log retention {plan['retention_s']} s."
-            if source == "redis"
-            else "the Kafka topic's retention is the broker's (every window is shorter)."
-        ),
+        f"only fan out); trigger {plan['trigger_ms']} ms; the Kafka topic's retention "
+        f"{plan['retention_s']} s (every window is shorter).",
         f"- Subscriptions: {plan['subscriptions']} over {plan['computations']} distinct computations "
         "(raw, bucketed, arithmetic, ranges: bench/computations.py), "
         f"{plan['subscriptions'] // max(1, plan['connections'])} per connection on {plan['connections']} "
@@ -1278,9 +1258,7 @@ def render(r: Json) -> str:
         "",
         "CPU is % of one core (the machine has 200%), the mean over the window; RSS is the peak in the "
         "window. The compute process's figure is its whole tree: the Python process, Spark's JVM and "
-        "Spark's Python workers"
-        + (" (which read the Redis partitions)" if source == "redis" else "")
-        + ". Latency is from the moment the feed "
+        "Spark's Python workers. Latency is from the moment the feed "
         "received a write's 200 to the first frame of each subscription that includes the write's "
         "newest point (bench/stats.py), over the subscriptions whose results show points or buckets.",
         "",

@@ -82,9 +82,6 @@ class ShardPlan:
     closing_gap_s: float = 1.0
     closing_ticks: int = 130
     retention_s: int = 900
-    # the point log the edge writes and the compute processes read: "kafka" (Spark's own Kafka source,
-    # in the JVM) or "redis" (Spark's Python data source reads Redis Streams in every process)
-    source: str = "kafka"
     # targets (issue 45)
     even_tolerance: float = 0.20
     failover_target_s: float = 10
@@ -121,7 +118,7 @@ class Sharded:
         subscriptions = str(p.computations + 100)
         return {
             "SPARKWIRE_ROLE": role,
-            "SPARKWIRE_SOURCE": p.source,
+            "SPARKWIRE_SOURCE": "kafka",
             "SPARKWIRE_REDIS_URL": self.redis.url,
             "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap,
             "SPARKWIRE_KAFKA_TOPIC": TOPIC,
@@ -212,8 +209,6 @@ class Sharded:
     # -- the run --------------------------------------------------------------------------------------------
     def run(self) -> None:
         p = self.plan
-        if p.source not in ("redis", "kafka"):
-            raise ValueError(f"source={p.source!r}: the point log is redis or kafka")
         self.sampler.start()
         self.kafka = start_kafka(self.work / "kafka")
         self.redis = start_redis(self.work / "redis")
@@ -491,7 +486,7 @@ def render(r: Json) -> str:
         f"- Load: {p['computations']:,} distinct computations (raw, bucketed, arithmetic, ranges: "
         f"bench/computations.py), one subscription each on {p['connections']} connections; the feed "
         f"writes {p['channels']} channels x {p['rate_hz']} Hz ({rate:,} points/s) through the edge; "
-        f"trigger {p['trigger_ms']} ms; the point log: {p.get('source', 'redis')}. "
+        f"trigger {p['trigger_ms']} ms; the point log: Kafka. "
         f"Subscribed in {p['client_processes']} waves: "
         f"{r['subscribed']['ready']:,} answered, {r['subscribed']['live']:,} live on the edge, in "
         f"{r['subscribed']['seconds']} s (creation errors: {r['subscribed']['errors'][:3]}).",
@@ -501,11 +496,7 @@ def render(r: Json) -> str:
         "",
         "Evaluation CPU is each process's micro-batch thread's CPU time applying batches to its "
         "computations (`sparkwire_evaluation_cpu_seconds`), % of one core; its tree's CPU adds "
-        + (
-            "the JVM and Spark's Python workers, which in every process read the whole Redis log."
-            if p.get("source", "redis") == "redis"
-            else "the JVM, where Spark's Kafka source reads the whole point topic in every process."
-        ),
+        "the JVM, where Spark's Kafka source reads the whole point topic in every process.",
         "",
         "## Targets",
         "",

@@ -105,14 +105,17 @@ def start_redis(workdir: Path, port: int | None = None, persistent: bool = False
 
 
 @contextmanager
-def server_on_kafka_log(base: Path, broker: KafkaBroker, topic: str) -> Iterator[ServerProcess]:
-    """An all-in-one server on the Kafka log (`broker`, its points in `topic`), stopped on the way
-    out: the shared log with no index of which series hold points in a range, whose history
-    Spark's batch jobs read by time."""
+def server_on_kafka_log(
+    base: Path, broker: KafkaBroker, topic: str, settings: dict[str, str] | None = None
+) -> Iterator[ServerProcess]:
+    """An all-in-one server on the Kafka log (`broker`, its points in `topic`; more SPARKWIRE_
+    `settings` if given), stopped on the way out: the shared log with no index of which series
+    hold points in a range, whose history Spark's batch jobs read by time."""
     env = {
         "SPARKWIRE_SOURCE": "kafka",
         "SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
         "SPARKWIRE_KAFKA_TOPIC": topic,
+        **(settings or {}),
     }
     proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
     try:

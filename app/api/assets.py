@@ -43,7 +43,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
     404: {"description": "no asset or run has that rid", "content": _ERROR},
-    503: {"description": "the catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
+    503: {"description": "the catalog (Redis, when shared) is out of reach", "content": _ERROR},
 }
 
 
@@ -72,15 +72,15 @@ logger = logging.getLogger(__name__)
 
 def open_store(app: FastAPI, settings: Settings) -> AssetStore:
     """The catalog beside the log, for these routes and for every plan compiled in this process: in the
-    data dir with the embedded log; in Redis with the Redis log or in tiers
-    (`Settings.shared_catalog`), where every process of it (the edges, the compute tier) reads the
+    data dir; in Redis when shared (`Settings.shared_catalog`: the tiers, or servers on the Kafka log
+    given a redis-url), where every process of it (the edges, the compute tier) reads the
     same one and hears of each change (decision 0066)."""
     if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 
         if (settings.data_dir / STORE_FILE).exists():  # from before decision 0066: not read any more
             logger.warning(
-                "%s is not read: with a shared log the asset and run catalog is in Redis, shared by "
+                "%s is not read: with a shared catalog the assets and runs are in Redis, shared by "
                 "every process (docs/decisions/0066); create its assets and runs again through /assets/v1",
                 settings.data_dir / STORE_FILE,
             )

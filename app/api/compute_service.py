@@ -7,7 +7,7 @@ FullResult's ComputeNodeResponse (app/protocol/frames.py). What the compiler ref
 polling-only nodes among them) is refused with its error, named `Compute:<name>`
 (docs/decisions/0078-compute-service.md).
 
-History is read as export and back-fill read it: the embedded log by this process, the Redis log by
+History is read as export and back-fill read it: the embedded log by this process, the Kafka log by
 a Spark batch job (not on an edge, which runs no Spark); the points a request would read are
 counted first and more than MAX_POLLED_POINTS in one evaluation, or more than
 SPARKWIRE_MAX_POLLED_REQUEST_POINTS over a batch's or a parameterized request's items, is refused
@@ -56,7 +56,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "the token does not reach a data source the node reads", "content": _ERROR},
     501: {
-        "description": "Sparkwire:ComputeNeedsSpark: the Redis log read where no Spark runs (an edge)",
+        "description": "Sparkwire:ComputeNeedsSpark: the Kafka log read where no Spark runs (an edge)",
         "content": _ERROR,
     },
     503: {
@@ -206,7 +206,7 @@ class History:
         if self.by_spark and self.engine is None:
             raise HttpError(
                 501,
-                "this server's log (Redis) is read by Spark's batch jobs, and this process runs no Spark "
+                "this server's log (Kafka) is read by Spark's batch jobs, and this process runs no Spark "
                 "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
                 name="Sparkwire:ComputeNeedsSpark",
             )

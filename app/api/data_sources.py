@@ -10,7 +10,7 @@ A channel is a data source's channel name whatever its tags: its series (one per
 channel here. Admitted before the body is read (app/api/admitted_route.py); with authentication on,
 only the data sources of the token's `dataSourceRids` are seen (as `GET /series`).
 The time range of the available tags and of the series counts and the bounds are read from the
-embedded log's blocks (compute/storage/sqlite/spans.py); a log kept elsewhere (Redis, Kafka) has no
+embedded log's blocks (compute/storage/sqlite/spans.py); a log kept elsewhere (Kafka) has no
 such index: there a range narrower than all of time is counted by a Spark job (refused by name in a
 process that runs no Spark), and bounds are left out (docs/decisions/0074-sdk-reads.md, 0093)."""
 
@@ -151,7 +151,7 @@ def covers_all_time(start: int, end: int) -> bool:
 
 
 async def counted_by_spark(state: Any, ids: list[int], start: int, end: int, field: str) -> dict[int, int]:
-    """Per series, its points with start <= ts <= end on a log with no time index (Redis, Kafka):
+    """Per series, its points with start <= ts <= end on a log with no time index (Kafka):
     one Spark job counts them where they are. A process that runs no Spark (an edge) cannot, and
     refuses a range narrower than all of time by name rather than answer for all of time."""
     if state.engine is None:
@@ -314,7 +314,7 @@ def tag_conditions(value: Any, field: str) -> list[TagCondition]:
 async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Request) -> dict[str, Any]:
     """A series counts when its tags pass the tag filters and it has points in [range.start,
     range.end]: on the embedded log, when a block of its points overlaps the range
-    (compute/storage/sqlite/spans.py, no point read); on a log with no time index (Redis, Kafka),
+    (compute/storage/sqlite/spans.py, no point read); on a log with no time index (Kafka),
     counted by one Spark job per distinct range (docs/decisions/0093-series-counts-by-spark.md)."""
     principal = admit_request(request, DataSourceRoute.doing)
     state = request.app.state.sparkwire

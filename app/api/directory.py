@@ -72,9 +72,9 @@ class LateDrops(_Model):
 class Lag(_Model):
     points: int | None = Field(
         description="points written to the log that the stream has not processed yet, so not in this "
-        "computation's result yet (the point log's consumer lag, counted in points on both logs; the "
-        "same for every live computation of a server, which all read one stream). Null while it "
-        "back-fills, on an edge, or if the log cannot tell"
+        "computation's result yet (the point log's consumer lag, counted in points; the same for "
+        "every live computation of a server, which all read one stream). Null while it back-fills, "
+        "on an edge, or if the log cannot tell (the Kafka log: its offsets are Spark's)"
     )
     applied_seq: int | None = Field(
         description="the newest log position (seq) among the points it applied (null on an edge)"

@@ -45,7 +45,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "changing needs a token with the `admin` claim", "content": _ERROR},
     404: {"description": "Event:EventsNotFound (the params name them)", "content": _ERROR},
-    503: {"description": "the event store (Redis, with the Redis log) is out of reach", "content": _ERROR},
+    503: {"description": "the event store (Redis, when shared) is out of reach", "content": _ERROR},
 }
 
 
@@ -62,9 +62,10 @@ logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> EventStore:
-    """The events, for these routes and for every plan compiled in this process: in the data dir with
-    the embedded log; in Redis with the Redis log or in tiers (`Settings.shared_catalog`), beside
-    the asset catalog, where every process of it reads the same events and hears of each change."""
+    """The events, for these routes and for every plan compiled in this process: in the data dir;
+    in Redis when shared (`Settings.shared_catalog`: the tiers, or servers on the Kafka log given a
+    redis-url), beside the asset catalog, where every process of it reads the same events and hears
+    of each change."""
     if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 

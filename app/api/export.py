@@ -1,7 +1,7 @@
 """Nominal's DataExportService `exportChannelData` over HTTP (`POST /export/v1/export`): what the
 `nominal` SDK's `channel_to_series` and `datasource_to_dataframe` ask for, answered from the log as
 back-fill reads history: the embedded log read by this process itself (compute/storage/sqlite), the
-Redis log by a Spark batch job (compute/spark/history.py; not on an edge, which runs no Spark).
+Kafka log by a Spark batch job (compute/spark/history.py; not on an edge, which runs no Spark).
 
 Served: time-domain channels, each a channel of a data source (`numeric` or `enum`, a `dataSource`
 channel with literal rid, channel and tags), undecimated or decimated to a step (`nanoseconds`, or
@@ -15,7 +15,7 @@ where it has several points, the one written last. Anything else that would chan
 refused by name, never ignored (docs/decisions/0074-sdk-reads.md).
 
 Its cost is bounded before a point reaches this process: the blocks the request would read are
-counted (compute/storage/sqlite/spans.py; on the Redis log, a Spark job counts the points) and more
+counted (compute/storage/sqlite/spans.py; on the Kafka log, a Spark job counts the points) and more
 than MAX_EXPORT_POINTS is refused (ExportTooLarge)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     501: {
-        "description": "Sparkwire:ExportNeedsSpark: the Redis log read where no Spark runs (an edge)",
+        "description": "Sparkwire:ExportNeedsSpark: the Kafka log read where no Spark runs (an edge)",
         "content": _ERROR,
     },
 }
@@ -340,7 +340,7 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
     if (path is None or not log.driver_reads) and engine is None:
         raise HttpError(
             501,
-            "this server's log (Redis) is read by Spark's batch jobs, and this process runs no Spark "
+            "this server's log (Kafka) is read by Spark's batch jobs, and this process runs no Spark "
             "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
             name="Sparkwire:ExportNeedsSpark",
         )

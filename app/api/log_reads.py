@@ -1,6 +1,6 @@
 """How the HTTP reads (export, the ComputeService, the data source reads) take points from the log,
 as back-fill does: the embedded log by this process itself (its span index says what a range holds
-without a point read), a log the driver cannot read (Redis, Kafka) by Spark batch jobs, which only a
+without a point read), a log the driver cannot read (Kafka) by Spark batch jobs, which only a
 process that runs Spark can start (never an edge)."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ CAPS = (
 
 
 async def render(metrics: Metrics, state: ServerState) -> bytes:
-    writer = state.log.local_writer  # the embedded log's (compute/storage/sqlite); None for Redis
+    writer = state.log.local_writer  # the embedded log's (compute/storage/sqlite); None for Kafka
     if writer is not None:
         metrics.observe_log(writer)
     metrics.connections.set(len(state.connections))

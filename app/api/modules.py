@@ -46,7 +46,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "Module:ModuleNameConflict, FunctionNameConflict, ParameterNameConflict",
         "content": _ERROR,
     },
-    503: {"description": "the module catalog (Redis, with the Redis log) is out of reach", "content": _ERROR},
+    503: {"description": "the module catalog (Redis, when shared) is out of reach", "content": _ERROR},
 }
 
 
@@ -65,16 +65,16 @@ logger = logging.getLogger(__name__)
 
 
 def open_store(app: FastAPI, settings: Settings) -> ModuleStore:
-    """The modules, for these routes and for every plan compiled in this process: in the data dir with
-    the embedded log; in Redis with the Redis log or in tiers (`Settings.shared_catalog`), beside
-    the asset catalog, where every process of it (the edges, the compute tier) reads the same
-    modules and hears of each change."""
+    """The modules, for these routes and for every plan compiled in this process: in the data dir;
+    in Redis when shared (`Settings.shared_catalog`: the tiers, or servers on the Kafka log given a
+    redis-url), beside the asset catalog, where every process of it (the edges, the compute tier)
+    reads the same modules and hears of each change."""
     if settings.shared_catalog:
         from compute.storage.redis.catalog_rows import connect_rows
 
         if (settings.data_dir / STORE_FILE).exists():  # from before the shared modules: not read
             logger.warning(
-                "%s is not read: with a shared log the modules are in Redis, shared by every process "
+                "%s is not read: with a shared catalog the modules are in Redis, shared by every process "
                 "(docs/decisions/0062); create its modules again through /scout/v2/module",
                 settings.data_dir / STORE_FILE,
             )

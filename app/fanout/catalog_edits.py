@@ -2,8 +2,8 @@
 subscriptions over them: every open connection's session compiles again the subscriptions that
 resolved through an edited rid (app/protocol/ws_session.py `catalog_affected`, `re_resolve`).
 
-Where a notice comes from: a catalog kept by this process alone (the embedded log's SQLite file) is
-told by the HTTP route that stored the change (`changed`); a shared one (beside the Redis log) writes
+Where a notice comes from: a catalog kept by this process alone (SQLite files in its data dir) is
+told by the HTTP route that stored the change (`changed`); a shared one (in Redis) writes
 a notice with each change, which every process sharing it, the one that stored it included, reads
 from Redis and hands to `deliver` (app/tiers/catalog_feed.py): each edit reaches each process once.
 

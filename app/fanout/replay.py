@@ -2,9 +2,9 @@
 
 A replay is private to its subscriber: it never goes through the shared streaming computation. Its
 start compiles nothing new (the session compiled the plan), makes a `Computation` of its own, checks
-that the log still holds the period (compute/storage/horizon.py), reads the history of its series
+that the log still holds the period (`PointLog.held_from`), reads the history of its series
 for [start - window - lookback, end] as the back-fill reads it (compute/spark/history.py: the
-embedded log by the driver, the Redis log by a Spark batch job), and loads the part up to `start`
+embedded log by the driver, the Kafka log by a Spark batch job), and loads the part up to `start`
 as its back-fill: the first frame is the FullResult of the window ending at `start`.
 
 Then a replay clock advances from `start` to `end`: in steps of 100 ms of replay time (the

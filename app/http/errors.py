@@ -57,7 +57,7 @@ REQUEST_ENTITY_TOO_LARGE = "Default:RequestEntityTooLarge"
 UNSUPPORTED_CONTENT_ENCODING = "Sparkwire:UnsupportedContentEncoding"
 # 507: the log is below its free-space floor (compute.log.InsufficientStorage).
 INSUFFICIENT_STORAGE = "Storage:InsufficientStorage"
-# 503: the point log cannot be reached (a Redis outage, compute.storage.contract.LogUnavailable).
+# 503: the point log cannot be reached (a Kafka outage, compute.storage.contract.LogUnavailable).
 LOG_UNAVAILABLE = "Storage:LogUnavailable"
 
 

@@ -1,6 +1,5 @@
 """Which point log this server writes to and streams from: the embedded SQLite log in the data
-directory (the default), Redis Streams shared by several servers (SPARKWIRE_SOURCE=redis), or Kafka
-(SPARKWIRE_SOURCE=kafka)."""
+directory (the default), or Kafka shared by several servers (SPARKWIRE_SOURCE=kafka)."""
 
 from __future__ import annotations
 
@@ -23,13 +22,6 @@ def open_point_log(settings: Settings) -> PointLog:
             settings.kafka_partitions,
             consumer,
             settings.retention,
-        )
-    if settings.source == "redis":
-        from compute.storage.redis.point_log import RedisLog, Retention
-
-        retention = Retention(settings.retention, settings.redis_maxlen)
-        return RedisLog(
-            settings.redis_url, settings.redis_partitions, consumer, retention, settings.redis_prefix
         )
     from compute.storage.disk_space import Retention as LogRetention
     from compute.storage.sqlite.point_log import EmbeddedLog

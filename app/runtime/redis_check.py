@@ -1,4 +1,4 @@
-"""Before a server that needs Redis (source redis, role compute/edge, or a catalog in Redis) starts
+"""Before a server that needs Redis (role compute/edge, or a catalog in Redis) starts
 anything: is Redis there? Without it the first connection fails deep in the app's start-up with a
 traceback; checked first, it is one line naming the URL and what went wrong."""
 
@@ -18,7 +18,7 @@ class RedisUnreachable(Exception):
 
 
 def needs_redis(settings: Settings) -> bool:
-    # the Redis log, the tiers and a shared catalog each need it, and each makes the catalog shared
+    # the tiers and a shared catalog each need it, and each makes the catalog shared
     return settings.shared_catalog
 
 

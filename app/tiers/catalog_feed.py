@@ -1,7 +1,7 @@
-"""Every process serving WebSockets over a shared catalog (the Redis log: edges, and servers of
-`--role all` on one Redis) reads the catalog's change notices (compute/storage/redis/catalog_rows.py)
-and hands each one to its `CatalogEdits`, which re-resolves the subscriptions it can move
-(docs/decisions/0066-catalog-edits-across-processes.md).
+"""Every process serving WebSockets over a shared catalog (`Settings.shared_catalog`: edges, and
+servers of `--role all` on the Kafka log given one redis-url) reads the catalog's change notices
+(compute/storage/redis/catalog_rows.py) and hands each one to its `CatalogEdits`, which re-resolves
+the subscriptions it can move (docs/decisions/0066-catalog-edits-across-processes.md).
 
 The feed keeps its place in the notices (a stream id: the catalog version this process has applied)
 and reads on from it with a blocking XREAD. When the link to Redis is lost, notices may be written

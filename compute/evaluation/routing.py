@@ -3,7 +3,7 @@ kept in step with the log's series catalog.
 
 Two locks, so that no thread the event loop waits on holds one across I/O: `_lock` guards the
 tables and is held for dict work only (the event loop takes it: `find`, `remove`); `_catalog_lock`
-orders reading the catalog (I/O in the Redis log) with routing what it returned, and the event loop
+orders reading the catalog (I/O in the Kafka log) with routing what it returned, and the event loop
 never takes it (docs/decisions/0028-compute-in-wings.md)."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Routes:
 
     def _poll_catalog(self) -> None:
         """Call with `_catalog_lock` held."""
-        new = self._catalog.poll_new_series()  # I/O in the Redis log: outside `_lock`
+        new = self._catalog.poll_new_series()  # I/O in the Kafka log: outside `_lock`
         if not new:
             return
         with self._lock:

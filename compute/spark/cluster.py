@@ -1,7 +1,7 @@
 """Running on a Spark cluster: the Python code executors need (the data sources and what they
 import) is shipped with the application as a zip, so nothing depends on a path that exists only on
 the driver. Executors still need the same Python version and the third-party packages (pyarrow,
-numpy, redis) installed."""
+numpy, orjson) installed."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The streaming engine: ONE Structured Streaming query over the log, ONE Spark job per micro-batch
 (the batch filtered to the series in use, collected once through Arrow), then every live
 computation updated on the driver (compute/evaluation/). New computations are back-filled before they
-join the stream: the embedded log's history read by the driver itself, the Redis and Kafka logs' by
-one Spark batch job whose executors read its partitions (Kafka's through Spark's own Kafka source).
+join the stream: the embedded log's history read by the driver itself, the Kafka log's by one Spark
+batch job whose executors read its partitions (through Spark's own Kafka source).
 
 The series in use are data: an `IN` set over series ids, rebuilt only when that set changes (a
 broadcast join's table is rebuilt by every micro-batch: ~0.5 s against ~0.1 s per batch,
@@ -22,7 +22,6 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import ArrayType
 
 from compute.evaluation.computation import Batch, Change, Computation, Rows
 from compute.evaluation.errors import ComputeError
@@ -65,7 +64,6 @@ class Engine:
         self.routes = Routes(log)  # which computations read which series
         self._series_filter: Column | None = None  # series_id IN (the series in use)
         self._query: StreamingQuery | None = None
-        self._stream_blocks = False  # whether the stream's rows are blocks (BLOCK_SCHEMA), not points
         self.last_batch: BatchStats | None = None
         self.degraded = False  # the query failed and is being restarted (compute/spark/supervisor.py)
         # The embedded log is read by the driver: per computation, overlapping the loads (backfill.py).
@@ -75,7 +73,7 @@ class Engine:
         # is expected then, logged as one INFO line, not as py4j's ERROR and ~130 lines of trace.
         self._stopping = False
         logging.getLogger("py4j.clientserver").addFilter(self._hide_cancelled_batch)
-        # The Kafka log is read by Spark's own Kafka source; the others by their Python data source.
+        # The Kafka log is read by Spark's own Kafka source; the embedded one by its Python data source.
         self._frames = log.spark_frames
         if self._frames is None:
             spark.dataSource.register(log.data_source)
@@ -91,11 +89,6 @@ class Engine:
             stream = self._frames.stream(self.spark, options)
         else:
             stream = self.spark.readStream.format(self._source).options(**options).load()
-        # The embedded log's stream hands Spark blocks (compute/storage/sqlite/spark_source.py), the
-        # Redis log's points (the Kafka log's rows are its records: `self._frames` decodes them).
-        self._stream_blocks = "ts" in stream.schema.names and isinstance(
-            stream.schema["ts"].dataType, ArrayType
-        )
         self._stopping = False
         self._query = (
             stream.writeStream.foreachBatch(self._on_batch)
@@ -270,10 +263,8 @@ class Engine:
         try:
             if self._frames is not None:  # Kafka's records cross to Python as bytes; numpy unpacks them
                 table = self._frames.points(collect_arrow(in_use, self._frames.block_schema))
-            elif self._stream_blocks:  # blocks cross to Python as they are; numpy unpacks them
+            else:  # the embedded log's blocks (sqlite/spark_source.py) cross as they are; numpy unpacks them
                 table = records.points_of_blocks(collect_arrow(in_use, records.BLOCK_SCHEMA))
-            else:
-                table = collect_arrow(in_use.select(*records.POINT_SCHEMA.names), records.POINT_SCHEMA)
         except Exception as exc:
             cause = self._stop_cause(exc)
             if cause is not None:
@@ -364,8 +355,8 @@ def error_line(exc: BaseException | str) -> str:
     """An error in one line, for a log line, /readyz and a subscriber's error. A Spark error from a
     Python data source carries the worker's Python traceback (and the JVM's stack after it): its
     first line ends in "Traceback (most recent call last):", which says nothing, so the traceback's
-    own last line, the Python exception (a Redis outage's `ConnectionError: Error 111 connecting
-    ...`), stands in for it."""
+    own last line, the Python exception (e.g. the embedded log's reader failing with
+    `sqlite3.OperationalError: ...`), stands in for it."""
     lines = str(exc).strip().splitlines() or [type(exc).__name__]
     first = lines[0]
     if PYTHON_TRACEBACK in first:

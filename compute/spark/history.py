@@ -1,5 +1,5 @@
 """A past period of some series, read from the log as the back-fill reads it (compute/spark/engine.py):
-the embedded log by the driver itself, the Redis log by one Spark batch job over its data source.
+the embedded log by the driver itself, the Kafka log by one Spark batch job (Spark's Kafka source).
 What a replay (app/fanout/replay.py, docs/extensions.md) plays back."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def known_series(engine: Engine) -> list[SeriesInfo]:
     """Every series in the log's catalog now, series other servers (or this one's writer) added
     since the last micro-batch included. The catch-up goes through the engine's routing, so the
     live computations are routed to those series too, exactly as the next micro-batch would do
-    (the Redis log's new series are announced once: nobody else may take them)."""
+    (a shared log's new series are announced once: nobody else may take them)."""
     engine.routes.catch_up()
     return engine.log.series()
 

@@ -149,7 +149,7 @@ class StreamSupervisor:
                     return
                 self.last_error = f"restart failed: {error_line(exc)}"
                 delay = min(self.max_delay, delay * 2)
-                # One line per attempt: an outage (the Redis log away) fails every attempt the same
+                # One line per attempt: an outage (the Kafka log away) fails every attempt the same
                 # way, and a traceback each time told nothing new (issue 44). DEBUG keeps it.
                 logger.warning(
                     "restarting the streaming query failed (attempt %d): %s; next attempt in %.1fs",

@@ -1,2 +1,2 @@
 """Where points live: the point-log contract and its records, series identity, the embedded SQLite
-log and the shared Redis log, each with the Spark data source that reads it."""
+log with the Spark data source that reads it, the shared Kafka log, and the catalog's rows in Redis."""

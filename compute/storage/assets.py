@@ -4,7 +4,8 @@ An asset (a vehicle, a test stand) has named data scopes, each a data source rid
 that pre-filter it. A run is one or more assets over a time range, with data scopes of its own. Kept
 beside the point log: in one SQLite file in the data dir, written with `synchronous=FULL` so that an
 acknowledged change survives a restart and a kill -9 (docs/decisions/0055-assets-runs-and-datasets.md);
-with the Redis log, in Redis, shared by every process of it (docs/decisions/0066).
+when shared (the tiers, or servers on the Kafka log given a redis-url), in Redis, read by every process
+(docs/decisions/0066).
 
 Properties come two ways, as in Nominal: `properties` (strings) and `typedProperties` (each a string
 or a number: Nominal's `TypedPropertyValue`, kept here as a `str` or a `float`), which
@@ -70,8 +71,8 @@ def _scopes(raw: list[dict[str, Any]]) -> list[DataScope]:
 
 class AssetStore:
     """Assets and runs, one JSON body per rid, in rows kept by `SqliteRows` (`<data dir>/assets.sqlite`,
-    the embedded log's catalog) or by a shared backend (compute/storage/redis/catalog_rows.py, beside
-    the Redis log, which also writes each change's notice with it). Any thread may use it (the event
+    a catalog not shared) or by a shared backend (compute/storage/redis/catalog_rows.py, in Redis,
+    which also writes each change's notice with it). Any thread may use it (the event
     loop's workers, the compute tier compiling a plan)."""
 
     def __init__(self, path: Path | None = None, *, rows: CatalogRows | None = None) -> None:

@@ -39,7 +39,7 @@ class InsufficientStorage(Exception):
 
 
 class LogUnavailable(Exception):
-    """The log cannot be reached (a Redis outage): nothing of the request is stored, and the same
+    """The log cannot be reached (a Kafka outage): nothing of the request is stored, and the same
     request may be sent again once it is back (ingest answers 503 with Retry-After)."""
 
 
@@ -182,7 +182,7 @@ class PointLog(Protocol):
     @property
     def local_writer(self) -> DurableLog | None:
         """The writer of a log kept in this process's own files (the embedded log): its disk floor
-        (/readyz), its size and pruning (/metrics). None for a log kept elsewhere (Redis)."""
+        (/readyz), its size and pruning (/metrics). None for a log kept elsewhere (Kafka)."""
         ...
 
     def held_from(self, series_ids: Sequence[int]) -> int | None:

@@ -9,8 +9,9 @@ computation; unarchiving brings it back; nothing deletes one.
 
 Kept in rows of the catalog (compute/storage/assets.py's `CatalogRows`): with the embedded log in
 one SQLite file in the data dir beside it, written with `synchronous=FULL` so that an answered change
-survives a restart and a kill -9, as the asset catalog is; with the Redis log in Redis, one copy
-shared by every process of it, each change written with its notice (kind `event`) in one script
+survives a restart and a kill -9, as the asset catalog is; when shared (the tiers, or servers on the
+Kafka log given a redis-url) in Redis, one copy read by every process, each change written with its
+notice (kind `event`) in one script
 (docs/decisions/0072-events.md, docs/decisions/0066)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The writer thread's loop both logs share: everything queued since the last round is one group
-(one SQLite commit, one Redis round trip)."""
+(one SQLite commit, one Kafka transaction)."""
 
 from __future__ import annotations
 

@@ -2,28 +2,18 @@
 a replay (app/fanout/replay.py, docs/extensions.md) checks before it reads a past period.
 
 Retention by time (SPARKWIRE_RETENTION_SECONDS) is a policy the caller checks against the clock
-(app/protocol/ws_session.py). What goes beyond it is told here:
-- the embedded log with a byte cap (SPARKWIRE_MAX_LOG_BYTES) prunes its oldest blocks whatever
-  their age. Seqs start at 1 and are never reused, so the oldest block still held tells whether
-  anything was pruned (its seq, or a merged block's first member's, is above 1), and its oldest
-  point is where the log is complete from (blocks are pruned in append order);
-- the Redis log trims each partition's stream from its oldest entry (MINID or MAXLEN). Every entry
-  records the partition's point count at its append (`c`), so the oldest entry left tells whether
-  anything before it was trimmed; an entry appended before it held points stamped at most the
-  partition's future skew (`f:p`) after that append, so the partition is complete from the oldest
-  entry's append time plus that skew.
-Each is one small read (one row, one XRANGE ... COUNT 1 per partition). The Kafka log reckons its
-own the same way (`KafkaLog.held_from`: a partition's log start offset and its first record)."""
+(app/protocol/ws_session.py). What goes beyond it is told here for the embedded log: with a byte
+cap (SPARKWIRE_MAX_LOG_BYTES) it prunes its oldest blocks whatever their age. Seqs start at 1 and
+are never reused, so the oldest block still held tells whether anything was pruned (its seq, or a
+merged block's first member's, is above 1), and its oldest point is where the log is complete from
+(blocks are pruned in append order): one small read (one row). The Kafka log reckons its own the
+same way (`KafkaLog.held_from`: a partition's log start offset and its first record)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from compute.storage.redis import layout as rs
 from compute.storage.sqlite import blocks
-
-NANOS_PER_MS = 1_000_000
 
 
 def embedded_held_from(path: str | Path, max_bytes: int) -> int | None:
@@ -44,26 +34,3 @@ def embedded_held_from(path: str | Path, max_bytes: int) -> int | None:
         return None
     _, min_ts, max_ts = row
     return int(min_ts if min_ts is not None else max_ts)
-
-
-def redis_held_from(url: str, layout: rs.RedisLayout, series_ids: Sequence[int]) -> int | None:
-    """The timestamp (ns) from which the Redis log holds every point of these series; None when
-    none of their partitions was trimmed."""
-    partitions = sorted({layout.partition_of(sid) for sid in series_ids})
-    if not partitions:
-        return None
-    conn = rs.client(url)  # the process's pool for this Redis
-    skew = rs.future_skew_ms(conn, layout)
-    held: int | None = None
-    for p in partitions:
-        first = rs.xrange(conn, layout.stream(p), "-", "+", 1)
-        if not first:
-            continue
-        entry_id, fields = first[0]
-        points = len(fields.get(b"t", b"")) // 8
-        if int(fields.get(b"c", b"0")) - points <= 0:
-            continue  # the partition's first entry ever: nothing trimmed
-        appended_ms = rs.seq_of(entry_id) >> rs.SEQ_BITS
-        bound = (appended_ms + skew.get(p, 0)) * NANOS_PER_MS
-        held = bound if held is None else max(held, bound)
-    return held

@@ -1,6 +1,6 @@
 """A log point's value as the log stores it: its message and args as one compact JSON text,
 `["<message>",{"<arg>":"<value>",...}]` (args sorted by key), kept in the string column a string
-point uses, so the embedded and the Redis log keep one point schema (docs/decisions/0071-log-points.md).
+point uses, so the embedded and the Kafka log keep one point schema (docs/decisions/0071-log-points.md).
 The same line written twice is the same text: a live computation codes it once, as an enum label."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Two `--role all` servers on one Kafka topic, given the same Redis: each runs its own Spark and
 its own copy of every computation, and they share the points (Kafka) and the asset catalog
-(Redis, `Settings.shared_catalog`), as two servers on the Redis log do. An asset made through A
+(Redis, `Settings.shared_catalog`). An asset made through A
 resolves on B; a subscription on B over it holds points written through A; an edit through A
 reaches that subscription as one FullResult of the new resolution."""
 

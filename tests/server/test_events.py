@@ -3,7 +3,7 @@ decoded by conjure_python_client): create, get, batch get, search, update, archi
 bad input refused by name; authentication; the events across a kill -9 and a restart. Then
 `eventsSearch` and `eventAggregation` over a live WebSocket subscription, checked against a
 reference written from nominal-api's docs, and an event created, edited or archived while
-subscribed reaching the subscriber as a FullResult. Last, with the Redis log's shared rows (no Spark):
+subscribed reaching the subscriber as a FullResult. Last, with the rows shared in Redis (no Spark):
 a change stored by one process is read by another and announced to its feed once, as kind `event`."""
 
 from __future__ import annotations
@@ -540,7 +540,7 @@ async def test_events_need_a_token_and_admin_to_change_and_survive_kill_9(tmp_pa
         server.kill_all()
 
 
-# -- with the Redis log: one store shared by every process, each change announced ----------------------
+# -- shared in Redis: one store for every process, each change announced ------------------------------
 class Recorder:
     """A connection whose every subscription searched the events: it records what it is asked."""
 

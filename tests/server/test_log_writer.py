@@ -23,14 +23,13 @@ from nominal_api import scout_compute_api as sc
 from nominal_api import storage_writer_api as w
 
 from compute.storage.contract import SeriesWrite, WriteRejected
+from compute.storage.kafka.point_log import KafkaLog
 from compute.storage.log_lines import log_text, read_log_text
-from compute.storage.redis import layout as rs
-from compute.storage.redis.point_log import RedisLog
 from compute.storage.series import SeriesKey, SeriesKind
 from tests.client_view import ResultView
 from tests.conftest import ServerProcess, start_server
 from tests.hostile import make_jwt
-from tests.infra import start_redis
+from tests.kafka_broker import KafkaBroker
 from tests.log_file import stored_rows
 from tests.reference_logs import contains
 from tests.wire import NANOS, Client, channel_variable, full_entries, new_id, subscribe_message, write_points
@@ -358,14 +357,16 @@ def test_the_writers_auth_applies_before_the_body(guarded: ServerProcess) -> Non
     assert stored_lines(guarded, rid) == [("logs", T, "fine", {"k": "v"})]
 
 
-def test_the_redis_log_keeps_log_lines_and_their_kind(tmp_path: Any) -> None:
-    """The shared log (a real redis-server, no Spark): log lines are stored as the embedded log
-    stores them, another process's catalog reads the series as a log series, and points of another
-    kind on it are refused whole."""
-    redis_server = start_redis(tmp_path / "redis")
+def test_the_kafka_log_keeps_log_lines_and_their_kind(kafka_log: KafkaBroker) -> None:
+    """The shared log (the session's broker, a topic of this test's own; no Spark): log lines are
+    stored as the embedded log stores them, another process's catalog reads the series as a log
+    series, and points of another kind on it are refused whole."""
+    topic = f"log-lines-{uuid.uuid4().hex[:8]}"
+    writer = KafkaLog(kafka_log.bootstrap, topic, 2, "writer")
+    reader = KafkaLog(kafka_log.bootstrap, topic, 2, "reader")
     try:
-        writer = RedisLog(redis_server.url, 2, "writer", prefix="logs")
-        key = SeriesKey.of("ri.redis.logs", "logs", {})
+        assert reader.read(1, 0).points.num_rows == 0  # its place: the log's end, before the writes
+        key = SeriesKey.of("ri.kafka.logs", "logs", {})
         lines = [(T, "valve opened", {"valve": "v2"}), (T + 1, "valve closed", {})]
         texts = [log_text(message, args) for _, message, args in lines]
         assert (
@@ -373,18 +374,16 @@ def test_the_redis_log_keeps_log_lines_and_their_kind(tmp_path: Any) -> None:
         )
         with pytest.raises(WriteRejected, match="holds log points; this request writes double points"):
             writer.submit([SeriesWrite(key, SeriesKind.NUMERIC, [T + 2], [1.0])]).result(30)
-        reader = RedisLog(redis_server.url, 2, "reader", prefix="logs")
-        (info,) = reader.series()  # the shared catalog, read as the reader starts
+        announced = []
+        deadline = time.monotonic() + 30
+        while not announced and time.monotonic() < deadline:
+            announced = reader.poll_new_series()  # the shared catalog (the compacted topic)
+        (info,) = announced
         assert (info.key, info.kind) == (key, SeriesKind.LOG)
-        partition = reader.layout.partition_of(info.id)
-        conn = rs.client(redis_server.url)
-        rows = [
-            row
-            for batch in rs.read_range(conn, reader.layout, partition, -1, reader.end_offset())
-            for row in batch.to_pylist()
+        rows = reader.read(100, 10_000).points.to_pylist()
+        assert [(r["series_id"], r["ts"], *read_log_text(r["str"])) for r in rows] == [
+            (info.id, t, message, args) for t, message, args in lines
         ]
-        assert [(r["ts"], *read_log_text(r["str"])) for r in rows] == lines
+    finally:
         writer.close()
         reader.close()
-    finally:
-        redis_server.daemon.stop()

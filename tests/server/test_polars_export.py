@@ -215,7 +215,7 @@ def test_batch_get_series_count_is_listed_in_openapi(server: ServerProcess) -> N
 def test_available_tags_over_a_range_are_those_of_series_with_points_in_it(
     log_server: ServerProcess, written: Json
 ) -> None:
-    """`channel.get_available_tags(start, end)`: on the Redis log, a Spark job counts which series
+    """`channel.get_available_tags(start, end)`: on the Kafka log, a Spark job counts which series
     hold points in the range (decision 0093); on the embedded log, the blocks' spans say."""
     rid, start, end = written["rid"], written["start"], written["end"]
 

@@ -1,5 +1,5 @@
 """Replay (docs/extensions.md): a subscription re-watches a past period of its series from the log,
-against a real server (real Spark, the embedded log and the Redis log), plus the session's own
+against a real server (real Spark, the embedded log and the Kafka log), plus the session's own
 checks (app/protocol/ws_session.py) and what the logs say they still hold (compute/storage/horizon.py)."""
 
 from __future__ import annotations
@@ -8,11 +8,9 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import pytest
 import websockets
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -21,8 +19,7 @@ from compute.storage.series import SeriesKey
 from compute.storage.series_ids import series_id
 from schemas.server import server_message_adapter
 from tests.client_view import ResultView
-from tests.conftest import KAFKA_LOG_SERVER_TOPIC, ServerProcess, start_server
-from tests.infra import RedisServer, start_redis
+from tests.conftest import KAFKA_LOG_SERVER_TOPIC, ServerProcess
 from tests.kafka_broker import KafkaBroker
 from tests.wire import (
     NANOS,
@@ -354,33 +351,7 @@ async def test_replays_out_of_range_are_refused_at_creation(server: ServerProces
         await client.close()
 
 
-# -- against the shared logs ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("replay-redis"))
-    yield server
-    server.daemon.stop()
-
-
-@pytest.fixture(scope="module")
-def redis_replay_server(
-    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
-) -> Iterator[ServerProcess]:
-    """A server on the Redis log (its history read by Spark batch jobs) that keeps ~50 entries per
-    partition, so what it trims can be shown."""
-    base = tmp_path_factory.mktemp("replay-on-redis")
-    env = {
-        "SPARKWIRE_SOURCE": "redis",
-        "SPARKWIRE_REDIS_URL": redis_server.url,
-        "SPARKWIRE_REDIS_PARTITIONS": "1",
-        "SPARKWIRE_RETENTION_SECONDS": "0",
-        "SPARKWIRE_REDIS_MAXLEN": "50",
-    }
-    proc = start_server(base / "data", base / "server.log", env=env, ready_timeout=600)
-    yield proc
-    proc.stop()
-
-
+# -- against the shared log (Kafka) -----------------------------------------------------------------
 async def replayed_whole(client: ReplayClient, rid: str, points: list[tuple[int, float]]) -> tuple[int, int]:
     """Replays points 100 to 220 of the run on a shared log (history read by Spark batch jobs): the
     FullResult holds the window of its start, the updates bring it to the window of its end. The
@@ -442,28 +413,6 @@ def delete_records_before_now(bootstrap: str, partition: int) -> int:
     for future in admin.delete_records([TopicPartition(KAFKA_LOG_SERVER_TOPIC, partition, high)]).values():
         future.result(timeout=30)
     return int(high - low)
-
-
-async def test_replay_from_the_redis_log_and_refused_once_trimmed(redis_replay_server: ServerProcess) -> None:
-    server = redis_replay_server
-    rid = unique_rid("redis")
-    points = await write_recorded_run(server, rid, "r")
-    client = await ReplayClient.open(server.ws_url)
-    try:
-        start, end = await replayed_whole(client, rid, points)
-
-        # 300 more entries in the partition: Redis trims the oldest (MAXLEN ~ 50), the run included.
-        async with asyncio.timeout(120):
-            for i in range(300):
-                await write_points(server.base_url, rid, "filler", [(time.time_ns(), float(i))])
-        again = new_id()
-        await client.subscribe({again: replay_sub(rid, "r", start, end)})
-        error = await creation_error(client, again)
-        assert error["name"] == "PersistentCompute:ReplayOutOfRange", error
-        assert "older than what the log still holds" in error["message"], error
-        assert "heldFrom" in error["params"]
-    finally:
-        await client.close()
 
 
 # -- the session's checks (no server) ----------------------------------------------------------------

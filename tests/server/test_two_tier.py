@@ -62,12 +62,11 @@ class Tier:
     """The processes of this module; the tests that restart one replace it here. Each starts with
     the command and shared-log settings of its service in deploy/docker-compose.yml, with this
     module's redis-server, port and data directory, and the broker given on a topic of this
-    module's own. Without a broker the points go to Redis Streams instead (`source=redis`: the
-    modules testing that log's own outages)."""
+    module's own."""
 
     workdir: Path
     redis: RedisServer
-    kafka: KafkaBroker | None
+    kafka: KafkaBroker
     compute: ServerProcess
     edges: list[ServerProcess]
 
@@ -77,16 +76,11 @@ class Tier:
         assert command[0] == "sparkwire"
         env = {k: v for k, v in env.items() if k.startswith("SPARKWIRE_")}  # not the Spark cluster's
         env.update(SPARKWIRE_REDIS_URL=self.redis.url)
-        if self.kafka is not None:
-            assert env["SPARKWIRE_SOURCE"] == "kafka", env
-            env.update(
-                SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS=self.kafka.bootstrap,
-                SPARKWIRE_KAFKA_TOPIC=f"{self.workdir.name}-points",
-            )
-        else:
-            env.update(SPARKWIRE_SOURCE="redis")
-            env.pop("SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS")
-            env.pop("SPARKWIRE_KAFKA_TOPIC")
+        assert env["SPARKWIRE_SOURCE"] == "kafka", env
+        env.update(
+            SPARKWIRE_KAFKA_BOOTSTRAP_SERVERS=self.kafka.bootstrap,
+            SPARKWIRE_KAFKA_TOPIC=f"{self.workdir.name}-points",
+        )
         env.pop("SPARKWIRE_SPARK_MASTER", None)  # local Spark here: this machine has no room for a cluster
         for key in SHARDING_SETTINGS:  # one compute process here (test_sharded_compute runs several)
             env.pop(key, None)
@@ -104,7 +98,7 @@ class Tier:
 
 
 @contextmanager
-def running_tier(workdir: Path, kafka: KafkaBroker | None, edges: list[str]) -> Iterator[Tier]:
+def running_tier(workdir: Path, kafka: KafkaBroker, edges: list[str]) -> Iterator[Tier]:
     """A redis-server (append-only), one compute process and the named edges, stopped on the way
     out (those a test restarted included: it replaces them in the Tier)."""
     tier = Tier(workdir, start_redis(workdir / "redis", persistent=True), kafka, None, [])  # type: ignore[arg-type]

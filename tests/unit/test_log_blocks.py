@@ -18,6 +18,7 @@ from compute.storage.sqlite import blocks, writer
 from compute.storage.sqlite import spark_source as source
 from compute.storage.sqlite.point_log import EmbeddedLog
 from compute.storage.sqlite.writer import DurableLog
+from schemas.timestamps import NANOS_PER_SECOND as NANOS
 
 A = SeriesKey.of("ri.a", "temp", {"v": "1"})
 B = SeriesKey.of("ri.a", "mode", {})
@@ -228,4 +229,38 @@ def test_a_mapped_back_fill_reader_reads_exactly_after_pruning_shrinks_the_file(
         assert read(blocks.connect_reader(tmp_path / "log.db")) == written
     finally:
         mapped.close()
+        log.close()
+
+
+def test_the_log_contract_read_commit_pending(tmp_path: Path) -> None:
+    """The embedded log as the stream's driver-side reader sees it (compute/storage/contract.py):
+    new series announced once, reads bounded by their limit, commits that lower what is pending."""
+    log = EmbeddedLog(DurableLog(tmp_path / "log.db"), "reader")
+    try:
+        assert log.ready()
+        assert log.partitions() and len(set(log.partitions())) == len(log.partitions())
+        assert log.read(100, 0).points.num_rows == 0
+        keys = [SeriesKey.of("ri.c", f"ch{i}", {}) for i in range(6)]
+        for i, key in enumerate(keys):
+            log.submit(
+                [SeriesWrite(key, SeriesKind.NUMERIC, [NANOS * i, NANOS * i + 1], [float(i), -1.0])]
+            ).result(10)
+        assert sorted(info.key.channel for info in log.poll_new_series()) == [f"ch{i}" for i in range(6)]
+        assert log.poll_new_series() == []
+        assert log.pending() == 12
+
+        first = log.read(1, 1000)  # a limit of one record
+        assert 1 <= first.points.num_rows <= 2
+        rest = log.read(1000, 1000)
+        rows = first.points.to_pylist() + rest.points.to_pylist()
+        assert sorted((r["ts"], r["value"]) for r in rows) == sorted(
+            (NANOS * i + d, v) for i in range(6) for d, v in ((0, float(i)), (1, -1.0))
+        )
+        assert log.read(1000, 200).points.num_rows == 0  # waited, nothing new
+
+        log.commit(first.offsets)
+        assert 0 < log.pending() < 12
+        log.commit(rest.offsets)
+        assert log.pending() == 0
+    finally:
         log.close()

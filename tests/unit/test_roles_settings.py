@@ -1,6 +1,6 @@
-"""Which logs the tiers run on (app/config.py, docs/decisions/0094): `--role compute` and `--role
-edge` need a shared log, Redis Streams or Kafka; the asset, run, module and event catalog is in
-Redis whenever the processes share it."""
+"""Which logs the tiers run on (app/config.py, docs/decisions/0094 and 0097): `--role compute` and
+`--role edge` need the shared log, Kafka; the Redis Streams log is gone and refused by name; the
+asset, run, module and event catalog is in Redis whenever the processes share it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,25 @@ from app.config import Settings
 
 
 @pytest.mark.parametrize("role", ["compute", "edge"])
-def test_a_tier_on_the_embedded_log_is_refused_naming_the_shared_logs(role: str) -> None:
+def test_a_tier_on_the_embedded_log_is_refused_naming_the_shared_log(role: str) -> None:
     with pytest.raises(ValidationError) as refused:
         Settings(role=role, source="embedded")
     said = str(refused.value)
-    assert f"role {role} needs a shared log" in said and "source=redis or source=kafka" in said
+    assert f"role {role} needs the shared log" in said and "source=kafka" in said
+
+
+@pytest.mark.parametrize("source", ["redis", "REDIS"])
+def test_the_removed_redis_log_is_refused_naming_what_replaced_it(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deployment still configured for the Redis Streams log fails at start with what to set
+    instead, not with a bare list of allowed values (nor runs on the embedded log unnoticed)."""
+    monkeypatch.setenv("SPARKWIRE_SOURCE", source)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    said = str(refused.value)
+    assert "the Redis Streams point log was removed" in said, said
+    assert "source=kafka" in said and "kafka-bootstrap-servers" in said, said
 
 
 @pytest.mark.parametrize(
@@ -23,14 +37,11 @@ def test_a_tier_on_the_embedded_log_is_refused_naming_the_shared_logs(role: str)
     [
         ("all", "embedded", False),
         ("all", "kafka", False),  # one server: its catalog in its data dir, as on the embedded log
-        ("all", "redis", True),
-        ("compute", "redis", True),
-        ("edge", "redis", True),
         ("compute", "kafka", True),
         ("edge", "kafka", True),
     ],
 )
-def test_the_catalog_is_shared_by_the_tiers_on_either_log(role: str, source: str, shared: bool) -> None:
+def test_the_catalog_is_shared_by_the_tiers(role: str, source: str, shared: bool) -> None:
     assert Settings(role=role, source=source).shared_catalog is shared
 
 

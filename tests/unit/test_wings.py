@@ -62,7 +62,8 @@ def test_the_evaluation_wing_imports_neither_pyspark_nor_the_spark_wing() -> Non
 
 
 def test_the_storage_wing_imports_no_other_wing() -> None:
-    # The logs' Spark data sources (spark_source.py) are storage's own and may import PySpark.
+    # The logs' Spark readers (sqlite/spark_source.py, kafka/spark_frames.py) are storage's own and
+    # may import PySpark.
     modules = _modules("compute.storage")
     done = _import_with_blocked(modules, ["compute.evaluation", "compute.spark"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -81,7 +82,7 @@ def test_writing_through_the_contract_needs_no_pyspark() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-# What `sparkwire serve --role edge` (app/tiers/edge.py) loads, either network log it writes to included.
+# What `sparkwire serve --role edge` (app/tiers/edge.py) loads, the Kafka log it writes to included.
 EDGE_MODULES = [
     "app.runtime.cli",
     "app.runtime.server",
@@ -89,7 +90,7 @@ EDGE_MODULES = [
     "app.tiers.mirror",
     "app.api.ws",
     "app.fanout.hub",
-    "compute.storage.redis.point_log",
+    "compute.storage.redis.catalog_rows",
     "compute.storage.kafka.point_log",
     "compute.evaluation.deltas",
     "compute.evaluation.compiler.builders",

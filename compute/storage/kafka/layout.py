@@ -9,11 +9,11 @@ Spark reads (spark_frames.py).
   string and log series, a JSON list of strings. An empty value is a snapshot barrier
   (point_log.py's `end_offset`), never a point.
 - `{topic}-series` (one partition, `cleanup.policy=compact`): the series catalog, key the series id,
-  value its kind and key (the Redis log's definition). Compaction keeps one record per series
+  value its kind and key (series_ids.py's `definition`). Compaction keeps one record per series
   forever, whatever the points' retention, so a reader from the beginning gets the whole catalog.
 - A point's `seq` is `append time ms << 20 | offset & 0xFFFFF`: the broker stamps the append time,
   so seqs of every partition share one clock and one number can split them all (a back-fill
-  snapshot), as the Redis log's entry ids do.
+  snapshot).
 """
 
 from __future__ import annotations

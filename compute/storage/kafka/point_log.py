@@ -537,7 +537,7 @@ class KafkaLog:
         of their partitions lost records. Retention deletes a partition's oldest segments, which
         moves its log start offset (the low watermark) past 0; its first record left was appended
         at t, and a point is stamped at most FUTURE_MARGIN_MS after its append, so every point
-        stamped from t + the margin on is still there (as the Redis log's horizon.py reckons)."""
+        stamped from t + the margin on is still there."""
         held: int | None = None
         for p in sorted({self.layout.partition_of(sid) for sid in series_ids}):
             appended_ms = self._first_append_ms(TopicPartition(self.layout.topic, p))

@@ -1,1 +1,2 @@
-"""The shared point log: Redis Streams that several servers write and read (`SPARKWIRE_SOURCE=redis`)."""
+"""Redis as the catalog store of split tiers and shared servers: the asset, run, module and event
+rows (catalog_rows.py)."""

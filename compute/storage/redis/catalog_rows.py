@@ -1,5 +1,5 @@
-"""The asset and run catalog in Redis, beside the Redis log, shared by every process that uses it
-(edges, the compute tier, servers of `--role all` on one Redis), with the notice of each change
+"""The asset and run catalog in Redis, shared by every process that uses it (edges, the compute
+tier, servers of `--role all` on one Redis), with the notice of each change
 written in the same script (docs/decisions/0066-catalog-edits-across-processes.md).
 
 - `{prefix}:catalog:{table}` (hash, rid -> JSON body): one per table (`assets`, `runs`; the modules'
@@ -12,7 +12,7 @@ written in the same script (docs/decisions/0066-catalog-edits-across-processes.m
 A change and its notice are one Lua script (a single row's put, replace or delete, or a `write` of
 several rows, each only if still as its writer read it), so no change is stored without its notice (a process
 dying in between, or Redis going away, cannot split them); Redis' own persistence (append-only
-file) is what keeps both across its restart, as it keeps the points.
+file) is what keeps both across its restart.
 """
 
 from __future__ import annotations
