@@ -286,7 +286,11 @@ async def test_the_client_replays_a_past_period_then_follows_live(server: Server
             writer.add("p", t, v)
     async with Client(server.base_url) as client:
         # (Unix seconds as floats hold about a microsecond: no point sits on the period's ends.)
-        replay = Replay(start=(start + 9.5 * NANOS) / 1e9, end=(start + 30.5 * NANOS) / 1e9, then="live")
+        # In real time (speed 1): the first append follows the FullResult by 0.5 s. As fast as the
+        # server goes, the appends arrived with it and the first view a reader saw already held them.
+        replay = Replay(
+            start=(start + 9.5 * NANOS) / 1e9, end=(start + 30.5 * NANOS) / 1e9, speed=1.0, then="live"
+        )
         sub = await client.subscribe(series(numeric_channel(rid, "p")), window=60, replay=replay)
         first = await sub.next(timeout=60)
         assert first.values == [float(i) for i in range(10)]  # the window ending at the replay's start
