@@ -163,6 +163,10 @@ def serve(settings: Settings) -> None:
         access_log=settings.access_log,  # off: app/api/request_summary.py's summary line instead
         ws_max_size=settings.max_message_bytes,
         ws_ping_interval=None,
+        # An idle kept-alive connection is closed by the read deadline (handshake-timeout, 10 s), not
+        # by uvicorn's own 5 s: that equals httpx's pool expiry, so a client reusing a connection at
+        # 4.99 s could have it closed under its request (a ReadError, no answer: seen on CI).
+        timeout_keep_alive=int(settings.handshake_timeout) + 1,
         lifespan="on",
         # HTTP/1.1 and, on the same port, gRPC (HTTP/2's preface: app/transport/preface.py)
         http=preface_sniffing(

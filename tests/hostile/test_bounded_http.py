@@ -197,18 +197,24 @@ async def test_an_admitted_body_over_the_limit_is_413_as_it_streams(edge: Server
 
 
 # -- 3. request headers on plain HTTP ----------------------------------------------------------------
+async def _answered(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """One GET /healthz on a kept-alive connection: its status line and headers."""
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    length = next(
+        int(v) for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")) if k == b"content-length"
+    )
+    await reader.readexactly(length)
+    return head
+
+
 async def _stream_header_lines(port: int, line_bytes: int, upto: int) -> tuple[int, bytes]:
     """After one whole GET /healthz on a kept-alive connection, the next request's header lines
     of `line_bytes` each, until the server answers or `upto` bytes were sent; the bytes sent and
     the server's answer to the close."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    first = await _answered(reader, writer)
     assert first.startswith(b"HTTP/1.1 200"), first
-    length = next(
-        int(v) for k, _, v in (ln.partition(b":") for ln in first.split(b"\r\n")) if k == b"content-length"
-    )
-    await reader.readexactly(length)
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
     answer = asyncio.create_task(reader.read())  # to the close
     sent, i = 0, 0
@@ -225,6 +231,24 @@ async def _stream_header_lines(port: int, line_bytes: int, upto: int) -> tuple[i
             break
     try:
         return sent, await asyncio.wait_for(answer, 15)
+    finally:
+        writer.close()
+
+
+async def test_an_idle_kept_alive_connection_outlives_a_clients_pool_and_closes_at_the_deadline(
+    edge: ServerProcess,
+) -> None:
+    """uvicorn closed an idle connection after 5 s, the very age at which httpx's pool retires one:
+    a write reusing it at 4.99 s lost its answer (ReadError on CI). Idle, it now lasts until the
+    read deadline (handshake-timeout, 10 s by default), then closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", edge.port)
+    try:
+        assert (await _answered(reader, writer)).startswith(b"HTTP/1.1 200")
+        await asyncio.sleep(6.5)  # past uvicorn's 5 s and httpx's expiry
+        assert (await _answered(reader, writer)).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        assert await asyncio.wait_for(reader.read(), 30) == b"", "an idle connection was never closed"
+        assert 9.0 < time.monotonic() - started < 15.0
     finally:
         writer.close()
 
