@@ -28,6 +28,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from compute.storage.contract import LogUnavailable
+
 logger = logging.getLogger(__name__)
 
 # Conjure's generic errors (namespace Default) and the status each travels with. UNAUTHORIZED is
@@ -59,6 +61,7 @@ UNSUPPORTED_CONTENT_ENCODING = "Sparkwire:UnsupportedContentEncoding"
 INSUFFICIENT_STORAGE = "Storage:InsufficientStorage"
 # 503: the point log cannot be reached (a Kafka outage, compute.storage.contract.LogUnavailable).
 LOG_UNAVAILABLE = "Storage:LogUnavailable"
+RETRY_AFTER_S = 2  # what that 503 tells a client to wait before asking again
 
 
 def error_code(status: int) -> str:
@@ -153,6 +156,12 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
     return error_response(400, _describe_validation(exc), INVALID_ARGUMENT)
 
 
+async def _on_log_unavailable(request: Request, exc: Exception) -> Response:
+    """A read the point log could not answer (the catalog, history: a Kafka outage): 503 naming it,
+    as a write gets, rather than a partial answer."""
+    return error_response(503, str(exc), LOG_UNAVAILABLE, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 async def _on_unhandled(request: Request, exc: Exception) -> Response:
     """A bug: 500 INTERNAL. Starlette re-raises the exception after this answer, so the server's
     log gets its traceback right after this line, which ties it to the errorInstanceId."""
@@ -172,4 +181,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HttpError, _on_http_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(LogUnavailable, _on_log_unavailable)
     app.add_exception_handler(Exception, _on_unhandled)

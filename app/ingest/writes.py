@@ -25,6 +25,7 @@ from app.http.errors import (
     INVALID_ARGUMENT,
     LOG_UNAVAILABLE,
     REQUEST_ENTITY_TOO_LARGE,
+    RETRY_AFTER_S,
     HttpError,
     error_response,
 )
@@ -46,8 +47,6 @@ from schemas.ingest import (
 from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos
 
 logger = logging.getLogger(__name__)
-
-RETRY_AFTER_S = 2  # what a 503 (the log unreachable) tells a writer to wait before sending again
 
 
 class InvalidWrite(ValueError):

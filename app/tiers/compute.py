@@ -42,6 +42,7 @@ from compute.evaluation.computation import Change, Computation
 from compute.evaluation.errors import ComputeError
 from compute.evaluation.request import ComputationRequest
 from compute.spark.engine import Engine
+from compute.storage.contract import LogUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +331,9 @@ class ComputeTier:
                 if isinstance(exc, ComputeError)
                 else ComputeError("ComputeFailed", str(exc), status_code=500)
             )
-            if not isinstance(exc, ComputeError):
+            if isinstance(exc, LogUnavailable):  # the broker away: said in one line, no traceback
+                logger.warning("compute tier: a computation could not start: %s", exc)
+            elif not isinstance(exc, ComputeError):
                 logger.exception("compute tier: a computation failed to start")
             with self._lock:
                 self._adding.discard(key)

@@ -123,7 +123,8 @@ class PointLog(Protocol):
 
     # -- the series catalog ------------------------------------------------------------------------
     def series(self) -> list[SeriesInfo]:
-        """Every series this process knows."""
+        """Every series in the catalog as of this call, other servers' included (every write answered
+        before it); `LogUnavailable` when the catalog cannot be read that far."""
         ...
 
     def poll_new_series(self) -> list[SeriesInfo]:
