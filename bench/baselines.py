@@ -40,6 +40,7 @@ from compute.storage import records
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 from compute.storage.sqlite.writer import DurableLog
 
 Json = Any
@@ -55,7 +56,7 @@ class LogWriter:
         self.tick = 1_000_000_000 // rate_hz
         self.rows: list[tuple[int, int]] = []
         self._stop = threading.Event()
-        self._reader = blocks.connect_reader(log.path)
+        self._reader = connect_reader(log.path)
         self._thread = threading.Thread(target=self._run, name="bench-writer", daemon=True)
 
     def start(self) -> None:

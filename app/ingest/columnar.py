@@ -23,18 +23,16 @@ million points, on the event loop, as the row protobuf writer's is."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import numpy as np
-import pyarrow as pa
 from fastapi import Request
 from fastapi.responses import Response
 from google.protobuf.message import DecodeError
 from nominal.protos.direct_channel_writer.v2.direct_nominal_channel_writer_pb2 import (
     WriteBatchesRequest as ColumnarProtobufRequest,
 )
-from ptars import HandlerPool
 
 from app.ingest.nominal import exact_doubles, refuse_content_type, timestamps_ns
 from app.ingest.writes import InvalidWrite, accept_writes
@@ -48,6 +46,9 @@ from schemas.columnar import (
     StructsColumn,
     column_request_decoder,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 COLUMNAR_PATH = "/storage/writer/v1/columnar"
 NOMINAL_COLUMNAR_PATH = "/storage/writer/v1/nominal-columnar"
@@ -172,6 +173,8 @@ class _Decoder(Protocol):  # what is used of ptars' MessageHandler (its Rust mod
 
 @functools.cache
 def _ptars_handler() -> _Decoder:
+    from ptars import HandlerPool  # it imports Arrow (~35 MB): only once a protobuf body comes
+
     handler: _Decoder = HandlerPool([ColumnarProtobufRequest.DESCRIPTOR.file]).get_for_message(
         ColumnarProtobufRequest.DESCRIPTOR
     )

@@ -27,23 +27,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
-import pyarrow as pa
 from fastapi import Request
 from fastapi.responses import Response
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 from google.protobuf.timestamp_pb2 import Timestamp
 from nominal.protos.write.nominal_write_pb2 import WriteRequestNominal
-from ptars import HandlerPool
 
 from app.http.errors import error_response
 from app.ingest.writes import InvalidWrite, accept_writes
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos_array
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The content types Nominal's clients send for this body (the Rust client: application/x-protobuf).
 PROTOBUF_TYPES = frozenset({"application/x-protobuf", "application/protobuf", "application/octet-stream"})
@@ -212,6 +213,8 @@ def _ptars_handler() -> _Decoder:
     pool = descriptor_pool.DescriptorPool()  # our own: nothing here clashes with the real messages
     for file in (stamp, nominal):
         pool.Add(file)
+    from ptars import HandlerPool  # it imports Arrow (~35 MB): only once a protobuf body comes
+
     handler: _Decoder = HandlerPool([pool.FindFileByName(nominal.name)]).get_for_message(
         pool.FindMessageTypeByName(WriteRequestNominal.DESCRIPTOR.full_name)
     )

@@ -13,7 +13,6 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
-from app.protocol.arrow_plot import arrow_body
 from app.protocol.shared_payload import SharedPayload, spliced
 from compute.evaluation.computation import GroupKey
 from compute.evaluation.curve_fit_results import CurveFitOutput
@@ -459,6 +458,8 @@ def output_body(out: Output) -> tuple[str, Json]:
 
 def response(outputs: dict[GroupKey, Output], grouped: bool, arrow: ArrowFormat | None = None) -> Json:
     """`arrow`: the subscription asked for Nominal's ArrowPlot (app/protocol/arrow_plot.py)."""
+    if arrow is not None:  # imported when first asked: Arrow is ~35 MB of an edge's resident memory
+        from app.protocol.arrow_plot import arrow_body
     if not grouped:
         kind, body = output_body(outputs[()]) if arrow is None else arrow_body(outputs[()], arrow, None)
         return {"type": kind, kind: body}

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import pyarrow as pa
 
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 
-if TYPE_CHECKING:  # the contract itself imports no Spark: an edge without PySpark writes through it
+if TYPE_CHECKING:  # the contract imports no Spark (an edge without PySpark writes through it), nor Arrow
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.datasource import DataSource
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 
 
 def embedded_held_from(path: str | Path, max_bytes: int) -> int | None:
@@ -21,7 +21,7 @@ def embedded_held_from(path: str | Path, max_bytes: int) -> int | None:
     nothing was pruned beyond the retention by time (only a byte cap prunes points of any age)."""
     if max_bytes <= 0:
         return None
-    conn = blocks.connect_reader(path)
+    conn = connect_reader(path)
     try:
         # A merged block (decision 0032) is its last member's row; its first member's seq says
         # whether anything before it was pruned.

@@ -23,6 +23,7 @@ from compute.spark.backfill import BackfillQueue
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
 from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 from compute.storage.sqlite.writer import DurableLog
 from tests import node_json as n
 
@@ -60,7 +61,7 @@ def _fill(log: DurableLog) -> tuple[dict[str, SeriesInfo], int]:
         writes = [SeriesWrite(key, SeriesKind.NUMERIC, ts, rng.standard_normal(50)) for key in keys.values()]
         log.submit(writes).result()
     infos = {info.key.channel: info for info in log.series()}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     try:
         return infos, blocks.max_seq(reader)
     finally:
@@ -82,7 +83,7 @@ class _Reader:
             self.asked.append(list(series_ids))
             if self.fail_for in series_ids:
                 raise OSError("the log went away")
-        conn = blocks.connect_reader(self.path)
+        conn = connect_reader(self.path)
         try:
             cols = blocks.read_series_columns(conn, series_ids, from_ts, upto_seq, self.spare)
         finally:

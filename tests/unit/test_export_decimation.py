@@ -11,7 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from app.api.export import decimate, resolution_step
+from app.api.export import resolution_step
+from app.api.export_csv import decimate
 from app.http.errors import HttpError
 from compute.storage.series import SeriesKind
 

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from compute.storage.kafka.layout import BLOCK_POINTS, BLOCK_SCHEMA, encode_blocks, points_of_blocks
+from compute.storage.kafka.blocks import BLOCK_SCHEMA, points_of_blocks
+from compute.storage.kafka.layout import BLOCK_POINTS, encode_blocks
 from compute.storage.series import SeriesKind
 
 

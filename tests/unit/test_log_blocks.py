@@ -16,6 +16,7 @@ from compute.storage.disk_space import Retention
 from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite import blocks, writer
 from compute.storage.sqlite import spark_source as source
+from compute.storage.sqlite.connection import connect_reader
 from compute.storage.sqlite.point_log import EmbeddedLog
 from compute.storage.sqlite.writer import DurableLog
 from schemas.timestamps import NANOS_PER_SECOND as NANOS
@@ -44,7 +45,7 @@ def test_points_come_back_exactly_in_write_order(tmp_path: Path) -> None:
     assert log.submit(first).result() == 5
     assert log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [10, 40], [9.0, 1e300])]).result() == 2
     ids = {info.key: info.id for info in log.series()}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     points = _points(blocks.read_seq_range(reader, 0, blocks.max_seq(reader)))
     assert [(sid, t, v, s) for _, sid, t, v, s in points] == [
         (ids[A], 30, 1.5, None),
@@ -69,7 +70,7 @@ def test_back_fill_reads_one_series_from_a_time_even_inside_a_block(tmp_path: Pa
     log.submit([SeriesWrite(B, SeriesKind.ENUM, [3], ["x"])]).result()
     log.submit([SeriesWrite(A, SeriesKind.NUMERIC, [5], [5.0])]).result()
     ids = {info.key: info.id for info in log.series()}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     upto = blocks.max_seq(reader)
     got = _points(blocks.read_series_since(reader, [ids[A]], 3, upto))
     assert [(t, v) for _, _, t, v, _ in got] == [(3, 3.0), (4, 4.0), (5, 5.0)]
@@ -119,7 +120,7 @@ def test_the_streams_block_rows_unpack_to_the_points_written(tmp_path: Path) -> 
         3: [(3, a, 5, 1e308, None)],
         4: [(4, b, 7, None, "x")],
     }
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     assert blocks.max_seq(reader) == 4
     for after in range(4):
         for end in range(after + 1, 5):  # numeric only, enum only, and mixed
@@ -210,7 +211,7 @@ def test_a_mapped_back_fill_reader_reads_exactly_after_pruning_shrinks_the_file(
         cols = blocks.read_series_columns(conn, [ids[B]], 0, blocks.max_seq(conn))[ids[B]]
         return cols.ts.tolist(), cols.values.tolist()
 
-    mapped = blocks.connect_reader(tmp_path / "log.db", mapped=True)
+    mapped = connect_reader(tmp_path / "log.db", mapped=True)
     assert mapped.execute("PRAGMA mmap_size").fetchone()[0] > 0
     written = ([recent + k for k in range(5000)], [k / 7 for k in range(5000)])
     assert read(mapped) == written
@@ -226,7 +227,7 @@ def test_a_mapped_back_fill_reader_reads_exactly_after_pruning_shrinks_the_file(
         assert (tmp_path / "log.db").stat().st_size < before / 4  # the file shrank under the map
         assert read(mapped) == written
         assert blocks.read_series_columns(mapped, [ids[A]], 0, blocks.max_seq(mapped)) == {}
-        assert read(blocks.connect_reader(tmp_path / "log.db")) == written
+        assert read(connect_reader(tmp_path / "log.db")) == written
     finally:
         mapped.close()
         log.close()

@@ -20,6 +20,7 @@ from compute.evaluation.window import SeriesWindow
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 from compute.storage.sqlite.writer import Compaction, DurableLog
 
 NS = 1_000_000_000
@@ -37,7 +38,7 @@ Written = dict[SeriesKey, list[tuple[int, int, float | str]]]  # key -> (seq, ts
 def _write(log: DurableLog, requests: list[list[SeriesWrite]]) -> Written:
     """Write each request; what was written, each point with its block's seq."""
     written: Written = {}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     try:
         for request in requests:
             log.submit(request).result()
@@ -105,7 +106,7 @@ def log(tmp_path: Path) -> DurableLog:
 def test_merged_blocks_read_back_the_same_points_at_every_cut(log: DurableLog) -> None:
     written = _write(log, _history(np.random.default_rng(5)))
     ids = {info.key: info.id for info in log.series()}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     end = blocks.max_seq(reader)
     every_ts = sorted(t for points in written.values() for _, t, _ in points)
     cuts = [
@@ -162,7 +163,7 @@ def test_series_written_in_order_are_read_into_buffers_a_window_takes_over(log: 
         requests.append(request)
     written = _write(log, requests)
     ids = {info.key: info.id for info in log.series()}
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     end = blocks.max_seq(reader)
 
     def check() -> None:
@@ -212,7 +213,7 @@ def test_a_log_written_before_merged_blocks_opens_and_reads(tmp_path: Path) -> N
     conn.close()
     log = DurableLog(path)
     log.compaction = Compaction(min_blocks=1, step_blocks=100, small_block=64, merged_points=100)
-    reader = blocks.connect_reader(path)
+    reader = connect_reader(path)
     want = [(k // 3 + 1, k, k * 0.5) for k in range(1, 15)]
     assert _as_list(blocks.read_series_columns(reader, [1], 1, 5)[1]) == want
     log.compact_upto = lambda: 5
@@ -240,7 +241,7 @@ def test_a_merge_step_rewrites_at_most_its_points_bound(tmp_path: Path) -> None:
         for i in range(12)
     ]
     written = _write(log, requests)
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     end = blocks.max_seq(reader)
     log.compact_upto = lambda: end
     steps = []
@@ -344,7 +345,7 @@ def test_a_bucketed_back_fill_from_merged_blocks_sends_what_the_raw_points_give(
     rng = np.random.default_rng(11)
     written = _write(log, _history(rng))
     ids = {info.key: info.id for info in log.series()}
-    end = blocks.max_seq(blocks.connect_reader(log.path))
+    end = blocks.max_seq(connect_reader(log.path))
     log.compact_upto = lambda: end
     while log.compact().result():
         pass
@@ -358,7 +359,7 @@ def test_a_bucketed_back_fill_from_merged_blocks_sends_what_the_raw_points_give(
         c.route(SeriesInfo(ids[X], X, SeriesKind.NUMERIC))
         c.backfill_seq = end
     from_ts = now - window
-    reader = blocks.connect_reader(log.path)
+    reader = connect_reader(log.path)
     cols = blocks.read_series_columns(reader, [ids[X]], from_ts, end)[ids[X]]
     reader.close()
     merged.load_backfill({ids[X]: Rows(cols.seq, cols.ts, cols.values)}, now)
@@ -417,7 +418,7 @@ def test_only_blocks_the_stream_has_passed_are_merged(tmp_path: Path) -> None:
     start = int(embedded.stream_options()["start_seq"])
     write(10)
     assert durable.compact().result() == 9  # the ten blocks before the stream's start become one
-    reader = blocks.connect_reader(durable.path)
+    reader = connect_reader(durable.path)
     stream_part = blocks.read_from(reader, start, 10_000)[0]
     assert sum(b.num_rows for b in stream_part) == 10  # what the stream reads next is untouched
     store_committed(durable.path, "test", start + 5)

@@ -111,6 +111,14 @@ def test_an_edge_server_loads_scipy_only_to_evaluate() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_an_edge_server_loads_arrow_only_to_read() -> None:
+    """An edge writes to the Kafka log and reads none of it: Arrow (pyarrow, and ptars, which imports
+    it) is about 35 MB of its baseline and loads only when a request needs it (a protobuf write, an
+    export's CSV, an Arrow output, a read of the log)."""
+    done = _import_with_blocked(EDGE_MODULES, ["pyarrow", "ptars"])
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_the_blocker_does_block() -> None:
     """The check above can fail: the Spark wing itself does not import with PySpark blocked."""
     done = _import_with_blocked(["compute.spark.engine"], ["pyspark"])

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -41,7 +40,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compute.storage.contract import LogUnavailable, Offsets, ReadResult, SeriesWrite, WriteRejected
 from compute.storage.group_commit import run_groups
 from compute.storage.kafka.layout import (
-    BLOCK_SCHEMA,
     FUTURE_MARGIN_MS,
     SEQ_BITS,
     SEQ_MASK,
@@ -49,11 +47,11 @@ from compute.storage.kafka.layout import (
     encode_blocks,
     seq_at_ms,
 )
-from compute.storage.kafka.layout import points_of_blocks as decode_blocks
 from compute.storage.series import SeriesInfo, SeriesKind
 from compute.storage.series_ids import definition, parse_definition, series_id
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql.datasource import DataSource
 
     from compute.storage.kafka.spark_frames import KafkaFrames
@@ -423,6 +421,10 @@ class KafkaLog:
 
     def read(self, limit: int, timeout_ms: int) -> ReadResult:
         """Records after this reader's position (at first the log's end), decoded by the driver."""
+        import pyarrow as pa  # an edge, which only writes, never loads Arrow (~35 MB)
+
+        from compute.storage.kafka.blocks import BLOCK_SCHEMA, points_of_blocks
+
         if self._reader is None:
             self._reader = self._consumer("reader")
             self._reader.assign([TopicPartition(self.layout.topic, p, o) for p, o in self._ends().items()])
@@ -435,7 +437,7 @@ class KafkaLog:
             seqs.append(msg.timestamp()[1] << SEQ_BITS | offset & SEQ_MASK)
             sids.append(int(key))
             blocks.append(value)
-        table = decode_blocks(pa.table([seqs, sids, blocks], schema=BLOCK_SCHEMA))
+        table = points_of_blocks(pa.table([seqs, sids, blocks], schema=BLOCK_SCHEMA))
         positions = self._reader.position(self._reader.assignment())
         return ReadResult(table, {tp.partition: tp.offset - 1 for tp in positions if tp.offset >= 0})
 

@@ -2,7 +2,7 @@
 jars fetched by deploy/kafka.sh), so the JVM reads the partitions (on the executors of a cluster) and
 offsets live in Spark's checkpoint. The stream's rows are blocks (seq, series_id, block): the series
 filter runs in the JVM on the record key, and the blocks reach the driver through Arrow as bytes,
-which numpy unpacks (layout.points_of_blocks). A back-fill is a Spark batch job from the offsets of
+which numpy unpacks (blocks.points_of_blocks). A back-fill is a Spark batch job from the offsets of
 a time (`startingOffsetsByTimestamp`), its blocks unpacked into points on the executors."""
 
 from __future__ import annotations
@@ -16,14 +16,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compute.storage.kafka.layout import (
-    BLOCK_SCHEMA,
-    FUTURE_MARGIN_MS,
-    SEQ_BITS,
-    SEQ_MASK,
-    KafkaLayout,
-    points_of_blocks,
-)
+from compute.storage.kafka.blocks import BLOCK_SCHEMA, points_of_blocks
+from compute.storage.kafka.layout import FUTURE_MARGIN_MS, SEQ_BITS, SEQ_MASK, KafkaLayout
 from compute.storage.records import POINT_SCHEMA_DDL
 
 KAFKA_SCRIPT = Path(__file__).resolve().parents[3] / "deploy" / "kafka.sh"

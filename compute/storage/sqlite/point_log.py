@@ -20,6 +20,7 @@ from compute.storage.contract import Offsets, ReadResult, SeriesWrite
 from compute.storage.horizon import embedded_held_from
 from compute.storage.series import SeriesInfo
 from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 from compute.storage.sqlite.spark_source import LogDataSource, LogStreamReader
 from compute.storage.sqlite.writer import DurableLog
 
@@ -70,7 +71,7 @@ class EmbeddedLog:
     def __init__(self, durable: DurableLog, consumer: str) -> None:
         self.durable = durable
         self.consumer = consumer
-        self._conn = blocks.connect_reader(durable.path)
+        self._conn = connect_reader(durable.path)
         self._new: list[SeriesInfo] = []
         self._new_lock = threading.Lock()
         self._position: int | None = None  # where `read` stands
@@ -185,7 +186,7 @@ class EmbeddedLog:
         """`read_history` as numpy columns per series, in seq order (what the engine's back-fill
         wants, without a table to split); `spare`: room to leave after each (blocks.read_series_columns)."""
         # A connection of its own (back-fills run beside the stream's reads of the log), mapped.
-        conn = blocks.connect_reader(self.durable.path, mapped=True)
+        conn = connect_reader(self.durable.path, mapped=True)
         try:
             return blocks.read_series_columns(conn, series_ids, from_ts, upto_seq, spare)
         finally:

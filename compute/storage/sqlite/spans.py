@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 
 CHUNK = 500  # series ids per statement (SQLite's host parameters)
 
@@ -17,7 +17,7 @@ def spans(path: str | Path, series_ids: Sequence[int]) -> dict[int, tuple[int, i
     """(earliest ts, latest ts) of each of these series that holds a point. A block written before
     blocks kept their min_ts has its max_ts taken for both ends."""
     found: dict[int, tuple[int, int]] = {}
-    conn = blocks.connect_reader(path)
+    conn = connect_reader(path)
     try:
         for i in range(0, len(series_ids), CHUNK):
             part = list(series_ids[i : i + CHUNK])
@@ -37,7 +37,7 @@ def points_between(path: str | Path, series_ids: Sequence[int], from_ts: int, to
     """Per series, the points of the blocks that overlap [from_ts, to_ts]: at least the points in the
     range, and what reading them costs (a block is read whole)."""
     found: dict[int, int] = {}
-    conn = blocks.connect_reader(path)
+    conn = connect_reader(path)
     try:
         for i in range(0, len(series_ids), CHUNK):
             part = list(series_ids[i : i + CHUNK])

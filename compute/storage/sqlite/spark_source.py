@@ -26,6 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition,
 
 from compute.storage import records
 from compute.storage.sqlite import blocks
+from compute.storage.sqlite.connection import connect_reader
 
 SOURCE_NAME = "sparkwire_log"
 # Bounds one micro-batch after a stall (a long back-fill, a GC pause): the query catches up in steps
@@ -39,7 +40,7 @@ def _reader(path: str) -> sqlite3.Connection:
     """One read-only connection per worker process and log (Python workers are reused)."""
     conn = _readers.get(path)
     if conn is None:
-        conn = _readers[path] = blocks.connect_reader(path)
+        conn = _readers[path] = connect_reader(path)
     return conn
 
 
