@@ -243,6 +243,22 @@ class Metrics:
             counter.inc(max(0, now - seen))
         self._tier_seen = (started, snapshots, changes)
 
+    def observe_edge(self, resyncs: dict[str, int]) -> None:
+        """`--role edge`'s re-syncs of every mirror since start-up, by cause, at scrape time."""
+        if not hasattr(self, "edge_resyncs"):
+            self.edge_resyncs = Counter(
+                "sparkwire_edge_resyncs",
+                "times every mirror of the compute tier's results was re-synced (a snapshot each), "
+                "by cause: subscription_closed (Redis closed this edge's subscription: it read too "
+                "slowly), compute_lost, compute_restarted, edge_dropped (its lease had lapsed)",
+                ["cause"],
+                registry=self.registry,
+            )
+            self._edge_seen: dict[str, int] = {}
+        for cause, count in resyncs.items():
+            self.edge_resyncs.labels(cause).inc(max(0, count - self._edge_seen.get(cause, 0)))
+        self._edge_seen = dict(resyncs)
+
     def observe_log(self, durable: DurableLog) -> None:
         """The embedded log's disk and pruning figures, at scrape time (its gauges appear then)."""
         if not hasattr(self, "free_bytes"):

@@ -81,10 +81,11 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace")
 
     def metrics(self) -> dict[str, float]:
-        """The server's unlabelled Prometheus samples (`GET /metrics`), by name."""
+        """The server's Prometheus samples (`GET /metrics`), by name; a labelled one by
+        `name{label="value",...}`, its labels sorted."""
         with urllib.request.urlopen(f"{self.base_url}/metrics", timeout=10) as r:
             families = text_string_to_metric_families(r.read().decode())
-        return {s.name: s.value for family in families for s in family.samples if not s.labels}
+        return {_sample_key(s.name, s.labels): s.value for family in families for s in family.samples}
 
     def kill_all(self) -> None:
         """kill -9 the server and everything it started (the JVM, Python workers), as a machine
@@ -95,6 +96,12 @@ class ServerProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         return stop_process(self.process, timeout, sig)
+
+
+def _sample_key(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
 def launch(

@@ -269,6 +269,8 @@ class Sharded:
         self.results["failover"]["feed_to"] = time.time_ns()
         self.close_feed()
         self.results["failover"]["drained_s"] = self.drain()
+        fo = self.results["failover"]
+        fo["edge_resyncs"] = _resyncs_since(fo["edge_resyncs_at_kill"], self.edge_resyncs())
         self.results["failover"]["records_to"] = time.time_ns()
         self.results["clients"] = [c.finish(timeout=120) for c in clients]
         self.figures(
@@ -309,8 +311,15 @@ class Sharded:
         log(f"caught up after {took} s" if took < p.drain_s else f"still sending after {took} s")
         return took
 
+    def edge_resyncs(self) -> dict[str, float]:
+        """The edge's re-syncs of every mirror since it started, by cause (app/tiers/edge.py)."""
+        assert self.edge is not None
+        prefix = 'sparkwire_edge_resyncs_total{cause="'
+        return {k[len(prefix) : -2]: v for k, v in metrics_of(self.edge).items() if k.startswith(prefix)}
+
     def arm(self, n: int) -> Json:
         p = self.plan
+        resyncs_from = self.edge_resyncs()  # (the settling included: a process joined)
         settled = self.settle(n)
         log(f"{n} process(es) settled in {settled} s; warming up {p.warmup_s:.0f} s")
         time.sleep(p.warmup_s)
@@ -347,6 +356,7 @@ class Sharded:
             "window": [t_from, t_to],
             "per_process": processes,
             "edge": edge.as_dict() if edge else None,
+            "edge_resyncs": _resyncs_since(resyncs_from, self.edge_resyncs()),
             "machine_pct": round(self.sampler.machine_pct(s_from, s_to), 1),
         }
         log(
@@ -360,6 +370,7 @@ class Sharded:
         victim = self.computes[1]
         held = int(metrics_of(victim).get("sparkwire_computations", 0))
         members = self.members()
+        resyncs_at_kill = self.edge_resyncs()
         killed = time.time_ns()
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait()
@@ -372,6 +383,7 @@ class Sharded:
             "settled_s_after_kill": round((time.time_ns() - killed) / 1e9, 1),
             "members_after": self.members(),
             "running_after": self.running(),
+            "edge_resyncs_at_kill": resyncs_at_kill,
         }
 
     # -- figures from the records ---------------------------------------------------------------------------
@@ -431,6 +443,17 @@ class Sharded:
 
 def _delta(before: dict[str, float], after: dict[str, float], name: str) -> float:
     return after.get(name, 0.0) - before.get(name, 0.0)
+
+
+def _resyncs_since(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    return {cause: int(after[cause] - before.get(cause, 0)) for cause in after}
+
+
+def _resyncs(counts: dict[str, int] | None) -> str:
+    """`subscription_closed 3, compute_lost 0, ...` (causes: app/tiers/edge.py's RESYNC_CAUSES)."""
+    if counts is None:
+        return "n/a"
+    return ", ".join(f"{cause} {n}" for cause, n in counts.items()) or "none"
 
 
 def _spread(xs: list[float]) -> Json:
@@ -553,8 +576,9 @@ def render(r: Json) -> str:
             "batches/s per process",
             "p50 / p99 write -> frame",
             "machine busy",
+            "edge re-syncs of every mirror, from the arm's start",
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm in r["arms"]:
         pp, lat = arm["per_process"], arm["latency"]
@@ -569,6 +593,7 @@ def render(r: Json) -> str:
                 _each([x["batches_per_s"] for x in pp], "{:.2f}"),
                 f"{_each([lat['p50_ms'], lat['p99_ms']], '{:,.0f}')} ms",
                 _f(arm["machine_pct"], "{:.0f}%"),
+                _resyncs(arm.get("edge_resyncs")),
             )
         )
     after = fo["latency_after"]
@@ -588,7 +613,8 @@ def render(r: Json) -> str:
             f"{fo['members_after']}, computations {fo['running_after']}",
         ),
         _row(
-            "subscriptions that got a FullResult after the kill (their computation moved)",
+            "subscriptions that got a FullResult after the kill (their computation moved, or the edge "
+            "re-synced every mirror)",
             f"{fo['moved']:,} of {fo['subscriptions']:,}",
         ),
         _row(
@@ -596,6 +622,10 @@ def render(r: Json) -> str:
             _each([mr.get("p50"), mr.get("max")], "{:.1f}"),
         ),
         _row("not moved: the same, p50 / max", _each([kr.get("p50"), kr.get("max")], "{:.1f}")),
+        _row(
+            "the edge's re-syncs of every mirror, from the kill to the end of the records",
+            _resyncs(fo.get("edge_resyncs")),
+        ),
         _row(
             "errors subscribers were told on the way", f"{fo['update_errors']:,} {fo['update_error_names']}"
         ),

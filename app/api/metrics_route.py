@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.state import ServerState
 from app.metrics import Metrics
+from app.tiers.edge import RemoteComputations
 
 router = APIRouter()
 
@@ -47,8 +48,9 @@ async def render(metrics: Metrics, state: ServerState) -> bytes:
         )
         metrics.computations.set(computations)
         metrics.source_pending.set(pending)
-    elif state.settings.role == "edge":  # its mirrors of the compute tier's computations
+    elif isinstance(state.hub.computations, RemoteComputations):  # an edge: its mirrors
         metrics.computations.set(state.hub.computations.count())
+        metrics.observe_edge(state.hub.computations.resyncs)
     return generate_latest(metrics.registry)
 
 

@@ -69,6 +69,10 @@ JUDGE_SECONDS = 0.1
 LOOP_STALL_SECONDS = 30.0
 
 
+# Why every mirror was re-synced at once (the `cause` label of `sparkwire_edge_resyncs`).
+RESYNC_CAUSES = ("subscription_closed", "compute_lost", "compute_restarted", "edge_dropped")
+
+
 def compute_unreachable(why: str) -> ComputeError:
     return ComputeError(
         "JobInvalidState", f"the compute tier is unreachable ({why}); waiting for it", status_code=503
@@ -114,6 +118,10 @@ class RemoteComputations:
         self._compute_alive = False
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        # Every mirror re-synced at once, by cause, since start-up (`sparkwire_edge_resyncs` on
+        # /metrics): each costs the compute tier a snapshot per computation, so a run of them says
+        # this edge cannot keep up (a subscription Redis closed) or the compute tier is unsteady.
+        self.resyncs: dict[str, int] = dict.fromkeys(RESYNC_CAUSES, 0)
         # Orders a key's want and channel being taken and let go: a want re-taken while the old
         # one is let go must not be deleted after it was written.
         self._wants_lock = asyncio.Lock()
@@ -328,6 +336,8 @@ class RemoteComputations:
             logger.info("edge %s: compute tier %s is up", self.edge_id, epoch)
             self._compute_alive = True
             if replaced:  # a new compute tier: every mirror re-syncs
+                if self._compute_epoch is not None:  # (not this edge's first)
+                    self.resyncs["compute_restarted"] += 1
                 for mirror in self._mirrors.values():
                     mirror.synced = False
             # (One we lost sight of: `_lost` marked its mirrors already; those synced since stay.)
@@ -344,6 +354,7 @@ class RemoteComputations:
         message shows a mirror its gap: every mirror re-syncs (a subscriber gets a fresh FullResult
         if its window changed meanwhile; the link task asks, SNAPSHOTS_IN_FLIGHT at a time)."""
         logger.warning("edge %s: Redis closed this edge's subscription; every mirror re-syncs", self.edge_id)
+        self.resyncs["subscription_closed"] += 1
         for mirror in self._mirrors.values():
             mirror.synced = False
         # The heartbeats it held are lost, not missing: silence is timed from here (before, the
@@ -357,6 +368,7 @@ class RemoteComputations:
         and lease are written again and every mirror re-syncs (a subscriber gets a fresh FullResult
         if its window changed meanwhile)."""
         logger.warning("edge %s: the compute tier had let this edge go; registering again", self.edge_id)
+        self.resyncs["edge_dropped"] += 1
         for mirror in self._mirrors.values():
             mirror.synced = False
         self._spawn(self._register())
@@ -380,6 +392,7 @@ class RemoteComputations:
         """The compute tier is out of reach: every subscriber is told, every mirror must re-sync."""
         self._compute_alive = False
         self._computes.clear()
+        self.resyncs["compute_lost"] += 1
         for mirror in self._mirrors.values():
             mirror.lost()
         if self.hub is not None:

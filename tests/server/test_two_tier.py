@@ -322,6 +322,7 @@ async def test_an_edge_let_go_while_alive_registers_again(tier: Tier) -> None:
             30,
             "the edge registered again with its want",
         )
+        assert resyncs(edge.base_url, "edge_dropped") == 1
         await write_points(edge.base_url, rid, "temp", [(time.time_ns(), 2.0)])
         held = [1.0]
         while held != [1.0, 2.0]:  # an append, or a FullResult if the computation was started again
@@ -356,6 +357,7 @@ async def test_a_compute_restart_keeps_every_client_connected(tier: Tier) -> Non
     start = time.time_ns()
     await write_points(tier.edges[0].base_url, rid, "temp", [(start - NANOS, 1.0)])
     clients, ids = await _two_subscribers(tier, rid)
+    before = {cause: edge_resyncs(tier, cause) for cause in ("compute_lost", "compute_restarted")}
     try:
         assert tier.compute.stop() == 0
         for client, sub_id in zip(clients, ids, strict=True):
@@ -368,6 +370,8 @@ async def test_a_compute_restart_keeps_every_client_connected(tier: Tier) -> Non
         ]
         assert fulls[0]["type"] == "full" and fulls[0] == fulls[1]
         assert values_of(fulls[0]) == [1.0, 2.0]  # the point written while it was down is there
+        for cause, counts in before.items():  # each edge lost it, then saw a new one
+            assert [a - b for a, b in zip(edge_resyncs(tier, cause), counts, strict=True)] == [1, 1], cause
         await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns(), 3.0)])
         for client, sub_id in zip(clients, ids, strict=True):
             assert values_of(await client.update(sub_id)) == [3.0]
@@ -381,6 +385,7 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
     await write_points(tier.edges[0].base_url, rid, "temp", [(time.time_ns() - NANOS, 1.0)])
     clients, ids = await _two_subscribers(tier, rid)
     port = int(tier.redis.url.rsplit(":", 1)[1].split("/")[0])
+    lost_before = edge_resyncs(tier, "compute_lost")
     catalogs = {edge.port: httpx.get(f"{edge.base_url}/series", timeout=30).json() for edge in tier.edges}
     assert all(
         {"dataSourceRid": rid, "channel": "temp", "tags": {}, "type": "double"} in c
@@ -401,6 +406,8 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
         ]
         assert [f["type"] for f in fulls] == ["full", "full"] and fulls[0] == fulls[1]
         assert values_of(fulls[0]) == [1.0]
+        lost = [a - b for a, b in zip(edge_resyncs(tier, "compute_lost"), lost_before, strict=True)]
+        assert min(lost) >= 1, lost  # (the link's retries may each count the outage again)
         await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 5.0)])
         for client, sub_id in zip(clients, ids, strict=True):
             assert values_of(await client.update(sub_id)) == [5.0]
@@ -437,6 +444,8 @@ async def test_a_subscription_redis_closes_loses_no_frame(tier: Tier) -> None:
         return {int(c["id"]) for c in admin.client_list(_type="pubsub")}
 
     before = subscribers()  # the edges' subscriptions (and the compute tier's)
+    closed_before = edge_resyncs(tier, "subscription_closed")
+    lost_before = edge_resyncs(tier, "compute_lost")
     # 2,000 points 1.4 s apart over the hour's window: a change to most of its buckets, one frame of
     # tens of KB (a write within a few seconds changes one bucket: a frame of 0.5 KB)
     many = [(t0 + (i + 1) * 1_400_000_000, float(i % 97)) for i in range(2000)]
@@ -458,6 +467,13 @@ async def test_a_subscription_redis_closes_loses_no_frame(tier: Tier) -> None:
                 update = await client.update(sub_id, timeout=max(0.1, deadline - time.monotonic()))
                 assert update["type"] != "error", update  # a closed subscription is no outage
                 view.apply(update)
+        # each edge says why it re-synced, for an operator's dashboard
+        closed_after = edge_resyncs(tier, "subscription_closed")
+        assert [a - b for a, b in zip(closed_after, closed_before, strict=True)] >= [1, 1], (
+            closed_before,
+            closed_after,
+        )
+        assert edge_resyncs(tier, "compute_lost") == lost_before  # no outage
         fresh_id, fresh = new_id(), ResultView(int(WINDOW_S * NANOS))
         await fresh_client.subscribe({fresh_id: sub})
         fresh.apply(await fresh_client.update(fresh_id))
@@ -473,6 +489,18 @@ async def test_a_subscription_redis_closes_loses_no_frame(tier: Tier) -> None:
         admin.close()
         for client in [*clients, fresh_client]:
             await client.close()
+
+
+def edge_resyncs(tier: Tier, cause: str) -> list[float]:
+    return [resyncs(edge.base_url, cause) for edge in tier.edges]
+
+
+def resyncs(base_url: str, cause: str) -> float:
+    """An edge's `sparkwire_edge_resyncs_total` for this cause (every cause is shown from the start)."""
+    text = httpx.get(f"{base_url}/metrics", timeout=10).text
+    match = re.search(rf'^sparkwire_edge_resyncs_total\{{cause="{cause}"\}} (\S+)$', text, re.MULTILINE)
+    assert match is not None, text[-2000:]
+    return float(match.group(1))
 
 
 # -- catalog edits across edges (docs/decisions/0066-catalog-edits-across-processes.md) ------------
