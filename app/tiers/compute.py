@@ -48,8 +48,12 @@ logger = logging.getLogger(__name__)
 
 # An add holds its thread until its back-fill is done, and the engine batches the back-fills that
 # wait together into one Spark job: with 8 threads, 2,000 computations arriving at once (or moving
-# to this process) were read 2-7 per job of ~1.3 s, minutes in all (docs/decisions/0091).
+# to this process) were read 2-7 per job of ~1.3 s, minutes in all (docs/decisions/0091). A thread
+# adds ADD_CHUNK computations at once, so up to ADD_WORKERS x ADD_CHUNK share a job: with one each,
+# the 317 computations a survivor took over after a SIGKILL were read ~60 per job, 10 jobs and 22 s
+# (docs/decisions/0100). A chunk's computations are published when its last is loaded.
 ADD_WORKERS = 64
+ADD_CHUNK = 32
 PUBLISH_BATCH = 256  # queued publishes sent in one round trip at most
 
 
@@ -306,8 +310,9 @@ class ComputeTier:
             for key in new:
                 if key in fences:
                     self._fences[key] = fences[key]
-        for key in new:
-            self._pool.submit(self._add, key, wanted[key], fences.get(key))
+        for at in range(0, len(new), ADD_CHUNK):
+            chunk = [(key, wanted[key], fences.get(key)) for key in new[at : at + ADD_CHUNK]]
+            self._pool.submit(self._add_all, chunk)
 
     def _owned(self, wanted: dict[str, str]) -> dict[str, Fence]:
         """Sharded: the fence of each wanted key whose slot this process owns (else empty)."""
@@ -316,33 +321,48 @@ class ComputeTier:
         fences = {k: self.shards.owner(k) for k in wanted}
         return {k: f for k, f in fences.items() if f is not None}
 
-    def _add(self, key: str, request_json: str, fence: Fence | None = None) -> None:
+    def _add_all(self, chunk: list[tuple[str, str, Fence | None]]) -> None:
+        """Compile and start these computations (key, request, fence), their back-fills together."""
+        compiled: list[tuple[str, Fence | None, Computation]] = []
+        for key, request_json, fence in chunk:
+            try:
+                compiled.append((key, fence, self._compiled(key, request_json)))
+            except Exception as exc:
+                self._not_started(key, fence, exc)
         try:
-            request = ComputationRequest.from_json(request_json)
-            if request.key != key:
-                raise ComputeError(
-                    "InvalidComputation", "the request does not match its key", status_code=400
-                )
-            plan = request.compile(self.limits, catalogs=self.catalogs)
-            computation = self.engine.add(Computation(key, plan, request.allowed_lateness_ns))
-        except Exception as exc:
-            error = (
-                exc
-                if isinstance(exc, ComputeError)
-                else ComputeError("ComputeFailed", str(exc), status_code=500)
-            )
-            if isinstance(exc, LogUnavailable):  # the broker away: said in one line, no traceback
-                logger.warning("compute tier: a computation could not start: %s", exc)
-            elif not isinstance(exc, ComputeError):
-                logger.exception("compute tier: a computation failed to start")
-            with self._lock:
-                self._adding.discard(key)
-                if key not in self._wanted or self._fences.get(key) != fence:  # moved meanwhile
-                    self._forget_fence(key, fence)
-                    return
-                self._failed[key] = error
-                self._publish_error_to(key, error)
-            return
+            started = self.engine.add_all([computation for _, _, computation in compiled])
+        except Exception as exc:  # (the log's end unreadable: none of them started)
+            started = [(computation, exc) for _, _, computation in compiled]
+        for (key, fence, _), (computation, error) in zip(compiled, started, strict=True):
+            if error is None:
+                self._started(key, fence, computation)
+            else:
+                self._not_started(key, fence, error)
+
+    def _compiled(self, key: str, request_json: str) -> Computation:
+        request = ComputationRequest.from_json(request_json)
+        if request.key != key:
+            raise ComputeError("InvalidComputation", "the request does not match its key", status_code=400)
+        plan = request.compile(self.limits, catalogs=self.catalogs)
+        return Computation(key, plan, request.allowed_lateness_ns)
+
+    def _not_started(self, key: str, fence: Fence | None, exc: BaseException) -> None:
+        error = (
+            exc if isinstance(exc, ComputeError) else ComputeError("ComputeFailed", str(exc), status_code=500)
+        )
+        if isinstance(exc, LogUnavailable):  # the broker away: said in one line, no traceback
+            logger.warning("compute tier: a computation could not start: %s", exc)
+        elif not isinstance(exc, ComputeError):
+            logger.error("compute tier: a computation failed to start", exc_info=exc)
+        with self._lock:
+            self._adding.discard(key)
+            if key not in self._wanted or self._fences.get(key) != fence:  # moved meanwhile
+                self._forget_fence(key, fence)
+                return
+            self._failed[key] = error
+            self._publish_error_to(key, error)
+
+    def _started(self, key: str, fence: Fence | None, computation: Computation) -> None:
         with self._lock:
             self._adding.discard(key)
             if key not in self._wanted or self._fences.get(key) != fence:

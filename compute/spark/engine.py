@@ -197,6 +197,27 @@ class Engine:
             raise
         return computation
 
+    def add_all(self, computations: list[Computation]) -> list[tuple[Computation, BaseException | None]]:
+        """`add` for several at once, their back-fills in the same Spark jobs however few threads
+        ask: for each, the live computation (an earlier one with its key, or this one) and what its
+        back-fill raised (it is then removed). Raises, none of them added, if the log's end cannot
+        be read. Blocking."""
+        live = [self.routes.register(c) for c in computations]
+        fresh = [c for c, registered in zip(computations, live, strict=True) if registered is c]
+        try:
+            snapshot = self.log.end_offset()  # (why after the registrations: `add`)
+        except Exception:
+            for computation in fresh:
+                self.remove(computation)
+            raise
+        for computation in fresh:
+            computation.backfill_seq = snapshot
+        errors = {id(c): error for c, error in self._backfills.run_all(fresh)} if fresh else {}
+        for computation in fresh:
+            if errors[id(computation)] is not None:
+                self.remove(computation)
+        return [(registered, errors.get(id(registered))) for registered in live]
+
     def remove(self, computation: Computation) -> None:
         self.routes.remove(computation)
 
