@@ -180,22 +180,13 @@ class Engine:
     def add(self, computation: Computation) -> Computation:
         """Register a computation (or return the live one with its key), then back-fill it.
 
-        Blocking (log reads, maybe a Spark job): call it off the event loop.
+        Blocking (log reads, maybe a Spark job): call it off the event loop. Back-fills asked
+        meanwhile share its Spark job (compute/spark/backfill.py).
         """
-        live = self.routes.register(computation)
-        if live is not computation:
-            return live
-        # Taken after the registration: a micro-batch whose series filter was built before it had
-        # its offsets planned earlier still, so it ends at or below this snapshot (its rows are
-        # history); every later batch filters for this computation's series. Rows at or below the
-        # snapshot that a later batch carries too are skipped by the computation (its mark).
-        try:
-            computation.backfill_seq = self.log.end_offset()
-            self._backfill(computation)
-        except Exception:
-            self.remove(computation)
-            raise
-        return computation
+        ((live, error),) = self.add_all([computation])
+        if error is not None:
+            raise error
+        return live
 
     def add_all(self, computations: list[Computation]) -> list[tuple[Computation, BaseException | None]]:
         """`add` for several at once, their back-fills in the same Spark jobs however few threads
@@ -204,8 +195,12 @@ class Engine:
         be read. Blocking."""
         live = [self.routes.register(c) for c in computations]
         fresh = [c for c, registered in zip(computations, live, strict=True) if registered is c]
+        # Taken after the registrations: a micro-batch whose series filter was built before them had
+        # its offsets planned earlier still, so it ends at or below this snapshot (its rows are
+        # history); every later batch filters for their series. Rows at or below the snapshot that a
+        # later batch carries too are skipped by each computation (its mark).
         try:
-            snapshot = self.log.end_offset()  # (why after the registrations: `add`)
+            snapshot = self.log.end_offset()
         except Exception:
             for computation in fresh:
                 self.remove(computation)
@@ -223,9 +218,6 @@ class Engine:
 
     def computations(self) -> list[Computation]:
         return self.routes.computations()
-
-    def _backfill(self, computation: Computation) -> None:
-        self._backfills.run(computation)  # shares one Spark job with computations added meanwhile
 
     def _read_history(self, series_ids: list[int], from_ts: int, upto_seq: int) -> Batch:
         """These series, ts >= from_ts, seq <= upto_seq. A log the driver can read itself (the embedded
