@@ -407,7 +407,7 @@ async def test_redis_unreachable_then_back_keeps_every_client_connected(tier: Ti
         assert [f["type"] for f in fulls] == ["full", "full"] and fulls[0] == fulls[1]
         assert values_of(fulls[0]) == [1.0]
         lost = [a - b for a, b in zip(edge_resyncs(tier, "compute_lost"), lost_before, strict=True)]
-        assert min(lost) >= 1, lost  # (the link's retries may each count the outage again)
+        assert min(lost) >= 1, lost  # (1 or 2: the heartbeats' silence and the lost link may each count it)
         await write_points(tier.edges[1].base_url, rid, "temp", [(time.time_ns(), 5.0)])
         for client, sub_id in zip(clients, ids, strict=True):
             assert values_of(await client.update(sub_id)) == [5.0]
