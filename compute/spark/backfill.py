@@ -37,10 +37,6 @@ class BackfillQueue:
         self._pending: list[tuple[Computation, int, Future[None]]] = []  # (computation, its epoch, done)
         self._worker: threading.Thread | None = None
 
-    def run(self, computation: Computation) -> None:
-        """Back-fill one computation (blocking); raises what its back-fill raised."""
-        self._submit([computation])[0].result()
-
     def run_all(self, computations: list[Computation]) -> list[tuple[Computation, BaseException | None]]:
         """Back-fill these together (blocking); what each one's back-fill raised, if anything."""
         futures = self._submit(computations)

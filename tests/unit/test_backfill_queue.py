@@ -128,7 +128,8 @@ def test_computations_back_filled_together_get_what_each_gets_alone(
     infos, upto = _fill(log)
     alone = _make(infos, upto)
     for c in alone:
-        BackfillQueue(_Reader(log), split_reads).run(c)
+        ((_, error),) = BackfillQueue(_Reader(log), split_reads).run_all([c])
+        assert error is None, error
     reader = _Reader(log, spare=True)
     together = _make(infos, upto)
     outcomes = BackfillQueue(reader, split_reads).run_all(together)
