@@ -86,12 +86,15 @@ bench-smoke: install
 # One compute process and 1, 2, 3 edges, then one all-in-one process, on the Kafka log (~13 min;
 # BENCHMARKS.scale-out.md), then 1, 2, 3 sharded compute processes and a SIGKILL (~10 min;
 # BENCHMARKS.sharded.md), then the JSON ingest ceiling of the embedded and Kafka logs side by side
-# (~8 min; BENCHMARKS.log-ingest.md). BENCH_ARGS (NAME=VALUE overrides) goes to the first,
-# SHARDED_ARGS to the second; --smoke in either writes into data/bench-smoke/.
+# (~8 min; BENCHMARKS.log-ingest.md), then a new computation's back-fill over a followed series,
+# kept and not (~3 min; BENCHMARKS.followed.md). BENCH_ARGS (NAME=VALUE overrides) goes to the
+# first, SHARDED_ARGS to the second; --smoke in either writes into data/bench-smoke/.
+FOLLOWED_OUT = $(if $(findstring --smoke,$(BENCH_ARGS)),--rounds 2 --rate 2 --out data/bench-smoke/followed.md,--out BENCHMARKS.followed.md)
 bench-scale-out: install
 	$(BIN)/python -m bench.scale_out $(BENCH_ARGS)
 	$(BIN)/python -m bench.sharded_compute $(SHARDED_ARGS)
 	$(BIN)/python -m bench.log_ingest $(findstring --smoke,$(BENCH_ARGS))
+	$(BIN)/python -m bench.followed_backfill $(FOLLOWED_OUT)
 
 # Resume tokens against re-snapshot after a reconnect (~2 min); writes BENCHMARKS.resume.md.
 # BENCH_ARGS takes --smoke (into data/bench-smoke/).

@@ -134,6 +134,13 @@ class Settings(BaseSettings):
     kafka_partitions: int = Field(
         4, ge=1, description="kafka source: partitions of the points topic when this server creates it"
     )
+    kafka_followed_points: int = Field(
+        20_000_000,
+        ge=0,
+        description="kafka source: how many recent points of the series its live computations read a "
+        "computing server keeps (24 bytes each), so that a new computation over them is back-filled "
+        "without a Spark job reading their partitions (docs/decisions/0101); 0 = none",
+    )
     compute_slots: int = Field(
         0,
         ge=0,

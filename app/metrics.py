@@ -259,6 +259,25 @@ class Metrics:
             self.edge_resyncs.labels(cause).inc(max(0, count - self._edge_seen.get(cause, 0)))
         self._edge_seen = dict(resyncs)
 
+    def observe_followed(self, served: int, points: int) -> None:
+        """The Kafka log's followed series (compute/spark/followed_series.py) at scrape time."""
+        if not hasattr(self, "followed_served"):
+            self.followed_served = Counter(
+                "sparkwire_backfills_from_followed_series",
+                "computations back-filled from the recent points of the series this process follows "
+                "(kafka source: no Spark job read their partitions)",
+                registry=self.registry,
+            )
+            self.followed_points = Gauge(
+                "sparkwire_followed_series_points",
+                "points of the followed series kept for back-fills (kafka-followed-points caps them)",
+                registry=self.registry,
+            )
+            self._followed_seen = 0
+        self.followed_served.inc(max(0, served - self._followed_seen))
+        self._followed_seen = served
+        self.followed_points.set(points)
+
     def observe_log(self, durable: DurableLog) -> None:
         """The embedded log's disk and pruning figures, at scrape time (its gauges appear then)."""
         if not hasattr(self, "free_bytes"):

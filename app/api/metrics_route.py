@@ -48,6 +48,9 @@ async def render(metrics: Metrics, state: ServerState) -> bytes:
         )
         metrics.computations.set(computations)
         metrics.source_pending.set(pending)
+        followed = engine.followed
+        if followed is not None:
+            metrics.observe_followed(followed.served, await asyncio.to_thread(followed.held_points))
     elif isinstance(state.hub.computations, RemoteComputations):  # an edge: its mirrors
         metrics.computations.set(state.hub.computations.count())
         metrics.observe_edge(state.hub.computations.resyncs)

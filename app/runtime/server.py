@@ -82,7 +82,14 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
             jars=frames.jars if frames is not None else None,
         )
         checkpoint = checkpoint_dir(settings.checkpoint_dir, settings.data_dir)
-        engine = Engine(spark, state.log, checkpoint, settings.trigger_ms, state.hub.on_changes)
+        engine = Engine(
+            spark,
+            state.log,
+            checkpoint,
+            settings.trigger_ms,
+            state.hub.on_changes,
+            followed_points=settings.kafka_followed_points,
+        )
         on_failed, on_recovered = state.hub.on_stream_failed, state.hub.on_stream_recovered
         if settings.role == "compute":
             from app.tiers.compute import ComputeTier, Sharding

@@ -190,6 +190,10 @@ class Computation:
         self._log_lines_checked_at = MIN_LOG_LINES_KEPT  # the count past which they are next looked at
         self.newest_seen: dict[int, int] = {}  # series id -> newest timestamp accepted
         self.backfill_seq = 0  # stream rows at or below this seq are already in the back-fill
+        # Per series, when a back-fill's series are whole through different seqs (one served from
+        # what the process follows, compute/spark/followed_series.py); backfill_seq is then the
+        # highest of them, and a series routed after the back-fill has none of its rows in it.
+        self.backfill_marks: dict[int, int] | None = None
         self.ready = False
         self._buffered: list[tuple[Batch, int]] = []
         self.end = 0  # the newest `end` announced; never goes backwards
@@ -311,9 +315,10 @@ class Computation:
         """The rows with seq above the back-fill's mark (the back-fill holds the others)."""
         if all(r.facts.seq_min > self.backfill_seq for r in rows.values()):
             return rows  # the common case once live: nothing to cut, no new dict
+        marks = self.backfill_marks
         out: Batch = {}
         for sid, r in rows.items():
-            after = _after(r, self.backfill_seq)
+            after = _after(r, self.backfill_seq if marks is None else marks.get(sid, 0))
             if after is not None:
                 out[sid] = after
         return out

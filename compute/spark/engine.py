@@ -29,6 +29,7 @@ from compute.evaluation.routing import Routes
 from compute.evaluation.window import spare_room
 from compute.spark.arrow_collect import collect_arrow
 from compute.spark.backfill import BackfillQueue
+from compute.spark.followed_series import FollowedSeries
 from compute.spark.session import jvm_exit_status
 from compute.storage import records
 from compute.storage.contract import PointLog
@@ -55,7 +56,10 @@ class Engine:
         checkpoint_dir: Path,
         trigger_ms: int,
         on_changes: ChangeListener,
+        followed_points: int = 0,
     ) -> None:
+        """`followed_points`: how many points of the series it follows a process reading the Kafka log
+        keeps, so that a new computation over them is back-filled without a Spark job (0: none)."""
         self.spark = spark
         self.log = log
         self.checkpoint_dir = checkpoint_dir
@@ -68,6 +72,9 @@ class Engine:
         self.degraded = False  # the query failed and is being restarted (compute/spark/supervisor.py)
         # The embedded log is read by the driver: per computation, overlapping the loads (backfill.py).
         self._backfills = BackfillQueue(self._read_history, split_reads=log.driver_reads)
+        # The embedded log's back-fill reads only its series already (SQLite, per series).
+        self.followed = None if log.driver_reads or followed_points <= 0 else FollowedSeries(followed_points)
+        self._trimmed_at = 0.0
         self.on_batch: Callable[[BatchStats], None] | None = None  # e.g. metrics
         # Stopping the query cancels the micro-batch's job under way: that batch's SPARK_JOB_CANCELLED
         # is expected then, logged as one INFO line, not as py4j's ERROR and ~130 lines of trace.
@@ -136,9 +143,12 @@ class Engine:
         """Replace a failed query with a new one at the log's end and rebuild every computation
         from the log (points written while the query was down included). Blocking: Spark jobs."""
         self.stop()
+        if self.followed is not None:
+            self.followed.clear()  # the new query starts at the log's end: what was followed has a gap
         computations = self.routes.computations()
         for computation in computations:
             computation.reset()  # until rebuilt, stream rows wait in the computation
+            computation.backfill_marks = None
         # A checkpoint holds nothing worth resuming (the stream starts at the log's end), and the
         # old one may be what broke the query.
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
@@ -195,23 +205,45 @@ class Engine:
         be read. Blocking."""
         live = [self.routes.register(c) for c in computations]
         fresh = [c for c, registered in zip(computations, live, strict=True) if registered is c]
+        now = time.time_ns()
+        epochs = {id(c): c.epoch for c in fresh}  # a reset meanwhile (recover) makes a served one stale
+        served = {id(c): self._served(c, now) for c in fresh}
+        unserved = [c for c in fresh if served[id(c)] is None]
+        expected = sorted({sid for c in unserved for sid in c.routes})
+        if self.followed is not None:
+            self.followed.expect(expected)  # before the mark: their stream rows above it are recorded
         # Taken after the registrations: a micro-batch whose series filter was built before them had
         # its offsets planned earlier still, so it ends at or below this snapshot (its rows are
         # history); every later batch filters for their series. Rows at or below the snapshot that a
         # later batch carries too are skipped by each computation (its mark).
         try:
-            snapshot = self.log.end_offset()
+            snapshot = self.log.end_offset() if unserved else 0
         except Exception:
+            if self.followed is not None:
+                self.followed.abandon(expected)
             for computation in fresh:
                 self.remove(computation)
             raise
-        for computation in fresh:
+        if self.followed is not None and unserved:
+            self.followed.marked(expected, snapshot)
+        for computation in unserved:
             computation.backfill_seq = snapshot
-        errors = {id(c): error for c, error in self._backfills.run_all(fresh)} if fresh else {}
+        errors = {id(c): error for c, error in self._backfills.run_all(unserved)} if unserved else {}
         for computation in fresh:
+            held = served[id(computation)]
+            if held is not None:
+                errors[id(computation)] = _load(computation, held, now, epochs[id(computation)])
             if errors[id(computation)] is not None:
                 self.remove(computation)
         return [(registered, errors.get(id(registered))) for registered in live]
+
+    def _served(self, computation: Computation, now: int) -> tuple[Batch, dict[int, int]] | None:
+        """A registered computation's back-fill from the series this process follows, with its
+        per-series marks, when every one of its series is held from its window's start."""
+        if self.followed is None or not computation.routes:
+            return None
+        from_ts = now - computation.plan.window_ns - computation.plan.history_ns
+        return self.followed.serve(sorted(computation.routes), from_ts)
 
     def remove(self, computation: Computation) -> None:
         self.routes.remove(computation)
@@ -227,7 +259,15 @@ class Engine:
             # ...each in buffers with a window's spare room, for the window to take without a copy
             columns = self.log.read_history_columns(series_ids, from_ts, upto_seq, spare_room)
             return {sid: Rows(c.seq, c.ts, c.values, c.buffers) for sid, c in columns.items()}
-        return split_by_series(self.history_points(series_ids, from_ts, upto_seq).toArrow())
+        try:
+            rows = split_by_series(self.history_points(series_ids, from_ts, upto_seq).toArrow())
+        except BaseException:
+            if self.followed is not None:
+                self.followed.abandon(series_ids)
+            raise
+        if self.followed is not None:
+            self.followed.seeded_by(series_ids, rows, from_ts, upto_seq)
+        return rows
 
     def history_points(self, series_ids: list[int], from_ts: int, upto_seq: int) -> DataFrame:
         """The Spark batch read of the log's history (the data source's batch reader), as points."""
@@ -260,11 +300,18 @@ class Engine:
     # -- the micro-batch ---------------------------------------------------------------------------
     def _refresh_series(self) -> bool:
         """Bring the series filter up to date; False when no series is in use."""
-        ids = self.routes.series_in_use()
-        if ids is not None:
-            # Only this (the batch) thread builds the filter, so nothing races the swap. Spark turns
-            # a long IN list into a hash set (OptimizeIn); built once, reused by every batch.
-            self._series_filter = F.col("series_id").isin(ids) if ids else None
+        if self.followed is not None:
+            self.followed.begin_refresh()  # no back-fill is served from a series leaving the filter
+        ids: list[int] | None = None
+        try:
+            ids = self.routes.series_in_use()
+            if ids is not None:
+                # Only this (the batch) thread builds the filter, so nothing races the swap. Spark turns
+                # a long IN list into a hash set (OptimizeIn); built once, reused by every batch.
+                self._series_filter = F.col("series_id").isin(ids) if ids else None
+        finally:
+            if self.followed is not None:
+                self.followed.end_refresh(ids)
         return self._series_filter is not None
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -286,7 +333,11 @@ class Engine:
 
         now = time.time_ns()
         evaluating = time.thread_time()  # CPU, not wall: their cost however busy the machine is
-        targets = self.routes.targets(split_by_series(table))
+        rows = split_by_series(table)
+        if self.followed is not None:
+            self.followed.record(rows)  # before any new computation can be handed them
+            self._trim_followed(now)
+        targets = self.routes.targets(rows)
         changes: list[tuple[Computation, Change | ComputeError]] = []
         late_before = sum(c.late_dropped for c in targets)
         for computation, rows in targets.items():
@@ -310,9 +361,40 @@ class Engine:
         if self.on_batch is not None:
             self.on_batch(self.last_batch)
 
+    def _trim_followed(self, now: int) -> None:
+        """Every few seconds: keep each followed series from the oldest start of a window reading it."""
+        assert self.followed is not None
+        if time.monotonic() - self._trimmed_at < FOLLOWED_TRIM_S:
+            return
+        self._trimmed_at = time.monotonic()
+        keep_from: dict[int, int] = {}
+        for computation in self.routes.computations():
+            start = now - computation.plan.window_ns - computation.plan.history_ns
+            for sid in computation.routes:
+                keep_from[sid] = min(keep_from.get(sid, start), start)
+        self.followed.trim(keep_from)
+
     def pending_points(self) -> int:
         """Points in the log the stream has not processed yet (Numaflow's Pending). Not on the loop."""
         return self.log.pending()
+
+
+FOLLOWED_TRIM_S = 5.0
+
+
+def _load(
+    computation: Computation, held: tuple[Batch, dict[int, int]], now: int, epoch: int
+) -> BaseException | None:
+    """Back-fill a computation with rows served from the followed series; what it raised."""
+    rows, marks = held
+    with computation.lock:  # the batch thread reads the marks of a computation not yet ready
+        computation.backfill_marks = marks
+        computation.backfill_seq = max(marks.values())
+    try:
+        computation.load_backfill(rows, now, epoch)
+    except Exception as exc:
+        return exc
+    return None
 
 
 _PAST_FIRST_TRIGGER = frozenset({"Waiting for data to arrive", "Waiting for next trigger"})

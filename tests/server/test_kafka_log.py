@@ -5,6 +5,7 @@ started again (writes succeed). The outage tests run last: they stop the module'
 
 from __future__ import annotations
 
+import asyncio
 import math
 import subprocess
 import sys
@@ -21,9 +22,11 @@ from compute.storage.contract import SeriesWrite
 from compute.storage.kafka.layout import seq_at_ms
 from compute.storage.kafka.point_log import KafkaLog
 from compute.storage.series import SeriesKey, SeriesKind
+from tests.client_view import ResultView
 from tests.conftest import ROOT, ServerProcess, free_port, start_server
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import subscribe_one, unique_rid
+from tests.server.test_operations import scrape, value
 from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
 
 # A broker (fetched on a fresh machine), a server and its Spark on a busy 2-core machine.
@@ -124,6 +127,65 @@ async def test_written_points_reach_a_subscriber_as_a_full_result_then_appends(s
         assert received == live
     finally:
         await client.close()
+
+
+async def test_a_computation_over_a_followed_series_is_back_filled_without_a_read_and_misses_nothing(
+    server: ServerProcess,
+) -> None:
+    """A second computation over a series the server already follows is back-filled from the points it
+    keeps (no Spark job reads the partition from the window's start: the back-fill trap of
+    docs/decisions/0076), while writes go on: its FullResult merged with its appends is exactly every
+    point written, none twice, none missing, and the first computation's view is the same."""
+    rid = unique_rid("kafka-followed")
+    now = time.time_ns()
+    written = [(now - 300 * NANOS + i * NANOS, float(i)) for i in range(200)]
+    await write_points(server.base_url, rid, "f", written)
+
+    async def served() -> float:
+        samples = await scrape(server)
+        return value(samples, "sparkwire_backfills_from_followed_series_total")
+
+    first_client = await Client.connect(server.ws_url)
+    second_client = await Client.connect(server.ws_url)
+    stop = asyncio.Event()
+
+    async def write_on() -> None:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+            while not stop.is_set():
+                t = time.time_ns()
+                points = [(t + k, float(len(written) + k)) for k in range(3)]
+                await write_points(server.base_url, rid, "f", points, client=http)
+                written.extend(points)
+                await asyncio.sleep(0.02)
+
+    try:
+        first_id, first_full = await subscribe_one(
+            first_client, subscription(series_node(), {"x": channel_variable(rid, "f")}, WINDOW_S)
+        )
+        first = ResultView(int(WINDOW_S * NANOS))
+        first.apply(first_full)
+        before = await served()
+        writer = asyncio.create_task(write_on())
+        await asyncio.sleep(1.0)
+        variables = {"x": channel_variable(rid, "f"), "unused": {"type": "double", "double": 1.0}}
+        second_sub = subscription(series_node(), variables, WINDOW_S)
+        second_id, second_full = await subscribe_one(second_client, second_sub)
+        second = ResultView(int(WINDOW_S * NANOS))
+        second.apply(second_full)
+        await asyncio.sleep(1.5)
+        stop.set()
+        await writer
+        for sub_id, view, client in ((first_id, first, first_client), (second_id, second, second_client)):
+            while view.ungrouped().normalized()[-1:] != written[-1:]:
+                view.apply(await client.update(sub_id))
+        assert second.ungrouped().normalized() == written
+        assert first.ungrouped().normalized() == written
+        assert second.fulls == 1
+        assert await served() == before + 1
+    finally:
+        stop.set()
+        await first_client.close()
+        await second_client.close()
 
 
 async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> None:
