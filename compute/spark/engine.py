@@ -156,6 +156,10 @@ class Engine:
         if not self.first_trigger_ran(timeout=120):
             reason = self.failure_reason()
             raise RuntimeError(f"the restarted query did not get through its first trigger: {reason}")
+        if self.followed is not None:
+            # Again: a series expected before the new query fixed its start offsets may have missed
+            # rows between its back-fill's mark and that start.
+            self.followed.clear()
         # Taken after the stream's start offset: every point is in the back-fill or the stream
         # (points in both are skipped in the stream by each computation's back-fill mark).
         snapshot = self.log.end_offset()  # I/O: outside the lock
