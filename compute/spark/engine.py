@@ -337,11 +337,11 @@ class Engine:
 
         now = time.time_ns()
         evaluating = time.thread_time()  # CPU, not wall: their cost however busy the machine is
-        rows = split_by_series(table)
+        by_series = split_by_series(table)
         if self.followed is not None:
-            self.followed.record(rows)  # before any new computation can be handed them
+            self.followed.record(by_series)  # before any new computation can be handed them
             self._trim_followed(now)
-        targets = self.routes.targets(rows)
+        targets = self.routes.targets(by_series)
         changes: list[tuple[Computation, Change | ComputeError]] = []
         late_before = sum(c.late_dropped for c in targets)
         for computation, rows in targets.items():
