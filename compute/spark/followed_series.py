@@ -100,7 +100,7 @@ class FollowedSeries:
         self.lock = threading.Condition()
         self.refreshing = False  # the batch thread is rebuilding the series filter
         self._entries: dict[int, _Entry] = {}
-        self.served = 0  # computations back-filled from here (for logs and tests)
+        self.served = 0  # computations back-filled from here (/metrics)
 
     # -- the batch thread --------------------------------------------------------------------------
     def begin_refresh(self) -> None:
