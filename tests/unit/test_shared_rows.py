@@ -87,3 +87,18 @@ def test_allowed_lateness_refuses_rows_older_than_the_clock_allows_for_one_reade
     default.apply_batch({SID: shared}, NOW)
     assert strict.late_dropped == 1 and held(strict) == [-500 * MS]
     assert default.late_dropped == 0 and held(default) == [-1500 * MS, -500 * MS]
+
+
+def test_per_series_marks_cut_each_series_at_its_own_and_a_series_routed_later_at_none() -> None:
+    """A back-fill served from the series a process follows (compute/spark/followed_series.py) is
+    whole through a different seq per series: each series' stream rows are cut at its own mark, and
+    a series routed after that back-fill had nothing in it, so none of its rows are cut."""
+    c = computation("marks", backfill_seq=20)
+    for sid in (8, 9):
+        c.route(SeriesInfo(sid, SeriesKey.of(RID, "x", {"n": str(sid)}), SeriesKind.NUMERIC))
+    c.backfill_marks = {SID: 20, 8: 5}  # 9 came after the back-fill
+    c.apply_batch(
+        {SID: rows(20, [-300 * MS, -290 * MS]), 8: rows(5, [-280 * MS, -270 * MS]), 9: rows(1, [-260 * MS])},
+        NOW,
+    )
+    assert held(c) == [-290 * MS, -270 * MS, -260 * MS]
