@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -237,6 +238,34 @@ def add_serve_arguments(serve_p: argparse.ArgumentParser) -> None:
         serve_p.add_argument(flag, dest=name, default=None, help=text.replace("%", "%%"))
 
 
+SPARK_ARCHIVE_HELP = (
+    "record Spark's class-data archive for this machine (~1 min, once): servers started after it "
+    "are ready ~7 s sooner"
+)
+
+
+def record_spark_archive() -> int:
+    """`sparkwire spark-archive`: record it unless this JDK and PySpark's is already there."""
+    from compute.spark.class_archive import archive_in_use
+    from compute.spark.class_archive_build import record
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its per-call INFO lines say nothing here
+    existing = archive_in_use()
+    if existing is not None:
+        print(f"Spark's class archive is already recorded: {existing}")
+        return 0
+    started = time.monotonic()
+    print("recording Spark's class archive (a short server run; about a minute)...", flush=True)
+    try:
+        path = record()
+    except RuntimeError as exc:
+        print(f"sparkwire spark-archive: {exc}", file=sys.stderr)
+        return 1
+    print(f"recorded {path} ({path.stat().st_size // 1_000_000} MB) in {time.monotonic() - started:.0f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     from app.runtime import tail  # beside demo: the subcommands that talk to a running server
 
@@ -250,12 +279,15 @@ def main(argv: list[str] | None = None) -> None:
     add_serve_arguments(serve_p)
     demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
     tail.add_arguments(sub.add_parser("tail", help=tail.HELP, description=tail.__doc__))
+    sub.add_parser("spark-archive", help=SPARK_ARCHIVE_HELP, description=SPARK_ARCHIVE_HELP)
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo.run(args)
         return
     if args.command == "tail":
         sys.exit(tail.run(args))
+    if args.command == "spark-archive":
+        sys.exit(record_spark_archive())
     serve(settings_from(args, serve_p))
 
 

@@ -23,6 +23,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from compute.spark.class_archive import archive_in_use, java_option, recording_option
 from compute.spark.cluster import executor_code_origin, is_cluster, ship_code
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def build_session(
     jvm_output: Path | None = None,
     driver_memory: str = DRIVER_MEMORY,
     jars: list[str] | None = None,
+    record_classes_to: Path | None = None,
 ) -> SparkSession:
     """`jvm_output`: a file for the JVM's own console output (log4j, JVM warnings, the Python
     workers it starts), which would otherwise interleave with the server's logs.
@@ -50,12 +52,25 @@ def build_session(
     grow (docs/decisions/0027-driver-heap-taken-at-start.md).
 
     `jars`: files for `spark.jars` (the Kafka log's connector, fetched by deploy/kafka.sh). Never
-    `spark.jars.packages`: Spark's own resolver would reach for Maven Central at every start."""
+    `spark.jars.packages`: Spark's own resolver would reach for Maven Central at every start.
+
+    The JVM starts from the machine's class-data archive when one is recorded
+    (compute/spark/class_archive.py); `record_classes_to`: record one there instead, as it exits."""
     # Executors' Python must be ours, so the data source and evaluators import the same code.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     cores = os.cpu_count() or 2
     partitions = shuffle_partitions or max(1, min(cores, 8))
+    java_options = [
+        f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}",
+        f"-Xms{driver_memory}",
+        "-XX:+AlwaysPreTouch",
+    ]
+    archive = archive_in_use() if record_classes_to is None else None
+    if record_classes_to is not None:
+        java_options.append(recording_option(record_classes_to))
+    elif archive is not None:
+        java_options.append(java_option(archive))
     conf = (
         SparkConf()
         .setMaster(master)
@@ -78,10 +93,7 @@ def build_session(
         .set("spark.sql.streaming.checkpointFileManagerClass", FILESYSTEM_CHECKPOINT_MANAGER)
         .set("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .set("spark.driver.memory", driver_memory)
-        .set(
-            "spark.driver.extraJavaOptions",
-            f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} -Xms{driver_memory} -XX:+AlwaysPreTouch",
-        )
+        .set("spark.driver.extraJavaOptions", " ".join(java_options))
     )
     if jars:
         conf.set("spark.jars", ",".join(jars))
@@ -101,7 +113,12 @@ def build_session(
     if is_cluster(master):
         ship_code(spark)
         logger.info("executors import compute from %s", executor_code_origin(spark))
-    logger.info("spark session up: master=%s shuffle_partitions=%d", master, partitions)
+    logger.info(
+        "spark session up: master=%s shuffle_partitions=%d class archive=%s",
+        master,
+        partitions,
+        archive or "none (`sparkwire spark-archive` records one)",
+    )
     return spark
 
 

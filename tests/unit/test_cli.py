@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,12 @@ def test_tail_with_a_malformed_tag_names_it() -> None:
     answer = sparkwire("tail", "--data-source", "ri.a", "--channel", "c", "--tag", "vehicle")
     assert answer.returncode == 2
     assert answer.stderr == "sparkwire tail: error: --tag 'vehicle': expected K=V\n"
+
+
+def test_spark_archive_records_nothing_when_this_jdk_s_archive_is_there(tmp_path: Path) -> None:
+    recorded = tmp_path / "spark-classes.jsa"
+    recorded.write_bytes(b"recorded earlier")
+    done = sparkwire("spark-archive", env={"SPARKWIRE_SPARK_CLASS_ARCHIVE": str(recorded)})
+    assert done.returncode == 0, done.stderr
+    assert f"already recorded: {recorded}" in done.stdout
+    assert recorded.read_bytes() == b"recorded earlier"
