@@ -69,8 +69,9 @@ lint: $(VENV)/.installed
 
 # Spark's class-data archive for this machine (compute/spark/class_archive.py): ~1 min once, then
 # every server and compute process starts ~7 s sooner; the suite starts over a hundred of them.
+# Only a speed-up: if it cannot be recorded, the suite still runs (and its archive test says why).
 spark-archive: java $(VENV)/.installed
-	$(BIN)/sparkwire spark-archive
+	$(BIN)/sparkwire spark-archive || echo "Spark's class archive not recorded: servers start without it"
 
 test: system-deps install lint kafka-fetch spark-archive
 	$(BIN)/pytest -q --durations=40
