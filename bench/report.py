@@ -13,6 +13,7 @@ from typing import Any
 
 from bench import ingest_ceiling, live_eval, live_through, live_windows, long_windows, output_format, polled
 from bench.baselines import DIED
+from bench.machine import pyspark_line
 
 Json = Any
 FLOOR_RATIO = 1.25  # workload 1's p50 at most this times Spark's floor, measured in the same run
@@ -682,7 +683,7 @@ def render(r: Json, kept: str = "") -> str:
         f"- Date: {r['started']} (run took {r.get('duration_s', '?')} s)",
         *(f"- Measured by a later run, not this one: {note}" for note in r.get("taken_from_other_runs", [])),
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
-        f"Python {m['python']}; {m['java']}; PySpark {m['pyspark']}",
+        f"Python {m['python']}; {m['java']}; {pyspark_line(m)}",
         f"- Load average when the run started: {', '.join(str(x) for x in m['load_average_at_start'])}",
         f"- Reproduce: `{r['command']}` (`make bench` runs the full plan)",
         f"- Feed: {p['channels']} numeric channels x {p['rate_hz']:,} Hz, "

@@ -69,6 +69,7 @@ import numpy as np
 from bench import computations as comps
 from bench import harness_main, procstat
 from bench.children import Child, write_spec
+from bench.machine import pyspark_line
 from bench.procstat import cpu_seconds, rss_bytes
 from bench.serverproc import ROOT, ServerProcess, start_server
 from bench.stats import delivery_latency, summarize
@@ -1232,7 +1233,7 @@ def render(r: Json) -> str:
         "",
         f"- Date: {r['started']} (run took {r.get('duration_s', '?')} s)",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; Python "
-        f"{m['python']}; {m['java']}; PySpark {m['pyspark']}; redis-server {r['redis']['version']}",
+        f"{m['python']}; {m['java']}; {pyspark_line(m)}; redis-server {r['redis']['version']}",
         f"- Load average when the run started: {', '.join(str(x) for x in m['load_average_at_start'])}",
         f"- Reproduce: `{r['command']}`",
         *_code_lines(r),

@@ -33,6 +33,7 @@ from bench import computations as comps
 from bench import harness_main
 from bench.children import Child, write_spec
 from bench.feed import body as feed_body
+from bench.machine import pyspark_line
 from bench.run import BENCH_RESULT_POINTS
 from bench.scale_out import Sampler, _f, metrics_of, stop_server_tree
 from bench.serverproc import ServerProcess, start_server
@@ -502,7 +503,7 @@ def render(r: Json) -> str:
         "",
         f"- Date: {r['started']} (run took {r['duration_s']} s)",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
-        f"Python {m['python']}; {m['java']}; PySpark {m['pyspark']}",
+        f"Python {m['python']}; {m['java']}; {pyspark_line(m)}",
         f"- Load average when the run started: {', '.join(str(x) for x in m['load_average_at_start'])}",
         f"- Reproduce: `{r['command']}`",
         f"- Code measured: app/, compute/, schemas/ with sha256 {r['code']['sha256']} over their .py files.",
