@@ -244,15 +244,16 @@ SPARK_ARCHIVE_HELP = (
 )
 
 
-def record_spark_archive() -> int:
-    """`sparkwire spark-archive`: record it unless this JDK and PySpark's is already there."""
+def record_spark_archive(again: bool = False) -> int:
+    """`sparkwire spark-archive`: record it unless this JDK and PySpark's is already there (`again`:
+    even then)."""
     from compute.spark.class_archive import archive_in_use
     from compute.spark.class_archive_build import record
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its per-call INFO lines say nothing here
     existing = archive_in_use()
-    if existing is not None:
+    if existing is not None and not again:
         print(f"Spark's class archive is already recorded: {existing}")
         return 0
     started = time.monotonic()
@@ -279,7 +280,12 @@ def main(argv: list[str] | None = None) -> None:
     add_serve_arguments(serve_p)
     demo.add_arguments(sub.add_parser("demo", help="feed a running server with synthetic telemetry"))
     tail.add_arguments(sub.add_parser("tail", help=tail.HELP, description=tail.__doc__))
-    sub.add_parser("spark-archive", help=SPARK_ARCHIVE_HELP, description=SPARK_ARCHIVE_HELP)
+    archive_p = sub.add_parser("spark-archive", help=SPARK_ARCHIVE_HELP, description=SPARK_ARCHIVE_HELP)
+    archive_p.add_argument(
+        "--again",
+        action="store_true",
+        help="record it even if one is there (the JVM refused it: its jars changed)",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo.run(args)
@@ -287,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "tail":
         sys.exit(tail.run(args))
     if args.command == "spark-archive":
-        sys.exit(record_spark_archive())
+        sys.exit(record_spark_archive(again=args.again))
     serve(settings_from(args, serve_p))
 
 

@@ -5,10 +5,10 @@ Loading and verifying Spark's ~15,000 classes is most of a session's start. With
 session starts in ~6 s instead of ~10.5 s and a server is ready ~7 s sooner
 (docs/decisions/0102-spark-class-archive.md); JVMs on one machine also share its pages.
 
-The archive belongs to one JDK and one PySpark: its name carries both, so an upgrade of either
-makes a new name and the old file is never offered. A file the JDK still refuses (a class path that
-changed under it) costs nothing but a warning in Spark's output: it starts without it
-(-Xshare:auto, the JDK's default). `sparkwire spark-archive` records it
+The archive belongs to one JDK and one installed PySpark (the JVM's class path): its name carries
+both, so an upgrade or another virtualenv makes a new name and the old file is never offered. A file
+the JDK still refuses (its jars changed under it) costs only the sharing: the JVM starts without it
+(-Xshare:auto, the JDK's default), and the session's log line says so. `sparkwire spark-archive` records it
 (compute/spark/class_archive_build.py).
 """
 
@@ -47,8 +47,15 @@ def java_runtime() -> Path | None:
     return modules if modules.exists() else None
 
 
+def spark_jars() -> Path:
+    """The JVM's class path: PySpark's own jars, where this Python's PySpark is installed."""
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
 def archive_path() -> Path | None:
-    """Where this JDK and this PySpark's archive lives (None: turned off, or no JDK found)."""
+    """Where the archive of this JDK and this installed PySpark lives (None: turned off, or no JDK
+    found). The JDK maps an archive only for the class path it was recorded with (the jars' paths,
+    sizes and times): another virtualenv's PySpark of the same version is another name."""
     chosen = os.environ.get(ARCHIVE_ENV, "")
     if chosen == "off":
         return None
@@ -57,9 +64,11 @@ def archive_path() -> Path | None:
     runtime = java_runtime()
     if runtime is None:
         return None
-    stat = runtime.stat()
-    jdk = hashlib.sha256(f"{runtime}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return cache_dir() / f"spark-classes-{pyspark.__version__}-{jdk}.jsa"
+    jars = spark_jars()
+    jdk, installed = runtime.stat(), jars.stat()
+    identity = f"{runtime}:{jdk.st_size}:{jdk.st_mtime_ns}:{jars}:{installed.st_mtime_ns}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return cache_dir() / f"spark-classes-{pyspark.__version__}-{key}.jsa"
 
 
 def archive_in_use() -> Path | None:
@@ -70,6 +79,16 @@ def archive_in_use() -> Path | None:
 
 def java_option(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive}"
+
+
+def mapped_by(pid: int, archive: Path) -> bool | None:
+    """Whether the JVM `pid` maps `archive`: the JDK refuses one silently (-Xshare:auto) when its class
+    path changed since it was recorded. None where it cannot be told (no /proc)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return None
+    return str(archive) in maps
 
 
 def recording_option(target: Path) -> str:

@@ -23,7 +23,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from compute.spark.class_archive import archive_in_use, java_option, recording_option
+from compute.spark.class_archive import archive_in_use, java_option, mapped_by, recording_option
 from compute.spark.cluster import executor_code_origin, is_cluster, ship_code
 
 logger = logging.getLogger(__name__)
@@ -117,9 +117,19 @@ def build_session(
         "spark session up: master=%s shuffle_partitions=%d class archive=%s",
         master,
         partitions,
-        archive or "none (`sparkwire spark-archive` records one)",
+        _archive_state(spark, archive),
     )
     return spark
+
+
+def _archive_state(spark: SparkSession, archive: Path | None) -> str:
+    """What the log says of the class archive: the file the JVM maps, or why none."""
+    if archive is None:
+        return "none (`sparkwire spark-archive` records one)"
+    jvm = jvm_process(spark)
+    if jvm is None or mapped_by(jvm.pid, archive) is not False:
+        return str(archive)
+    return f"{archive} refused by the JVM (recorded for other jars: `sparkwire spark-archive --again`)"
 
 
 class _JvmPopenKwargs(dict[str, Any]):

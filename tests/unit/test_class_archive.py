@@ -3,6 +3,7 @@ PySpark, in the machine's cache, offered to a session only once it is recorded."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyspark
@@ -54,3 +55,27 @@ def test_the_archive_can_be_chosen_or_turned_off(tmp_path: Path, monkeypatch: py
     assert archive_in_use() == chosen
     monkeypatch.setenv(ARCHIVE_ENV, "off")
     assert archive_path() is None and archive_in_use() is None
+
+
+def test_another_pyspark_install_gets_another_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The JDK maps an archive only for the class path it was recorded with: a second virtualenv's
+    # PySpark of the same version must not be offered the first one's (CI's clone met exactly that).
+    monkeypatch.delenv(ARCHIVE_ENV, raising=False)
+    monkeypatch.setenv("SPARKWIRE_CACHE", str(tmp_path))
+    names = set()
+    for venv in ("a", "b"):
+        jars = tmp_path / venv / "pyspark" / "jars"
+        jars.mkdir(parents=True)
+        monkeypatch.setattr(class_archive, "spark_jars", lambda jars=jars: jars)
+        path = archive_path()
+        assert path is not None
+        names.add(path.name)
+    assert len(names) == 2
+
+
+def test_whether_a_process_maps_a_file_is_read_from_proc(tmp_path: Path) -> None:
+    import numpy
+
+    mapped = next(Path(numpy.__file__).parent.rglob("_multiarray_umath*.so"))  # imported: mapped
+    assert class_archive.mapped_by(os.getpid(), mapped.resolve()) is True
+    assert class_archive.mapped_by(os.getpid(), tmp_path / "never.jsa") is False
