@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,9 @@ DEFAULT_RETENTION_S = 7 * 86400.0
 # compute/storage/kafka/layout.py's FUTURE_MARGIN_MS, in seconds (not imported: it loads pyarrow;
 # tests/unit/test_roles_settings.py checks they agree)
 KAFKA_FUTURE_MARGIN_S = 60.0
+
+
+EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})  # a listener on each of this machine's addresses
 
 
 class Settings(BaseSettings):
@@ -147,6 +151,13 @@ class Settings(BaseSettings):
         description="role compute: 0 = one compute process runs every live computation; N = any number "
         "of compute processes share them over N slots, the partitions of topic KAFKA-TOPIC-compute, "
         "assigned by Kafka's consumer group (every compute process needs the same kafka-bootstrap-servers)",
+    )
+    advertise_url: str = Field(
+        "",
+        description="role compute: the base URL at which the edges reach this process's HTTP; an edge "
+        "forwards there the ComputeService and export requests that read the Kafka log, which only a "
+        "process running Spark can read (empty: http://HOST:PORT, with this machine's hostname when "
+        "HOST listens on every address)",
     )
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
@@ -327,6 +338,15 @@ class Settings(BaseSettings):
         data directory, as on the embedded log)."""
         given_redis = "redis_url" in self.model_fields_set  # a flag or SPARKWIRE_REDIS_URL, not the default
         return self.role != "all" or (self.source == "kafka" and given_redis)
+
+    @property
+    def reachable_url(self) -> str:
+        """`advertise-url`, or this process's HTTP as another machine reaches it (a listener on
+        every address is reached by this machine's hostname; IPv6 literals in brackets)."""
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        host = socket.gethostname() if self.host in EVERY_ADDRESS else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     @property
     def evaluation_budget(self) -> EvaluationBudget:

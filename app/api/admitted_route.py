@@ -95,16 +95,25 @@ class AdmittedRoute(APIRoute):
     """Admission, then a bounded body, then FastAPI's handler (see the module's docstring)."""
 
     doing: ClassVar[str] = "use this route"
+    # Its answer reads the log's points: an edge on the Kafka log, which runs no Spark to read them,
+    # has the compute tier answer it (app/api/forwarded_reads.py).
+    reads_log_points: ClassVar[bool] = False
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         takes_body = self.body_field is not None
+        reads_log_points = self.reads_log_points
 
         async def admitted(request: Request) -> Response:
             admit_request(request, self.doing)
+            raw = b""
             if takes_body:
                 settings = request.app.state.sparkwire.settings
                 raw = await read_body(request, settings.max_json_body_bytes, BODY_SETTING)
+            forwarded = request.app.state.sparkwire.forwarded_reads if reads_log_points else None
+            if forwarded is not None:
+                return await forwarded.forward(request, raw)
+            if takes_body:
                 request._body = raw  # what FastAPI's `await request.body()` then returns
                 parsed = _parsed(raw)
                 if parsed is not None:

@@ -56,12 +56,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     403: {"description": "the token does not reach a data source the node reads", "content": _ERROR},
     501: {
-        "description": "Sparkwire:ComputeNeedsSpark: the Kafka log read where no Spark runs (an edge)",
+        "description": "Sparkwire:ComputeNeedsSpark: the Kafka log read while this process's Spark is still "
+        "starting (an edge has the compute tier answer: app/api/forwarded_reads.py)",
         "content": _ERROR,
     },
     503: {
         "description": "Compute:ComputeBusy (every evaluation slot taken and the queue full) or "
-        "Compute:ComputeTimedOut (the request evaluated past its time budget and was stopped)",
+        "Compute:ComputeTimedOut (the request evaluated past its time budget and was stopped); on an "
+        "edge, Sparkwire:ComputeTierUnreachable (no compute process answered the request it forwards)",
         "content": _ERROR,
     },
 }
@@ -72,6 +74,7 @@ UNITS_WINDOW_NS = 60 * 1_000_000_000  # the window a units request (which has no
 
 class ComputeRoute(AdmittedRoute):
     doing = "compute"
+    reads_log_points = True  # an edge has the compute tier answer (app/api/forwarded_reads.py)
 
 
 router = APIRouter(prefix="/compute/v2", tags=["compute"], responses=ERRORS, route_class=ComputeRoute)
@@ -206,8 +209,8 @@ class History:
         if self.by_spark and self.engine is None:
             raise HttpError(
                 501,
-                "this server's log (Kafka) is read by Spark's batch jobs, and this process runs no Spark "
-                "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
+                "this server's log (Kafka) is read by Spark's batch jobs, and this process's Spark is "
+                "still starting: retry once /readyz says 200",
                 name="Sparkwire:ComputeNeedsSpark",
             )
         self._known: list[SeriesInfo] | None = None

@@ -152,14 +152,15 @@ def covers_all_time(start: int, end: int) -> bool:
 
 async def counted_by_spark(state: Any, ids: list[int], start: int, end: int, field: str) -> dict[int, int]:
     """Per series, its points with start <= ts <= end on a log with no time index (Kafka):
-    one Spark job counts them where they are. A process that runs no Spark (an edge) cannot, and
-    refuses a range narrower than all of time by name rather than answer for all of time."""
+    one Spark job counts them where they are. A process that runs no Spark yet cannot, and refuses a
+    range narrower than all of time by name rather than answer for all of time (an edge has the
+    compute tier answer the request instead: app/api/forwarded_reads.py)."""
     if state.engine is None:
         raise HttpError(
             400,
-            f"{field}: this server's log keeps no index of the series' times and this process runs no "
-            "Spark to count them (an edge, or Spark still starting): ask for the whole of time, ask "
-            "a process that runs Spark, or retry once /readyz says 200",
+            f"{field}: this server's log keeps no index of the series' times, and this process's Spark, "
+            "which counts them, is still starting: ask for the whole of time, or retry once /readyz "
+            "says 200",
             name="Sparkwire:TimeRangeNotHonoured",
         )
     return await asyncio.to_thread(spark_counts, state.engine, ids, start, end + 1)
@@ -169,7 +170,7 @@ async def counted_by_spark(state: Any, ids: list[int], start: int, end: int, fie
     "/get-available-tags",
     summary="Nominal's getAvailableTagsForChannel: the tags of a channel's points in a time range",
 )
-async def get_available_tags(body: GetAvailableTagsForChannelRequest, request: Request) -> dict[str, Any]:
+async def get_available_tags(body: GetAvailableTagsForChannelRequest, request: Request) -> Any:
     principal = admit_request(request, DataSourceRoute.doing)
     state = request.app.state.sparkwire
     asked = body.channelWithTagFilters
@@ -192,6 +193,8 @@ async def get_available_tags(body: GetAvailableTagsForChannelRequest, request: R
             i for i in infos if i.id in covered and covered[i.id][0] <= end and covered[i.id][1] >= start
         ]
     elif infos and not covers_all_time(start, end):
+        if state.forwarded_reads is not None:  # an edge: the compute tier counts them with Spark
+            return await state.forwarded_reads.forward(request, await request.body())
         found = await counted_by_spark(state, [i.id for i in infos], start, end, "startTime/endTime")
         infos = [i for i in infos if found.get(i.id, 0) > 0]
     tags: dict[str, set[str]] = defaultdict(set)
@@ -311,7 +314,7 @@ def tag_conditions(value: Any, field: str) -> list[TagCondition]:
     "/batch-get-series-count",
     summary="Nominal's batchGetSeriesCount: per request, the series of a channel with points in a range",
 )
-async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Request) -> dict[str, Any]:
+async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Request) -> Any:
     """A series counts when its tags pass the tag filters and it has points in [range.start,
     range.end]: on the embedded log, when a block of its points overlaps the range
     (compute/storage/sqlite/spans.py, no point read); on a log with no time index (Kafka),
@@ -347,6 +350,8 @@ async def batch_get_series_count(body: BatchGetSeriesCountRequest, request: Requ
     for (_, start, end, _), infos in zip(asked, matched, strict=True):
         if path is None and infos and not covers_all_time(start, end):
             by_range[(start, end)].update(i.id for i in infos)
+    if by_range and state.forwarded_reads is not None:  # an edge: the compute tier counts them with Spark
+        return await state.forwarded_reads.forward(request, await request.body())
     counted = {
         (start, end): await counted_by_spark(state, sorted(ids), start, end, "requests.range")
         for (start, end), ids in by_range.items()

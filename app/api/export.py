@@ -46,7 +46,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     },
     401: {"description": "a missing or invalid bearer token (authentication on)", "content": _ERROR},
     501: {
-        "description": "Sparkwire:ExportNeedsSpark: the Kafka log read where no Spark runs (an edge)",
+        "description": "Sparkwire:ExportNeedsSpark: the Kafka log read while this process's Spark is still "
+        "starting (an edge has the compute tier answer: app/api/forwarded_reads.py)",
+        "content": _ERROR,
+    },
+    503: {
+        "description": "on an edge, Sparkwire:ComputeTierUnreachable: no compute process answered the "
+        "export it forwards",
         "content": _ERROR,
     },
 }
@@ -67,6 +73,7 @@ KIND_OF = {"numeric": SeriesKind.NUMERIC, "enum": SeriesKind.ENUM}
 
 class ExportRoute(AdmittedRoute):
     doing = "read points"
+    reads_log_points = True  # an edge has the compute tier answer (app/api/forwarded_reads.py)
 
 
 router = APIRouter(prefix="/export/v1", tags=["export"], responses=ERRORS, route_class=ExportRoute)
@@ -229,8 +236,8 @@ async def export_channel_data(body: ExportDataRequest, request: Request) -> Resp
     if (path is None or not log.driver_reads) and engine is None:
         raise HttpError(
             501,
-            "this server's log (Kafka) is read by Spark's batch jobs, and this process runs no Spark "
-            "(an edge, or Spark still starting): ask the compute tier, or retry once /readyz says 200",
+            "this server's log (Kafka) is read by Spark's batch jobs, and this process's Spark is still "
+            "starting: retry once /readyz says 200",
             name="Sparkwire:ExportNeedsSpark",
         )
     by_spark = path is None or not log.driver_reads

@@ -21,6 +21,7 @@ from compute.evaluation.compiler.catalogs import NO_CATALOGS, Catalogs
 from compute.storage.contract import PointLog
 
 if TYPE_CHECKING:
+    from app.api.forwarded_reads import ForwardedReads
     from app.fanout.replay import ReplayRun
     from app.tiers.compute import ComputeTier
     from app.transport.connection import Connection
@@ -43,6 +44,8 @@ class ServerState:
     startup_error: str | None = None
     supervisor: StreamSupervisor | None = None
     tier: ComputeTier | None = None  # `--role compute`: publishes results to the edges
+    # an edge on a log only Spark reads (Kafka): where its reads of points go (app/api/forwarded_reads.py)
+    forwarded_reads: ForwardedReads | None = None
     admission: Admission = field(init=False)  # Origin and bearer token, for every route
     # replays running (app/fanout/replay.py's ReplayRun), from their start until their period is over
     replays: set[ReplayRun] = field(default_factory=set)

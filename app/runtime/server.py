@@ -32,6 +32,7 @@ from app.api import (
     modules,
     openapi,
 )
+from app.api.forwarded_reads import ForwardedReads
 from app.api.request_summary import RequestLog, Summary
 from app.api.state import ServerState
 from app.api.ws import WS_PATH, WebSocketFastPath, websocket_endpoint
@@ -105,6 +106,7 @@ def _start_spark(state: ServerState, loop: asyncio.AbstractEventLoop) -> None:
                 settings.compute_limits,
                 state.catalogs,
                 sharding,
+                url=settings.reachable_url,
             )
             engine.on_changes = tier.on_changes
             on_failed, on_recovered = tier.on_stream_failed, tier.on_stream_recovered
@@ -197,6 +199,8 @@ def _start_edge(state: ServerState) -> RemoteComputations:
     settings = state.settings
     remote = RemoteComputations(settings.redis_url, settings.redis_prefix, state.hub)
     state.hub.computations = remote
+    if not state.log.driver_reads:  # its points are read by Spark jobs (Kafka): the compute tier's
+        state.forwarded_reads = ForwardedReads(remote.compute_urls)
     remote.start()
     state.ready_event.set()  # ready from now on whenever the compute tier is (app/api/state.py)
     logger.info("edge %s: serving from the compute tier (no Spark in this process)", remote.edge_id)
@@ -261,6 +265,8 @@ def create_app(settings: Settings) -> FastAPI:
             await late_reports.stop()
             if remote is not None:
                 await remote.stop()
+            if state.forwarded_reads is not None:
+                await state.forwarded_reads.close()
             if feed is not None:
                 await feed.stop()
             state.draining = True  # also when uvicorn stopped before a drain began: Spark's start stops

@@ -96,8 +96,12 @@ class ComputeTier:
         limits: Limits,
         catalogs: Catalogs = NO_CATALOGS,
         sharding: Sharding | None = None,
+        url: str | None = None,
     ) -> None:
+        """`url`: where edges reach this process's HTTP (its heartbeat says it): they forward there
+        the reads of the log's points that need Spark (app/api/forwarded_reads.py)."""
         self.engine = engine
+        self.url = url
         self.limits = limits
         self.catalogs = catalogs  # the assets, modules and events plans look up
         self.names = wire.Names(prefix)
@@ -261,6 +265,7 @@ class ComputeTier:
             "at": time.monotonic(),  # its own clock, compared with its siblings (app/tiers/liveness.py)
             "n": len(self._running),
             "sh": 0 if self.shards is None else self.shards.slots,  # edges: a sibling is no restart
+            "url": self.url,
         }
         self.redis.publish(self.names.heartbeat, deltas.encode(message))
 

@@ -141,6 +141,10 @@ class RemoteComputations:
             "ready" if self._compute_ready else "compute tier not ready (its streaming query is restarting)"
         )
 
+    def compute_urls(self) -> list[str]:
+        """Where the compute processes heard of serve HTTP (their reads of the log), the ready first."""
+        return self._computes.urls() if self._compute_alive else []
+
     def find(self, key: str) -> LiveResult | None:
         mirror = self._mirrors.get(key)
         return mirror if mirror is not None and mirror.first.is_set() else None
@@ -327,8 +331,10 @@ class RemoteComputations:
     def _on_heartbeat(self, message: dict[str, Any]) -> None:
         self._last_heartbeat = now = time.monotonic()
         epoch, ready, sharded = str(message.get("e")), bool(message.get("ready")), bool(message.get("sh"))
-        sent = message.get("at")
-        known = self._computes.heard(epoch, now, ready, sharded, float(sent) if sent is not None else None)
+        sent, url = message.get("at"), message.get("url")
+        known = self._computes.heard(
+            epoch, now, ready, sharded, float(sent) if sent is not None else None, str(url) if url else None
+        )
         # A sharded process that joins is a sibling, not a restart: the computations it takes over
         # reach the mirrors at a new epoch each (app/tiers/mirror.py).
         replaced = epoch != self._compute_epoch and not sharded

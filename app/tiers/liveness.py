@@ -22,6 +22,7 @@ class ComputeProcess:
     ready: bool
     sharded: bool  # it shares the computations with others (its epoch is not the tier's)
     sent: float | None  # its own monotonic clock at that heartbeat (None: it does not say)
+    url: str | None = None  # where its HTTP is reached (None: it does not say)
     # per other process, that one's clock at its first heartbeat read after this one's last
     others_since: dict[str, float] = field(default_factory=dict)
 
@@ -31,10 +32,12 @@ class Liveness:
         self.timeout = timeout
         self.processes: dict[str, ComputeProcess] = {}  # epoch -> the compute process heard of
 
-    def heard(self, epoch: str, now: float, ready: bool, sharded: bool, sent: float | None) -> bool:
+    def heard(
+        self, epoch: str, now: float, ready: bool, sharded: bool, sent: float | None, url: str | None = None
+    ) -> bool:
         """A heartbeat read at `now`; whether its process was known already."""
         known = epoch in self.processes
-        self.processes[epoch] = ComputeProcess(now, ready, sharded, sent)
+        self.processes[epoch] = ComputeProcess(now, ready, sharded, sent, url)
         if sent is not None:
             for other, process in self.processes.items():
                 if other != epoch:
@@ -70,6 +73,11 @@ class Liveness:
 
     def clear(self) -> None:
         self.processes.clear()
+
+    def urls(self) -> list[str]:
+        """The HTTP URLs of the processes heard of, the ready ones first."""
+        heard = sorted(self.processes.values(), key=lambda p: not p.ready)
+        return [p.url for p in heard if p.url]
 
     def any_ready(self) -> bool:
         return any(p.ready for p in self.processes.values())

@@ -46,7 +46,7 @@ TOKEN = "Bearer all-token"
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a tokens file; the embedded log is read by this process, so no Spark is waited for."""
     base = tmp_path_factory.mktemp("compute-service")
-    entries = [
+    entries: list[dict[str, object]] = [
         {"token": "all-token", "sub": "all", "dataSourceRids": ["*"]},
         {"token": "other-token", "sub": "other", "dataSourceRids": ["ri.other.*"]},
     ]

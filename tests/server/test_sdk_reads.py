@@ -355,7 +355,7 @@ def test_the_reads_are_listed_in_openapi(server: ServerProcess) -> None:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a tokens file; these reads need no Spark, so it is used once it serves HTTP."""
     base = tmp_path_factory.mktemp("secured-reads")
-    entries = [
+    entries: list[dict[str, object]] = [
         {"token": "all-token", "sub": "all", "dataSourceRids": ["*"]},
         {"token": "mine-token", "sub": "mine", "dataSourceRids": ["ri.mine.*"]},
     ]

@@ -84,3 +84,14 @@ def test_heartbeats_lost_in_a_closed_subscription_are_no_silence() -> None:
     assert live.silent(caught_up=71.0) == []
     live.heard("a", 70.5, True, True, 160.0)
     assert live.silent(caught_up=72.0) == []
+
+
+def test_the_processes_urls_come_ready_first_and_go_with_their_process() -> None:
+    # Where an edge forwards its reads of the log's points (app/api/forwarded_reads.py).
+    live = Liveness(TIMEOUT)
+    live.heard("a", 0.0, False, True, 1.0, "http://a:8000")
+    live.heard("b", 0.0, True, True, 1.0, "http://b:8000")
+    live.heard("c", 0.0, True, True, 1.0)  # an older process that does not say
+    assert live.urls() == ["http://b:8000", "http://a:8000"]
+    live.forget("b")
+    assert live.urls() == ["http://a:8000"]

@@ -26,7 +26,8 @@ def container(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def env_of(workload: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container(workload)["env"]}
+    """Its literal values (one taken from the pod, `valueFrom`, is left out)."""
+    return {e["name"]: e["value"] for e in container(workload)["env"] if "value" in e}
 
 
 def selects(service: dict[str, Any], workload: dict[str, Any]) -> bool:
@@ -108,3 +109,15 @@ def test_every_sparkwire_pod_stops_the_way_the_server_drains() -> None:
         volumes = {v["name"] for v in pod["volumes"]}
         mounts = {m["name"]: m["mountPath"] for m in one["volumeMounts"]}
         assert set(mounts) <= volumes and env_of(workload)["SPARKWIRE_DATA_DIR"] in mounts.values()
+
+
+def test_each_compute_pod_tells_the_edges_its_own_address() -> None:
+    """The edges forward the reads only Spark does to a compute process's advertised URL: each pod's
+    own IP (the downward API), defined before the variable that refers to it."""
+    compute = objects()[("Deployment", "sparkwire-compute")]
+    names = [e["name"] for e in container(compute)["env"]]
+    pod_ip = next(e for e in container(compute)["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    port = container(compute)["ports"][0]["containerPort"]
+    assert env_of(compute)["SPARKWIRE_ADVERTISE_URL"] == f"http://$(POD_IP):{port}"
+    assert names.index("POD_IP") < names.index("SPARKWIRE_ADVERTISE_URL")
