@@ -1,7 +1,8 @@
 """`POST /storage/writer/v1/columnar`: nominal-api's WriteColumnBatchesRequest (Conjure JSON), read
 strictly by msgspec (app/ingest/columnar.py). Unknown fields are refused, never ignored: a field this
-server does not know could change what the request means. Arrays and structs are read only far
-enough to be refused by name."""
+server does not know could change what the request means. Arrays and structs are read as strictly:
+an array's elements must all be strings (`strings1d`) or all doubles (`doubles1d`), a struct a
+string (which app/ingest/columnar.py then requires to be a JSON object)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,22 @@ class Uint64sColumn(msgspec.Struct, tag_field="type", tag="uint64s", forbid_unkn
     uint64s: list[Annotated[int, msgspec.Meta(ge=0)]]
 
 
-class ArraysColumn(msgspec.Struct, tag_field="type", tag="arrays"):  # refused: not read further
-    arrays: msgspec.Raw
+# nominal-api's ArraysValues: "Each element within the outer list corresponds to an Array point.
+# Subsequent inner lists contain the array values recorded for that point."
+class Strings1d(msgspec.Struct, tag_field="type", tag="strings1d", forbid_unknown_fields=True):
+    strings1d: list[list[str]]
 
 
-class StructsColumn(msgspec.Struct, tag_field="type", tag="structs"):  # refused: not read further
-    structs: msgspec.Raw
+class Doubles1d(msgspec.Struct, tag_field="type", tag="doubles1d", forbid_unknown_fields=True):
+    doubles1d: list[list[ConjureDouble]]
+
+
+class ArraysColumn(msgspec.Struct, tag_field="type", tag="arrays", forbid_unknown_fields=True):
+    arrays: Strings1d | Doubles1d
+
+
+class StructsColumn(msgspec.Struct, tag_field="type", tag="structs", forbid_unknown_fields=True):
+    structs: list[str]  # each point a JSON object's text (nominal-api: `list<string>`)
 
 
 ColumnValues = DoublesColumn | StringsColumn | IntsColumn | Uint64sColumn | ArraysColumn | StructsColumn

@@ -45,7 +45,43 @@ class StringPoints(TypedDict):
     string: list[StringPoint]
 
 
-Points = Annotated[DoublePoints | StringPoints, Field(discriminator="type")]
+class DoubleArrayPoint(TypedDict):
+    timestamp: WireTimestamp
+    value: list[float]
+
+
+class StringArrayPoint(TypedDict):
+    timestamp: WireTimestamp
+    value: list[str]
+
+
+class DoubleArrays(TypedDict):
+    type: Literal["double"]
+    double: list[DoubleArrayPoint]
+
+
+class StringArrays(TypedDict):
+    type: Literal["string"]
+    string: list[StringArrayPoint]
+
+
+class ArrayPoints(TypedDict):
+    type: Literal["array"]
+    array: Annotated[DoubleArrays | StringArrays, Field(discriminator="type")]
+
+
+class StructPoint(TypedDict):
+    timestamp: WireTimestamp
+    jsonString: str
+
+
+class StructPoints(TypedDict):
+    type: Literal["struct"]
+    struct: list[StructPoint]
+
+
+# Arrays and structs are read by the validator only: the strict decoder declines them (rare, small)
+Points = Annotated[DoublePoints | StringPoints | ArrayPoints | StructPoints, Field(discriminator="type")]
 
 
 class RecordsBatch(TypedDict):

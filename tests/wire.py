@@ -328,3 +328,15 @@ async def seen_by_subscriber(
         return entries
     finally:
         await client.close()
+
+
+def data_types(base_url: str, rid: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """Each channel's data type as Nominal's searchChannels lists it (what a user's SDK sees)."""
+    r = httpx.post(
+        f"{base_url}/data-source/v1/data-sources/search-channels",
+        json={"dataSources": [rid]},
+        headers=headers or {},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    return {c["name"]: c["dataType"] for c in r.json()["results"]}

@@ -42,7 +42,14 @@ MAX_PAGE = 1000  # SearchChannelsRequest.pageSize: "Defaults to 1000. Will throw
 MAX_ITEMS = 1000  # data sources or strings in one request
 NANOS = 1_000_000_000
 # nominal-api's SeriesDataType of each kind of series
-DATA_TYPE = {SeriesKind.NUMERIC: "DOUBLE", SeriesKind.ENUM: "STRING", SeriesKind.LOG: "LOG"}
+DATA_TYPE = {
+    SeriesKind.NUMERIC: "DOUBLE",
+    SeriesKind.ENUM: "STRING",
+    SeriesKind.LOG: "LOG",
+    SeriesKind.DOUBLE_ARRAY: "DOUBLE_ARRAY",
+    SeriesKind.STRING_ARRAY: "STRING_ARRAY",
+    SeriesKind.STRUCT: "STRUCT",
+}
 
 
 class DataSourceRoute(AdmittedRoute):

@@ -34,7 +34,10 @@ logger = logging.getLogger(__name__)
 WORKSPACE = ws.Workspace(id="default", rid=WORKSPACE_RID, org="sparkwire", display_name="Sparkwire")
 IDLE_MS = 300_000  # the SDK's channel reconnects on its next call
 MAX_CHANNELS = 1000  # identifiers in one BatchGetChannelMetadata (the SDK sends batches of 500)
-DATA_TYPE = {"DOUBLE": series_pb2.DOUBLE, "STRING": series_pb2.STRING, "LOG": series_pb2.LOG}
+DATA_TYPE = {
+    name: series_pb2.SeriesDataType.Value(name)
+    for name in ("DOUBLE", "STRING", "LOG", "DOUBLE_ARRAY", "STRING_ARRAY", "STRUCT")
+}
 NO_METADATA = "Sparkwire keeps no channel descriptions or units: channel metadata is read only"
 STATUS = {401: grpc.StatusCode.UNAUTHENTICATED, 403: grpc.StatusCode.PERMISSION_DENIED}
 

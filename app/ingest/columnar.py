@@ -11,18 +11,28 @@ What is stored, as on the protobuf row writer (app/ingest/nominal.py):
 - doubles and strings: numeric and enum series;
 - ints and uint64s: numeric series, as doubles. A value a double cannot hold exactly (beyond 2^53)
   is refused (400, naming the series, the point and the value), never rounded;
-- arrays, structs (and the protobuf's log points and units): refused by name, 400, nothing stored.
+- arrays (`arrays`: `doubles1d` or `strings1d`, a list of values per point; the protobuf's
+  `array_points`: `double_array_points` or `string_array_points`) and structs (`structs`, the
+  protobuf's `struct_points`: a JSON object's text per point): series of kind `double-array`,
+  `string-array` and `struct` (compute/storage/series.py), each point's value one JSON text in the
+  string column, as compute/storage/composite_points.py writes it. A struct that is not a JSON
+  object (or escapes a lone UTF-16 surrogate) is refused (400, naming the batch and the point), as
+  is a JSON array element of the wrong type (msgspec names its path); nothing of the request is
+  stored;
+- the protobuf's log points and units: refused by name, 400, nothing stored.
 `sessionName` is accepted and not used: Sparkwire has no sessions and it changes no answer.
 
 The values go to numpy in one call per column (a JSON list of numbers, a packed protobuf repeated
-field). JSON timestamps are read per point by msgspec; protobuf ones as Arrow columns by ptars
-(`_ptars_timestamps`). A JSON body of SPARKWIRE_INGEST_DECODE_MIN_BYTES or more is decoded in a
-decode process (app/ingest/workers.py), as the row JSON writer's is; the protobuf one, ~0.13 s a
-million points, on the event loop, as the row protobuf writer's is."""
+field); arrays and structs are written out point by point. JSON timestamps are read per point by
+msgspec; protobuf ones as Arrow columns by ptars (`_ptars_timestamps`). A JSON body of
+SPARKWIRE_INGEST_DECODE_MIN_BYTES or more is decoded in a decode process (app/ingest/workers.py), as
+the row JSON writer's is; the protobuf one, ~0.13 s a million points, on the event loop, as the row
+protobuf writer's is."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -34,12 +44,18 @@ from nominal.protos.direct_channel_writer.v2.direct_nominal_channel_writer_pb2 i
     WriteBatchesRequest as ColumnarProtobufRequest,
 )
 
-from app.ingest.nominal import exact_doubles, refuse_content_type, timestamps_ns
+from app.ingest.nominal import (
+    exact_doubles,
+    refuse_content_type,
+    timestamps_ns,
+)
 from app.ingest.writes import InvalidWrite, accept_writes
+from compute.storage.composite_points import double_array_text, string_array_text, struct_text
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.columnar import (
     ArraysColumn,
+    Doubles1d,
     DoublesColumn,
     IntsColumn,
     StringsColumn,
@@ -53,7 +69,13 @@ if TYPE_CHECKING:
 COLUMNAR_PATH = "/storage/writer/v1/columnar"
 NOMINAL_COLUMNAR_PATH = "/storage/writer/v1/nominal-columnar"
 
-UNSUPPORTED = "(doubles, strings, ints and uint64s are); nothing of the request was stored"
+UNSUPPORTED = "(doubles, strings, ints, uint64s, arrays and structs are); nothing of the request was stored"
+# Array and struct columns, by the JSON union's names: their series kind and a value's stored text
+COMPOSITE: dict[str, tuple[SeriesKind, Callable[[Any], str]]] = {
+    "arrays.doubles1d": (SeriesKind.DOUBLE_ARRAY, double_array_text),
+    "arrays.strings1d": (SeriesKind.STRING_ARRAY, string_array_text),
+    "structs": (SeriesKind.STRUCT, struct_text),
+}
 
 
 async def write_columnar(request: Request) -> Response:
@@ -81,8 +103,8 @@ def columnar_json_writes(body: bytes) -> list[SeriesWrite]:
     """A WriteColumnBatchesRequest JSON body to the log's writes; InvalidWrite says what is wrong
     and where for anything the log would not store exactly."""
     # No depth scan first (app/protocol/limits.py json_depth: 3.6 s of 4.2 s for a 62 MB body): the
-    # schema nests 5 levels, unknown fields are refused on their name, and what msgspec does recurse
-    # into (an arrays or structs member, refused anyway) ends in a RecursionError, not a crash.
+    # schema nests 7 levels, unknown fields are refused on their name, and what msgspec does recurse
+    # into (a value it skips looking for a union's tag) ends in a RecursionError, not a crash.
     try:
         request = column_request_decoder.decode(body)
     except msgspec.DecodeError as exc:  # ValidationError included: msgspec names the path ($.batches[0]...)
@@ -98,9 +120,6 @@ def columnar_json_writes(body: bytes) -> list[SeriesWrite]:
         if not batch.channel:
             raise InvalidWrite(f"batches.{i}.channel: must not be empty")
         values = batch.values
-        if isinstance(values, ArraysColumn | StructsColumn):
-            kind = "arrays" if isinstance(values, ArraysColumn) else "structs"
-            raise InvalidWrite(f"{where}.values: {kind} are not supported {UNSUPPORTED}")
         stamps = batch.timestamps
         seconds = [t.seconds for t in stamps]
         nanos = [t.nanos for t in stamps]
@@ -111,6 +130,14 @@ def columnar_json_writes(body: bytes) -> list[SeriesWrite]:
             kind, raw = "strings", values.strings
         elif isinstance(values, IntsColumn):
             kind, raw = "ints", values.ints
+        elif isinstance(values, ArraysColumn):
+            arrays = values.arrays
+            if isinstance(arrays, Doubles1d):
+                kind, raw = "arrays.doubles1d", arrays.doubles1d
+            else:
+                kind, raw = "arrays.strings1d", arrays.strings1d
+        elif isinstance(values, StructsColumn):
+            kind, raw = "structs", values.structs
         else:
             kind, raw = "uint64s", values.uint64s
         key = SeriesKey.of(rid, batch.channel, batch.tags or {})
@@ -124,8 +151,10 @@ _PROTOBUF_KINDS = {
     "string_points": "strings",
     "int_points": "ints",
     "uint64_points": "uint64s",
+    "struct_points": "structs",
 }
-_PROTOBUF_REFUSED = {"array_points": "arrays", "struct_points": "structs", "log_points": "log points"}
+_PROTOBUF_ARRAYS = {"double_array_points": "arrays.doubles1d", "string_array_points": "arrays.strings1d"}
+_PROTOBUF_REFUSED = {"log_points": "log points"}
 
 
 def columnar_protobuf_writes(body: bytes) -> list[SeriesWrite]:
@@ -153,7 +182,9 @@ def columnar_protobuf_writes(body: bytes) -> list[SeriesWrite]:
         points = batch.points
         member = points.WhichOneof("points")
         if member is None:
-            raise InvalidWrite(f"{where}.points: holds none of double, string, int or uint64 points")
+            raise InvalidWrite(
+                f"{where}.points: holds none of double, string, int, uint64, array or struct points"
+            )
         if member in _PROTOBUF_REFUSED:
             raise InvalidWrite(f"{where}.points: {_PROTOBUF_REFUSED[member]} are not supported {UNSUPPORTED}")
         read: tuple[Any, Any] | None = columns.get(i)
@@ -161,9 +192,18 @@ def columnar_protobuf_writes(body: bytes) -> list[SeriesWrite]:
             stamps = points.timestamps
             read = [t.seconds for t in stamps], [t.nanos for t in stamps]
         seconds, nanos = read
-        raw = getattr(points, member).points  # a packed repeated field: numpy reads it in one call
         key = SeriesKey.of(rid, batch.channel, dict(batch.tags))
-        writes.append(_write(key, _PROTOBUF_KINDS[member], seconds, nanos, raw, where))
+        if member == "array_points":
+            array_type = points.array_points.WhichOneof("array_type")
+            if array_type is None:
+                raise InvalidWrite(
+                    f"{where}.points.array_points: holds neither double nor string array points"
+                )
+            arrays = getattr(points.array_points, array_type).points
+            kind, raw = _PROTOBUF_ARRAYS[array_type], [a.value for a in arrays]
+        else:  # a repeated field (numpy reads a packed one, of numbers, in one call)
+            kind, raw = _PROTOBUF_KINDS[member], getattr(points, member).points
+        writes.append(_write(key, kind, seconds, nanos, raw, where))
     return writes
 
 
@@ -209,7 +249,7 @@ def _ptars_timestamps(body: bytes, batches: int) -> dict[int, tuple[np.ndarray, 
 
 def _write(key: SeriesKey, kind: str, seconds: Any, nanos: Any, raw: Any, where: str) -> SeriesWrite:
     """One series' write, its columns checked: as many values as timestamps, timestamps in range,
-    integers exact as doubles."""
+    integers exact as doubles, structs JSON objects."""
     if len(raw) != len(seconds):
         raise InvalidWrite(
             f"{where}: {len(seconds)} timestamps and {len(raw)} values; a batch needs one value per timestamp"
@@ -217,6 +257,17 @@ def _write(key: SeriesKey, kind: str, seconds: Any, nanos: Any, raw: Any, where:
     ts = timestamps_ns(seconds, nanos, f"{where}.timestamps")
     if kind == "strings":
         return SeriesWrite(key, SeriesKind.ENUM, ts, list(raw))
+    if kind in COMPOSITE:
+        stored, text_of = COMPOSITE[kind]
+        texts = []
+        for j, value in enumerate(raw):
+            try:
+                texts.append(text_of(value))
+            except ValueError as exc:  # composite_points' refusal: no JSON object, no Unicode text
+                raise InvalidWrite(
+                    f"{where}.values.{kind}.{j}: {exc}; nothing of the request was stored"
+                ) from None
+        return SeriesWrite(key, stored, ts, texts)
     if kind == "doubles":
         # np.asarray takes "NaN", "Infinity" and "-Infinity" (the decoder admits only those strings)
         return SeriesWrite(key, SeriesKind.NUMERIC, ts, np.asarray(raw, dtype=np.float64))

@@ -7,8 +7,12 @@ Point kinds (docs/decisions/0026-protobuf-ingest.md):
 - integer (int64) and uint64 points: numeric series. A double holds every integer up to 2^53
   exactly and some beyond; a value it cannot hold exactly is refused (400, naming the series, the
   point and the value), never rounded, so what a subscriber sees is what was written;
-- array and struct points: refused (400, naming the kind and the series); nothing of the request
-  is stored.
+- array points (double and string arrays) and struct points: series of kind `double-array`,
+  `string-array` and `struct` (compute/storage/series.py), each point's value one JSON text in the
+  string column, as compute/storage/composite_points.py writes it (a struct's `json_string` must be
+  a JSON object, escaping no lone UTF-16 surrogate: anything else is refused, 400, naming the series
+  and the point); read per point through upb's objects, not by ptars, which is given only the four
+  kinds above.
 `session_name` is accepted and not used: Sparkwire has no sessions.
 
 The body is parsed by protobuf's upb runtime (a body it refuses is refused, 400), which gives what
@@ -26,7 +30,7 @@ point count differs between the two decoders and for a request ptars refuses.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
@@ -39,6 +43,7 @@ from nominal.protos.write.nominal_write_pb2 import WriteRequestNominal
 
 from app.http.errors import error_response
 from app.ingest.writes import InvalidWrite, accept_writes
+from compute.storage.composite_points import double_array_text, string_array_text, struct_text
 from compute.storage.contract import SeriesWrite
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.timestamps import MAX_SECONDS, NANOS_PER_SECOND, to_nanos_array
@@ -54,7 +59,13 @@ NUMERIC_KINDS = {
     "uint64_points": np.uint64,
 }
 COLUMN_KINDS = frozenset({*NUMERIC_KINDS, "string_points"})
-UNSUPPORTED_KINDS = {"array_points": "array", "struct_points": "struct"}
+# Array and struct points, read per point: their kind and the stored text of a point's value, by
+# the protobuf's member (an array's, inside array_points' `array_type` oneof)
+COMPOSITE_KINDS: dict[str, tuple[SeriesKind, Callable[[Any], str]]] = {
+    "double_array_points": (SeriesKind.DOUBLE_ARRAY, lambda p: double_array_text(p.value)),
+    "string_array_points": (SeriesKind.STRING_ARRAY, lambda p: string_array_text(p.value)),
+    "struct_points": (SeriesKind.STRUCT, lambda p: struct_text(p.json_string)),
+}
 Column = Sequence[Any] | np.ndarray
 Columns = tuple[Column, Column, Column]  # a series' points: seconds, nanos, values
 
@@ -104,12 +115,13 @@ def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:
             raise InvalidWrite(f"series.{i}.channel.name: must not be empty")
         kind = series.points.WhichOneof("points_type")
         if kind is None:
-            raise InvalidWrite(f"{where}.points: holds none of double, string, integer or uint64 points")
-        if kind in UNSUPPORTED_KINDS:
             raise InvalidWrite(
-                f"{where}.points: {UNSUPPORTED_KINDS[kind]} points are not supported "
-                "(double, string, integer and uint64 points are); nothing of the request was stored"
+                f"{where}.points: holds none of double, string, integer, uint64, array or struct points"
             )
+        key = SeriesKey.of(rid, channel, dict(series.tags))
+        if kind == "array_points" or kind == "struct_points":
+            writes.append(_composite_write(key, series.points, kind, where))
+            continue
         read: Columns | None = columns.get(i)
         if read is None:
             points = getattr(series.points, kind).points
@@ -117,13 +129,33 @@ def nominal_writes(body: bytes, rid: str) -> list[SeriesWrite]:
             read = [t.seconds for t in stamps], [t.nanos for t in stamps], [p.value for p in points]
         seconds, nanos, raw = read
         ts = timestamps_ns(seconds, nanos, f"{where}.points.{kind}")
-        key = SeriesKey.of(rid, channel, dict(series.tags))
         if kind == "string_points":
             writes.append(SeriesWrite(key, SeriesKind.ENUM, ts, cast(list[str], raw)))
         else:
             values = exact_doubles(raw, NUMERIC_KINDS[kind], f"{where}.points.{kind}")
             writes.append(SeriesWrite(key, SeriesKind.NUMERIC, ts, values))
     return writes
+
+
+def _composite_write(key: SeriesKey, points: Any, kind: str, where: str) -> SeriesWrite:
+    """A series of array or struct points, read per point: each value as its stored JSON text."""
+    if kind == "array_points":
+        member = points.array_points.WhichOneof("array_type")
+        if member is None:
+            raise InvalidWrite(f"{where}.points.array_points: holds neither double nor string array points")
+        held, field = getattr(points.array_points, member).points, f"{where}.points.array_points.{member}"
+    else:
+        member, held, field = kind, points.struct_points.points, f"{where}.points.struct_points"
+    stored, text_of = COMPOSITE_KINDS[member]
+    stamps = [p.timestamp for p in held]
+    ts = timestamps_ns([t.seconds for t in stamps], [t.nanos for t in stamps], field)
+    texts = []
+    for j, point in enumerate(held):
+        try:
+            texts.append(text_of(point))
+        except ValueError as exc:  # struct_text's: the json_string is no JSON object
+            raise InvalidWrite(f"{field}.{j}.json_string: {exc}; nothing of the request was stored") from None
+    return SeriesWrite(key, stored, ts, texts)
 
 
 def _arrow_columns(body: bytes, request: WriteRequestNominal) -> dict[int, Columns]:
@@ -202,7 +234,7 @@ def _ptars_handler() -> _Decoder:
             if field.type_name == f".{Timestamp.DESCRIPTOR.full_name}":
                 field.type_name = f".{stamp.package}.{message.name}"
     # Only what is read from ptars' output (~0.08 ms less a request to build and free): ptars skips
-    # the other fields as unknown ones; upb reads the channel and tags, and refuses array and struct
+    # the other fields as unknown ones; upb reads the channel and tags, and array and struct points
     for m in nominal.message_type:
         if m.name in _PTARS_FIELDS:
             kept = [field for field in m.field if field.name in _PTARS_FIELDS[m.name]]

@@ -33,6 +33,7 @@ from app.http.request_body import read_body
 from app.protocol.admission import Refused
 from app.protocol.auth import Principal
 from app.protocol.limits import MAX_JSON_DEPTH, json_depth
+from compute.storage.composite_points import double_array_text, string_array_text, struct_text
 from compute.storage.contract import InsufficientStorage, LogUnavailable, SeriesWrite, WriteRejected
 from compute.storage.series import SeriesKey, SeriesKind
 from schemas.conjure import absent_nulls
@@ -84,26 +85,50 @@ def to_writes(request: WriteBatchesRequest) -> list[SeriesWrite]:
     writes: list[SeriesWrite] = []
     rid = request["dataSourceRid"]
     for i, batch in enumerate(request["batches"]):
-        points = batch["points"]
         key = SeriesKey.of(rid, batch["channel"], batch.get("tags", {}))
-        plist: list[Any]
-        if points["type"] == "double":
-            plist, kind = list(points["double"]), SeriesKind.NUMERIC
-        else:
-            plist, kind = list(points["string"]), SeriesKind.ENUM
+        where, kind, plist, value_of = _points_of(batch["points"], i, batch["channel"])
         ts: list[int] = []
         values: list[Any] = []
         for j, p in enumerate(plist):
             t = p["timestamp"]
             if not 0 <= t["seconds"] <= MAX_SECONDS:
                 raise InvalidWrite(
-                    f"batches.{i}.points.{points['type']}.{j}.timestamp.seconds: "
-                    f"{t['seconds']} is outside 0..{MAX_SECONDS}"
+                    f"{where}.{j}.timestamp.seconds: {t['seconds']} is outside 0..{MAX_SECONDS}"
                 )
             ts.append(to_nanos(t["seconds"], t["nanos"]))
-            values.append(p["value"])
+            try:
+                values.append(value_of(p))
+            except ValueError as exc:
+                raise InvalidWrite(f"{where}.{j}: {exc}; nothing of the request was stored") from None
         writes.append(SeriesWrite(key, kind, ts, values))
     return writes
+
+
+def _points_of(points: Any, i: int, channel: str) -> tuple[str, SeriesKind, list[Any], Callable[[Any], Any]]:
+    """A batch's points: where they are in the body, their series kind, the points, and each one's
+    stored value (arrays and structs as composite_points' texts: decision 0104)."""
+    kind = points["type"]
+    if kind == "array":
+        inner = points["array"]["type"]
+        where = f"batches.{i}.points.array.{inner}"
+        if inner == "double":
+            return (
+                where,
+                SeriesKind.DOUBLE_ARRAY,
+                points["array"]["double"],
+                lambda p: double_array_text(p["value"]),
+            )
+        return (
+            where,
+            SeriesKind.STRING_ARRAY,
+            points["array"]["string"],
+            lambda p: string_array_text(p["value"]),
+        )
+    if kind == "struct":
+        where = f"batches.{i}.points.struct (channel {channel!r})"
+        return where, SeriesKind.STRUCT, points["struct"], lambda p: struct_text(p["jsonString"])
+    stored = SeriesKind.NUMERIC if kind == "double" else SeriesKind.ENUM
+    return f"batches.{i}.points.{kind}", stored, points[kind], lambda p: p["value"]
 
 
 def json_writes(body: bytes) -> list[SeriesWrite]:
@@ -131,16 +156,10 @@ def validated_writes(body: bytes) -> list[SeriesWrite]:
         raise InvalidWrite(_describe(exc)) from None
 
 
-# WriteBatchesRequestExternal's point kinds this writer does not store, by their JSON name
-# (docs/decisions/0071-log-points.md: why arrays and structs are refused)
-REFUSED_POINTS = {"array": "array points", "struct": "struct points"}
-
-
 def refuse_by_name(request: Any) -> None:
     """InvalidWrite naming what nominal-api's WriteBatchesRequestExternal may hold and this writer
-    does not store, rather than the validator's generic complaint or, for `unit`, silence: a batch's
-    unit (Sparkwire's series carry none, so a unit-aware reader would be told wrong: the columnar
-    writer refuses it alike) and array and struct points."""
+    does not store, rather than silence: a batch's unit (Sparkwire's series carry none, so a
+    unit-aware reader would be told wrong: the columnar writer refuses it alike)."""
     if not isinstance(request, dict) or not isinstance(request.get("batches"), list):
         return
     for i, batch in enumerate(request["batches"]):
@@ -150,13 +169,6 @@ def refuse_by_name(request: Any) -> None:
         if "unit" in batch:
             raise InvalidWrite(
                 f"{where}.unit: units are not supported (send the batch without a unit); "
-                "nothing of the request was stored"
-            )
-        points = batch.get("points")
-        kind = points.get("type") if isinstance(points, dict) else None
-        if kind in REFUSED_POINTS:
-            raise InvalidWrite(
-                f"{where}.points: {REFUSED_POINTS[kind]} are not supported (double and string points are); "
                 "nothing of the request was stored"
             )
 

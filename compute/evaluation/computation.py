@@ -31,6 +31,7 @@ from compute.evaluation.nodes.cross_group import changes_by_group
 from compute.evaluation.results import (
     OPEN_END,
     AggregatedRanges,
+    DoubleArrayPoints,
     EnumBuckets,
     EnumPoints,
     EnumValue,
@@ -43,9 +44,19 @@ from compute.evaluation.results import (
     Ranges,
     RangeValue,
     SinglePoint,
+    StringArrayPoints,
+    StructPoints,
 )
 from compute.evaluation.window import SeriesWindow
 from compute.storage.series import SeriesInfo, SeriesKind
+
+# The kinds whose points are JSON texts, numbered with the log lines (one numbering of stored texts)
+TEXT_POINTS: dict[SeriesKind, type[EnumPoints]] = {
+    SeriesKind.LOG: LogPoints,
+    SeriesKind.DOUBLE_ARRAY: DoubleArrayPoints,
+    SeriesKind.STRING_ARRAY: StringArrayPoints,
+    SeriesKind.STRUCT: StructPoints,
+}
 
 # A computation's log lines are numbered apart from its enum labels (only log nodes read them, and no
 # output holds their codes), and renumbered, those no window holds any more forgotten, once they
@@ -171,7 +182,9 @@ class _Route:
 @dataclass
 class _Group:
     windows: dict[int, SeriesWindow] = field(default_factory=dict)
-    logs: set[int] = field(default_factory=set)  # the input indices whose coded window holds log lines
+    # the input indices whose coded window holds stored texts (log lines, arrays, structs), and the
+    # points class each is read as
+    texts: dict[int, type[EnumPoints]] = field(default_factory=dict)
 
 
 class Computation:
@@ -185,7 +198,8 @@ class Computation:
         self.outputs: dict[GroupKey, Output] = {}
         self.categories: list[str] = []  # enum categories, stable across appends
         self._category_index: dict[str, int] = {}
-        self.log_lines: list[str] = []  # log lines' texts by code (renumbered by `_forget_log_lines`)
+        # stored texts (log lines, arrays, structs) by code, renumbered by `_forget_log_lines`
+        self.log_lines: list[str] = []
         self._log_index: dict[str, int] = {}
         self._log_lines_checked_at = MIN_LOG_LINES_KEPT  # the count past which they are next looked at
         self.newest_seen: dict[int, int] = {}  # series id -> newest timestamp accepted
@@ -349,12 +363,12 @@ class Computation:
                 if group is None:
                     group = self.groups[route.group] = _Group()
                 window = group.windows.get(route.input_index)
-                if route.kind is not SeriesKind.NUMERIC:  # string labels and log lines, coded alike
+                if route.kind is not SeriesKind.NUMERIC:  # string labels and stored texts, coded alike
                     if window is None:
                         window = group.windows[route.input_index] = SeriesWindow(np.int32)
-                        if route.kind is SeriesKind.LOG:
-                            group.logs.add(route.input_index)
-                    if route.input_index in group.logs:
+                        if route.kind in TEXT_POINTS:
+                            group.texts[route.input_index] = TEXT_POINTS[route.kind]
+                    if route.input_index in group.texts:
                         window.insert(ts, _coded(values, self.log_lines, self._log_index))
                     else:
                         window.insert(ts, self._codes(values))
@@ -400,7 +414,7 @@ class Computation:
         if len(lines) <= max(MIN_LOG_LINES_KEPT, self._log_lines_checked_at):
             return
         self._log_lines_checked_at = 2 * len(lines)
-        windows = [g.windows[i] for g in self.groups.values() for i in g.logs if i in g.windows]
+        windows = [g.windows[i] for g in self.groups.values() for i in g.texts if i in g.windows]
         for window in windows:
             window.trim_before(keep_from)
         held = np.unique(np.concatenate([w.values for w in windows])) if windows else np.empty(0, np.int32)
@@ -439,8 +453,8 @@ class Computation:
             series: dict[int, NumericPoints | EnumPoints] = {}
             for index, window in group.windows.items():
                 trimmed = window.trim_before(keep_from) > 0 or trimmed
-                if index in group.logs:
-                    series[index] = LogPoints(window.ts, window.values, self.log_lines)
+                if index in group.texts:
+                    series[index] = group.texts[index](window.ts, window.values, self.log_lines)
                 elif window.dtype == np.int32:
                     series[index] = EnumPoints(window.ts, window.values, self.categories)
                 else:

@@ -65,6 +65,18 @@ BOOLEAN_COMPARISONS: dict[str, str] = {
     "notEqualTo": "NOT_EQUAL_TO",
 }
 
+# nominal-api 0.1505.0's Numeric1dArraySeries variants (Enum1dArraySeries': selectEnum1dArray instead)
+_ARRAY_SERIES = [
+    "channel",
+    "raw",
+    "derived",
+    "extractFromStruct",
+    "toStartOfInterval",
+    "timeShift",
+    "filterByTag",
+    "selectTags",
+]
+
 VARIANTS: dict[str, frozenset[str]] = {
     "ComputableNode": frozenset(
         [
@@ -311,6 +323,24 @@ VARIANTS: dict[str, frozenset[str]] = {
             "selectTags",
         ]
     ),
+    # the inputs of select1dArrayIndex and extractFromStruct (builders/composite.py): read from a
+    # channel (`channel`, `raw`); their other variants are refused by name
+    "Numeric1dArraySeries": frozenset([*_ARRAY_SERIES, "selectNumeric1dArray"]),
+    "Enum1dArraySeries": frozenset([*_ARRAY_SERIES, "selectEnum1dArray"]),
+    "StructSeries": frozenset(
+        [
+            "channel",
+            "raw",
+            "derived",
+            "combine",
+            "selectStruct",
+            "extractFromStruct",
+            "toStartOfInterval",
+            "timeShift",
+            "filterByTag",
+            "selectTags",
+        ]
+    ),
     "LogFilterOperator": frozenset(
         ["regexFilter", "exactMatchCaseInsensitiveFilter", "arg", "and", "or", "not"]
     ),
@@ -368,6 +398,7 @@ ENUMS: dict[str, frozenset[str]] = {
     "TimeUnit": frozenset(TIME_UNIT_NANOS),
     "RangeStart": frozenset(["CONDITION_START", "PERSISTENCE_START"]),
     "SeriesStorage": frozenset(["ICEBERG", "CLICKHOUSE"]),
+    "NumericDataType": frozenset(["INT64", "FLOAT64", "UINT64"]),
     "NumericUnionOperation": frozenset(
         ["MIN", "MAX", "MEAN", "SUM", "COUNT", "STANDARD_DEVIATION", "ROOT_MEAN_SQUARE", "THROW"]
     ),

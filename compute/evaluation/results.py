@@ -305,6 +305,31 @@ class LogPoints(EnumPoints):
         return LogPoints(self.ts[i:], self.codes[i:], self.categories)
 
 
+class StoredTexts(EnumPoints):
+    """An array or struct channel's points (decision 0104): coded as log lines are, each category one
+    point's value as the JSON text `compute/storage/composite_points.py` stores. Only the nodes that
+    read arrays and structs take them (compute/evaluation/nodes/composite.py); any other node refuses
+    them by name (`channel` says what they are)."""
+
+    channel = "stored text"
+
+    def since(self, start: int) -> StoredTexts:
+        i = int(self.ts.searchsorted(start, side="left"))
+        return type(self)(self.ts[i:], self.codes[i:], self.categories)
+
+
+class DoubleArrayPoints(StoredTexts):
+    channel = "double array"
+
+
+class StringArrayPoints(StoredTexts):
+    channel = "string array"
+
+
+class StructPoints(StoredTexts):
+    channel = "struct"
+
+
 @dataclass
 class EnumBuckets:
     width: int

@@ -15,6 +15,11 @@ class SeriesKind(StrEnum):
     # Log lines (`POST /storage/writer/v1/logs/{rid}`): each point's message and args as compact JSON
     # text in the string column, as `log_text` writes it (docs/decisions/0071-log-points.md).
     LOG = "log"
+    # Arrays and structs (nominal-api's `array` and `struct` points), also as JSON text in the string
+    # column, as `composite_points` writes them (docs/decisions/0104-array-and-struct-points.md).
+    DOUBLE_ARRAY = "double-array"
+    STRING_ARRAY = "string-array"
+    STRUCT = "struct"
 
 
 @dataclass(frozen=True)

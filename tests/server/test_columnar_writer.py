@@ -1,7 +1,8 @@
 """The columnar writers (app/ingest/columnar.py) against a real server: nominal-api's own
 WriteColumnBatchesRequest, encoded by conjure_python_client's ConjureEncoder, and its protobuf twin
 (nominal-api-protos' direct_channel_writer.v2.WriteBatchesRequest). What they wrote must reach a live
-subscriber exactly; a refused request stores nothing; the auth of the row writers applies."""
+subscriber exactly, or, for arrays and structs, be stored as their JSON texts under their data types;
+a refused request stores nothing; the auth of the row writers applies."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from tests.wire import (
     NANOS,
     Client,
     channel_variable,
+    data_types,
     new_id,
     seen_by_subscriber,
     series_node,
@@ -76,6 +78,160 @@ def proto_body(rid: str, *batches: Any) -> bytes:
 
 def post(server: ServerProcess, path: str, body: bytes, headers: dict[str, str], **kw: Any) -> httpx.Response:
     return httpx.post(f"{server.base_url}{path}", content=body, headers=headers, timeout=30, **kw)
+
+
+def arrays_batch(channel: str, t0: int, **arrays: Any) -> Any:
+    """nominal-api's ColumnBatch of arrays (ArraysValues: `doubles1d` or `strings1d`), one a ns."""
+    ((member, points),) = arrays.items()
+    stamps = [api.Timestamp(seconds=(t0 + i) // NANOS, nanos=(t0 + i) % NANOS) for i in range(len(points))]
+    values = w.ColumnValues(arrays=w.ArraysValues(**{member: points}))
+    return w.ColumnBatch(channel=channel, tags={}, timestamps=stamps, values=values)
+
+
+def proto_composite(channel: str, t0: int, member: str, points: list[Any]) -> Any:
+    """A RecordsBatch of array points (`double_array_points`, `string_array_points`) or struct
+    points (`struct_points`), one a nanosecond from t0."""
+    stamps = [Timestamp(seconds=(t0 + i) // NANOS, nanos=(t0 + i) % NANOS) for i in range(len(points))]
+    if member == "struct_points":
+        held = common_pb.Points(timestamps=stamps, struct_points=common_pb.StructPoints(points=points))
+    elif member == "double_array_points":
+        arrays = common_pb.DoubleArrayPoints(points=[common_pb.DoubleArrayPoint(value=v) for v in points])
+        held = common_pb.Points(
+            timestamps=stamps, array_points=common_pb.ArrayPoints(double_array_points=arrays)
+        )
+    else:
+        strings = common_pb.StringArrayPoints(points=[common_pb.StringArrayPoint(value=v) for v in points])
+        held = common_pb.Points(
+            timestamps=stamps, array_points=common_pb.ArrayPoints(string_array_points=strings)
+        )
+    return common_pb.RecordsBatch(channel=channel, points=held)
+
+
+def stored_texts(server: ServerProcess, rid: str) -> list[tuple[str, int, str | None]]:
+    """(channel, timestamp, stored text) of each point of the data source, in write order."""
+    return [(c, ts, text) for c, _, ts, _, text in stored_rows(server.data_dir, rid)]
+
+
+# Arrays and structs as nominal-api's clients send them, and the JSON text each is stored as
+# (compute/storage/composite_points.py): compact, NaN and the infinities as JSON's tokens, a struct's
+# keys in their order
+DOUBLE_ARRAYS = [[1.5, -2.25, 0.0], [], [math.nan, math.inf, -math.inf, -0.0, 2.0**60]]
+DOUBLE_TEXTS = ["[1.5,-2.25,0.0]", "[]", "[NaN,Infinity,-Infinity,-0.0,1.152921504606847e+18]"]
+STRING_ARRAYS = [["a", "é", ""], [], ['say "hi"']]
+STRING_TEXTS = ['["a","é",""]', "[]", '["say \\"hi\\""]']
+STRUCTS = [
+    '{"engine": {"temp": 81.5, "mode": "run"}, "items": [1, 2]}',
+    "{}",
+    '{ "b" : null , "a": [true, {"c": "é"}] }',
+]
+STRUCT_TEXTS = [
+    '{"engine":{"temp":81.5,"mode":"run"},"items":[1,2]}',
+    "{}",
+    '{"b":null,"a":[true,{"c":"é"}]}',
+]
+
+
+def expected_texts(t0: int) -> list[tuple[str, int, str | None]]:
+    return [
+        *[("spectrum", t0 + i, text) for i, text in enumerate(DOUBLE_TEXTS)],
+        *[("labels", t0 + i, text) for i, text in enumerate(STRING_TEXTS)],
+        *[("state", t0 + i, text) for i, text in enumerate(STRUCT_TEXTS)],
+    ]
+
+
+COMPOSITE_TYPES = {"spectrum": "DOUBLE_ARRAY", "labels": "STRING_ARRAY", "state": "STRUCT"}
+
+
+def test_arrays_and_structs_are_stored_as_their_texts(server: ServerProcess) -> None:
+    rid = new_rid()
+    t0 = time.time_ns() - 60 * NANOS  # recent: the retention (7 days) prunes older points
+    body = conjure_body(
+        rid,
+        arrays_batch("spectrum", t0, doubles1d=DOUBLE_ARRAYS),
+        arrays_batch("labels", t0, strings1d=STRING_ARRAYS),
+        batch("state", [(t0 + i, v) for i, v in enumerate(STRUCTS)], "structs"),
+        batch("plain", [(t0, 1.0)], "doubles"),
+    )
+    assert b'"NaN"' in body and b'"Infinity"' in body  # as Conjure's encoder writes them
+    r = post(server, COLUMNAR, gzip.compress(body), {**JSON, "Content-Encoding": "gzip"})
+    assert r.status_code == 200, r.text
+    assert stored_texts(server, rid) == [*expected_texts(t0), ("plain", t0, None)]
+    assert data_types(server.base_url, rid) == {**COMPOSITE_TYPES, "plain": "DOUBLE"}
+
+
+def test_the_protobuf_twin_stores_arrays_and_structs_as_their_texts(server: ServerProcess) -> None:
+    rid = new_rid()
+    t0 = time.time_ns() - 60 * NANOS
+    body = proto_body(
+        rid,
+        proto_composite("spectrum", t0, "double_array_points", DOUBLE_ARRAYS),
+        proto_composite("labels", t0, "string_array_points", STRING_ARRAYS),
+        proto_composite("state", t0, "struct_points", STRUCTS),
+        proto_batch("plain", [(t0, 1.0)], "double_points"),
+    )
+    r = post(
+        server,
+        NOMINAL_COLUMNAR,
+        zstandard.ZstdCompressor().compress(body),
+        {**PROTOBUF, "Content-Encoding": "zstd"},
+    )
+    assert r.status_code == 200, r.text
+    assert stored_texts(server, rid) == [*expected_texts(t0), ("plain", t0, None)]
+    assert data_types(server.base_url, rid) == {**COMPOSITE_TYPES, "plain": "DOUBLE"}
+
+
+def test_a_channel_keeps_its_kind_through_both_columnar_writers(server: ServerProcess) -> None:
+    """Arrays to a channel of doubles, doubles or structs to one of arrays: refused whole, 400."""
+    rid = new_rid()
+    t = time.time_ns() - 60 * NANOS
+    first = conjure_body(
+        rid, batch("speed", [(t, 1.0)], "doubles"), arrays_batch("spectrum", t, doubles1d=[[1.0]])
+    )
+    assert post(server, COLUMNAR, first, JSON).status_code == 200
+    conflicts = [
+        (
+            COLUMNAR,
+            conjure_body(
+                rid, batch("new", [(t, 2.0)], "doubles"), arrays_batch("speed", t + 1, doubles1d=[[2.0]])
+            ),
+            JSON,
+            "holds double points; this request writes double-array points",
+        ),
+        (
+            COLUMNAR,
+            conjure_body(
+                rid, batch("new", [(t, 2.0)], "doubles"), batch("spectrum", [(t + 1, 3.0)], "doubles")
+            ),
+            JSON,
+            "holds double-array points; this request writes double points",
+        ),
+        (
+            NOMINAL_COLUMNAR,
+            proto_body(
+                rid,
+                proto_batch("new", [(t, 2.0)], "double_points"),
+                proto_composite("spectrum", t + 1, "struct_points", ['{"a": 1}']),
+            ),
+            PROTOBUF,
+            "holds double-array points; this request writes struct points",
+        ),
+        (
+            NOMINAL_COLUMNAR,
+            proto_body(
+                rid,
+                proto_batch("new", [(t, 2.0)], "double_points"),
+                proto_composite("speed", t + 1, "string_array_points", [["a"]]),
+            ),
+            PROTOBUF,
+            "holds double points; this request writes string-array points",
+        ),
+    ]
+    for path, body, headers, fragment in conflicts:
+        r = post(server, path, body, headers)
+        assert r.status_code == 400 and fragment in r.json()["message"], r.text
+    # nothing of the refused requests: not even their good batch
+    assert stored_texts(server, rid) == [("speed", t, None), ("spectrum", t, "[1.0]")]
+    assert data_types(server.base_url, rid) == {"speed": "DOUBLE", "spectrum": "DOUBLE_ARRAY"}
 
 
 async def test_a_live_subscriber_sees_columnar_json_points_as_they_are_written(server: ServerProcess) -> None:
@@ -178,6 +334,27 @@ def test_a_large_json_body_is_decoded_in_a_worker_exactly_and_refused_alike(serv
     assert stored_rows(server.data_dir, refused_rid) == []
 
 
+def test_a_large_body_of_arrays_and_structs_is_decoded_in_a_worker(server: ServerProcess) -> None:
+    rid = new_rid()
+    t0 = time.time_ns() - 60 * NANOS
+    arrays = [[i + j / 8 for j in range(12)] for i in range(2000)]
+    states = [json.dumps({"i": i, "mode": "run"}) for i in range(2000)]
+    body = conjure_body(
+        rid,
+        arrays_batch("spectrum", t0, doubles1d=arrays),
+        batch("state", [(t0 + i, v) for i, v in enumerate(states)], "structs"),
+    )
+    assert len(body) > 64 << 10
+    before = decoded(server, "worker")
+    r = post(server, COLUMNAR, body, JSON)
+    assert r.status_code == 200, r.text
+    assert decoded(server, "worker") == before + 1
+    texts = stored_texts(server, rid)
+    assert texts == [
+        ("spectrum", t0 + i, json.dumps(a, separators=(",", ":"))) for i, a in enumerate(arrays)
+    ] + [("state", t0 + i, f'{{"i":{i},"mode":"run"}}') for i in range(2000)]
+
+
 def test_nan_is_stored_as_conjure_sends_it(server: ServerProcess) -> None:
     rid = new_rid()
     t = 1_700_000_000 * NANOS
@@ -191,6 +368,20 @@ def test_nan_is_stored_as_conjure_sends_it(server: ServerProcess) -> None:
 
 T = 1_700_000_000 * NANOS
 GOOD = batch("fine", [(T, 1.0)], "doubles")
+
+
+def json_body(*values: Any, stamps: int = 1) -> bytes:
+    """GOOD, then a batch "bad" of `stamps` timestamps and each of these `values` members in turn."""
+    timestamps = [{"seconds": 1, "nanos": i} for i in range(stamps)]
+    batches = [{"channel": "bad", "timestamps": timestamps, "values": v} for v in values]
+    good = ConjureEncoder().default(GOOD)
+    return json.dumps({"dataSourceRid": "R", "batches": [good, *batches]}).encode()
+
+
+def double_arrays_json(*arrays: Any) -> dict[str, Any]:
+    return {"type": "arrays", "arrays": {"type": "doubles1d", "doubles1d": list(arrays)}}
+
+
 # name: (body, status, errorName, a part of the message); each beside a valid batch
 JSON_REFUSALS: dict[str, tuple[bytes, int, str, str]] = {
     "more timestamps than values": (
@@ -216,23 +407,71 @@ JSON_REFUSALS: dict[str, tuple[bytes, int, str, str]] = {
         "Default:InvalidArgument",
         "9007199254740993 has no exact double",
     ),
-    "structs": (
-        conjure_body("R", GOOD, batch("s", [(T, '{"a": 1}')], "structs")),
+    "a struct that is no JSON object": (
+        conjure_body("R", GOOD, batch("s", [(T, '{"a": 1}'), (T + 1, "[1, 2]")], "structs")),
         400,
         "Default:InvalidArgument",
-        "structs are not supported",
+        "batches.1 (channel 's').values.structs.1: jsonString must be a JSON object, got a JSON list",
     ),
-    "arrays": (
-        conjure_body(
-            "R",
-            GOOD,
-            w.ColumnBatch(
-                "a", {}, [api.Timestamp(1, 0)], w.ColumnValues(arrays=w.ArraysValues(doubles1d=[[1.0]]))
-            ),
-        ),
+    "a struct that is not JSON": (
+        conjure_body("R", GOOD, batch("s", [(T, '{"a": NaN}')], "structs")),
         400,
         "Default:InvalidArgument",
-        "arrays are not supported",
+        "values.structs.0: jsonString holds NaN, which is not JSON",
+    ),
+    "a struct escaping a lone surrogate": (  # valid JSON, but no Unicode text: the log cannot hold it
+        conjure_body("R", GOOD, batch("s", [(T, '{"a": "\\ud800"}')], "structs")),
+        400,
+        "Default:InvalidArgument",
+        "batches.1 (channel 's').values.structs.0: jsonString holds a lone UTF-16 surrogate",
+    ),
+    "a struct nested 100,000 deep": (
+        conjure_body("R", GOOD, batch("s", [(T, '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")], "structs")),
+        400,
+        "Default:InvalidArgument",
+        "batches.1 (channel 's').values.structs.0: jsonString is nested too deeply",
+    ),
+    "a struct that is an object, not its text": (
+        json_body({"type": "structs", "structs": [{"a": 1}]}),
+        400,
+        "Default:InvalidArgument",
+        "Expected `str`, got `object` - at `$.batches[1].values.structs[0]`",
+    ),
+    "a double array holding a string": (
+        json_body(double_arrays_json([1.0, "2.5"])),
+        400,
+        "Default:InvalidArgument",
+        "Invalid enum value '2.5' - at `$.batches[1].values.arrays.doubles1d[0][1]`",
+    ),
+    "a double array holding true": (
+        json_body(double_arrays_json([True])),
+        400,
+        "Default:InvalidArgument",
+        "got `bool` - at `$.batches[1].values.arrays.doubles1d[0][0]`",
+    ),
+    "a string array holding a number": (
+        json_body({"type": "arrays", "arrays": {"type": "strings1d", "strings1d": [["a", 1]]}}),
+        400,
+        "Default:InvalidArgument",
+        "Expected `str`, got `int` - at `$.batches[1].values.arrays.strings1d[0][1]`",
+    ),
+    "a double array that is a double": (
+        json_body(double_arrays_json(1.0)),
+        400,
+        "Default:InvalidArgument",
+        "Expected `array`, got `float` - at `$.batches[1].values.arrays.doubles1d[0]`",
+    ),
+    "arrays of a type nominal-api has not": (
+        json_body({"type": "arrays", "arrays": {"type": "ints1d", "ints1d": [[1]]}}),
+        400,
+        "Default:InvalidArgument",
+        "Invalid value 'ints1d' - at `$.batches[1].values.arrays.type`",
+    ),
+    "more timestamps than arrays": (
+        json_body(double_arrays_json([1.0]), stamps=2),
+        400,
+        "Default:InvalidArgument",
+        "2 timestamps and 1 values",
     ),
     "an unknown field": (
         conjure_body("R", GOOD)[:-1] + b', "compress": true}',
@@ -246,13 +485,13 @@ JSON_REFUSALS: dict[str, tuple[bytes, int, str, str]] = {
         "Default:InvalidArgument",
         "seconds -5",
     ),
-    "arrays nested 100,000 deep": (
+    "arrays nested 100,000 deep": (  # before the union's tag: msgspec skips them looking for it
         conjure_body("R", GOOD).replace(
             b"}}]",
-            b'}}, {"channel": "a", "timestamps": [], "values": {"type": "arrays", "arrays": '
+            b'}}, {"channel": "a", "timestamps": [], "values": {"type": "arrays", "arrays": {"doubles1d": '
             + b"[" * 100_000
             + b"]" * 100_000
-            + b"}}]",
+            + b', "type": "doubles1d"}}}]',
             1,
         ),
         400,
@@ -277,6 +516,18 @@ def test_refused_columnar_json_requests_store_nothing(server: ServerProcess, nam
 PROTOBUF_REFUSALS: dict[str, tuple[int, str, str]] = {
     "a unit": (400, "Default:InvalidArgument", "units are not supported"),
     "log points": (400, "Default:InvalidArgument", "log points are not supported"),
+    "a struct that is no JSON object": (
+        400,
+        "Default:InvalidArgument",
+        "batches.1 (channel 'j').values.structs.1: jsonString must be a JSON object, got a JSON list",
+    ),
+    "array points of no array type": (
+        400,
+        "Default:InvalidArgument",
+        "batches.1 (channel 'a').points.array_points: holds neither double nor string array points",
+    ),
+    "a string array element not UTF-8": (400, "Default:InvalidArgument", "bad UTF-8"),
+    "fewer timestamps than structs": (400, "Default:InvalidArgument", "1 timestamps and 2 values"),
     "fewer timestamps than values": (400, "Default:InvalidArgument", "1 timestamps and 2 values"),
     "truncated": (400, "Default:InvalidArgument", "not a WriteBatchesRequest protobuf"),
     "wrong content type": (415, "Sparkwire:UnsupportedMediaType", "application/json"),
@@ -295,6 +546,19 @@ def test_refused_protobuf_columnar_requests_store_nothing(server: ServerProcess,
             timestamps=[Timestamp(seconds=1)], log_points=common_pb.LogPoints(points=[common_pb.LogPoint()])
         )
         body = proto_body(rid, good, common_pb.RecordsBatch(channel="log", points=logs))
+    elif name == "a struct that is no JSON object":
+        body = proto_body(rid, good, proto_composite("j", T, "struct_points", ['{"a": 1}', "[1]"]))
+    elif name == "array points of no array type":
+        empty = common_pb.Points(timestamps=[Timestamp(seconds=1)], array_points=common_pb.ArrayPoints())
+        body = proto_body(rid, good, common_pb.RecordsBatch(channel="a", points=empty))
+    elif name == "a string array element not UTF-8":
+        strings = proto_composite("a", T, "string_array_points", [["ok", "zz"]])
+        body = proto_body(rid, good, strings).replace(b"zz", b"\xff\xfe")  # as long: still protobuf
+    elif name == "fewer timestamps than structs":
+        structs = common_pb.Points(
+            timestamps=[Timestamp(seconds=1)], struct_points=common_pb.StructPoints(points=["{}", "{}"])
+        )
+        body = proto_body(rid, good, common_pb.RecordsBatch(channel="j", points=structs))
     elif name == "fewer timestamps than values":
         mismatched = common_pb.Points(
             timestamps=[Timestamp(seconds=1)], double_points=common_pb.DoublePoints(points=[1.0, 2.0])

@@ -172,6 +172,19 @@ CREATION_ERRORS: dict[str, tuple[dict[str, Any], float, str, dict[str, str]]] = 
         "PollingOnlyComputation",
         {"pollingOnlyTypes": "LTTB_SUMMARIZATION_STRATEGY"},
     ),
+    # computed when polled (tests/server/test_array_struct_points.py), refused live as Nominal does
+    "array_index": (
+        n.series(n.numeric_series(n.union("select1dArrayIndex", {"input": A, "index": n.literal(0)}))),
+        HOUR,
+        "PollingOnlyComputation",
+        {"pollingOnlyTypes": "ARRAY"},
+    ),
+    "struct_field": (
+        n.series(n.enum_series(n.union("extractFromStruct", {"input": A, "fieldPath": [n.literal("a")]}))),
+        HOUR,
+        "PollingOnlyComputation",
+        {"pollingOnlyTypes": "STRUCT"},
+    ),
     "window_negative": (n.series(n.numeric_series(A)), -1.0, "WindowNegative", {"window": str(-NANOS)}),
     "window_too_large": (n.series(n.numeric_series(A)), 25 * HOUR, "WindowTooLarge", {}),
     "lookback_too_large": (

@@ -80,11 +80,10 @@ def channel(rid: str, name: str) -> Json:
     return n.channel(rid, name)
 
 
-def array_index(rid: str) -> Json:
-    """A node Nominal computes only when polled and Sparkwire refuses either way: an element of an
-    array series (PollingOnlyComputation ARRAY)."""
-    element = {"input": channel(rid, "wave"), "index": n.literal(0)}
-    return n.series(n.numeric_series(n.union("select1dArrayIndex", element)))
+def array_plot(rid: str) -> Json:
+    """A node Nominal computes only when polled and Sparkwire refuses either way: an array series
+    itself (live: PollingOnlyComputation ARRAY; polled: InvalidComputation, no arrow array plot)."""
+    return n.series(n.union("array", n.union("numeric1d", channel(rid, "wave"))))
 
 
 def request_body(node: Json, start: int, end: int) -> Json:
@@ -226,7 +225,7 @@ def test_compute_with_units_and_the_units_endpoints(secured: ServerProcess, writ
         context=sc.Context(variables={}, dataset_references={}),
     )
     assert present(client.compute_units(TOKEN, units).single).success == "m"
-    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
+    polling = array_plot(rid)  # polled or live: Sparkwire answers no array plot
     batch = client.batch_compute_units(
         TOKEN,
         sc.BatchComputeUnitsRequest(
@@ -246,15 +245,15 @@ def test_compute_with_units_and_the_units_endpoints(secured: ServerProcess, writ
     assert second.success is None and second.no_unit_available == []
     (failure,) = present(third.no_unit_available)
     error = present(failure.error)
-    assert error.name == "Compute:PollingOnlyComputation"
-    assert error.params["pollingOnlyTypes"] == "ARRAY"
+    assert error.name == "Compute:InvalidComputation"
+    assert error.params["variant"] == "array"
 
 
 def test_batch_and_parameterized_compute_answer_each_item(secured: ServerProcess, written: Json) -> None:
     rid, t0, wave, ramp = written["rid"], written["t0"], written["wave"], written["ramp"]
     client = service(secured.base_url)
     good = n.series(n.numeric_series(channel(rid, "wave")), buckets=50)
-    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
+    polling = array_plot(rid)  # polled or live: Sparkwire answers no array plot
     start, end = t0, t0 + 10 * NANOS
     batch = client.batch_compute_with_units(
         TOKEN,
@@ -267,7 +266,7 @@ def test_batch_and_parameterized_compute_answer_each_item(secured: ServerProcess
     )
     assert present(ok.unit_result.single).no_unit_available == []
     assert bad.compute_result.error is not None
-    assert bad.compute_result.error.error_type == "Compute:PollingOnlyComputation"
+    assert bad.compute_result.error.error_type == "Compute:InvalidComputation"
     assert bad.compute_result.error.code == 400
     # parameterized: a variable per input, and a time range of its own
     node = n.series(n.numeric_series(n.raw("x")))
@@ -312,11 +311,11 @@ def test_refusals_by_name(secured: ServerProcess, written: Json) -> None:
     with pytest.raises(ConjureHTTPError) as other:
         client.compute("Bearer other-token", good)
     assert present(other.value.response).status_code == 403
-    polling = array_index(rid)  # polled or live: Sparkwire stores no arrays
+    polling = array_plot(rid)  # polled or live: Sparkwire answers no array plot
     with pytest.raises(ConjureHTTPError) as refused:
         client.compute(TOKEN, request(polling, t0, t0 + NANOS))
-    assert refused.value.error_name == "Compute:PollingOnlyComputation"
-    assert refused.value.parameters["pollingOnlyTypes"] == "ARRAY"
+    assert refused.value.error_name == "Compute:InvalidComputation"
+    assert refused.value.parameters["variant"] == "array"
     # the frequency domain is computed when polled: tests/server/test_frequency_service.py
     # LTTB, page and truncate summaries are computed when polled: tests/server/test_lttb_paging.py
     # not a node at all (raw JSON: the client would not encode it)

@@ -206,6 +206,70 @@ async def test_string_points_round_trip_through_kafka(server: ServerProcess) -> 
         await client.close()
 
 
+async def test_array_and_struct_points_round_trip_through_kafka(server: ServerProcess) -> None:
+    """Decision 0104's kinds, JSON texts in the Kafka log's string blocks, read back by a Spark job
+    (the ComputeService on the Kafka log) through select1dArrayIndex and extractFromStruct."""
+    rid = unique_rid("kafka-composite")
+    t0 = (time.time_ns() // NANOS - 60) * NANOS
+
+    def at(t: int) -> dict[str, int]:
+        return {"seconds": t // NANOS, "nanos": t % NANOS}
+
+    arrays = [[1.0, 2.0], [3.0], [4.0, 5.0, 6.0]]
+    structs = ['{"engine": {"temp": 80.5}}', '{"engine": {}}', '{"engine": {"temp": 82}}']
+    body = {
+        "dataSourceRid": rid,
+        "batches": [
+            {
+                "channel": "vector",
+                "points": {
+                    "type": "array",
+                    "array": {
+                        "type": "double",
+                        "double": [{"timestamp": at(t0 + i), "value": a} for i, a in enumerate(arrays)],
+                    },
+                },
+            },
+            {
+                "channel": "record",
+                "points": {
+                    "type": "struct",
+                    "struct": [{"timestamp": at(t0 + i), "jsonString": s} for i, s in enumerate(structs)],
+                },
+            },
+        ],
+    }
+    assert httpx.post(f"{server.base_url}/storage/writer/v1", json=body, timeout=60).status_code == 200
+    source = {"dataSourceRid": {"type": "literal", "literal": rid}, "tags": {}}
+
+    def polled(node: dict) -> list[tuple[int, float]]:
+        request = {
+            "node": {
+                "type": "series",
+                "series": {"input": {"type": "numeric", "numeric": node}, "numericAggregations": {}},
+            },
+            "start": at(t0),
+            "end": at(t0 + NANOS),
+            "context": {"variables": {}, "datasetReferences": {}},
+        }
+        r = httpx.post(f"{server.base_url}/compute/v2/compute", json=request, timeout=300)
+        assert r.status_code == 200, r.text
+        numeric = r.json()["numeric"]
+        return [
+            (t["seconds"] * NANOS + t["nanos"], v)
+            for t, v in zip(numeric["timestamps"], numeric["values"], strict=True)
+        ]
+
+    def channel(name: str) -> dict:
+        inner = {**source, "channel": {"type": "literal", "literal": name}}
+        return {"type": "channel", "channel": {"type": "dataSource", "dataSource": inner}}
+
+    second = {"input": channel("vector"), "index": {"type": "literal", "literal": 1}}
+    assert polled({"type": "select1dArrayIndex", "select1dArrayIndex": second}) == [(t0, 2.0), (t0 + 2, 5.0)]
+    temp = {"input": channel("record"), "fieldPath": [{"type": "literal", "literal": "engine.temp"}]}
+    assert polled({"type": "extractFromStruct", "extractFromStruct": temp}) == [(t0, 80.5), (t0 + 2, 82.0)]
+
+
 async def test_series_counts_over_a_range_are_counted_by_spark_on_the_kafka_log(
     server: ServerProcess,
 ) -> None:

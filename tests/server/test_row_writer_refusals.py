@@ -1,9 +1,9 @@
 """What `POST /storage/writer/v1` (nominal-api's WriteBatchesRequestExternal) does not store, it
 refuses by name, 400, nothing of the request stored: a batch's `unit` (the columnar protobuf writer
-refuses it alike; Sparkwire's series carry no unit) and array and struct points
-(docs/decisions/0071-log-points.md). An unset unit, which nominal-api's encoder writes as null, is
-no unit. Bodies built with nominal-api's own classes and encoder, small ones decoded on the event
-loop and large ones in a decode process."""
+refuses it alike; Sparkwire's series carry no unit). An unset unit, which nominal-api's encoder
+writes as null, is no unit. Array and struct points, refused until decision 0104, are stored, each
+as one JSON text. Bodies built with nominal-api's own classes and encoder, small ones decoded on
+the event loop and large ones in a decode process."""
 
 from __future__ import annotations
 
@@ -52,19 +52,12 @@ def post(server: ServerProcess, content: bytes) -> httpx.Response:
 
 
 def refused_batch(name: str, t0: int) -> w.RecordsBatchExternal:
-    if name == "a unit":
-        return w.RecordsBatchExternal(channel="speed", points=doubles(t0, 2), tags={}, unit="m/s")
-    if name == "array points":
-        arrays = w.ArrayPoints(double=[w.DoubleArrayPoint(timestamp=stamp(t0), value=[1.0, 2.0])])
-        return w.RecordsBatchExternal(channel="vector", points=w.PointsExternal(array=arrays), tags={})
-    structs = [w.StructPoint(json_string='{"a": 1}', timestamp=stamp(t0))]
-    return w.RecordsBatchExternal(channel="record", points=w.PointsExternal(struct=structs), tags={})
+    assert name == "a unit"
+    return w.RecordsBatchExternal(channel="speed", points=doubles(t0, 2), tags={}, unit="m/s")
 
 
 REFUSED: dict[str, str] = {
     "a unit": "batches.1 (channel 'speed').unit: units are not supported",
-    "array points": "batches.1 (channel 'vector').points: array points are not supported",
-    "struct points": "batches.1 (channel 'record').points: struct points are not supported",
 }
 
 
@@ -97,3 +90,31 @@ def test_an_unset_unit_sent_as_null_is_no_unit(server: ServerProcess) -> None:
         ("fine", t0, 0.0),
         ("fine", t0 + 1, 1.0),
     ]
+
+
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_array_and_struct_points_are_stored_as_json_texts(server: ServerProcess, size: str) -> None:
+    rid = f"ri.sparkwire.test.composite.{uuid.uuid4().hex}"
+    t0 = time.time_ns() - 60 * NANOS
+    count = 5_000 if size == "large" else 3
+    doubles_1d = w.ArrayPoints(
+        double=[w.DoubleArrayPoint(timestamp=stamp(t0), value=[1.0, float("nan"), -2.5])]
+    )
+    strings_1d = w.ArrayPoints(string=[w.StringArrayPoint(timestamp=stamp(t0 + 1), value=["a", "é"])])
+    structs = [w.StructPoint(json_string='{"a": {"b": [1, 2.5]}, "c": "x"}', timestamp=stamp(t0 + 2))]
+    content = body(
+        rid,
+        w.RecordsBatchExternal(channel="fine", points=doubles(t0, count), tags={}),
+        w.RecordsBatchExternal(channel="vector", points=w.PointsExternal(array=doubles_1d), tags={}),
+        w.RecordsBatchExternal(channel="names", points=w.PointsExternal(array=strings_1d), tags={}),
+        w.RecordsBatchExternal(channel="record", points=w.PointsExternal(struct=structs), tags={}),
+    )
+    assert (size == "large") == (len(content) >= 64 * 1024)
+    r = post(server, content)
+    assert r.status_code == 200, r.text
+    texts = {c: (t, s) for c, _, t, _, s in stored_rows(server.data_dir, rid) if c != "fine"}
+    assert texts == {
+        "vector": (t0, "[1.0,NaN,-2.5]"),
+        "names": (t0 + 1, '["a","é"]'),
+        "record": (t0 + 2, '{"a":{"b":[1,2.5]},"c":"x"}'),
+    }

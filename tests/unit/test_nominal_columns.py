@@ -13,6 +13,7 @@ from nominal.protos.write import nominal_write_pb2 as pb
 from app.ingest import nominal as ingest_nominal
 from app.ingest.nominal import nominal_writes
 from app.ingest.writes import InvalidWrite
+from compute.storage.series import SeriesKey, SeriesKind
 
 RID = "ri.sparkwire.test.dataset.columns"
 KINDS = ("double_points", "integer_points", "uint64_points", "string_points")
@@ -214,7 +215,8 @@ def test_a_body_ptars_refuses_is_read_per_point(monkeypatch: pytest.MonkeyPatch)
 
 def test_what_ptars_skips_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     # ptars is given only the points of the four kinds read; channels, tags, session_name and array
-    # or struct points are unknown fields to it (upb reads them), skipped between the points it reads
+    # or struct points are unknown fields to it (upb reads them, per point), skipped between the
+    # points it reads
     request = pb.WriteRequestNominal(session_name="s" * 300)
     for c, kind in enumerate(KINDS):
         s = series(kind, [(1_700_000_000, c), None], VALUES[kind][:2], f"ch{c}é")
@@ -223,15 +225,24 @@ def test_what_ptars_skips_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> Non
     assert_same(request.SerializeToString(), monkeypatch)
     assert sorted(columns(request)) == [0, 1, 2, 3]
     assert outcome(request.SerializeToString())[3][3] == VALUES["string_points"][:2]
-    for refused in ("array_points", "struct_points"):
+    stored = {
+        "double_array_points": (SeriesKind.DOUBLE_ARRAY, "[1.0,2.0]"),
+        "string_array_points": (SeriesKind.STRING_ARRAY, '["x","é"]'),
+        "struct_points": (SeriesKind.STRUCT, '{"a":1}'),
+    }
+    for member, (kind, text) in stored.items():
         odd = pb.WriteRequestNominal.FromString(request.SerializeToString())
         extra = odd.series.add(channel=pb.Channel(name="odd"), tags={"a": "b"})
-        if refused == "array_points":
+        if member == "double_array_points":
             p = extra.points.array_points.double_array_points.points.add(value=[1.0, 2.0])
+        elif member == "string_array_points":
+            p = extra.points.array_points.string_array_points.points.add(value=["x", "é"])
         else:
             p = extra.points.struct_points.points.add(json_string='{"a": 1}')
         p.timestamp.seconds = 5
         odd.series.append(series("double_points", [(2, 3)], [1.5], "after"))
         assert_same(odd.SerializeToString(), monkeypatch)
-        assert "points are not supported" in outcome(odd.SerializeToString())
-        assert sorted(columns(odd)) == [0, 1, 2, 3, 5]
+        read = outcome(odd.SerializeToString())
+        assert read[4] == (SeriesKey.of(RID, "odd", {"a": "b"}), kind, [5 * 10**9], [text])
+        assert read[5][0].channel == "after" and read[5][3] == [1.5]
+        assert sorted(columns(odd)) == [0, 1, 2, 3, 5]  # the array or struct series read per point

@@ -36,6 +36,7 @@ from compute.evaluation.results import (
     NumericPoints,
     Output,
     Ranges,
+    StoredTexts,
 )
 
 if TYPE_CHECKING:
@@ -324,7 +325,27 @@ def numeric(series: Series, node: str) -> NumericPoints:
 
 
 def _channel_kind(series: EnumPoints) -> str:
+    if isinstance(series, StoredTexts):
+        return series.channel
     return "log" if isinstance(series, LogPoints) else "string"
+
+
+Texts = TypeVar("Texts", bound=StoredTexts)
+
+
+def stored_texts(series: Series, points: type[Texts], node: str) -> Texts:
+    """The series as an array or struct channel's points of this class, or an honest refusal naming
+    what the channel holds (decision 0104)."""
+    if isinstance(series, points):
+        return series
+    if not len(series):  # nothing written yet
+        return points(series.ts, np.empty(0, np.int32), [])
+    got = _channel_kind(series) if isinstance(series, EnumPoints) else "double"
+    raise ComputeError(
+        "InvalidComputation",
+        f"'{node}' needs a {points.channel} series, got a {got} channel",
+        {"invalidTypes": "", "variant": node},
+    )
 
 
 def log_lines(series: Series, node: str) -> LogPoints:
@@ -333,7 +354,7 @@ def log_lines(series: Series, node: str) -> LogPoints:
         return series
     if not len(series):  # nothing written yet: no log line
         return LogPoints(series.ts, np.empty(0, np.int32), [])
-    got = "string" if isinstance(series, EnumPoints) else "double"
+    got = _channel_kind(series) if isinstance(series, EnumPoints) else "double"
     raise ComputeError(
         "InvalidComputation",
         f"'{node}' needs a log series, got a {got} channel",
@@ -342,10 +363,10 @@ def log_lines(series: Series, node: str) -> LogPoints:
 
 
 def enum(series: Series, node: str, categories: list[str]) -> EnumPoints:
-    if isinstance(series, LogPoints):  # a log line is no label: only the log nodes read it
+    if isinstance(series, LogPoints | StoredTexts):  # no label: only the log (array, struct) nodes read it
         raise ComputeError(
             "InvalidComputation",
-            f"'{node}' needs an enum series, got a log channel",
+            f"'{node}' needs an enum series, got a {_channel_kind(series)} channel",
             {"invalidTypes": "", "variant": node},
         )
     if isinstance(series, NumericPoints):

@@ -18,8 +18,23 @@ from compute.evaluation.nodes.base import (
     enum,
     log_lines,
     numeric,
+    stored_texts,
 )
-from compute.evaluation.results import EnumPoints, LogPoints
+from compute.evaluation.results import (
+    DoubleArrayPoints,
+    EnumPoints,
+    LogPoints,
+    StoredTexts,
+    StringArrayPoints,
+    StructPoints,
+)
+
+# The channels read as arrays and structs, by what a builder expects (builders/composite.py)
+STORED_TEXTS: dict[str, type[StoredTexts]] = {
+    "double-array": DoubleArrayPoints,
+    "string-array": StringArrayPoints,
+    "struct": StructPoints,
+}
 
 
 @dataclass
@@ -27,7 +42,8 @@ class ChannelInput(SeriesNode):
     """The points of the series one of the plan's channel selectors routes here."""
 
     index: int
-    # "numeric", "enum", "log" (a LogSeries: builders/logs.py), or None when a `Series.raw` leaves it open
+    # "numeric", "enum", "log" (a LogSeries: builders/logs.py), a key of STORED_TEXTS (an array or a
+    # struct series), or None when a `Series.raw` leaves it open
     expect: str | None = None
 
     def reads_channel(self) -> bool:
@@ -61,6 +77,15 @@ class ChannelInput(SeriesNode):
             return enum(series, "enum", env.categories)
         if self.expect == "log":
             return log_lines(series, "log")
+        if self.expect in STORED_TEXTS:
+            return stored_texts(series, STORED_TEXTS[self.expect], self.expect)
+        if isinstance(series, StoredTexts):  # Nominal's `array` / `struct` series: polling only
+            kind = "STRUCT" if isinstance(series, StructPoints) else "ARRAY"
+            raise polling_only(
+                f"a {series.channel} channel read as a series streams by polling only, and Sparkwire "
+                "answers no array or struct plot (select1dArrayIndex and extractFromStruct read one)",
+                kind,
+            )
         if isinstance(series, LogPoints):  # a log channel read as a `Series`: Nominal's `log`, polling only
             raise polling_only(
                 "a log channel read as a series streams by polling only (a log node such as contains "

@@ -5,6 +5,7 @@ helpers.py."""
 
 from compute.evaluation.compiler.builders import (
     charts,
+    composite,
     cross_group,
     curve_fits,
     derived,
@@ -26,6 +27,7 @@ from compute.evaluation.compiler.builders import (
 
 __all__ = [
     "charts",
+    "composite",
     "cross_group",
     "curve_fits",
     "derived",

@@ -44,7 +44,8 @@ for _union in ("NumericSeries", "EnumSeries"):
         reason="scalarUdf cannot stream (as in Nominal), and Sparkwire does not compute it when polled "
         "either: its source is Rust code to compile to WebAssembly and run, which Sparkwire does not do",
     )
-# An array or struct series streams by polling only, whichever family reads it.
+# An array or struct series streams by polling only, whichever family reads it (computed when polled:
+# builders/composite.py).
 for _union in ("NumericSeries", "EnumSeries"):
     refuses(
         _union,
