@@ -18,6 +18,7 @@ same nodes subscribed without the option keep Nominal's `PollingOnlyComputation`
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -372,5 +373,104 @@ async def test_the_option_streams_only_what_it_keeps_exact(live_server: ServerPr
         error = creation["error"]["serializableError"]
         assert error["name"] == "PersistentCompute:PollingOnlyComputation"
         assert error["params"]["pollingOnlyTypes"] == "TRUNCATE_SUMMARIZATION_STRATEGY"
+    finally:
+        await client.close()
+
+
+def array_element(rid: str) -> Json:
+    select = {"input": n.channel(rid, "vector"), "index": n.literal(2)}
+    return n.series(n.numeric_series(n.union("select1dArrayIndex", select)), buckets=10_000)
+
+
+def struct_field(rid: str) -> Json:
+    extract = {"input": n.channel(rid, "state"), "fieldPath": [n.literal("engine.temp")]}
+    return n.series(n.numeric_series(n.union("extractFromStruct", extract)), buckets=10_000)
+
+
+async def test_an_array_element_and_a_struct_field_stream_as_they_poll(live_server: ServerProcess) -> None:
+    """Decision 0104's numeric nodes under the option: point by point, so each chunk's arrays and
+    structs reach the view as an append, which merges to the ComputeService's answer and to the
+    reference (arrays of varied length: the index out of bounds omits the point; a struct without
+    the field, or with a string there, is filtered out)."""
+    rid = f"ri.sparkwire.test.dataset.{uuid.uuid4().hex}"
+    t0 = (time.time_ns() // NANOS - 120) * NANOS
+    step = NANOS // 100
+    arrays = [[float(i), i / 2, i / 4, -i][: 2 + i % 3] for i in range(60)]  # 2, 3 or 4 long
+    structs = [{"engine": {"temp": 20.0 + i}} if i % 5 else {"engine": {"temp": "n/a"}} for i in range(60)]
+    polled = service(live_server.base_url)
+    async with Client(live_server.base_url, extensions=False, explain_empty=False) as client:
+        element = await client.subscribe(raw_node(array_element(rid)), WINDOW_S, stream_polled=True)
+        field = await client.subscribe(raw_node(struct_field(rid)), WINDOW_S, stream_polled=True)
+        async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
+            for k in range(3):
+                part = range(k * 20, (k + 1) * 20)
+                stamp = [
+                    {"seconds": (t0 + i * step) // NANOS, "nanos": (t0 + i * step) % NANOS} for i in part
+                ]
+                body = {
+                    "dataSourceRid": rid,
+                    "batches": [
+                        {
+                            "channel": "vector",
+                            "points": {
+                                "type": "array",
+                                "array": {
+                                    "type": "double",
+                                    "double": [
+                                        {"timestamp": s, "value": arrays[i]}
+                                        for s, i in zip(stamp, part, strict=True)
+                                    ],
+                                },
+                            },
+                        },
+                        {
+                            "channel": "state",
+                            "points": {
+                                "type": "struct",
+                                "struct": [
+                                    {"timestamp": s, "jsonString": json.dumps(structs[i])}
+                                    for s, i in zip(stamp, part, strict=True)
+                                ],
+                            },
+                        },
+                    ],
+                }
+                r = await http.post("/storage/writer/v1", json=body)
+                assert r.status_code == 200, r.text
+                held = range((k + 1) * 20)
+                start, end = t0 - 60 * NANOS, t0 + held[-1] * step + 1
+                for sub, node, want in (
+                    (
+                        element,
+                        array_element(rid),
+                        [(t0 + i * step, arrays[i][2]) for i in held if len(arrays[i]) > 2],
+                    ),
+                    (field, struct_field(rid), [(t0 + i * step, 20.0 + i) for i in held if i % 5]),
+                ):
+                    view = await settled(sub, holds(len(want)), f"chunk {k}")
+                    got = present(polled.compute(TOKEN, request(node, start, end)).numeric)
+                    answer = [(ns(t), float(v)) for t, v in zip(got.timestamps, got.values, strict=True)]
+                    assert answer == want, f"chunk {k}: the poll differs from the reference"
+                    assert points_of(view) == want, (
+                        f"chunk {k}: the streamed points differ from the polled ones"
+                    )
+                    assert sub.version >= k + 1
+    # their enum forms are not streamed: a label numbering read point by point depends on history
+    client = await WireClient.connect(live_server.ws_url)
+    try:
+        node = n.series(
+            n.enum_series(
+                n.union(
+                    "extractFromStruct", {"input": n.channel(rid, "state"), "fieldPath": [n.literal("a")]}
+                )
+            )
+        )
+        sub_id = new_id()
+        await client.subscribe(
+            {sub_id: {**subscription(node, {}, WINDOW_S), "sparkwire": {"streamPolled": True}}}
+        )
+        creation = await client.creation(sub_id)
+        assert creation["type"] == "error", creation
+        assert creation["error"]["serializableError"]["params"]["pollingOnlyTypes"] == "STRUCT"
     finally:
         await client.close()

@@ -29,6 +29,7 @@ from compute.evaluation.nodes.base import node_kinds
 from compute.evaluation.nodes.outputs import SummarizeRanges
 from compute.evaluation.results import EnumBuckets, MultivariateBuckets, NumericBuckets
 from compute.storage.assets import Asset, DataScope, Run
+from compute.storage.composite_points import double_array_text, struct_text
 from compute.storage.events import Event
 from compute.storage.log_lines import log_text
 from compute.storage.series import SeriesInfo, SeriesKey, SeriesKind
@@ -50,6 +51,14 @@ SERIES = {
     ("g", (("vehicle", "v1"),)): 4,
     ("g", (("vehicle", "v2"),)): 5,
     ("l", ()): 6,  # log lines (SeriesKind.LOG)
+    ("v", ()): 7,  # double arrays and structs (decision 0104)
+    ("s", ()): 8,
+}
+TEXT_KINDS = {
+    "e": SeriesKind.ENUM,
+    "l": SeriesKind.LOG,
+    "v": SeriesKind.DOUBLE_ARRAY,
+    "s": SeriesKind.STRUCT,
 }
 BASE = 1_800_000_000 * NANOS
 J = dict[str, Any]
@@ -74,6 +83,13 @@ LOG_LINES = [
     log_text("error: reset", {"level": "WARN", "host": "a1"}),
     log_text("all good", {}),
     log_text("ERR-42", {"host": "a1"}),
+]
+# channels "v" and "s": arrays (of varied lengths: an index out of bounds omits the point) and
+# structs (a field missing, or not a number: the row filtered out), as the log stores them
+ARRAYS = [double_array_text(x) for x in ([1.0, 2.0, 3.0], [4.0], [], [float("nan"), 5.5], [-1.0, 0.5])]
+STRUCTS = [
+    struct_text(json.dumps(x))
+    for x in ({"m": {"t": 1.5, "s": "ok"}}, {"m": {"t": "hot"}}, {"m": {}}, {"m": {"t": -2, "s": True}})
 ]
 # Every node kind, alone and nested (a point-reach node over a time-reach one and the reverse).
 CASES: dict[str, J] = {
@@ -212,6 +228,12 @@ _STATES = range_enum_nodes.CASES["grouped_value_map"]["series"]["input"]["enum"]
 CASES["enum_select_tags_joined"] = n.series(
     n.enum_series(n.union("selectTags", {"input": _STATES, "tagKeys": []})), buckets=6
 )
+# arrays and structs (nodes/composite.py), streamed under `sparkwire.streamPolled`: an element of
+# each array under a node of time reach, bucketed; a number of each struct
+_SECOND_ELEMENT = n.union("select1dArrayIndex", {"input": n.raw("v"), "index": n.literal(1)})
+CASES["array_index_derivative"] = n.series(n.numeric_series(n.derivative(_SECOND_ELEMENT)), buckets=6)
+_FIELD = {"input": n.raw("s"), "fieldPath": [n.literal("m.t")], "dataType": "INT64"}
+CASES["struct_number"] = n.series(n.numeric_series(n.union("extractFromStruct", _FIELD)))
 # contains (nodes/logs.py): a point per log line, 1.0 where the operator matches
 CASES["contains"] = n.series(
     n.numeric_series(
@@ -306,6 +328,8 @@ BRANCHES = n.union(
 VARIABLES = {
     **variables(RID),
     "l": n.channel(RID, "l"),
+    "v": n.channel(RID, "v"),
+    "s": n.channel(RID, "s"),
     "branches": n.union(
         "series", {"select": {"name": n.literal("a"), "dataset": BRANCHES}, "groupByTags": []}
     ),
@@ -418,10 +442,14 @@ class _Catalog:
 def _plan(node: J, window_ns: int = WINDOW_NS) -> Any:
     """The node compiled against the test's variables, with the test's run in the catalog."""
     catalogs = Catalogs(assets=_Catalog(), events=_Events())
-    return compile_plan(node, window_ns, VARIABLES, Limits(), ResultOptions(), catalogs=catalogs)
+    # streamed: the polled variants marked with `streams` compile too (under `sparkwire.streamPolled`)
+    return compile_plan(
+        node, window_ns, VARIABLES, Limits(), ResultOptions(), catalogs=catalogs, streamed=True
+    )
 
 
 GRID = st.integers(-4, 4).map(lambda i: i / 2)
+TEXTS = {"v": ARRAYS, "s": STRUCTS}
 
 
 def _value(draw: st.DrawFn, channel: str) -> Any:
@@ -429,6 +457,8 @@ def _value(draw: st.DrawFn, channel: str) -> Any:
         return draw(st.sampled_from(STATES))
     if channel == "l":
         return draw(st.sampled_from(LOG_LINES))
+    if channel in TEXTS:
+        return draw(st.sampled_from(TEXTS[channel]))
     return draw(GRID)
 
 
@@ -444,6 +474,8 @@ def feeds(draw: st.DrawFn) -> list[tuple[str, dict[str, str], list[tuple[int, An
         ("g", {"vehicle": "v1"}),
         ("g", {"vehicle": "v2"}),
         ("l", {}),
+        ("v", {}),
+        ("s", {}),
     ):
         count = draw(st.integers(0, 60))
         gaps = draw(st.lists(st.sampled_from([7, 50, 200, 400, 1300, 2600]), min_size=count, max_size=count))
@@ -474,7 +506,7 @@ def _computation(node: J) -> Computation:
     plan = _plan(node)
     computation = Computation("exact", plan, allowed_lateness_ns=1000 * NANOS)  # none dropped
     for (channel, tags), sid in SERIES.items():
-        kind = {"e": SeriesKind.ENUM, "l": SeriesKind.LOG}.get(channel, SeriesKind.NUMERIC)
+        kind = TEXT_KINDS.get(channel, SeriesKind.NUMERIC)
         computation.route(SeriesInfo(sid, SeriesKey.of(RID, channel, dict(tags)), kind))
     return computation
 
@@ -482,7 +514,7 @@ def _computation(node: J) -> Computation:
 def _rows(request: Any, seq: int) -> tuple[int, Rows]:
     channel, tags, points = request
     ts = np.array([BASE + t for t, _ in points], np.int64)
-    values = np.array([v for _, v in points], dtype=object if channel in ("e", "l") else np.float64)
+    values = np.array([v for _, v in points], dtype=object if channel in TEXT_KINDS else np.float64)
     seqs = np.arange(seq + 1, seq + 1 + len(points))
     return SERIES[(channel, tuple(sorted(tags.items())))], Rows(seqs, ts, values)
 
@@ -767,6 +799,8 @@ INCREMENTAL_CASES = {
     "ToStartOfInterval": "ranges_enums_to_start_of_interval_then_aggregate_max",
     "EnumAggregateDuplicates": "ranges_enums_to_start_of_interval_then_aggregate_max",
     "Contains": "contains",
+    "SelectNumericIndex": "array_index_derivative",
+    "ExtractNumber": "struct_number",
 }
 
 
@@ -801,6 +835,14 @@ def test_an_incremental_kind_is_not_evaluated_whole_by_a_live_batch(kind: str) -
                 ts,
                 np.array([LOG_LINES[i % len(LOG_LINES)] for i in range(first, first + count)], dtype=object),
             ),
+            **{
+                sid: Rows(
+                    seqs,
+                    ts,
+                    np.array([texts[i % len(texts)] for i in range(first, first + count)], dtype=object),
+                )
+                for sid, texts in ((7, ARRAYS), (8, STRUCTS))
+            },
         }
 
     computation.backfill_seq = 1000

@@ -11,7 +11,9 @@ docs define them:
   (enum).
 
 The points arrive coded (results.StoredTexts): each distinct array or struct is parsed once per
-evaluation, however many timestamps hold it."""
+evaluation, however many timestamps hold it. Built when polled; the numeric ones also live under the
+opt-in `sparkwire.streamPolled` (builders/streamed.py), where, being point by point, a micro-batch
+costs its new points only."""
 
 from __future__ import annotations
 
@@ -83,8 +85,6 @@ class _Labels:
 class SelectNumericIndex(PointByPoint):
     """`NumericSeries.select1dArrayIndex` over a double-array channel."""
 
-    POLLED_ONLY = True  # built only by a poll (Nominal streams neither)
-
     input: SeriesNode
     index: int
 
@@ -97,7 +97,7 @@ class SelectNumericIndex(PointByPoint):
 class SelectEnumIndex(PointByPoint):
     """`EnumSeries.select1dArrayIndex` over a string-array channel."""
 
-    POLLED_ONLY = True  # built only by a poll (Nominal streams neither)
+    POLLED_ONLY = True  # built only by a poll: its labels are numbered as it reads points
 
     input: SeriesNode
     index: int
@@ -117,8 +117,6 @@ def _element(text: str, index: int) -> Any:
 class ExtractNumber(PointByPoint):
     """`NumericSeries.extractFromStruct`: the number at `path`, cast to `data_type`'s range."""
 
-    POLLED_ONLY = True  # built only by a poll (Nominal streams neither)
-
     input: SeriesNode
     path: FieldPath
     data_type: str  # FLOAT64, INT64 or UINT64
@@ -135,7 +133,7 @@ class ExtractLabel(PointByPoint):
     """`EnumSeries.extractFromStruct`: the scalar at `path` as a label: a string as it is, a number or
     a boolean as its JSON text; null, an object or an array is no label (the row is filtered out)."""
 
-    POLLED_ONLY = True  # built only by a poll (Nominal streams neither)
+    POLLED_ONLY = True  # built only by a poll: its labels are numbered as it reads points
 
     input: SeriesNode
     path: FieldPath

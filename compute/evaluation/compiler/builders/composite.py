@@ -1,7 +1,8 @@
 """Builders of the nodes that read array and struct channels (nodes/composite.py; decision 0104):
 `select1dArrayIndex` and `extractFromStruct`, numeric and enum. Nominal computes them only when
 polled (`ARRAY`, `STRUCT`), so they register with `polls` and a live subscription still gets the
-refusal builders/refusals.py registers.
+refusal builders/refusals.py registers, unless it asks for `sparkwire.streamPolled`
+(builders/streamed.py marks them).
 
 Their inputs (`Numeric1dArraySeries`, `Enum1dArraySeries`, `StructSeries`) are read from a channel
 (`channel`, or `raw`: a variable bound to one); their other variants (derived, select, time shift,
