@@ -340,3 +340,16 @@ def data_types(base_url: str, rid: str, headers: dict[str, str] | None = None) -
     )
     assert r.status_code == 200, r.text
     return {c["name"]: c["dataType"] for c in r.json()["results"]}
+
+
+def composite_batch(channel: str, kind: str, points: list[tuple[int, Any]]) -> dict[str, Any]:
+    """A WriteBatchesRequestExternal batch of array points (`kind` "double" or "string") or struct
+    points (`kind` "struct": each value an object, or its JSON text as it is)."""
+    if kind == "struct":
+        texts = [(t, v if isinstance(v, str) else json.dumps(v)) for t, v in points]
+        return {
+            "channel": channel,
+            "points": {"type": "struct", "struct": [{"timestamp": ts(t), "jsonString": v} for t, v in texts]},
+        }
+    arrays = {"type": kind, kind: [{"timestamp": ts(t), "value": v} for t, v in points]}
+    return {"channel": channel, "points": {"type": "array", "array": arrays}}

@@ -21,7 +21,7 @@ from conjure_python_client import ConjureHTTPError
 from tests import node_json as n
 from tests.conftest import ServerProcess
 from tests.server.test_compute_service import TOKEN, ns, request, secured, service
-from tests.wire import NANOS, data_types, ts
+from tests.wire import NANOS, composite_batch, data_types, ts
 
 __all__ = ["secured"]  # the module-scoped server with a tokens file, shared with test_compute_service
 
@@ -40,23 +40,7 @@ STRUCTS = [
 
 
 def _batch(channel: str, kind: str, values: list[Any], t0: int) -> Json:
-    if kind == "struct":
-        points = {
-            "type": "struct",
-            "struct": [
-                {"timestamp": ts(t0 + i * MS), "jsonString": v if isinstance(v, str) else json.dumps(v)}
-                for i, v in enumerate(values)
-            ],
-        }
-    else:
-        points = {
-            "type": "array",
-            "array": {
-                "type": kind,
-                kind: [{"timestamp": ts(t0 + i * MS), "value": v} for i, v in enumerate(values)],
-            },
-        }
-    return {"channel": channel, "points": points}
+    return composite_batch(channel, kind, [(t0 + i * MS, v) for i, v in enumerate(values)])
 
 
 def _nested(depth: int) -> str:

@@ -27,7 +27,15 @@ from tests.conftest import ROOT, ServerProcess, free_port, start_server
 from tests.kafka_broker import KafkaBroker, start_kafka
 from tests.server.test_end_to_end import subscribe_one, unique_rid
 from tests.server.test_operations import scrape, value
-from tests.wire import NANOS, Client, channel_variable, series_node, subscription, write_points
+from tests.wire import (
+    NANOS,
+    Client,
+    channel_variable,
+    composite_batch,
+    series_node,
+    subscription,
+    write_points,
+)
 
 # A broker (fetched on a fresh machine), a server and its Spark on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(900)
@@ -220,23 +228,8 @@ async def test_array_and_struct_points_round_trip_through_kafka(server: ServerPr
     body = {
         "dataSourceRid": rid,
         "batches": [
-            {
-                "channel": "vector",
-                "points": {
-                    "type": "array",
-                    "array": {
-                        "type": "double",
-                        "double": [{"timestamp": at(t0 + i), "value": a} for i, a in enumerate(arrays)],
-                    },
-                },
-            },
-            {
-                "channel": "record",
-                "points": {
-                    "type": "struct",
-                    "struct": [{"timestamp": at(t0 + i), "jsonString": s} for i, s in enumerate(structs)],
-                },
-            },
+            composite_batch("vector", "double", [(t0 + i, a) for i, a in enumerate(arrays)]),
+            composite_batch("record", "struct", [(t0 + i, s) for i, s in enumerate(structs)]),
         ],
     }
     assert httpx.post(f"{server.base_url}/storage/writer/v1", json=body, timeout=60).status_code == 200

@@ -18,7 +18,6 @@ same nodes subscribed without the option keep Nominal's `PollingOnlyComputation`
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import uuid
@@ -34,7 +33,7 @@ from sparkwire_client.view import ResultView
 from tests import node_json as n
 from tests.conftest import ServerProcess, start_server
 from tests.server.test_compute_service import TOKEN, ns, present, request, request_body, service
-from tests.wire import NANOS, new_id, subscription, write_points
+from tests.wire import NANOS, composite_batch, new_id, subscription, write_points
 from tests.wire import Client as WireClient
 
 Json = dict[str, Any]
@@ -404,35 +403,16 @@ async def test_an_array_element_and_a_struct_field_stream_as_they_poll(live_serv
         async with httpx.AsyncClient(base_url=live_server.base_url, timeout=60) as http:
             for k in range(3):
                 part = range(k * 20, (k + 1) * 20)
-                stamp = [
-                    {"seconds": (t0 + i * step) // NANOS, "nanos": (t0 + i * step) % NANOS} for i in part
-                ]
+                stamps = [t0 + i * step for i in part]
                 body = {
                     "dataSourceRid": rid,
                     "batches": [
-                        {
-                            "channel": "vector",
-                            "points": {
-                                "type": "array",
-                                "array": {
-                                    "type": "double",
-                                    "double": [
-                                        {"timestamp": s, "value": arrays[i]}
-                                        for s, i in zip(stamp, part, strict=True)
-                                    ],
-                                },
-                            },
-                        },
-                        {
-                            "channel": "state",
-                            "points": {
-                                "type": "struct",
-                                "struct": [
-                                    {"timestamp": s, "jsonString": json.dumps(structs[i])}
-                                    for s, i in zip(stamp, part, strict=True)
-                                ],
-                            },
-                        },
+                        composite_batch(
+                            "vector", "double", [(t, arrays[i]) for t, i in zip(stamps, part, strict=True)]
+                        ),
+                        composite_batch(
+                            "state", "struct", [(t, structs[i]) for t, i in zip(stamps, part, strict=True)]
+                        ),
                     ],
                 }
                 r = await http.post("/storage/writer/v1", json=body)
